@@ -1,0 +1,67 @@
+// The backend interface: what the repository and scheduler need from an
+// inference runtime. The ONNX Runtime implementation lives in src/backends/onnxruntime;
+// tests use fakes. The choice of execution provider is always explicit: a backend never
+// picks or falls back to a provider on its own.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fastpath/common/status.h"
+#include "fastpath/common/tensor.h"
+
+namespace fastpath::backend {
+
+enum class ExecutionProvider { kCpu, kCuda, kTensorRt };
+const char* ExecutionProviderName(ExecutionProvider ep);  // "cpu", "cuda", "tensorrt"
+
+// One tensor of a model's signature, as the model file declares it. dims include the
+// batch dimension if the model has one; -1 marks a dynamic dimension.
+struct TensorSpec {
+  std::string name;
+  DataType dtype = DataType::kInvalid;
+  std::vector<int64_t> dims;
+};
+
+struct ModelSignature {
+  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> outputs;
+};
+
+struct InstanceOptions {
+  // Ordered providers; the session uses exactly these, in this order. Never empty.
+  std::vector<ExecutionProvider> providers = {ExecutionProvider::kCpu};
+  int device_id = 0;         // for GPU providers
+  int intra_op_threads = 1;  // explicit: 0 would let the runtime pick, which we never do
+  int inter_op_threads = 1;
+};
+
+// One loaded copy of a model (one ORT session). Thread-compatible: the scheduler
+// calls Run from one thread at a time (the instance's own execution thread).
+class ModelInstance {
+ public:
+  virtual ~ModelInstance() = default;
+  // Runs the model. `inputs` have been validated against the model config (names,
+  // datatypes, shapes, byte sizes). Returns the outputs named in `output_names`, in
+  // that order, each owning its bytes.
+  virtual StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& inputs,
+                                            const std::vector<std::string>& output_names) = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // Short name, e.g. "onnxruntime"; matches config.pbtxt `backend`.
+  virtual std::string Name() const = 0;
+  // Reads the model file's inputs and outputs without running it. A corrupt or
+  // unreadable file is an error that says what is wrong with it.
+  virtual StatusOr<ModelSignature> Inspect(const std::filesystem::path& model_file) = 0;
+  // Creates one instance. The caller owns it.
+  virtual StatusOr<std::unique_ptr<ModelInstance>> CreateInstance(
+      const std::filesystem::path& model_file, const InstanceOptions& options) = 0;
+};
+
+}  // namespace fastpath::backend

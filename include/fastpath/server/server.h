@@ -1,0 +1,121 @@
+// The facade that the front ends (HTTP, gRPC, and later the CLI's bench) talk to.
+// A front end never reaches into the repository, scheduler or backend directly: it
+// parses its protocol into an InferRequest, calls this interface, and renders the
+// result. The concrete implementation is server::Server (server_impl.h); front-end
+// unit tests use a fake.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fastpath/common/status.h"
+#include "fastpath/common/tensor.h"
+#include "model_config.pb.h"  // inference::ModelConfig, Triton's field names and numbers
+
+namespace fastpath::server {
+
+struct ServerMetadata {
+  std::string name = "fastpath";
+  std::string version;
+  std::vector<std::string> extensions;
+};
+
+struct TensorMetadata {
+  std::string name;
+  DataType dtype = DataType::kInvalid;
+  std::vector<int64_t> shape;  // as the protocol shows it: -1 for a dynamic or batch dim
+};
+
+struct ModelMetadata {
+  std::string name;
+  std::vector<std::string> versions;  // the versions that are available (ready)
+  std::string platform;               // "onnxruntime_onnx"
+  std::vector<TensorMetadata> inputs;
+  std::vector<TensorMetadata> outputs;
+};
+
+// State of one model version in the repository (Triton's vocabulary).
+enum class ModelState { kUnknown, kLoading, kReady, kUnloading, kUnavailable };
+const char* ModelStateName(ModelState state);  // "UNKNOWN", "LOADING", "READY", ...
+
+struct RepositoryEntry {
+  std::string name;
+  std::string version;  // empty when the model has no loadable version
+  ModelState state = ModelState::kUnknown;
+  std::string reason;   // why it is not READY; empty when READY
+};
+
+// Cumulative count and duration, as in the KServe statistics extension.
+struct StatDuration {
+  uint64_t count = 0;
+  uint64_t ns = 0;
+};
+
+struct InferStatistics {
+  StatDuration success;         // whole request, end to end inside the server
+  StatDuration fail;
+  StatDuration queue;
+  StatDuration compute_input;
+  StatDuration compute_infer;
+  StatDuration compute_output;
+};
+
+struct BatchStatistics {
+  uint64_t batch_size = 0;
+  StatDuration compute_input;
+  StatDuration compute_infer;
+  StatDuration compute_output;
+};
+
+struct ModelStatistics {
+  std::string name;
+  std::string version;
+  uint64_t last_inference_ms = 0;  // since the epoch; 0 if never
+  uint64_t inference_count = 0;    // inferences (batch elements) performed
+  uint64_t execution_count = 0;    // model executions (batches) performed
+  InferStatistics inference_stats;
+  std::vector<BatchStatistics> batch_stats;
+};
+
+using InferCallback = std::function<void(StatusOr<InferResponse>)>;
+
+class InferenceServer {
+ public:
+  virtual ~InferenceServer() = default;
+
+  virtual bool IsLive() const = 0;
+  // True when every model that should be loaded is READY and the server is not
+  // shutting down.
+  virtual bool IsReady() const = 0;
+  virtual ServerMetadata Metadata() const = 0;
+
+  // `version` empty: the model as a whole (any ready version / the policy's default).
+  // Unknown model or version: NotFound.
+  virtual StatusOr<ModelMetadata> GetModelMetadata(const std::string& name,
+                                                   const std::string& version) const = 0;
+  virtual StatusOr<bool> IsModelReady(const std::string& name,
+                                      const std::string& version) const = 0;
+  // The completed config (what the model file filled in included).
+  virtual StatusOr<inference::ModelConfig> GetModelConfig(const std::string& name,
+                                                          const std::string& version) const = 0;
+  // `name` empty: every model; `version` empty: every version of `name`.
+  virtual StatusOr<std::vector<ModelStatistics>> GetModelStatistics(
+      const std::string& name, const std::string& version) const = 0;
+
+  virtual std::vector<RepositoryEntry> RepositoryIndex(bool ready_only) const = 0;
+  // Explicit model-control mode only; otherwise FailedPrecondition. Blocking: returns
+  // once the model is READY (OK) or failed to load (the reason).
+  virtual Status LoadModel(const std::string& name) = 0;
+  virtual Status UnloadModel(const std::string& name) = 0;
+
+  // Validates and runs one request. `done` is called exactly once, possibly on another
+  // thread, possibly before InferAsync returns. A request accepted here is always
+  // answered, also during shutdown.
+  virtual void InferAsync(InferRequest request, InferCallback done) = 0;
+};
+
+}  // namespace fastpath::server
