@@ -14,6 +14,7 @@
 
 #include "fastpath/common/status.h"
 #include "fastpath/common/tensor.h"
+#include "fastpath/server/statistics.h"
 #include "model_config.pb.h"  // inference::ModelConfig, Triton's field names and numbers
 
 namespace fastpath::server {
@@ -47,38 +48,6 @@ struct RepositoryEntry {
   std::string version;  // empty when the model has no loadable version
   ModelState state = ModelState::kUnknown;
   std::string reason;   // why it is not READY; empty when READY
-};
-
-// Cumulative count and duration, as in the KServe statistics extension.
-struct StatDuration {
-  uint64_t count = 0;
-  uint64_t ns = 0;
-};
-
-struct InferStatistics {
-  StatDuration success;         // whole request, end to end inside the server
-  StatDuration fail;
-  StatDuration queue;
-  StatDuration compute_input;
-  StatDuration compute_infer;
-  StatDuration compute_output;
-};
-
-struct BatchStatistics {
-  uint64_t batch_size = 0;
-  StatDuration compute_input;
-  StatDuration compute_infer;
-  StatDuration compute_output;
-};
-
-struct ModelStatistics {
-  std::string name;
-  std::string version;
-  uint64_t last_inference_ms = 0;  // since the epoch; 0 if never
-  uint64_t inference_count = 0;    // inferences (batch elements) performed
-  uint64_t execution_count = 0;    // model executions (batches) performed
-  InferStatistics inference_stats;
-  std::vector<BatchStatistics> batch_stats;
 };
 
 using InferCallback = std::function<void(StatusOr<InferResponse>)>;
