@@ -1,0 +1,103 @@
+// The scheduler: how validated requests reach model instances. One small interface;
+// the instance-pool scheduler (each request runs alone on the first free instance)
+// is the first implementation, the dynamic batcher is the next.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fastpath/backend/backend.h"
+#include "fastpath/common/status.h"
+#include "fastpath/common/tensor.h"
+#include "fastpath/server/statistics.h"
+
+namespace fastpath::scheduler {
+
+using Clock = std::chrono::steady_clock;
+// Injected so tests control time; production uses Clock::now.
+using NowFn = std::function<Clock::time_point()>;
+
+// Thread-safe accumulator of one model version's statistics.
+class StatsRecorder {
+ public:
+  struct Timings {
+    uint64_t queue_ns = 0;
+    uint64_t compute_input_ns = 0;
+    uint64_t compute_infer_ns = 0;
+    uint64_t compute_output_ns = 0;
+  };
+  // One successful execution of `batch_size` requests. `request_ns` is per request.
+  void RecordSuccess(uint64_t batch_size, const Timings& timings, uint64_t request_ns);
+  // A request that failed at any stage (rejected, timed out, or failed in the model).
+  void RecordFailure(uint64_t request_ns);
+  server::ModelStatistics Snapshot(const std::string& name, const std::string& version) const;
+
+ private:
+  mutable std::mutex mu_;
+  server::ModelStatistics stats_;  // name/version filled by Snapshot
+};
+
+// A request on its way to an instance. The scheduler owns it from Enqueue on and
+// answers it exactly once through `done`.
+struct Job {
+  InferRequest request;                   // inputs already validated and reshaped
+  std::vector<std::string> output_names;  // resolved: never empty
+  std::function<void(StatusOr<InferResponse>)> done;
+  Clock::time_point arrival;
+};
+
+class Scheduler {
+ public:
+  virtual ~Scheduler() = default;
+  // Takes the job. Never blocks on the model; a job it cannot accept (queue full,
+  // stopped) is answered at once with Unavailable.
+  virtual void Enqueue(Job job) = 0;
+  // Stops accepting, runs every job already accepted, and joins the workers.
+  // Idempotent; the destructor calls it.
+  virtual void Stop() = 0;
+  // Jobs accepted and not yet answered.
+  virtual size_t Pending() const = 0;
+};
+
+struct InstancePoolOptions {
+  size_t max_queue_size = 1024;  // beyond this, Enqueue rejects (no unbounded queue)
+  NowFn now = Clock::now;
+};
+
+// Each instance has its own execution thread; all pull from one FIFO queue, so a job
+// goes to the first free instance.
+class InstancePoolScheduler final : public Scheduler {
+ public:
+  // Takes ownership of the instances. `stats` must outlive the scheduler.
+  InstancePoolScheduler(std::vector<std::unique_ptr<backend::ModelInstance>> instances,
+                        StatsRecorder* stats, InstancePoolOptions options);
+  ~InstancePoolScheduler() override;
+
+  void Enqueue(Job job) override;
+  void Stop() override;
+  size_t Pending() const override;
+
+ private:
+  void WorkerLoop(backend::ModelInstance* instance);
+  void Execute(backend::ModelInstance* instance, Job& job);
+
+  std::vector<std::unique_ptr<backend::ModelInstance>> instances_;
+  StatsRecorder* stats_;
+  InstancePoolOptions options_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job> queue_;  // guarded by mu_
+  size_t running_ = 0;     // guarded by mu_
+  bool stopping_ = false;  // guarded by mu_
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace fastpath::scheduler

@@ -1,0 +1,61 @@
+#include <chrono>
+
+#include "fastpath/scheduler/scheduler.h"
+
+namespace fastpath::scheduler {
+namespace {
+
+void Add(server::StatDuration* d, uint64_t ns, uint64_t count = 1) {
+  d->count += count;
+  d->ns += ns;
+}
+
+uint64_t NowMsSinceEpoch() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+}  // namespace
+
+void StatsRecorder::RecordSuccess(uint64_t batch_size, const Timings& t, uint64_t request_ns) {
+  std::lock_guard lock(mu_);
+  auto& s = stats_.inference_stats;
+  // Per-request figures: every request of the batch spent these durations.
+  Add(&s.success, request_ns * batch_size, batch_size);
+  Add(&s.queue, t.queue_ns * batch_size, batch_size);
+  Add(&s.compute_input, t.compute_input_ns * batch_size, batch_size);
+  Add(&s.compute_infer, t.compute_infer_ns * batch_size, batch_size);
+  Add(&s.compute_output, t.compute_output_ns * batch_size, batch_size);
+  stats_.inference_count += batch_size;
+  stats_.execution_count += 1;
+  stats_.last_inference_ms = NowMsSinceEpoch();
+  server::BatchStatistics* batch = nullptr;
+  for (auto& b : stats_.batch_stats) {
+    if (b.batch_size == batch_size) batch = &b;
+  }
+  if (batch == nullptr) {
+    stats_.batch_stats.push_back({});
+    batch = &stats_.batch_stats.back();
+    batch->batch_size = batch_size;
+  }
+  Add(&batch->compute_input, t.compute_input_ns);
+  Add(&batch->compute_infer, t.compute_infer_ns);
+  Add(&batch->compute_output, t.compute_output_ns);
+}
+
+void StatsRecorder::RecordFailure(uint64_t request_ns) {
+  std::lock_guard lock(mu_);
+  Add(&stats_.inference_stats.fail, request_ns);
+}
+
+server::ModelStatistics StatsRecorder::Snapshot(const std::string& name,
+                                                const std::string& version) const {
+  std::lock_guard lock(mu_);
+  server::ModelStatistics out = stats_;
+  out.name = name;
+  out.version = version;
+  return out;
+}
+
+}  // namespace fastpath::scheduler

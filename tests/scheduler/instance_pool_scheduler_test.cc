@@ -1,0 +1,178 @@
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <future>
+#include <mutex>
+
+#include "fastpath/scheduler/scheduler.h"
+
+namespace fastpath::scheduler {
+namespace {
+
+// Echoes its first input as output "OUT" and blocks while the gate is closed, so the
+// test decides when compute finishes (no sleeps).
+class GatedInstance : public backend::ModelInstance {
+ public:
+  struct Gate {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool open = false;
+    int running = 0;
+    int runs = 0;
+    void Open() {
+      std::lock_guard lock(mu);
+      open = true;
+      cv.notify_all();
+    }
+    void WaitRunning(int n) {
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return running >= n; });
+    }
+  };
+  explicit GatedInstance(Gate* gate) : gate_(gate) {}
+  StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& inputs,
+                                    const std::vector<std::string>& names) override {
+    std::unique_lock lock(gate_->mu);
+    ++gate_->running;
+    ++gate_->runs;
+    gate_->cv.notify_all();
+    gate_->cv.wait(lock, [&] { return gate_->open; });
+    --gate_->running;
+    if (inputs.empty()) return InvalidArgument("no input");
+    Tensor out = inputs[0];
+    out.name = names.at(0);
+    return std::vector<Tensor>{out};
+  }
+
+ private:
+  Gate* gate_;
+};
+
+std::vector<std::unique_ptr<backend::ModelInstance>> MakeInstances(int n, GatedInstance::Gate* g) {
+  std::vector<std::unique_ptr<backend::ModelInstance>> v;
+  for (int i = 0; i < n; ++i) v.push_back(std::make_unique<GatedInstance>(g));
+  return v;
+}
+
+Job MakeJob(const std::string& id, std::promise<StatusOr<InferResponse>>* result,
+            Clock::time_point arrival = Clock::now()) {
+  Job job;
+  job.request.model_name = "m";
+  job.request.model_version = "1";
+  job.request.id = id;
+  job.request.inputs.push_back({"IN", DataType::kBytes, {1}, ""});
+  AppendBytesElement(&job.request.inputs[0].data, id);
+  job.output_names = {"OUT"};
+  job.arrival = arrival;
+  job.done = [result](StatusOr<InferResponse> r) { result->set_value(std::move(r)); };
+  return job;
+}
+
+TEST(InstancePoolSchedulerTest, EveryResponseGoesToItsRequest) {
+  GatedInstance::Gate gate;
+  gate.Open();
+  StatsRecorder stats;
+  InstancePoolScheduler sched(MakeInstances(3, &gate), &stats, {});
+  std::vector<std::promise<StatusOr<InferResponse>>> results(50);
+  for (int i = 0; i < 50; ++i) sched.Enqueue(MakeJob("req" + std::to_string(i), &results[i]));
+  for (int i = 0; i < 50; ++i) {
+    auto r = results[i].get_future().get();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->id, "req" + std::to_string(i));
+    std::string expected;
+    AppendBytesElement(&expected, "req" + std::to_string(i));
+    ASSERT_EQ(r->outputs.size(), 1u);
+    EXPECT_EQ(r->outputs[0].name, "OUT");
+    EXPECT_EQ(r->outputs[0].data, expected);
+  }
+  auto s = stats.Snapshot("m", "1");
+  EXPECT_EQ(s.inference_count, 50u);
+  EXPECT_EQ(s.execution_count, 50u);
+  EXPECT_EQ(s.inference_stats.success.count, 50u);
+  ASSERT_EQ(s.batch_stats.size(), 1u);
+  EXPECT_EQ(s.batch_stats[0].batch_size, 1u);
+}
+
+TEST(InstancePoolSchedulerTest, AJobGoesToTheFirstFreeInstance) {
+  GatedInstance::Gate gate;
+  StatsRecorder stats;
+  InstancePoolScheduler sched(MakeInstances(2, &gate), &stats, {});
+  std::vector<std::promise<StatusOr<InferResponse>>> results(3);
+  for (int i = 0; i < 3; ++i) sched.Enqueue(MakeJob(std::to_string(i), &results[i]));
+  gate.WaitRunning(2);  // both instances busy, the third job waits in the queue
+  EXPECT_EQ(sched.Pending(), 3u);
+  gate.Open();
+  for (auto& r : results) EXPECT_TRUE(r.get_future().get().ok());
+  EXPECT_EQ(gate.runs, 3);
+}
+
+TEST(InstancePoolSchedulerTest, AFullQueueRejectsAtOnce) {
+  GatedInstance::Gate gate;
+  StatsRecorder stats;
+  InstancePoolOptions options;
+  options.max_queue_size = 1;
+  InstancePoolScheduler sched(MakeInstances(1, &gate), &stats, options);
+  std::vector<std::promise<StatusOr<InferResponse>>> results(3);
+  sched.Enqueue(MakeJob("running", &results[0]));
+  gate.WaitRunning(1);
+  sched.Enqueue(MakeJob("queued", &results[1]));
+  sched.Enqueue(MakeJob("rejected", &results[2]));
+  auto rejected = results[2].get_future().get();
+  EXPECT_EQ(rejected.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(rejected.status().message().find("full"), std::string::npos);
+  gate.Open();
+  EXPECT_TRUE(results[0].get_future().get().ok());
+  EXPECT_TRUE(results[1].get_future().get().ok());
+  EXPECT_EQ(stats.Snapshot("m", "1").inference_stats.fail.count, 1u);
+}
+
+TEST(InstancePoolSchedulerTest, AnExpiredRequestNeverReachesTheModel) {
+  GatedInstance::Gate gate;
+  gate.Open();
+  StatsRecorder stats;
+  Clock::time_point fake_now = Clock::now();
+  InstancePoolOptions options;
+  options.now = [&] { return fake_now; };
+  InstancePoolScheduler sched(MakeInstances(1, &gate), &stats, options);
+  std::promise<StatusOr<InferResponse>> result;
+  Job job = MakeJob("late", &result, fake_now);
+  job.request.deadline = fake_now - std::chrono::microseconds(1);
+  sched.Enqueue(std::move(job));
+  auto r = result.get_future().get();
+  EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(gate.runs, 0);
+}
+
+TEST(InstancePoolSchedulerTest, StopAnswersEveryAcceptedJobAndRejectsNewOnes) {
+  GatedInstance::Gate gate;
+  StatsRecorder stats;
+  auto sched = std::make_unique<InstancePoolScheduler>(MakeInstances(1, &gate), &stats,
+                                                       InstancePoolOptions{});
+  std::vector<std::promise<StatusOr<InferResponse>>> results(4);
+  for (int i = 0; i < 3; ++i) sched->Enqueue(MakeJob(std::to_string(i), &results[i]));
+  gate.WaitRunning(1);
+  std::thread stopper([&] { sched->Stop(); });
+  // Stop must wait for the running and queued jobs; open the gate so they can finish.
+  gate.Open();
+  stopper.join();
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(results[i].get_future().get().ok());
+  sched->Enqueue(MakeJob("after", &results[3]));
+  EXPECT_EQ(results[3].get_future().get().status().code(), StatusCode::kUnavailable);
+}
+
+TEST(InstancePoolSchedulerTest, ModelErrorsReachTheCaller) {
+  GatedInstance::Gate gate;
+  gate.Open();
+  StatsRecorder stats;
+  InstancePoolScheduler sched(MakeInstances(1, &gate), &stats, {});
+  std::promise<StatusOr<InferResponse>> result;
+  Job job = MakeJob("x", &result);
+  job.request.inputs.clear();
+  sched.Enqueue(std::move(job));
+  EXPECT_EQ(result.get_future().get().status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(stats.Snapshot("m", "1").inference_stats.fail.count, 1u);
+}
+
+}  // namespace
+}  // namespace fastpath::scheduler
