@@ -1,0 +1,226 @@
+#!/usr/bin/env python3
+"""Writes fastpath's tiny test models, deterministically (same bytes on every run).
+
+Models:
+  identity_<dtype>  one per KServe datatype: INPUT0 [-1,-1] -> Identity -> OUTPUT0
+  simple            Triton's "simple": INPUT0, INPUT1 INT32 [-1,16] -> OUTPUT0 = sum,
+                    OUTPUT1 = difference
+  simple_fp32       the same in FP32
+  corrupt           bytes that are not an ONNX model (flat output only, unless asked)
+
+Two layouts:
+  --out DIR          flat: DIR/<model>.onnx (the backend's unit tests use this)
+  --repository DIR   Triton-style: DIR/<model>/1/model.onnx and DIR/<model>/config.pbtxt,
+                     dims without the batch dimension, max_batch_size 8
+Both may be given at once.
+
+Needs python3-onnx (Debian's 1.12 is enough) and numpy; no pip.
+"""
+
+import argparse
+import os
+import sys
+
+try:
+    import onnx
+    from onnx import TensorProto, helper
+except ImportError:  # pragma: no cover - depends on the machine
+    # A pyenv or venv python3 may shadow Debian's, which is the one with python3-onnx.
+    # Re-run under it rather than fail, so `python3 tools/make_test_models.py` just works.
+    debian_python = "/usr/bin/python3"
+    if os.path.realpath(sys.executable) != os.path.realpath(debian_python) and os.path.exists(
+        debian_python
+    ):
+        os.execv(debian_python, [debian_python] + sys.argv)
+    sys.exit("make_test_models.py: the onnx module is missing (apt-get install python3-onnx)")
+
+# Pinned, not defaulted, so that a newer onnx package cannot change the bytes or write an
+# IR version that ONNX Runtime 1.29 rejects. IR 8 is onnx 1.12's own; ORT 1.29 reads up to
+# IR 11. Opset 13 is the first where Identity is defined for bfloat16.
+IR_VERSION = 8
+OPSET = 13
+MAX_BATCH_SIZE = 8
+
+# KServe datatype name -> (file-name suffix, ONNX element type, Triton config type).
+DATATYPES = [
+    ("BOOL", "bool", TensorProto.BOOL, "TYPE_BOOL"),
+    ("UINT8", "uint8", TensorProto.UINT8, "TYPE_UINT8"),
+    ("UINT16", "uint16", TensorProto.UINT16, "TYPE_UINT16"),
+    ("UINT32", "uint32", TensorProto.UINT32, "TYPE_UINT32"),
+    ("UINT64", "uint64", TensorProto.UINT64, "TYPE_UINT64"),
+    ("INT8", "int8", TensorProto.INT8, "TYPE_INT8"),
+    ("INT16", "int16", TensorProto.INT16, "TYPE_INT16"),
+    ("INT32", "int32", TensorProto.INT32, "TYPE_INT32"),
+    ("INT64", "int64", TensorProto.INT64, "TYPE_INT64"),
+    ("FP16", "fp16", TensorProto.FLOAT16, "TYPE_FP16"),
+    ("FP32", "fp32", TensorProto.FLOAT, "TYPE_FP32"),
+    ("FP64", "fp64", TensorProto.DOUBLE, "TYPE_FP64"),
+    ("BF16", "bf16", TensorProto.BFLOAT16, "TYPE_BF16"),
+    ("BYTES", "bytes", TensorProto.STRING, "TYPE_STRING"),
+]
+
+# Not an ONNX protobuf: the first byte, 'f' (0x66), is field 12 with wire type 6, which
+# does not exist, so every protobuf parser rejects it at byte 0.
+CORRUPT_BYTES = b"fastpath: deliberately corrupt ONNX file, not a protobuf\n"
+
+
+class ModelSpec:
+    """One model: its graph, and the signature its config.pbtxt declares."""
+
+    def __init__(self, name, model, inputs, outputs):
+        self.name = name
+        self.model = model
+        self.inputs = inputs  # [(name, config type, dims including the batch dim)]
+        self.outputs = outputs
+
+
+def _finish(graph):
+    model = helper.make_model(
+        graph,
+        producer_name="fastpath-make_test_models",
+        producer_version="1",
+        opset_imports=[helper.make_opsetid("", OPSET)],
+    )
+    model.ir_version = IR_VERSION
+    onnx.checker.check_model(model)
+    return model
+
+
+def identity_model(suffix, onnx_type, config_type):
+    # Symbolic dims (dim_param) rather than empty ones so that ORT reports -1 for both
+    # and the model documents which dims are the batch.
+    shape = ["batch", "n"]
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["INPUT0"], ["OUTPUT0"], name="identity")],
+        "identity_" + suffix,
+        [helper.make_tensor_value_info("INPUT0", onnx_type, shape)],
+        [helper.make_tensor_value_info("OUTPUT0", onnx_type, shape)],
+    )
+    dims = [-1, -1]
+    return ModelSpec(
+        "identity_" + suffix,
+        _finish(graph),
+        [("INPUT0", config_type, dims)],
+        [("OUTPUT0", config_type, dims)],
+    )
+
+
+def simple_model(name, onnx_type, config_type):
+    shape = ["batch", 16]
+    graph = helper.make_graph(
+        [
+            helper.make_node("Add", ["INPUT0", "INPUT1"], ["OUTPUT0"], name="sum"),
+            helper.make_node("Sub", ["INPUT0", "INPUT1"], ["OUTPUT1"], name="difference"),
+        ],
+        name,
+        [
+            helper.make_tensor_value_info("INPUT0", onnx_type, shape),
+            helper.make_tensor_value_info("INPUT1", onnx_type, shape),
+        ],
+        [
+            helper.make_tensor_value_info("OUTPUT0", onnx_type, shape),
+            helper.make_tensor_value_info("OUTPUT1", onnx_type, shape),
+        ],
+    )
+    dims = [-1, 16]
+    io = lambda names: [(n, config_type, dims) for n in names]  # noqa: E731
+    return ModelSpec(name, _finish(graph), io(["INPUT0", "INPUT1"]), io(["OUTPUT0", "OUTPUT1"]))
+
+
+def all_models():
+    models = [identity_model(suffix, t, c) for _, suffix, t, c in DATATYPES]
+    models.append(simple_model("simple", TensorProto.INT32, "TYPE_INT32"))
+    models.append(simple_model("simple_fp32", TensorProto.FLOAT, "TYPE_FP32"))
+    return models
+
+
+def config_pbtxt(spec):
+    """Triton's config for the model: dims without the batch dimension."""
+
+    def tensors(kind, entries):
+        blocks = []
+        for name, config_type, dims in entries:
+            no_batch = ", ".join(str(d) for d in dims[1:])
+            blocks.append(
+                "  {\n"
+                f'    name: "{name}"\n'
+                f"    data_type: {config_type}\n"
+                f"    dims: [ {no_batch} ]\n"
+                "  }"
+            )
+        return f"{kind} [\n" + ",\n".join(blocks) + "\n]\n"
+
+    return (
+        f'name: "{spec.name}"\n'
+        'backend: "onnxruntime"\n'
+        f"max_batch_size: {MAX_BATCH_SIZE}\n"
+        + tensors("input", spec.inputs)
+        + tensors("output", spec.outputs)
+        # The execution provider is always explicit in fastpath; these models are for CPU.
+        + "instance_group [\n  {\n    kind: KIND_CPU\n    count: 1\n  }\n]\n"
+    )
+
+
+def write_if_changed(path, data):
+    """Writes only when the bytes differ, so builds that depend on the files stay quiet."""
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            if f.read() == data:
+                return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def serialize(model):
+    # Protobuf's deterministic mode fixes the order of map fields; these models have none
+    # today, but the guarantee should not depend on that.
+    return model.SerializeToString(deterministic=True)
+
+
+def write_flat(out_dir, models):
+    for spec in models:
+        write_if_changed(os.path.join(out_dir, spec.name + ".onnx"), serialize(spec.model))
+    write_if_changed(os.path.join(out_dir, "corrupt.onnx"), CORRUPT_BYTES)
+
+
+def write_repository(repo_dir, models, include_corrupt):
+    for spec in models:
+        write_if_changed(os.path.join(repo_dir, spec.name, "1", "model.onnx"), serialize(spec.model))
+        write_if_changed(
+            os.path.join(repo_dir, spec.name, "config.pbtxt"), config_pbtxt(spec).encode()
+        )
+    if include_corrupt:
+        # A model whose file is not ONNX: it must become UNAVAILABLE while the others serve.
+        # The config is complete, so the failure is the file's and nothing else's.
+        corrupt = simple_model("corrupt", TensorProto.INT32, "TYPE_INT32")
+        write_if_changed(os.path.join(repo_dir, "corrupt", "1", "model.onnx"), CORRUPT_BYTES)
+        write_if_changed(
+            os.path.join(repo_dir, "corrupt", "config.pbtxt"), config_pbtxt(corrupt).encode()
+        )
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", help="flat output folder: <model>.onnx")
+    parser.add_argument("--repository", help="Triton-style model repository folder")
+    parser.add_argument(
+        "--include-corrupt",
+        action="store_true",
+        help="also put the corrupt model into the repository (it is always in --out)",
+    )
+    args = parser.parse_args(argv)
+    if not args.out and not args.repository:
+        parser.error("give --out DIR, --repository DIR, or both")
+    models = all_models()
+    if args.out:
+        write_flat(args.out, models)
+    if args.repository:
+        write_repository(args.repository, models, args.include_corrupt)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
