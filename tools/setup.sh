@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Installs what fastpath needs on Debian 12 (bookworm), then fetches ONNX Runtime 1.29.0.
+# Idempotent and fast on the second run: apt runs only when a package is missing (checked with
+# dpkg-query), so a machine that has everything needs no network for this step. Runs apt as
+# root, or through sudo when not root.
+#
+# Environment:
+#   ONNXRUNTIME_ROOT  use this ONNX Runtime install (include/ and lib/) instead of fetching one;
+#                     npm is then not needed either.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+
+packages=(
+  build-essential cmake ninja-build pkg-config git ca-certificates openssl
+  python3 python3-onnx python3-numpy
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libboost-dev rapidjson-dev libgtest-dev libgmock-dev
+)
+# npm fetches ONNX Runtime (`npm pack`). An npm that is already there (NodeSource, nvm, ...) is
+# used as is: Debian's nodejs/npm packages would conflict with it.
+if [[ -z "${ONNXRUNTIME_ROOT:-}" ]] && ! command -v npm >/dev/null; then
+  packages+=(nodejs npm)
+fi
+
+missing=()
+for pkg in "${packages[@]}"; do
+  status="$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)"
+  [[ "$status" == installed ]] || missing+=("$pkg")
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "setup: all ${#packages[@]} Debian packages are installed"
+else
+  echo "setup: installing ${missing[*]}"
+  as_root=()
+  if [[ $EUID -ne 0 ]]; then
+    if ! command -v sudo >/dev/null; then
+      echo "setup: not root and no sudo; as root run: apt-get install ${missing[*]}" >&2
+      exit 1
+    fi
+    as_root=(sudo)
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${as_root[@]}" apt-get update
+  "${as_root[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+
+if [[ -n "${ONNXRUNTIME_ROOT:-}" ]]; then
+  echo "setup: using ONNX Runtime from ONNXRUNTIME_ROOT=$ONNXRUNTIME_ROOT"
+  [[ -f "$ONNXRUNTIME_ROOT/include/onnxruntime_cxx_api.h" ]] || {
+    echo "setup: $ONNXRUNTIME_ROOT/include/onnxruntime_cxx_api.h is missing" >&2
+    exit 1
+  }
+else
+  "$root/tools/fetch_onnxruntime.sh"
+fi
