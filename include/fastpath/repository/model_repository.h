@@ -1,0 +1,126 @@
+// The model repository: Triton's layout (<root>/<model>/config.pbtxt and numbered
+// version folders holding model.onnx), loaded into runnable model versions.
+//
+// A model that cannot be loaded (missing file, corrupt ONNX, config that contradicts the
+// model, name mismatch, ...) becomes UNAVAILABLE with the exact reason, which shows in the
+// log and in the repository index; the other models keep serving.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fastpath/backend/backend.h"
+#include "fastpath/common/status.h"
+#include "fastpath/scheduler/scheduler.h"
+#include "fastpath/server/server.h"
+#include "model_config.pb.h"
+
+namespace fastpath::repository {
+
+enum class ControlMode { kNone, kExplicit, kPoll };
+StatusOr<ControlMode> ParseControlMode(const std::string& text);  // "none" | "explicit" | "poll"
+
+// One loaded, runnable version of a model. Shared by the repository and by the requests
+// in flight on it, so that an unload or a reload never pulls it from under a request.
+struct ModelVersion {
+  ModelVersion() = default;
+  ModelVersion(const ModelVersion&) = delete;
+  ModelVersion& operator=(const ModelVersion&) = delete;
+  // Stops the scheduler (draining accepted requests) before the recorder goes away.
+  ~ModelVersion();
+
+  std::string model_name;
+  int64_t version = 0;
+  inference::ModelConfig config;  // completed from the model file
+  scheduler::StatsRecorder stats;
+  std::unique_ptr<scheduler::Scheduler> scheduler;  // owns the model instances
+};
+
+struct VersionStatus {
+  int64_t version = 0;
+  server::ModelState state = server::ModelState::kUnknown;
+  std::string reason;
+  std::shared_ptr<ModelVersion> runtime;  // set only when READY
+};
+
+struct RepositoryOptions {
+  std::filesystem::path root;
+  ControlMode mode = ControlMode::kNone;
+  size_t max_queue_size = 1024;  // per model version
+  std::chrono::milliseconds poll_interval{15000};
+};
+
+class ModelRepository {
+ public:
+  // `backend` must outlive the repository.
+  ModelRepository(RepositoryOptions options, backend::Backend* backend);
+  ~ModelRepository();  // stops polling and every scheduler (draining)
+
+  const RepositoryOptions& options() const { return options_; }
+
+  // Loads what the mode says at start-up: every model folder for none/poll, only
+  // `explicit_models` ("*" = all) for explicit. Starts the poll thread in poll mode.
+  void LoadStartupModels(const std::vector<std::string>& explicit_models);
+  // Loads (or reloads) one model from disk. OK when at least one version is READY,
+  // otherwise the reason. A reload swaps versions atomically; the old ones drain.
+  Status Load(const std::string& name);
+  // Stops serving the model; requests already accepted are answered first.
+  Status Unload(const std::string& name);
+  // Rescans the root: loads new or changed models, unloads removed ones.
+  void Poll();
+  // Stops every scheduler, draining what was accepted. Lookups fail afterwards.
+  void StopAll();
+
+  // `version` empty: the highest READY version. NotFound for an unknown model or
+  // version, Unavailable when it exists but is not READY (with the reason).
+  StatusOr<std::shared_ptr<ModelVersion>> FindReady(const std::string& name,
+                                                    const std::string& version) const;
+  // Readiness of one version (or of the model: any version READY). NotFound if unknown.
+  StatusOr<bool> IsReady(const std::string& name, const std::string& version) const;
+  // Every READY version of `name` (all models when empty).
+  std::vector<std::shared_ptr<ModelVersion>> ReadyVersions(const std::string& name) const;
+  // One entry per version (and one per model that failed before any version),
+  // including the model folders that are present but not loaded (explicit mode).
+  std::vector<server::RepositoryEntry> Index(bool ready_only) const;
+  // True when every model that was asked to load has every selected version READY.
+  bool AllReady() const;
+
+ private:
+  struct ModelState {
+    std::string reason;  // model-level failure (config, versions); empty otherwise
+    std::vector<VersionStatus> versions;
+    std::string fingerprint;  // what was on disk when it was loaded (poll mode)
+  };
+
+  // Builds the model's state from disk without touching the map.
+  ModelState LoadFromDisk(const std::string& name) const;
+  StatusOr<std::shared_ptr<ModelVersion>> LoadVersion(const std::string& name, int64_t version,
+                                                      const inference::ModelConfig& config) const;
+  std::string Fingerprint(const std::string& name) const;
+  std::vector<std::string> ModelFolders() const;
+  static void StopVersions(const ModelState& state);
+  void PollLoop();
+
+  RepositoryOptions options_;
+  backend::Backend* backend_;
+
+  mutable std::mutex mu_;
+  std::map<std::string, ModelState> models_;  // guarded by mu_
+  bool stopped_ = false;                      // guarded by mu_
+  // Serializes Load/Unload/Poll so that two loads of one model never race.
+  std::mutex load_mu_;
+
+  std::mutex poll_mu_;
+  std::condition_variable poll_cv_;
+  bool poll_stop_ = false;  // guarded by poll_mu_
+  std::thread poll_thread_;
+};
+
+}  // namespace fastpath::repository

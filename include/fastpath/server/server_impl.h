@@ -1,0 +1,72 @@
+// server::Server, the concrete InferenceServer: a model repository on a backend, with
+// request validation, statistics and a drain-on-shutdown lifecycle. Only the CLI
+// constructs it; the front ends see the InferenceServer interface.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "fastpath/backend/backend.h"
+#include "fastpath/repository/model_repository.h"
+#include "fastpath/server/server.h"
+
+namespace fastpath::server {
+
+struct ServerOptions {
+  repository::RepositoryOptions repository;
+  std::vector<std::string> startup_models;  // explicit mode: models to load at start ("*" = all)
+  // Readiness requires every loaded model to be READY (Triton's --strict-readiness).
+  bool strict_readiness = true;
+  // Largest tensor accepted, in elements; checked before anything is allocated.
+  int64_t max_tensor_elements = int64_t{1} << 31;
+};
+
+class Server final : public InferenceServer {
+ public:
+  // Loads the start-up models (a bad model is logged and marked UNAVAILABLE; it does not
+  // fail Create). Fails only for an unusable repository root. `backend` is shared with
+  // the repository and kept alive by the server.
+  static StatusOr<std::unique_ptr<Server>> Create(ServerOptions options,
+                                                  std::shared_ptr<backend::Backend> backend);
+  ~Server() override;
+
+  bool IsLive() const override;
+  bool IsReady() const override;
+  ServerMetadata Metadata() const override;
+  StatusOr<ModelMetadata> GetModelMetadata(const std::string& name,
+                                           const std::string& version) const override;
+  StatusOr<bool> IsModelReady(const std::string& name, const std::string& version) const override;
+  StatusOr<inference::ModelConfig> GetModelConfig(const std::string& name,
+                                                  const std::string& version) const override;
+  StatusOr<std::vector<ModelStatistics>> GetModelStatistics(
+      const std::string& name, const std::string& version) const override;
+  std::vector<RepositoryEntry> RepositoryIndex(bool ready_only) const override;
+  Status LoadModel(const std::string& name) override;
+  Status UnloadModel(const std::string& name) override;
+  void InferAsync(InferRequest request, InferCallback done) override;
+
+  // Refuses new requests from now on (readiness turns false), waits up to `grace` for the
+  // requests in flight, then stops every model. Returns how many requests were still in
+  // flight when the grace period ended (0 when everything drained).
+  size_t Shutdown(std::chrono::milliseconds grace);
+
+ private:
+  Server(ServerOptions options, std::shared_ptr<backend::Backend> backend);
+  void Finish();  // one request left the server
+
+  ServerOptions options_;
+  std::shared_ptr<backend::Backend> backend_;
+  std::unique_ptr<repository::ModelRepository> repository_;
+
+  std::atomic<bool> shutting_down_{false};
+  std::mutex inflight_mu_;
+  std::condition_variable inflight_cv_;
+  size_t inflight_ = 0;  // guarded by inflight_mu_
+};
+
+}  // namespace fastpath::server

@@ -1,0 +1,52 @@
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "cli.h"
+
+namespace fastpath::cli {
+
+Status WriteFileAtomically(const std::string& path, const std::string& content) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!(out << content)) return Internal("cannot write " + tmp);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return Internal("cannot rename " + tmp + " to " + path + ": " + ec.message());
+  return Status::Ok();
+}
+
+}  // namespace fastpath::cli
+
+namespace {
+
+constexpr const char* kUsage = R"(usage: fastpath <command> [options]
+
+commands:
+  serve     serve a model repository over KServe v2 HTTP and gRPC
+  version   print the version
+
+Run `fastpath <command> --help` for a command's options.
+)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    std::cout << kUsage;
+    return args.empty() ? fastpath::cli::kExitUsage : 0;
+  }
+  const std::string command = args[0];
+  args.erase(args.begin());
+  if (command == "serve") return fastpath::cli::Serve(args);
+  if (command == "version" || command == "--version") {
+    std::cout << "fastpath " << FASTPATH_VERSION << "\n";
+    return 0;
+  }
+  std::cerr << "fastpath: unknown command '" << command << "'\n\n" << kUsage;
+  return fastpath::cli::kExitUsage;
+}

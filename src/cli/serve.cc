@@ -1,0 +1,198 @@
+// `fastpath serve`: the model repository on ONNX Runtime, served over HTTP and gRPC.
+#include <pthread.h>
+#include <signal.h>
+
+#include <charconv>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli.h"
+#include "fastpath/backends/onnxruntime/ort_backend.h"
+#include "fastpath/frontend/grpc_server.h"
+#include "fastpath/frontend/http_server.h"
+#include "fastpath/server/server_impl.h"
+
+namespace fastpath::cli {
+namespace {
+
+constexpr const char* kServeUsage = R"(usage: fastpath serve --model-repository DIR [options]
+
+  --model-repository DIR        Triton-layout model repository (required)
+  --http-port N                 KServe v2 HTTP/REST port (default 8000; 0 picks a free port)
+  --grpc-port N                 KServe v2 gRPC port (default 8001; 0 picks a free port)
+  --metrics-port N              Prometheus metrics port (default 8002; served from issue 3 on)
+  --host ADDR                   address to bind (default 0.0.0.0)
+  --model-control-mode MODE     none | explicit | poll (default none)
+  --load-model NAME             explicit mode: load NAME at start (repeatable; * = all)
+  --repository-poll-secs N      poll mode: seconds between rescans (default 15)
+  --strict-readiness BOOL       ready only when every model is READY (default true)
+  --http-threads N              threads serving HTTP connections (default 2)
+  --max-request-bytes N         largest request body / message accepted (default 268435456)
+  --max-queue-size N            requests queued per model version before 503 (default 1024)
+  --grace-period-secs N         on SIGTERM, how long in-flight requests may take (default 30)
+  --port-file FILE              write "http=N grpc=N" once listening (for tests with port 0)
+)";
+
+StatusOr<int64_t> ParseInt(const std::string& flag, const std::string& text, int64_t lo, int64_t hi) {
+  int64_t value = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || ptr != text.data() + text.size() || value < lo || value > hi) {
+    return InvalidArgument(flag + " must be an integer in [" + std::to_string(lo) + ", " +
+                           std::to_string(hi) + "], not '" + text + "'");
+  }
+  return value;
+}
+
+StatusOr<bool> ParseBool(const std::string& flag, const std::string& text) {
+  if (text == "true" || text == "1") return true;
+  if (text == "false" || text == "0") return false;
+  return InvalidArgument(flag + " must be true or false, not '" + text + "'");
+}
+
+struct ServeFlags {
+  server::ServerOptions server;
+  frontend::HttpOptions http;
+  frontend::GrpcOptions grpc;
+  int metrics_port = 8002;
+  std::chrono::seconds grace{30};
+  std::string port_file;
+};
+
+StatusOr<ServeFlags> ParseServeFlags(const std::vector<std::string>& args) {
+  ServeFlags flags;
+  bool have_repo = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string flag = args[i];
+    std::string value;
+    if (auto eq = flag.find('='); eq != std::string::npos) {
+      value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+    } else if (flag == "--help" || flag == "-h") {
+      return FailedPrecondition("help");
+    } else if (i + 1 < args.size()) {
+      value = args[++i];
+    } else {
+      return InvalidArgument("flag " + flag + " needs a value");
+    }
+    if (flag == "--model-repository") {
+      flags.server.repository.root = value;
+      have_repo = true;
+    } else if (flag == "--http-port") {
+      FASTPATH_ASSIGN_OR_RETURN(flags.http.port, ParseInt(flag, value, 0, 65535));
+    } else if (flag == "--grpc-port") {
+      FASTPATH_ASSIGN_OR_RETURN(flags.grpc.port, ParseInt(flag, value, 0, 65535));
+    } else if (flag == "--metrics-port") {
+      FASTPATH_ASSIGN_OR_RETURN(flags.metrics_port, ParseInt(flag, value, 0, 65535));
+    } else if (flag == "--host") {
+      flags.http.address = value;
+      flags.grpc.address = value;
+    } else if (flag == "--model-control-mode") {
+      FASTPATH_ASSIGN_OR_RETURN(flags.server.repository.mode, repository::ParseControlMode(value));
+    } else if (flag == "--load-model") {
+      flags.server.startup_models.push_back(value);
+    } else if (flag == "--repository-poll-secs") {
+      FASTPATH_ASSIGN_OR_RETURN(int64_t secs, ParseInt(flag, value, 1, 86400));
+      flags.server.repository.poll_interval = std::chrono::seconds(secs);
+    } else if (flag == "--strict-readiness") {
+      FASTPATH_ASSIGN_OR_RETURN(flags.server.strict_readiness, ParseBool(flag, value));
+    } else if (flag == "--http-threads") {
+      FASTPATH_ASSIGN_OR_RETURN(flags.http.threads, ParseInt(flag, value, 1, 256));
+    } else if (flag == "--max-request-bytes") {
+      FASTPATH_ASSIGN_OR_RETURN(int64_t bytes, ParseInt(flag, value, 1024, int64_t{1} << 31));
+      flags.http.max_body_bytes = static_cast<size_t>(bytes);
+      flags.grpc.max_message_bytes = static_cast<int>(std::min<int64_t>(bytes, INT32_MAX));
+    } else if (flag == "--max-queue-size") {
+      FASTPATH_ASSIGN_OR_RETURN(int64_t n, ParseInt(flag, value, 1, 1 << 24));
+      flags.server.repository.max_queue_size = static_cast<size_t>(n);
+    } else if (flag == "--grace-period-secs") {
+      FASTPATH_ASSIGN_OR_RETURN(int64_t secs, ParseInt(flag, value, 0, 3600));
+      flags.grace = std::chrono::seconds(secs);
+    } else if (flag == "--port-file") {
+      flags.port_file = value;
+    } else {
+      return InvalidArgument("unknown flag " + flag);
+    }
+  }
+  if (!have_repo) return InvalidArgument("--model-repository is required");
+  if (flags.server.repository.mode != repository::ControlMode::kExplicit &&
+      !flags.server.startup_models.empty()) {
+    return InvalidArgument("--load-model needs --model-control-mode explicit");
+  }
+  return flags;
+}
+
+}  // namespace
+
+int Serve(const std::vector<std::string>& args) {
+  auto parsed = ParseServeFlags(args);
+  if (!parsed.ok()) {
+    if (parsed.status().message() == "help") {
+      std::cout << kServeUsage;
+      return 0;
+    }
+    std::cerr << "fastpath serve: " << parsed.status().message() << "\n\n" << kServeUsage;
+    return kExitUsage;
+  }
+  ServeFlags flags = std::move(parsed).value();
+
+  // Block the shutdown signals in every thread; the main thread takes them with sigwait.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto backend = backends::onnxruntime::CreateOrtBackend();
+  if (!backend.ok()) {
+    std::cerr << "fastpath serve: ONNX Runtime is unusable: " << backend.status().ToString() << "\n";
+    return kExitRuntime;
+  }
+  std::cerr << "fastpath: ONNX Runtime " << backends::onnxruntime::OrtVersion()
+            << ", execution provider: cpu (GPU providers arrive with admission control)\n";
+  std::shared_ptr<backend::Backend> shared_backend = std::move(backend).value();
+  auto server = server::Server::Create(flags.server, shared_backend);
+  if (!server.ok()) {
+    std::cerr << "fastpath serve: " << server.status().ToString() << "\n";
+    return kExitRuntime;
+  }
+  auto http = frontend::HttpServer::Start(**server, flags.http);
+  if (!http.ok()) {
+    std::cerr << "fastpath serve: HTTP front end: " << http.status().ToString() << "\n";
+    return kExitRuntime;
+  }
+  auto grpc = frontend::GrpcServer::Start(**server, flags.grpc);
+  if (!grpc.ok()) {
+    std::cerr << "fastpath serve: gRPC front end: " << grpc.status().ToString() << "\n";
+    return kExitRuntime;
+  }
+  std::cerr << "fastpath: HTTP on " << flags.http.address << ":" << (*http)->port() << ", gRPC on "
+            << flags.grpc.address << ":" << (*grpc)->port() << "; metrics port "
+            << flags.metrics_port << " is reserved for the metrics issue\n";
+  std::cerr << "fastpath: server is " << ((*server)->IsReady() ? "READY" : "NOT READY") << "\n";
+  if (!flags.port_file.empty()) {
+    Status s = WriteFileAtomically(flags.port_file, "http=" + std::to_string((*http)->port()) +
+                                                        " grpc=" + std::to_string((*grpc)->port()) +
+                                                        "\n");
+    if (!s.ok()) std::cerr << "fastpath: " << s.message() << "\n";
+  }
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  std::cerr << "fastpath: " << (signal_number == SIGTERM ? "SIGTERM" : "SIGINT")
+            << ": draining (grace period " << flags.grace.count() << " s)\n";
+  const auto grace = std::chrono::duration_cast<std::chrono::milliseconds>(flags.grace);
+  (*http)->StopAccepting();
+  std::thread grpc_stop([&] { (*grpc)->Shutdown(grace); });
+  const size_t left = (*server)->Shutdown(grace);
+  (*http)->Shutdown(grace);
+  grpc_stop.join();
+  if (left > 0) {
+    std::cerr << "fastpath: " << left << " requests outlived the grace period; answered them before exit\n";
+  }
+  std::cerr << "fastpath: stopped\n";
+  return 0;
+}
+
+}  // namespace fastpath::cli

@@ -1,0 +1,377 @@
+#include "fastpath/repository/model_repository.h"
+
+#include <algorithm>
+#include <charconv>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "fastpath/config/model_config.h"
+
+namespace fastpath::repository {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kConfigFile = "config.pbtxt";
+constexpr const char* kDefaultModelFile = "model.onnx";
+
+void Log(const std::string& line) { std::cerr << "fastpath: " << line << std::endl; }
+
+StatusOr<std::string> ReadFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("cannot read " + path.string());
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+// Numeric folder names only: Triton ignores anything else in a model folder.
+std::vector<int64_t> VersionFolders(const fs::path& dir) {
+  std::vector<int64_t> versions;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (!entry.is_directory(ec)) continue;
+    const std::string name = entry.path().filename().string();
+    int64_t v = 0;
+    auto [ptr, err] = std::from_chars(name.data(), name.data() + name.size(), v);
+    if (err == std::errc() && ptr == name.data() + name.size() && v >= 0) versions.push_back(v);
+  }
+  std::sort(versions.begin(), versions.end());
+  return versions;
+}
+
+}  // namespace
+
+StatusOr<ControlMode> ParseControlMode(const std::string& text) {
+  if (text == "none") return ControlMode::kNone;
+  if (text == "explicit") return ControlMode::kExplicit;
+  if (text == "poll") return ControlMode::kPoll;
+  return InvalidArgument("--model-control-mode must be none, explicit or poll, not '" + text + "'");
+}
+
+ModelVersion::~ModelVersion() {
+  if (scheduler) scheduler->Stop();
+}
+
+ModelRepository::ModelRepository(RepositoryOptions options, backend::Backend* backend)
+    : options_(std::move(options)), backend_(backend) {}
+
+ModelRepository::~ModelRepository() { StopAll(); }
+
+std::vector<std::string> ModelRepository::ModelFolders() const {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(options_.root, ec)) {
+    if (entry.is_directory(ec) && entry.path().filename().string()[0] != '.') {
+      names.push_back(entry.path().filename().string());
+    }
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string ModelRepository::Fingerprint(const std::string& name) const {
+  // Names, sizes and modification times of everything under the model folder: cheap,
+  // and any copy of a new model file or config changes it.
+  std::ostringstream out;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(options_.root / name, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    out << it->path().string() << ':';
+    if (it->is_regular_file(ec)) {
+      out << it->file_size(ec) << ':' << it->last_write_time(ec).time_since_epoch().count();
+    }
+    out << '\n';
+  }
+  return out.str();
+}
+
+StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadVersion(
+    const std::string& name, int64_t version, const inference::ModelConfig& base) const {
+  const std::string file_name =
+      base.default_model_filename().empty() ? kDefaultModelFile : base.default_model_filename();
+  const fs::path file = options_.root / name / std::to_string(version) / file_name;
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec)) return NotFound("model file " + file.string() + " is missing");
+
+  auto runtime = std::make_shared<ModelVersion>();
+  runtime->model_name = name;
+  runtime->version = version;
+  runtime->config = base;
+  FASTPATH_ASSIGN_OR_RETURN(const backend::ModelSignature signature, backend_->Inspect(file));
+  FASTPATH_RETURN_IF_ERROR(config::CompleteAndValidate(signature, &runtime->config));
+
+  std::vector<std::unique_ptr<backend::ModelInstance>> instances;
+  for (const auto& group : runtime->config.instance_group()) {
+    std::vector<int> devices = {0};
+    if (group.kind() == inference::ModelInstanceGroup::KIND_GPU && group.gpus_size() > 0) {
+      devices.assign(group.gpus().begin(), group.gpus().end());
+    }
+    for (int device : devices) {
+      FASTPATH_ASSIGN_OR_RETURN(const backend::InstanceOptions options,
+                                config::InstanceOptionsFor(runtime->config, group, device));
+      for (int i = 0; i < std::max(1, group.count()); ++i) {
+        FASTPATH_ASSIGN_OR_RETURN(auto instance, backend_->CreateInstance(file, options));
+        instances.push_back(std::move(instance));
+      }
+    }
+  }
+  if (instances.empty()) return InvalidArgument("the config declares no model instance");
+  scheduler::InstancePoolOptions pool;
+  pool.max_queue_size = options_.max_queue_size;
+  runtime->scheduler = std::make_unique<scheduler::InstancePoolScheduler>(
+      std::move(instances), &runtime->stats, pool);
+  return runtime;
+}
+
+ModelRepository::ModelState ModelRepository::LoadFromDisk(const std::string& name) const {
+  ModelState state;
+  state.fingerprint = Fingerprint(name);
+  const fs::path dir = options_.root / name;
+
+  auto fail = [&](const Status& status) {
+    state.reason = status.message();
+    Log("model '" + name + "' is UNAVAILABLE: " + state.reason);
+    return state;
+  };
+
+  inference::ModelConfig config;
+  std::error_code ec;
+  if (fs::exists(dir / kConfigFile, ec)) {
+    auto text = ReadFile(dir / kConfigFile);
+    if (!text.ok()) return fail(text.status());
+    auto parsed = config::ParseModelConfig(*text, (dir / kConfigFile).string());
+    if (!parsed.ok()) return fail(parsed.status());
+    config = std::move(parsed).value();
+  }
+  if (!config.name().empty() && config.name() != name) {
+    return fail(InvalidArgument("config.pbtxt names the model '" + config.name() +
+                                "' but its folder is '" + name + "'"));
+  }
+  config.set_name(name);
+  if (Status s = config::ValidateModelConfig(config); !s.ok()) return fail(s);
+
+  const std::vector<int64_t> available = VersionFolders(dir);
+  if (available.empty()) return fail(NotFound("no numeric version folder in " + dir.string()));
+  auto selected = config::SelectVersions(config.version_policy(), available);
+  if (!selected.ok()) return fail(selected.status());
+  if (selected->empty()) return fail(NotFound("the version policy selects no version"));
+
+  for (int64_t v : *selected) {
+    VersionStatus vs;
+    vs.version = v;
+    auto runtime = LoadVersion(name, v, config);
+    if (runtime.ok()) {
+      vs.state = server::ModelState::kReady;
+      vs.runtime = std::move(runtime).value();
+      Log("model '" + name + "' version " + std::to_string(v) + " is READY");
+    } else {
+      vs.state = server::ModelState::kUnavailable;
+      vs.reason = runtime.status().message();
+      Log("model '" + name + "' version " + std::to_string(v) + " is UNAVAILABLE: " + vs.reason);
+    }
+    state.versions.push_back(std::move(vs));
+  }
+  return state;
+}
+
+void ModelRepository::StopVersions(const ModelState& state) {
+  for (const auto& v : state.versions) {
+    if (v.runtime && v.runtime->scheduler) v.runtime->scheduler->Stop();
+  }
+}
+
+void ModelRepository::LoadStartupModels(const std::vector<std::string>& explicit_models) {
+  std::vector<std::string> names;
+  const bool all = options_.mode != ControlMode::kExplicit ||
+                   std::find(explicit_models.begin(), explicit_models.end(), "*") !=
+                       explicit_models.end();
+  names = all ? ModelFolders() : explicit_models;
+  for (const auto& name : names) {
+    Status s = Load(name);
+    (void)s;  // already logged with its reason; a bad model never stops the others
+  }
+  if (options_.mode == ControlMode::kPoll && !poll_thread_.joinable()) {
+    poll_thread_ = std::thread([this] { PollLoop(); });
+  }
+}
+
+Status ModelRepository::Load(const std::string& name) {
+  if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") {
+    return InvalidArgument("invalid model name '" + name + "'");
+  }
+  std::lock_guard load_lock(load_mu_);
+  std::error_code ec;
+  if (!fs::is_directory(options_.root / name, ec)) {
+    return NotFound("no model folder '" + name + "' in " + options_.root.string());
+  }
+  ModelState fresh = LoadFromDisk(name);
+  Status result = Status::Ok();
+  if (!fresh.reason.empty()) {
+    result = Unavailable("model '" + name + "' failed to load: " + fresh.reason);
+  } else if (std::none_of(fresh.versions.begin(), fresh.versions.end(),
+                          [](const VersionStatus& v) { return v.runtime != nullptr; })) {
+    std::string reasons;
+    for (const auto& v : fresh.versions) {
+      reasons += (reasons.empty() ? "" : "; ") + std::string("version ") +
+                 std::to_string(v.version) + ": " + v.reason;
+    }
+    result = Unavailable("model '" + name + "' failed to load: " + reasons);
+  }
+  ModelState old;
+  {
+    std::lock_guard lock(mu_);
+    if (stopped_) {
+      StopVersions(fresh);
+      return Unavailable("the server is shutting down");
+    }
+    auto& slot = models_[name];
+    old = std::move(slot);
+    slot = std::move(fresh);
+  }
+  StopVersions(old);  // outside the lock: draining may take a while
+  return result;
+}
+
+Status ModelRepository::Unload(const std::string& name) {
+  std::lock_guard load_lock(load_mu_);
+  ModelState old;
+  {
+    std::lock_guard lock(mu_);
+    auto it = models_.find(name);
+    if (it == models_.end()) return NotFound("model '" + name + "' is not loaded");
+    old = std::move(it->second);
+    models_.erase(it);
+  }
+  StopVersions(old);
+  Log("model '" + name + "' unloaded");
+  return Status::Ok();
+}
+
+void ModelRepository::Poll() {
+  const std::vector<std::string> on_disk = ModelFolders();
+  std::vector<std::string> to_load, to_unload;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& name : on_disk) {
+      auto it = models_.find(name);
+      if (it == models_.end() || it->second.fingerprint != Fingerprint(name)) to_load.push_back(name);
+    }
+    for (const auto& [name, state] : models_) {
+      if (std::find(on_disk.begin(), on_disk.end(), name) == on_disk.end()) to_unload.push_back(name);
+    }
+  }
+  for (const auto& name : to_unload) (void)Unload(name);
+  for (const auto& name : to_load) (void)Load(name);
+}
+
+void ModelRepository::PollLoop() {
+  std::unique_lock lock(poll_mu_);
+  while (!poll_cv_.wait_for(lock, options_.poll_interval, [&] { return poll_stop_; })) {
+    lock.unlock();
+    Poll();
+    lock.lock();
+  }
+}
+
+void ModelRepository::StopAll() {
+  {
+    std::lock_guard lock(poll_mu_);
+    poll_stop_ = true;
+  }
+  poll_cv_.notify_all();
+  if (poll_thread_.joinable()) poll_thread_.join();
+  std::map<std::string, ModelState> models;
+  {
+    std::lock_guard lock(mu_);
+    stopped_ = true;
+    models.swap(models_);
+  }
+  for (const auto& [name, state] : models) StopVersions(state);
+}
+
+StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::FindReady(const std::string& name,
+                                                                  const std::string& version) const {
+  std::lock_guard lock(mu_);
+  auto it = models_.find(name);
+  if (it == models_.end()) return NotFound("unknown model '" + name + "'");
+  const ModelState& state = it->second;
+  if (!state.reason.empty()) {
+    return Unavailable("model '" + name + "' is not ready: " + state.reason);
+  }
+  if (version.empty()) {
+    for (auto v = state.versions.rbegin(); v != state.versions.rend(); ++v) {
+      if (v->runtime) return v->runtime;
+    }
+    return Unavailable("model '" + name + "' has no ready version");
+  }
+  for (const auto& v : state.versions) {
+    if (std::to_string(v.version) != version) continue;
+    if (v.runtime) return v.runtime;
+    return Unavailable("version " + version + " of model '" + name + "' is not ready: " + v.reason);
+  }
+  return NotFound("unknown version '" + version + "' of model '" + name + "'");
+}
+
+StatusOr<bool> ModelRepository::IsReady(const std::string& name, const std::string& version) const {
+  auto found = FindReady(name, version);
+  if (found.ok()) return true;
+  if (found.status().code() == StatusCode::kUnavailable) return false;
+  return found.status();
+}
+
+std::vector<std::shared_ptr<ModelVersion>> ModelRepository::ReadyVersions(
+    const std::string& name) const {
+  std::vector<std::shared_ptr<ModelVersion>> out;
+  std::lock_guard lock(mu_);
+  for (const auto& [model, state] : models_) {
+    if (!name.empty() && model != name) continue;
+    for (const auto& v : state.versions) {
+      if (v.runtime) out.push_back(v.runtime);
+    }
+  }
+  return out;
+}
+
+std::vector<server::RepositoryEntry> ModelRepository::Index(bool ready_only) const {
+  std::vector<server::RepositoryEntry> out;
+  const std::vector<std::string> on_disk = ModelFolders();
+  std::lock_guard lock(mu_);
+  for (const auto& [name, state] : models_) {
+    if (!state.reason.empty()) {
+      if (!ready_only) out.push_back({name, "", server::ModelState::kUnavailable, state.reason});
+      continue;
+    }
+    for (const auto& v : state.versions) {
+      if (ready_only && v.state != server::ModelState::kReady) continue;
+      out.push_back({name, std::to_string(v.version), v.state, v.reason});
+    }
+  }
+  if (!ready_only) {
+    // Folders that are present but not loaded (explicit mode, or unloaded).
+    for (const auto& name : on_disk) {
+      if (models_.count(name) == 0) {
+        out.push_back({name, "", server::ModelState::kUnavailable, "unloaded"});
+      }
+    }
+    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+      return a.name != b.name ? a.name < b.name : a.version < b.version;
+    });
+  }
+  return out;
+}
+
+bool ModelRepository::AllReady() const {
+  std::lock_guard lock(mu_);
+  if (stopped_) return false;
+  for (const auto& [name, state] : models_) {
+    if (!state.reason.empty()) return false;
+    for (const auto& v : state.versions) {
+      if (v.state != server::ModelState::kReady) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace fastpath::repository

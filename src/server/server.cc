@@ -1,0 +1,222 @@
+#include <algorithm>
+
+#include "fastpath/config/model_config.h"
+#include "fastpath/server/server_impl.h"
+
+namespace fastpath::server {
+
+const char* ModelStateName(ModelState state) {
+  switch (state) {
+    case ModelState::kUnknown: return "UNKNOWN";
+    case ModelState::kLoading: return "LOADING";
+    case ModelState::kReady: return "READY";
+    case ModelState::kUnloading: return "UNLOADING";
+    case ModelState::kUnavailable: return "UNAVAILABLE";
+  }
+  return "UNKNOWN";
+}
+
+namespace {
+
+std::vector<TensorMetadata> Describe(const inference::ModelConfig& config, bool inputs) {
+  std::vector<TensorMetadata> out;
+  auto add = [&](const std::string& name, inference::DataType type, const auto& dims) {
+    out.push_back({name, config::FromConfigDataType(type), config::ProtocolShape(config, dims)});
+  };
+  if (inputs) {
+    for (const auto& in : config.input()) add(in.name(), in.data_type(), in.dims());
+  } else {
+    for (const auto& o : config.output()) add(o.name(), o.data_type(), o.dims());
+  }
+  return out;
+}
+
+// The model sees `reshape` (plus the batch dim) where the protocol shows `dims`.
+void ReshapeInputs(const inference::ModelConfig& config, std::vector<Tensor>* inputs) {
+  for (auto& tensor : *inputs) {
+    for (const auto& in : config.input()) {
+      if (in.name() != tensor.name || !in.has_reshape()) continue;
+      std::vector<int64_t> shape;
+      if (config.max_batch_size() > 0) shape.push_back(tensor.shape.at(0));
+      shape.insert(shape.end(), in.reshape().shape().begin(), in.reshape().shape().end());
+      tensor.shape = std::move(shape);
+    }
+  }
+}
+
+// The protocol shows `dims` where the model produced `reshape`.
+void ReshapeOutputs(const inference::ModelConfig& config, std::vector<Tensor>* outputs) {
+  for (auto& tensor : *outputs) {
+    for (const auto& out : config.output()) {
+      if (out.name() != tensor.name || !out.has_reshape()) continue;
+      std::vector<int64_t> shape;
+      if (config.max_batch_size() > 0 && !tensor.shape.empty()) shape.push_back(tensor.shape[0]);
+      shape.insert(shape.end(), out.dims().begin(), out.dims().end());
+      tensor.shape = std::move(shape);
+    }
+  }
+}
+
+}  // namespace
+
+Server::Server(ServerOptions options, std::shared_ptr<backend::Backend> backend)
+    : options_(std::move(options)), backend_(std::move(backend)) {}
+
+StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options,
+                                                 std::shared_ptr<backend::Backend> backend) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(options.repository.root, ec)) {
+    return NotFound("model repository " + options.repository.root.string() +
+                    " is not a directory");
+  }
+  if (!backend) return InvalidArgument("no backend");
+  std::unique_ptr<Server> server(new Server(std::move(options), std::move(backend)));
+  server->repository_ =
+      std::make_unique<repository::ModelRepository>(server->options_.repository, server->backend_.get());
+  server->repository_->LoadStartupModels(server->options_.startup_models);
+  return server;
+}
+
+Server::~Server() { Shutdown(std::chrono::milliseconds(0)); }
+
+bool Server::IsLive() const { return true; }
+
+bool Server::IsReady() const {
+  if (shutting_down_) return false;
+  return !options_.strict_readiness || repository_->AllReady();
+}
+
+ServerMetadata Server::Metadata() const {
+  return {"fastpath",
+          FASTPATH_VERSION,
+          {"classification", "model_repository", "model_repository(unload_dependents)",
+           "schedule_policy", "model_configuration", "system_shared_memory",
+           "cuda_shared_memory", "binary_tensor_data", "parameters", "statistics"}};
+}
+
+StatusOr<ModelMetadata> Server::GetModelMetadata(const std::string& name,
+                                                 const std::string& version) const {
+  FASTPATH_ASSIGN_OR_RETURN(auto runtime, repository_->FindReady(name, version));
+  ModelMetadata meta;
+  meta.name = name;
+  for (const auto& v : repository_->ReadyVersions(name)) {
+    meta.versions.push_back(std::to_string(v->version));
+  }
+  meta.platform = runtime->config.platform();
+  meta.inputs = Describe(runtime->config, true);
+  meta.outputs = Describe(runtime->config, false);
+  return meta;
+}
+
+StatusOr<bool> Server::IsModelReady(const std::string& name, const std::string& version) const {
+  if (shutting_down_) return false;
+  return repository_->IsReady(name, version);
+}
+
+StatusOr<inference::ModelConfig> Server::GetModelConfig(const std::string& name,
+                                                        const std::string& version) const {
+  FASTPATH_ASSIGN_OR_RETURN(auto runtime, repository_->FindReady(name, version));
+  return runtime->config;
+}
+
+StatusOr<std::vector<ModelStatistics>> Server::GetModelStatistics(const std::string& name,
+                                                                  const std::string& version) const {
+  if (!name.empty()) {
+    // Distinguish an unknown model or version (404) from one that is not ready.
+    FASTPATH_ASSIGN_OR_RETURN(auto found, repository_->FindReady(name, version));
+    (void)found;
+  }
+  std::vector<ModelStatistics> out;
+  for (const auto& v : repository_->ReadyVersions(name)) {
+    const std::string v_str = std::to_string(v->version);
+    if (!version.empty() && v_str != version) continue;
+    out.push_back(v->stats.Snapshot(v->model_name, v_str));
+  }
+  return out;
+}
+
+std::vector<RepositoryEntry> Server::RepositoryIndex(bool ready_only) const {
+  return repository_->Index(ready_only);
+}
+
+Status Server::LoadModel(const std::string& name) {
+  if (repository_->options().mode != repository::ControlMode::kExplicit) {
+    return FailedPrecondition("explicit model load/unload is not allowed: the server runs with "
+                              "--model-control-mode other than explicit");
+  }
+  return repository_->Load(name);
+}
+
+Status Server::UnloadModel(const std::string& name) {
+  if (repository_->options().mode != repository::ControlMode::kExplicit) {
+    return FailedPrecondition("explicit model load/unload is not allowed: the server runs with "
+                              "--model-control-mode other than explicit");
+  }
+  return repository_->Unload(name);
+}
+
+void Server::Finish() {
+  std::lock_guard lock(inflight_mu_);
+  if (--inflight_ == 0) inflight_cv_.notify_all();
+}
+
+void Server::InferAsync(InferRequest request, InferCallback done) {
+  {
+    std::lock_guard lock(inflight_mu_);
+    if (shutting_down_) {
+      done(Unavailable("the server is shutting down"));
+      return;
+    }
+    ++inflight_;
+  }
+  auto fail = [&](const Status& status) {
+    done(status);
+    Finish();
+  };
+  auto found = repository_->FindReady(request.model_name, request.model_version);
+  if (!found.ok()) return fail(found.status());
+  std::shared_ptr<repository::ModelVersion> runtime = std::move(found).value();
+  const inference::ModelConfig& config = runtime->config;
+
+  if (Status s = config::ValidateInferInputs(config, request.inputs, options_.max_tensor_elements);
+      !s.ok()) {
+    return fail(s);
+  }
+  scheduler::Job job;
+  if (request.outputs.empty()) {
+    for (const auto& out : config.output()) job.output_names.push_back(out.name());
+  } else {
+    for (const auto& out : request.outputs) job.output_names.push_back(out.name);
+    if (Status s = config::ValidateRequestedOutputs(config, job.output_names); !s.ok()) {
+      return fail(s);
+    }
+  }
+  ReshapeInputs(config, &request.inputs);
+  request.model_version = std::to_string(runtime->version);
+  job.arrival = scheduler::Clock::now();
+  job.request = std::move(request);
+  // The callback holds the version alive; it never runs its last release on a worker
+  // while the repository still holds it (see ModelVersion's lifecycle in the repository).
+  job.done = [this, runtime, done = std::move(done)](StatusOr<InferResponse> result) {
+    if (result.ok()) ReshapeOutputs(runtime->config, &result->outputs);
+    done(std::move(result));
+    Finish();
+  };
+  runtime->scheduler->Enqueue(std::move(job));
+}
+
+size_t Server::Shutdown(std::chrono::milliseconds grace) {
+  size_t left = 0;
+  {
+    std::unique_lock lock(inflight_mu_);
+    shutting_down_ = true;
+    inflight_cv_.wait_for(lock, grace, [&] { return inflight_ == 0; });
+    left = inflight_;
+  }
+  // Stopping the schedulers drains what they accepted, so even the requests past the
+  // grace period get an answer before the process exits.
+  repository_->StopAll();
+  return left;
+}
+
+}  // namespace fastpath::server

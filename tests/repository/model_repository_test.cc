@@ -1,0 +1,177 @@
+#include "fastpath/repository/model_repository.h"
+
+#include <gtest/gtest.h>
+
+#include "fakes/temp_repository.h"
+#include "fastpath/backends/onnxruntime/ort_backend.h"
+
+namespace fastpath::repository {
+namespace {
+
+using server::ModelState;
+using testing::kSimpleConfig;
+using testing::TempRepository;
+
+class ModelRepositoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto backend = backends::onnxruntime::CreateOrtBackend();
+    ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+    backend_ = std::move(backend).value();
+  }
+  std::unique_ptr<ModelRepository> Make(ControlMode mode = ControlMode::kNone) {
+    RepositoryOptions options;
+    options.root = repo_.root();
+    options.mode = mode;
+    return std::make_unique<ModelRepository>(options, backend_.get());
+  }
+  const server::RepositoryEntry* Entry(const std::vector<server::RepositoryEntry>& index,
+                                       const std::string& name, const std::string& version) {
+    for (const auto& e : index) {
+      if (e.name == name && e.version == version) return &e;
+    }
+    return nullptr;
+  }
+
+  TempRepository repo_{FASTPATH_TEST_MODELS_DIR};
+  std::unique_ptr<backend::Backend> backend_;
+};
+
+TEST_F(ModelRepositoryTest, LoadsAGoodModelAndCompletesItsConfig) {
+  repo_.AddVersion("simple", 1, "simple");
+  repo_.WriteConfig("simple", kSimpleConfig);
+  auto repo = Make();
+  repo->LoadStartupModels({});
+  auto v = repo->FindReady("simple", "");
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ((*v)->version, 1);
+  EXPECT_EQ((*v)->config.platform(), "onnxruntime_onnx");
+  EXPECT_TRUE(repo->AllReady());
+}
+
+TEST_F(ModelRepositoryTest, ConfigIsOptional) {
+  repo_.AddVersion("simple", 1, "simple");
+  auto repo = Make();
+  repo->LoadStartupModels({});
+  auto v = repo->FindReady("simple", "1");
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ((*v)->config.input_size(), 2);
+  EXPECT_EQ((*v)->config.output_size(), 2);
+  EXPECT_EQ((*v)->config.name(), "simple");
+}
+
+TEST_F(ModelRepositoryTest, BadModelsAreUnavailableWithTheirReasonAndOthersServe) {
+  repo_.AddVersion("simple", 1, "simple");
+  repo_.AddVersion("corrupt", 1, "corrupt");
+  repo_.WriteConfig("missing_file", "max_batch_size: 0");
+  std::filesystem::create_directories(repo_.root() / "missing_file" / "1");
+  repo_.AddVersion("mismatch", 1, "simple");
+  repo_.WriteConfig("mismatch", "name: \"other\"");
+  repo_.AddVersion("contradiction", 1, "simple");
+  repo_.WriteConfig("contradiction",
+                    "max_batch_size: 8\ninput [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 16 ] } ]");
+  repo_.AddVersion("unknown_field", 1, "simple");
+  repo_.WriteConfig("unknown_field", "sequence_batching { }");
+  auto repo = Make();
+  repo->LoadStartupModels({});
+
+  EXPECT_TRUE(repo->FindReady("simple", "").ok());
+  EXPECT_FALSE(repo->AllReady());
+  const auto index = repo->Index(false);
+  auto corrupt = Entry(index, "corrupt", "1");
+  ASSERT_NE(corrupt, nullptr);
+  EXPECT_EQ(corrupt->state, ModelState::kUnavailable);
+  EXPECT_FALSE(corrupt->reason.empty());
+  auto missing = Entry(index, "missing_file", "1");
+  ASSERT_NE(missing, nullptr);
+  EXPECT_NE(missing->reason.find("model.onnx"), std::string::npos) << missing->reason;
+  auto mismatch = Entry(index, "mismatch", "");
+  ASSERT_NE(mismatch, nullptr);
+  EXPECT_NE(mismatch->reason.find("other"), std::string::npos) << mismatch->reason;
+  auto contradiction = Entry(index, "contradiction", "1");
+  ASSERT_NE(contradiction, nullptr);
+  EXPECT_NE(contradiction->reason.find("INPUT0"), std::string::npos) << contradiction->reason;
+  auto unknown = Entry(index, "unknown_field", "");
+  ASSERT_NE(unknown, nullptr);
+  EXPECT_NE(unknown->reason.find("sequence_batching"), std::string::npos) << unknown->reason;
+
+  EXPECT_EQ(repo->FindReady("corrupt", "").status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(repo->FindReady("nope", "").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(repo->FindReady("simple", "7").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(repo->Index(true).size(), 1u);
+}
+
+TEST_F(ModelRepositoryTest, VersionPolicies) {
+  for (int v : {1, 2, 3}) repo_.AddVersion("latest", v, "simple");
+  for (int v : {1, 2, 3}) repo_.AddVersion("all", v, "simple");
+  repo_.WriteConfig("all", "version_policy { all { } }");
+  for (int v : {1, 2, 3}) repo_.AddVersion("specific", v, "simple");
+  repo_.WriteConfig("specific", "version_policy { specific { versions: [1, 3] } }");
+  repo_.AddVersion("latest2", 1, "simple");
+  repo_.AddVersion("latest2", 5, "simple");
+  repo_.WriteConfig("latest2", "version_policy { latest { num_versions: 2 } }");
+  auto repo = Make();
+  repo->LoadStartupModels({});
+
+  EXPECT_TRUE(*repo->IsReady("latest", "3"));
+  EXPECT_EQ(repo->FindReady("latest", "1").status().code(), StatusCode::kNotFound);
+  for (const char* v : {"1", "2", "3"}) EXPECT_TRUE(*repo->IsReady("all", v)) << v;
+  EXPECT_TRUE(*repo->IsReady("specific", "1"));
+  EXPECT_TRUE(*repo->IsReady("specific", "3"));
+  EXPECT_FALSE(repo->IsReady("specific", "2").ok());
+  EXPECT_EQ((*repo->FindReady("latest2", ""))->version, 5);
+  EXPECT_EQ(repo->ReadyVersions("latest2").size(), 2u);
+}
+
+TEST_F(ModelRepositoryTest, ExplicitModeLoadsOnlyWhatIsAsked) {
+  repo_.AddVersion("simple", 1, "simple");
+  repo_.AddVersion("simple_fp32", 1, "simple_fp32");
+  auto repo = Make(ControlMode::kExplicit);
+  repo->LoadStartupModels({"simple"});
+  EXPECT_TRUE(repo->FindReady("simple", "").ok());
+  EXPECT_EQ(repo->FindReady("simple_fp32", "").status().code(), StatusCode::kNotFound);
+  auto unloaded = Entry(repo->Index(false), "simple_fp32", "");
+  ASSERT_NE(unloaded, nullptr);
+  EXPECT_EQ(unloaded->state, ModelState::kUnavailable);
+
+  EXPECT_TRUE(repo->Load("simple_fp32").ok());
+  EXPECT_TRUE(repo->FindReady("simple_fp32", "").ok());
+  EXPECT_TRUE(repo->Unload("simple").ok());
+  EXPECT_EQ(repo->FindReady("simple", "").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(repo->Unload("simple").code(), StatusCode::kNotFound);
+  EXPECT_EQ(repo->Load("absent").code(), StatusCode::kNotFound);
+  EXPECT_EQ(repo->Load("../etc").code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(ModelRepositoryTest, AFailedReloadReportsItsReason) {
+  repo_.AddVersion("simple", 1, "simple");
+  auto repo = Make(ControlMode::kExplicit);
+  ASSERT_TRUE(repo->Load("simple").ok());
+  repo_.WriteConfig("simple", "max_batch_size: -3");
+  Status s = repo->Load("simple");
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_NE(s.message().find("max_batch_size"), std::string::npos) << s.message();
+}
+
+TEST_F(ModelRepositoryTest, PollPicksUpNewChangedAndRemovedModels) {
+  repo_.AddVersion("simple", 1, "simple");
+  auto repo = Make(ControlMode::kPoll);
+  repo->Poll();
+  EXPECT_TRUE(repo->FindReady("simple", "").ok());
+  repo_.AddVersion("simple_fp32", 1, "simple_fp32");
+  repo_.AddVersion("simple", 2, "simple");
+  repo->Poll();
+  EXPECT_TRUE(repo->FindReady("simple_fp32", "").ok());
+  EXPECT_EQ((*repo->FindReady("simple", ""))->version, 2);
+  repo_.Remove("simple_fp32");
+  repo->Poll();
+  EXPECT_EQ(repo->FindReady("simple_fp32", "").status().code(), StatusCode::kNotFound);
+}
+
+TEST(ControlModeTest, Parses) {
+  EXPECT_EQ(*ParseControlMode("poll"), ControlMode::kPoll);
+  EXPECT_EQ(ParseControlMode("auto").status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace fastpath::repository

@@ -1,0 +1,175 @@
+#include "fastpath/server/server_impl.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <future>
+
+#include "fakes/temp_repository.h"
+#include "fastpath/backends/onnxruntime/ort_backend.h"
+
+namespace fastpath::server {
+namespace {
+
+using testing::kSimpleConfig;
+using testing::TempRepository;
+
+Tensor Int32Tensor(const std::string& name, std::vector<int64_t> shape, const std::vector<int32_t>& v) {
+  Tensor t{name, DataType::kInt32, std::move(shape), {}};
+  t.data.assign(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(int32_t));
+  return t;
+}
+
+std::vector<int32_t> Int32Values(const Tensor& t) {
+  std::vector<int32_t> v(t.data.size() / sizeof(int32_t));
+  std::memcpy(v.data(), t.data.data(), t.data.size());
+  return v;
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    repo_.AddVersion("simple", 1, "simple");
+    repo_.WriteConfig("simple", kSimpleConfig);
+    ServerOptions options;
+    options.repository.root = repo_.root();
+    auto backend = backends::onnxruntime::CreateOrtBackend();
+    ASSERT_TRUE(backend.ok());
+    auto server = Server::Create(options, std::move(backend).value());
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    server_ = std::move(server).value();
+  }
+
+  StatusOr<InferResponse> Infer(InferRequest request) {
+    std::promise<StatusOr<InferResponse>> p;
+    server_->InferAsync(std::move(request), [&](StatusOr<InferResponse> r) { p.set_value(std::move(r)); });
+    return p.get_future().get();
+  }
+
+  InferRequest SimpleRequest(int batch = 1) {
+    InferRequest r;
+    r.model_name = "simple";
+    r.id = "req-7";
+    std::vector<int32_t> a(16 * batch), b(16 * batch);
+    for (int i = 0; i < 16 * batch; ++i) {
+      a[i] = i;
+      b[i] = 2 * i - 5;
+    }
+    r.inputs.push_back(Int32Tensor("INPUT0", {batch, 16}, a));
+    r.inputs.push_back(Int32Tensor("INPUT1", {batch, 16}, b));
+    return r;
+  }
+
+  TempRepository repo_{FASTPATH_TEST_MODELS_DIR};
+  std::unique_ptr<Server> server_;
+};
+
+TEST_F(ServerTest, ReadyAndMetadata) {
+  EXPECT_TRUE(server_->IsLive());
+  EXPECT_TRUE(server_->IsReady());
+  auto meta = server_->GetModelMetadata("simple", "");
+  ASSERT_TRUE(meta.ok());
+  EXPECT_EQ(meta->platform, "onnxruntime_onnx");
+  EXPECT_EQ(meta->versions, std::vector<std::string>{"1"});
+  ASSERT_EQ(meta->inputs.size(), 2u);
+  EXPECT_EQ(meta->inputs[0].shape, (std::vector<int64_t>{-1, 16}));
+  EXPECT_EQ(meta->inputs[0].dtype, DataType::kInt32);
+  EXPECT_EQ(server_->GetModelMetadata("nope", "").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(*server_->IsModelReady("simple", "1"));
+  EXPECT_EQ(server_->IsModelReady("simple", "2").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(server_->GetModelConfig("simple", "")->max_batch_size(), 8);
+}
+
+TEST_F(ServerTest, InferComputesExactOutputs) {
+  auto r = Infer(SimpleRequest(2));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->id, "req-7");
+  EXPECT_EQ(r->model_version, "1");
+  ASSERT_EQ(r->outputs.size(), 2u);
+  EXPECT_EQ(r->outputs[0].name, "OUTPUT0");
+  EXPECT_EQ(r->outputs[0].shape, (std::vector<int64_t>{2, 16}));
+  auto sum = Int32Values(r->outputs[0]);
+  auto diff = Int32Values(r->outputs[1]);
+  for (int i = 0; i < 32; ++i) {
+    EXPECT_EQ(sum[i], 3 * i - 5);
+    EXPECT_EQ(diff[i], 5 - i);
+  }
+}
+
+TEST_F(ServerTest, RequestedOutputsOnlyInTheirOrder) {
+  auto req = SimpleRequest();
+  req.outputs = {{"OUTPUT1", {}}};
+  auto r = Infer(req);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->outputs.size(), 1u);
+  EXPECT_EQ(r->outputs[0].name, "OUTPUT1");
+  req.outputs = {{"NOPE", {}}};
+  auto bad = Infer(req);
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("NOPE"), std::string::npos);
+}
+
+TEST_F(ServerTest, BadRequestsNameWhatIsWrongAndDoNotDisturbTheNext) {
+  auto missing = SimpleRequest();
+  missing.inputs.pop_back();
+  EXPECT_NE(Infer(missing).status().message().find("INPUT1"), std::string::npos);
+
+  auto wrong_type = SimpleRequest();
+  wrong_type.inputs[0].dtype = DataType::kFp32;
+  EXPECT_EQ(Infer(wrong_type).status().code(), StatusCode::kInvalidArgument);
+
+  auto wrong_shape = SimpleRequest();
+  wrong_shape.inputs[0].shape = {1, 15};
+  EXPECT_EQ(Infer(wrong_shape).status().code(), StatusCode::kInvalidArgument);
+
+  auto huge = SimpleRequest();
+  huge.inputs[0].shape = {1, 1000000000000};
+  EXPECT_NE(Infer(huge).status().code(), StatusCode::kOk);
+
+  auto too_big_batch = SimpleRequest(9);
+  EXPECT_EQ(Infer(too_big_batch).status().code(), StatusCode::kInvalidArgument);
+
+  auto unknown_model = SimpleRequest();
+  unknown_model.model_name = "nope";
+  EXPECT_EQ(Infer(unknown_model).status().code(), StatusCode::kNotFound);
+
+  auto unknown_version = SimpleRequest();
+  unknown_version.model_version = "3";
+  EXPECT_EQ(Infer(unknown_version).status().code(), StatusCode::kNotFound);
+
+  EXPECT_TRUE(Infer(SimpleRequest()).ok());
+}
+
+TEST_F(ServerTest, StatisticsCountSuccessesAndFailures) {
+  ASSERT_TRUE(Infer(SimpleRequest()).ok());
+  ASSERT_TRUE(Infer(SimpleRequest()).ok());
+  auto stats = server_->GetModelStatistics("simple", "");
+  ASSERT_TRUE(stats.ok());
+  ASSERT_EQ(stats->size(), 1u);
+  EXPECT_EQ((*stats)[0].inference_count, 2u);
+  EXPECT_EQ((*stats)[0].inference_stats.success.count, 2u);
+  EXPECT_EQ(server_->GetModelStatistics("nope", "").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(server_->GetModelStatistics("", "")->size(), 1u);
+}
+
+TEST_F(ServerTest, ModelControlIsRefusedOutsideExplicitMode) {
+  EXPECT_EQ(server_->LoadModel("simple").code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(server_->UnloadModel("simple").code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_F(ServerTest, ShutdownAnswersInFlightAndRefusesNew) {
+  constexpr int kRequests = 20;
+  std::vector<std::promise<StatusOr<InferResponse>>> results(kRequests);
+  for (int i = 0; i < kRequests; ++i) {
+    server_->InferAsync(SimpleRequest(), [&results, i](StatusOr<InferResponse> r) {
+      results[i].set_value(std::move(r));
+    });
+  }
+  EXPECT_EQ(server_->Shutdown(std::chrono::seconds(30)), 0u);
+  for (auto& r : results) EXPECT_TRUE(r.get_future().get().ok());
+  EXPECT_FALSE(server_->IsReady());
+  EXPECT_EQ(Infer(SimpleRequest()).status().code(), StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace fastpath::server
