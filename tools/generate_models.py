@@ -399,6 +399,11 @@ def write_if_changed(path, data):
     os.replace(tmp, path)
 
 
+def read_text(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
 def script_hash():
     with open(os.path.abspath(__file__), "rb") as f:
         digest = hashlib.sha256(f.read())
@@ -413,7 +418,7 @@ def generate(out, name, force):
     stamp_path = os.path.join(model_dir, ".generated")
     want_stamp = f"{script_hash()} {name}\n"
     if not force and os.path.exists(onnx_path) and os.path.exists(config_path):
-        if os.path.exists(stamp_path) and open(stamp_path).read() == want_stamp:
+        if os.path.exists(stamp_path) and read_text(stamp_path) == want_stamp:
             size = os.path.getsize(onnx_path)
             print(f"{name:20s} up to date ({size / 1e6:.1f} MB) {onnx_path}")
             return
