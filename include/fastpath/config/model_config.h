@@ -1,0 +1,149 @@
+// The model configuration: config.pbtxt parsed against fastpath's schema (Triton's
+// field names and numbers, proto/model_config.proto), checked, completed from the model
+// file's signature, and used to check requests before anything big is allocated.
+//
+// Life of a config (the repository drives it):
+//   ParseModelConfig(text)            -> a config exactly as written (unknown fields refused)
+//   caller sets name from the folder  -> (a name mismatch is the repository's error)
+//   CompleteAndValidate(signature, &c) -> the completed config that /config shows
+//   SelectVersions(c.version_policy(), folders on disk)
+//   InstanceOptionsFor(c, group, gpu)  -> one ORT session per instance
+// and per request:
+//   ValidateInferInputs / ValidateRequestedOutputs, then ReshapeForModel when an input
+//   has a `reshape`.
+//
+// Every function is pure (no I/O, no globals) and thread-safe; none throws.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fastpath/backend/backend.h"
+#include "fastpath/common/dtype.h"
+#include "fastpath/common/status.h"
+#include "fastpath/common/tensor.h"
+#include "model_config.pb.h"
+
+namespace fastpath::config {
+
+// The max_batch_size given to a model that can batch (every input's and output's first
+// dim is dynamic) when config.pbtxt leaves it unset. Triton's ORT backend uses 4 too
+// (its --backend-config default-max-batch-size).
+inline constexpr int kDefaultMaxBatchSize = 4;
+// Upper bounds that keep a typo from creating thousands of sessions or threads.
+inline constexpr int kMaxInstanceCount = 1024;
+inline constexpr int kMaxThreadCount = 1024;
+// Names of the per-model ORT thread parameters (Triton's ORT backend spells them so).
+inline constexpr std::string_view kIntraOpThreadCount = "intra_op_thread_count";
+inline constexpr std::string_view kInterOpThreadCount = "inter_op_thread_count";
+inline constexpr std::string_view kPlatform = "onnxruntime_onnx";
+inline constexpr std::string_view kBackend = "onnxruntime";
+
+// What the text itself said, beyond the values: proto3 cannot tell "max_batch_size: 0"
+// from an absent field, and only the former means "never batch".
+struct ParseDetails {
+  bool max_batch_size_set = false;
+};
+
+// Parses config.pbtxt (protobuf text format). Any error is InvalidArgument with
+// "<source_name>:<line>:<column>: ..." (1-based); a field the schema lacks reads
+// "config.pbtxt:3:1: unsupported field 'sequence_batching' in ModelConfig". Duplicate
+// map keys (parameters, model_warmup inputs) are errors too: nothing is silently dropped.
+StatusOr<inference::ModelConfig> ParseModelConfig(std::string_view text,
+                                                  std::string_view source_name);
+// Same, also reporting which fields were written. `details` may be null.
+StatusOr<inference::ModelConfig> ParseModelConfig(std::string_view text,
+                                                  std::string_view source_name,
+                                                  ParseDetails* details);
+
+// Semantic checks that need no model file, on a complete config (CompleteAndValidate
+// runs it after filling what the model supplies; run alone on a partial config it
+// reports what is missing, e.g. an input without data_type).
+Status ValidateModelConfig(const inference::ModelConfig& config);
+
+struct CompletionOptions {
+  // True when config.pbtxt wrote max_batch_size (ParseDetails::max_batch_size_set): an
+  // explicit 0 then disables batching instead of letting the model's dims decide.
+  bool max_batch_size_set = false;
+  int default_max_batch_size = kDefaultMaxBatchSize;
+};
+
+// Triton-style auto-complete, then ValidateModelConfig, then a consistency check
+// against the model file's signature:
+// - platform "onnxruntime_onnx" and backend "onnxruntime" when empty;
+// - max_batch_size when 0 and not written: kDefaultMaxBatchSize when every input's and
+//   output's first dim is -1 and no config entry spells the full (batch-included) rank;
+//   otherwise 0. A dynamic_batching section is not added: batching stays as written;
+// - inputs/outputs missing from the config, and data_type/dims missing from listed
+//   ones, from the signature (the batch dim dropped when max_batch_size > 0; a scalar
+//   becomes dims [1] with reshape { shape: [] }, as Triton does);
+// - instance_group when none: one {KIND_CPU, count 1} (a GPU must be asked for); a
+//   group's count 0 becomes 1 and an unnamed group is named "<model>_<index>" when the
+//   model name is known;
+// - version_policy when none: latest { num_versions: 1 }.
+// Contradictions (an entry the model lacks, datatype, rank, fixed dim, batching a model
+// whose first dim is fixed) are InvalidArgument naming the tensor and both values.
+// On error *config may be partly completed; discard it.
+Status CompleteAndValidate(const backend::ModelSignature& signature,
+                           inference::ModelConfig* config);
+Status CompleteAndValidate(const backend::ModelSignature& signature,
+                           inference::ModelConfig* config, const CompletionOptions& options);
+
+// Applies the version policy (latest{num_versions}, default 1 / all / specific) to the
+// numeric version folders found on disk. Returns the selected versions ascending. A
+// specific version missing on disk is NotFound naming it; no versions on disk at all
+// is NotFound as well.
+StatusOr<std::vector<int64_t>> SelectVersions(const inference::ModelVersionPolicy& policy,
+                                              std::vector<int64_t> available);
+
+// kInvalid for TYPE_INVALID and values outside the enum.
+DataType FromConfigDataType(inference::DataType type);
+inference::DataType ToConfigDataType(DataType type);
+
+// The full shape the protocol shows for an input/output: dims with -1 prepended when
+// max_batch_size > 0.
+std::vector<int64_t> ProtocolShape(const inference::ModelConfig& config,
+                                   const google::protobuf::RepeatedField<int64_t>& dims);
+
+// nullptr when absent. The pointers point into `config`.
+const inference::ModelInput* FindInput(const inference::ModelConfig& config,
+                                       std::string_view name);
+const inference::ModelOutput* FindOutput(const inference::ModelConfig& config,
+                                         std::string_view name);
+
+// Checks a request's inputs against the completed config before anything big is
+// allocated or the model runs: each non-optional input present exactly once, no unknown
+// input, datatype, rank, fixed dims, batch size in [1, max_batch_size] and shared by all
+// inputs, element count <= max_elements (PayloadTooLarge), and the data's byte length.
+// Messages name the tensor and the field.
+Status ValidateInferInputs(const inference::ModelConfig& config,
+                           const std::vector<Tensor>& inputs, int64_t max_elements);
+// Requested output names must be outputs of the config, each at most once
+// (InvalidArgument, HTTP 400, as KServe answers).
+Status ValidateRequestedOutputs(const inference::ModelConfig& config,
+                                const std::vector<std::string>& names);
+
+// The shape the model sees for a validated request input of shape `shape`: unchanged
+// without a reshape; otherwise [batch] + reshape.shape with its -1 dims taken, in
+// order, from the request's -1 dims.
+StatusOr<std::vector<int64_t>> ReshapeForModel(const inference::ModelConfig& config,
+                                               const inference::ModelInput& input,
+                                               const std::vector<int64_t>& shape);
+// The shape the client sees for an output the model produced with `model_shape`:
+// unchanged without a reshape; otherwise [batch] + dims with -1s filled from the
+// model's shape at reshape's -1 positions.
+StatusOr<std::vector<int64_t>> ReshapeForClient(const inference::ModelConfig& config,
+                                                const inference::ModelOutput& output,
+                                                const std::vector<int64_t>& model_shape);
+
+// ORT session options for one instance of `group` (kind KIND_CPU -> {kCpu}; KIND_GPU ->
+// {kCuda} on device `gpu_id`), threads from the parameters "intra_op_thread_count" and
+// "inter_op_thread_count" (positive integers up to kMaxThreadCount, default 1 each: never
+// 0, which would let ORT pick). A bad value is InvalidArgument naming the key and value.
+StatusOr<backend::InstanceOptions> InstanceOptionsFor(const inference::ModelConfig& config,
+                                                      const inference::ModelInstanceGroup& group,
+                                                      int gpu_id);
+
+}  // namespace fastpath::config

@@ -1,0 +1,213 @@
+// Per-request checks against the completed config, reshapes, and instance options.
+// Everything here runs before a request's tensors are allocated or copied, so it only
+// reads shapes and sizes and never trusts a dim before bounding it.
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include "fastpath/config/model_config.h"
+#include "internal.h"
+
+namespace fastpath::config {
+namespace {
+
+std::string InputNames(const inference::ModelConfig& config) {
+  std::string out;
+  for (const auto& input : config.input()) out += (out.empty() ? "'" : ", '") + input.name() + "'";
+  return out.empty() ? "none" : out;
+}
+
+std::string OutputNames(const inference::ModelConfig& config) {
+  std::string out;
+  for (const auto& output : config.output()) {
+    out += (out.empty() ? "'" : ", '") + output.name() + "'";
+  }
+  return out.empty() ? "none" : out;
+}
+
+// Maps `shape` (matching `from`, the -1s of which are filled by shape's values) onto
+// `to`, whose -1s take those values in order. Validation guarantees equal -1 counts.
+StatusOr<std::vector<int64_t>> MapDynamicDims(const std::string& what, bool batched,
+                                              const google::protobuf::RepeatedField<int64_t>& from,
+                                              const google::protobuf::RepeatedField<int64_t>& to,
+                                              const std::vector<int64_t>& shape) {
+  const size_t offset = batched ? 1 : 0;
+  if (shape.size() != static_cast<size_t>(from.size()) + offset) {
+    return InvalidArgument(what + ": shape " + ShapeToString(shape) + " does not fit dims " +
+                           internal::DimsString(from));
+  }
+  std::vector<int64_t> dynamic;
+  for (int i = 0; i < from.size(); ++i) {
+    if (from[i] == -1) dynamic.push_back(shape[offset + i]);
+  }
+  std::vector<int64_t> out;
+  if (batched) out.push_back(shape[0]);
+  size_t next = 0;
+  for (const int64_t d : to) {
+    if (d != -1) {
+      out.push_back(d);
+    } else if (next < dynamic.size()) {
+      out.push_back(dynamic[next++]);
+    } else {
+      return InvalidArgument(what + ": reshape has more -1 dims than dims " +
+                             internal::DimsString(from));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<int64_t> ProtocolShape(const inference::ModelConfig& config,
+                                   const google::protobuf::RepeatedField<int64_t>& dims) {
+  std::vector<int64_t> shape;
+  shape.reserve(dims.size() + 1);
+  if (config.max_batch_size() > 0) shape.push_back(-1);
+  shape.insert(shape.end(), dims.begin(), dims.end());
+  return shape;
+}
+
+Status ValidateInferInputs(const inference::ModelConfig& config, const std::vector<Tensor>& inputs,
+                           int64_t max_elements) {
+  const bool batched = config.max_batch_size() > 0;
+  std::set<std::string_view> seen;
+  int64_t batch_size = -1;
+  const Tensor* batch_source = nullptr;
+  for (const Tensor& tensor : inputs) {
+    const std::string what = "input '" + tensor.name + "'";
+    const inference::ModelInput* input = FindInput(config, tensor.name);
+    if (input == nullptr) {
+      return InvalidArgument("unexpected input '" + tensor.name + "' for model '" +
+                             config.name() + "' (its inputs: " + InputNames(config) + ")");
+    }
+    if (!seen.insert(tensor.name).second) {
+      return InvalidArgument(what + " appears more than once in the request");
+    }
+    const DataType want = FromConfigDataType(input->data_type());
+    if (tensor.dtype != want) {
+      return InvalidArgument(what + ": datatype is " + std::string(DataTypeName(tensor.dtype)) +
+                             " but the model expects " + std::string(DataTypeName(want)));
+    }
+    const std::vector<int64_t> expected = ProtocolShape(config, input->dims());
+    for (size_t i = 0; i < tensor.shape.size(); ++i) {
+      if (tensor.shape[i] < 0) {
+        return InvalidArgument(what + ": shape " + ShapeToString(tensor.shape) +
+                               " has negative dim " + std::to_string(tensor.shape[i]) +
+                               " at index " + std::to_string(i));
+      }
+    }
+    if (tensor.shape.size() != expected.size()) {
+      return InvalidArgument(what + ": shape " + ShapeToString(tensor.shape) + " has rank " +
+                             std::to_string(tensor.shape.size()) + " but the model expects rank " +
+                             std::to_string(expected.size()) + " " + ShapeToString(expected));
+    }
+    for (size_t i = 0; i < expected.size(); ++i) {
+      if (expected[i] != -1 && tensor.shape[i] != expected[i]) {
+        return InvalidArgument(what + ": shape " + ShapeToString(tensor.shape) + " has " +
+                               std::to_string(tensor.shape[i]) + " at index " + std::to_string(i) +
+                               " but the model expects " + std::to_string(expected[i]) + " " +
+                               ShapeToString(expected));
+      }
+    }
+    if (batched) {
+      const int64_t batch = tensor.shape[0];
+      if (batch < 1 || batch > config.max_batch_size()) {
+        return InvalidArgument(what + ": batch size " + std::to_string(batch) +
+                               " (shape[0]) must be between 1 and max_batch_size " +
+                               std::to_string(config.max_batch_size()));
+      }
+      if (batch_source != nullptr && batch != batch_size) {
+        return InvalidArgument(what + ": batch size " + std::to_string(batch) + " differs from " +
+                               std::to_string(batch_size) + " of input '" + batch_source->name +
+                               "'; all inputs of a request share one batch size");
+      }
+      batch_size = batch;
+      batch_source = &tensor;
+    }
+    // Bounded before ValidateTensorData multiplies anything out.
+    auto count = ElementCount(tensor.shape, max_elements);
+    if (!count.ok()) return count.status().WithContext(what);
+    FASTPATH_RETURN_IF_ERROR(ValidateTensorData(tensor));
+  }
+  for (const auto& input : config.input()) {
+    if (!input.optional() && !seen.contains(input.name())) {
+      return InvalidArgument(
+          "missing input '" + input.name() + "' (datatype " +
+          std::string(DataTypeName(FromConfigDataType(input.data_type()))) + ", shape " +
+          ShapeToString(ProtocolShape(config, input.dims())) + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+Status ValidateRequestedOutputs(const inference::ModelConfig& config,
+                                const std::vector<std::string>& names) {
+  std::set<std::string_view> seen;
+  for (const std::string& name : names) {
+    if (FindOutput(config, name) == nullptr) {
+      return InvalidArgument("unexpected output '" + name + "' requested from model '" +
+                             config.name() + "' (its outputs: " + OutputNames(config) + ")");
+    }
+    if (!seen.insert(name).second) {
+      return InvalidArgument("output '" + name + "' is requested more than once");
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::vector<int64_t>> ReshapeForModel(const inference::ModelConfig& config,
+                                               const inference::ModelInput& input,
+                                               const std::vector<int64_t>& shape) {
+  if (!input.has_reshape()) return shape;
+  return MapDynamicDims("input '" + input.name() + "'", config.max_batch_size() > 0, input.dims(),
+                        input.reshape().shape(), shape);
+}
+
+StatusOr<std::vector<int64_t>> ReshapeForClient(const inference::ModelConfig& config,
+                                                const inference::ModelOutput& output,
+                                                const std::vector<int64_t>& model_shape) {
+  if (!output.has_reshape()) return model_shape;
+  return MapDynamicDims("output '" + output.name() + "'", config.max_batch_size() > 0,
+                        output.reshape().shape(), output.dims(), model_shape);
+}
+
+StatusOr<backend::InstanceOptions> InstanceOptionsFor(const inference::ModelConfig& config,
+                                                      const inference::ModelInstanceGroup& group,
+                                                      int gpu_id) {
+  backend::InstanceOptions options;
+  switch (group.kind()) {
+    case inference::ModelInstanceGroup::KIND_CPU:
+      options.providers = {backend::ExecutionProvider::kCpu};
+      options.device_id = 0;
+      break;
+    case inference::ModelInstanceGroup::KIND_GPU:
+      if (gpu_id < 0) {
+        return InvalidArgument("instance_group '" + group.name() + "': GPU index " +
+                               std::to_string(gpu_id) + " is not a GPU");
+      }
+      options.providers = {backend::ExecutionProvider::kCuda};
+      options.device_id = gpu_id;
+      break;
+    default:
+      return InvalidArgument("instance_group '" + group.name() + "': kind " +
+                             internal::KindName(group.kind()) +
+                             " gives no execution provider; write KIND_CPU or KIND_GPU");
+  }
+  const auto threads = [&](std::string_view key, int* out) -> Status {
+    const auto it = config.parameters().find(std::string(key));
+    if (it == config.parameters().end()) return Status::Ok();  // keep the default of 1
+    const auto value = internal::ParsePositiveInt(it->second.string_value(), kMaxThreadCount);
+    if (!value) {
+      return InvalidArgument("parameters: '" + std::string(key) + "' is '" +
+                             it->second.string_value() + "'; it must be an integer between 1 and " +
+                             std::to_string(kMaxThreadCount));
+    }
+    *out = *value;
+    return Status::Ok();
+  };
+  FASTPATH_RETURN_IF_ERROR(threads(kIntraOpThreadCount, &options.intra_op_threads));
+  FASTPATH_RETURN_IF_ERROR(threads(kInterOpThreadCount, &options.inter_op_threads));
+  return options;
+}
+
+}  // namespace fastpath::config
