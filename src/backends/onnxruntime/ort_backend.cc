@@ -1,0 +1,81 @@
+#include "fastpath/backends/onnxruntime/ort_backend.h"
+
+#include <utility>
+
+#include <onnxruntime_cxx_api.h>
+
+#include "ort_instance.h"
+#include "ort_session.h"
+#include "ort_types.h"
+
+namespace fastpath::backends::onnxruntime {
+namespace {
+
+OrtLoggingLevel ToOrtLoggingLevel(OrtLogSeverity severity) {
+  switch (severity) {
+    case OrtLogSeverity::kVerbose: return ORT_LOGGING_LEVEL_VERBOSE;
+    case OrtLogSeverity::kInfo: return ORT_LOGGING_LEVEL_INFO;
+    case OrtLogSeverity::kWarning: return ORT_LOGGING_LEVEL_WARNING;
+    case OrtLogSeverity::kError: return ORT_LOGGING_LEVEL_ERROR;
+    case OrtLogSeverity::kFatal: return ORT_LOGGING_LEVEL_FATAL;
+  }
+  return ORT_LOGGING_LEVEL_WARNING;
+}
+
+class OrtBackend final : public backend::Backend {
+ public:
+  OrtBackend(std::shared_ptr<const Ort::Env> env, std::string log_id)
+      : env_(std::move(env)), log_id_(std::move(log_id)) {}
+
+  std::string Name() const override { return "onnxruntime"; }
+
+  StatusOr<backend::ModelSignature> Inspect(const std::filesystem::path& model_file) override {
+    return CatchOrtExceptions(
+        "inspecting model '" + model_file.string() + "'", [&]() -> StatusOr<backend::ModelSignature> {
+          // A throwaway CPU session: ORT has no cheaper way to report the signature with
+          // symbolic dims resolved the way Run will see them.
+          FASTPATH_ASSIGN_OR_RETURN(Ort::SessionOptions options, MakeInspectSessionOptions(log_id_));
+          FASTPATH_ASSIGN_OR_RETURN(Ort::Session session, OpenSession(*env_, model_file, options));
+          auto signature = ReadSignature(session);
+          if (!signature.ok()) {
+            return signature.status().WithContext("model '" + model_file.string() + "'");
+          }
+          return signature;
+        });
+  }
+
+  StatusOr<std::unique_ptr<backend::ModelInstance>> CreateInstance(
+      const std::filesystem::path& model_file, const backend::InstanceOptions& options) override {
+    FASTPATH_ASSIGN_OR_RETURN(auto instance,
+                              OrtModelInstance::Create(env_, model_file, options, log_id_));
+    return std::unique_ptr<backend::ModelInstance>(std::move(instance));
+  }
+
+ private:
+  // Shared with every instance this backend creates (see ort_backend.h).
+  std::shared_ptr<const Ort::Env> env_;
+  std::string log_id_;
+};
+
+}  // namespace
+
+std::string OrtVersion() { return OrtGetApiBase()->GetVersionString(); }
+
+StatusOr<std::unique_ptr<backend::Backend>> CreateOrtBackend(const OrtBackendOptions& options) {
+  // The C++ API fetches the API table for the headers' version on first use and would
+  // crash on a null table; ask first, so an old libonnxruntime is an error that says so.
+  if (OrtGetApiBase()->GetApi(ORT_API_VERSION) == nullptr) {
+    return FailedPrecondition("the ONNX Runtime library loaded at run time (version " +
+                              OrtVersion() + ") is older than the headers fastpath was built " +
+                              "with (API version " + std::to_string(ORT_API_VERSION) + ")");
+  }
+  return CatchOrtExceptions("creating the ONNX Runtime environment",
+                            [&]() -> StatusOr<std::unique_ptr<backend::Backend>> {
+                              auto env = std::make_shared<const Ort::Env>(
+                                  ToOrtLoggingLevel(options.log_severity), options.log_id.c_str());
+                              return std::unique_ptr<backend::Backend>(
+                                  new OrtBackend(std::move(env), options.log_id));
+                            });
+}
+
+}  // namespace fastpath::backends::onnxruntime

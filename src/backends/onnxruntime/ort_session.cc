@@ -1,0 +1,193 @@
+#include "ort_session.h"
+
+#include <cpu_provider_factory.h>
+#include <onnxruntime_session_options_config_keys.h>
+
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "ort_types.h"
+
+namespace fastpath::backends::onnxruntime {
+namespace {
+
+Status StatusFromOrtStatus(OrtStatus* raw, const std::string& context) {
+  Ort::Status status(raw);  // takes ownership and releases it
+  if (status.IsOK()) return Status::Ok();
+  return StatusFromOrtError(status.GetErrorCode(), context, status.GetErrorMessage());
+}
+
+StatusOr<backend::TensorSpec> ReadTensorSpec(const Ort::TypeInfo& type_info, std::string name,
+                                             const char* kind) {
+  if (type_info.GetONNXType() != ONNX_TYPE_TENSOR) {
+    return Unimplemented(std::string(kind) + " '" + name +
+                         "' is not a tensor (a sequence, map or optional); fastpath serves "
+                         "tensors only");
+  }
+  const auto tensor_info = type_info.GetTensorTypeAndShapeInfo();
+  const ONNXTensorElementDataType element_type = tensor_info.GetElementType();
+  const auto dtype = FastpathDataType(element_type);
+  if (!dtype) {
+    return Unimplemented(std::string(kind) + " '" + name + "' has element type " +
+                         OnnxElementTypeName(element_type) + ", which KServe has no datatype for");
+  }
+  backend::TensorSpec spec;
+  spec.name = std::move(name);
+  spec.dtype = *dtype;
+  spec.dims = tensor_info.GetShape();
+  // ORT reports dims it does not know (symbolic dim_param, or none at all) as -1 already;
+  // normalise anything negative so that callers can test `== -1`.
+  for (int64_t& dim : spec.dims) {
+    if (dim < 0) dim = -1;
+  }
+  return spec;
+}
+
+// backend.h declares ExecutionProviderName but no module defines it yet; a local copy keeps
+// this library linkable on its own (reported; to be replaced once the shared one lands).
+const char* ProviderName(backend::ExecutionProvider ep) {
+  switch (ep) {
+    case backend::ExecutionProvider::kCpu: return "cpu";
+    case backend::ExecutionProvider::kCuda: return "cuda";
+    case backend::ExecutionProvider::kTensorRt: return "tensorrt";
+  }
+  return "unknown";
+}
+
+Status SetThreads(const backend::InstanceOptions& options, Ort::SessionOptions* so) {
+  // 0 would let ORT size the pools from the machine, which on a shared server
+  // oversubscribes the cores; every instance says exactly what it gets.
+  if (options.intra_op_threads < 1 || options.inter_op_threads < 1) {
+    return InvalidArgument("intra_op_threads and inter_op_threads must be at least 1 (got " +
+                           std::to_string(options.intra_op_threads) + " and " +
+                           std::to_string(options.inter_op_threads) +
+                           "); fastpath never lets the runtime pick");
+  }
+  so->SetIntraOpNumThreads(options.intra_op_threads);
+  so->SetInterOpNumThreads(options.inter_op_threads);
+  // ORT uses the inter-op pool only in parallel execution mode; asking for more than one
+  // inter-op thread is therefore asking for that mode.
+  so->SetExecutionMode(options.inter_op_threads > 1 ? ExecutionMode::ORT_PARALLEL
+                                                    : ExecutionMode::ORT_SEQUENTIAL);
+  // ORT's pool threads spin after each op waiting for more work. That buys microseconds
+  // on an idle machine with cores to spare; on a server where several instances, the
+  // front ends and the batcher share few cores, spinning threads burn the CPU the other
+  // instances need, and latency gets worse under load rather than better.
+  so->AddConfigEntry(kOrtSessionOptionsConfigAllowIntraOpSpinning, "0");
+  so->AddConfigEntry(kOrtSessionOptionsConfigAllowInterOpSpinning, "0");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ApplyExecutionProviders(const backend::InstanceOptions& options,
+                               Ort::SessionOptions* session_options) {
+  if (options.providers.empty()) {
+    return InvalidArgument("no execution provider given; fastpath never picks one itself");
+  }
+  for (size_t i = 0; i < options.providers.size(); ++i) {
+    switch (options.providers[i]) {
+      case backend::ExecutionProvider::kCpu:
+        // ORT places whatever the other providers decline onto its CPU provider, after
+        // all of them; a list that names the CPU before another provider asks for an
+        // order ORT cannot give.
+        if (i + 1 != options.providers.size()) {
+          return InvalidArgument("the cpu execution provider must come last in the provider list");
+        }
+        // Registered explicitly (ORT would add it implicitly anyway), so that the session
+        // uses the provider list as written, arena included.
+        FASTPATH_RETURN_IF_ERROR(StatusFromOrtStatus(
+            OrtSessionOptionsAppendExecutionProvider_CPU(*session_options, /*use_arena=*/1),
+            "registering the cpu execution provider"));
+        break;
+      case backend::ExecutionProvider::kCuda:
+      case backend::ExecutionProvider::kTensorRt:
+        // Issue 4 registers the plugin libraries here (RegisterExecutionProviderLibrary,
+        // GetEpDevices, AppendExecutionProvider_V2 for options.device_id), sets
+        // session.disable_cpu_ep_fallback unless the list ends in cpu, and audits the
+        // placement after the session is created. Until then a GPU provider is refused:
+        // running the model on the CPU instead would be the silent fallback fastpath exists
+        // to prevent.
+        return Unimplemented(std::string("execution provider '") +
+                             ProviderName(options.providers[i]) +
+                             "' is not available yet: the CUDA/TensorRT execution providers "
+                             "arrive with admission control (issue 4)");
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<Ort::SessionOptions> MakeInstanceSessionOptions(const backend::InstanceOptions& options,
+                                                         const std::string& log_id) {
+  return CatchOrtExceptions("configuring the session", [&]() -> StatusOr<Ort::SessionOptions> {
+    Ort::SessionOptions so;
+    so.SetLogId(log_id.c_str());
+    so.SetGraphOptimizationLevel(GraphOptimizationLevel::ORT_ENABLE_ALL);
+    FASTPATH_RETURN_IF_ERROR(SetThreads(options, &so));
+    FASTPATH_RETURN_IF_ERROR(ApplyExecutionProviders(options, &so));
+    return so;
+  });
+}
+
+StatusOr<Ort::SessionOptions> MakeInspectSessionOptions(const std::string& log_id) {
+  return CatchOrtExceptions("configuring the session", [&]() -> StatusOr<Ort::SessionOptions> {
+    Ort::SessionOptions so;
+    so.SetLogId(log_id.c_str());
+    so.SetGraphOptimizationLevel(GraphOptimizationLevel::ORT_DISABLE_ALL);
+    backend::InstanceOptions one_thread;  // CPU, one intra-op and one inter-op thread
+    FASTPATH_RETURN_IF_ERROR(SetThreads(one_thread, &so));
+    FASTPATH_RETURN_IF_ERROR(ApplyExecutionProviders(one_thread, &so));
+    return so;
+  });
+}
+
+Status CheckModelFile(const std::filesystem::path& model_file) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(model_file, ec);
+  if (ec || !std::filesystem::exists(status)) {
+    return NotFound("model file '" + model_file.string() + "' does not exist");
+  }
+  if (!std::filesystem::is_regular_file(status)) {
+    return InvalidArgument("model file '" + model_file.string() + "' is not a regular file");
+  }
+  return Status::Ok();
+}
+
+StatusOr<Ort::Session> OpenSession(const Ort::Env& env, const std::filesystem::path& model_file,
+                                   const Ort::SessionOptions& session_options) {
+  FASTPATH_RETURN_IF_ERROR(CheckModelFile(model_file));
+  const std::string context = "cannot load ONNX model '" + model_file.string() + "'";
+  return CatchOrtExceptions(context, [&]() -> StatusOr<Ort::Session> {
+    try {
+      return Ort::Session(env, model_file.c_str(), session_options);
+    } catch (const Ort::Exception& e) {
+      // At load time ORT reports a file it cannot parse or resolve as ORT_FAIL as often as
+      // with a specific code; from the caller's side the model file is what is wrong.
+      Status status = StatusFromOrtException(e, context);
+      if (status.code() == StatusCode::kInternal) return InvalidArgument(status.message());
+      return status;
+    }
+  });
+}
+
+StatusOr<backend::ModelSignature> ReadSignature(const Ort::Session& session) {
+  return CatchOrtExceptions("reading the model signature", [&]() -> StatusOr<backend::ModelSignature> {
+    backend::ModelSignature signature;
+    const std::vector<std::string> input_names = session.GetInputNames();
+    for (size_t i = 0; i < input_names.size(); ++i) {
+      FASTPATH_ASSIGN_OR_RETURN(auto spec,
+                                ReadTensorSpec(session.GetInputTypeInfo(i), input_names[i], "input"));
+      signature.inputs.push_back(std::move(spec));
+    }
+    const std::vector<std::string> output_names = session.GetOutputNames();
+    for (size_t i = 0; i < output_names.size(); ++i) {
+      FASTPATH_ASSIGN_OR_RETURN(
+          auto spec, ReadTensorSpec(session.GetOutputTypeInfo(i), output_names[i], "output"));
+      signature.outputs.push_back(std::move(spec));
+    }
+    return signature;
+  });
+}
+
+}  // namespace fastpath::backends::onnxruntime
