@@ -1,0 +1,59 @@
+#include "fastpath/frontend/grpc_server.h"
+
+#include <string>
+#include <utility>
+
+#include <grpcpp/grpcpp.h>
+
+#include "inference_service.h"
+
+namespace fastpath::frontend {
+
+StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(server::InferenceServer& server,
+                                                        const GrpcOptions& options) {
+  if (options.port < 0 || options.port > 65535) {
+    return InvalidArgument("gRPC port " + std::to_string(options.port) + " is out of range");
+  }
+  if (options.max_message_bytes <= 0) {
+    return InvalidArgument("gRPC max_message_bytes must be positive, got " +
+                           std::to_string(options.max_message_bytes));
+  }
+  std::unique_ptr<GrpcServer> out(new GrpcServer());
+  out->service_ = std::make_unique<GrpcInferenceServiceImpl>(server, options.max_message_bytes);
+
+  // An IPv6 literal needs brackets in a gRPC URI.
+  const bool v6 = options.address.find(':') != std::string::npos && options.address[0] != '[';
+  const std::string uri = (v6 ? "[" + options.address + "]" : options.address) + ":" +
+                          std::to_string(options.port);
+
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(uri, grpc::InsecureServerCredentials(), &out->port_);
+  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  builder.SetMaxSendMessageSize(options.max_message_bytes);
+  // gRPC sets SO_REUSEPORT by default, which would let a second server (or a stale one)
+  // bind the same port silently and split the traffic; a taken port must be an error.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.RegisterService(out->service_.get());
+  out->server_ = builder.BuildAndStart();
+  if (out->server_ == nullptr || out->port_ == 0) {
+    if (out->server_ != nullptr) out->server_->Shutdown();
+    return Unavailable("cannot listen for gRPC on " + uri +
+                       " (address in use or not available on this host)");
+  }
+  return out;
+}
+
+GrpcServer::~GrpcServer() { Shutdown(std::chrono::milliseconds(0)); }
+
+void GrpcServer::Shutdown(std::chrono::milliseconds grace) {
+  std::lock_guard lock(shutdown_mu_);
+  if (shut_down_ || server_ == nullptr) return;
+  shut_down_ = true;
+  // Refuses new calls at once; calls in flight run until the deadline, then gRPC
+  // cancels them. It returns only when every callback reactor has finished, which the
+  // facade guarantees (each accepted request is answered).
+  server_->Shutdown(std::chrono::system_clock::now() + grace);
+  server_->Wait();
+}
+
+}  // namespace fastpath::frontend
