@@ -68,14 +68,14 @@ const ShadowSchema& Shadow() {
   return *shadow;
 }
 
-// Keeps the first error (the parser stops there anyway) with its 1-based position.
+// Keeps the first error (the parser stops there anyway) with its position.
 class FirstErrorCollector : public pb::io::ErrorCollector {
  public:
   void AddError(int line, pb::io::ColumnNumber column, const std::string& message) override {
     if (has_error_) return;
     has_error_ = true;
-    line_ = line + 1;
-    column_ = column + 1;
+    line_ = line;  // zero-based, as protobuf gives them
+    column_ = column;
     message_ = message;
   }
   bool has_error() const { return has_error_; }
@@ -119,6 +119,58 @@ std::string Explain(const std::string& message) {
 
 std::string Position(std::string_view source, int line, int column) {
   return std::string(source) + ":" + std::to_string(line) + ":" + std::to_string(column);
+}
+
+// protobuf's tokenizer counts columns with tabs expanded to multiples of 8; these two
+// convert between its zero-based (line, column) and byte offsets in the text.
+constexpr int kTabWidth = 8;
+
+size_t OffsetOf(std::string_view text, int line, int column) {
+  size_t pos = 0;
+  for (int l = 0; l < line && pos < text.size(); ++pos) {
+    if (text[pos] == '\n') ++l;
+  }
+  for (int c = 0; pos < text.size() && text[pos] != '\n' && c < column; ++pos) {
+    c += text[pos] == '\t' ? kTabWidth - c % kTabWidth : 1;
+  }
+  return pos;
+}
+
+void LineColumnOf(std::string_view text, size_t offset, int* line, int* column) {
+  *line = 0;
+  *column = 0;
+  for (size_t pos = 0; pos < offset && pos < text.size(); ++pos) {
+    if (text[pos] == '\n') {
+      ++*line;
+      *column = 0;
+    } else {
+      *column += text[pos] == '\t' ? kTabWidth - *column % kTabWidth : 1;
+    }
+  }
+}
+
+bool IsIdentChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+// protobuf reports an unknown field at the token after its name; users look for the
+// name, so point at the last whole-word occurrence of it before that token.
+void PointAtFieldName(std::string_view text, const std::string& field, int* line, int* column) {
+  if (field.empty()) return;
+  size_t end = OffsetOf(text, *line, *column);
+  while (end > 0) {
+    const size_t at = text.rfind(field, end - 1);
+    if (at == std::string_view::npos) return;
+    const size_t after = at + field.size();
+    const bool starts_word = at == 0 || !IsIdentChar(text[at - 1]);
+    const bool ends_word = after >= text.size() || !IsIdentChar(text[after]);
+    if (starts_word && ends_word && after <= OffsetOf(text, *line, *column)) {
+      LineColumnOf(text, at, line, column);
+      return;
+    }
+    if (at == 0) return;
+    end = at;
+  }
 }
 
 std::string MapKeyString(const pb::Message& entry) {
@@ -204,7 +256,10 @@ StatusOr<inference::ModelConfig> ParseModelConfig(std::string_view text,
   pb::io::ArrayInputStream input(text.data(), static_cast<int>(text.size()));
   if (!parser.Parse(&input, parsed.get())) {
     if (!errors.has_error()) return InvalidArgument(std::string(source_name) + ": parse error");
-    return InvalidArgument(Position(source_name, errors.line(), errors.column()) + ": " +
+    int line = errors.line();
+    int column = errors.column();
+    PointAtFieldName(text, QuotedAfter(errors.message(), "has no field named"), &line, &column);
+    return InvalidArgument(Position(source_name, line + 1, column + 1) + ": " +
                            Explain(errors.message()));
   }
   FASTPATH_RETURN_IF_ERROR(CheckDuplicateMapKeys(*parsed, &tree, source_name));
