@@ -2,6 +2,7 @@
 # README command two (and .ci/run): installs what is missing, builds and runs the whole test
 # suite twice: the RelWithDebInfo tree in build/ (preset dev), then an ASan+UBSan tree in
 # build-asan/ (preset asan). Exits non-zero on any failure and prints the time of each phase.
+# The tests write the example models they need into the build tree themselves.
 # Lean enough for CI's 2-core, 90-minute budget: Ninja, one build per tree, nothing else.
 # Environment: FASTPATH_JOBS (build parallelism, default: all cores), FASTPATH_TEST_JOBS
 # (ctest parallelism, default 2), FASTPATH_CMAKE_ARGS (extra configure arguments),
@@ -13,7 +14,6 @@ source tools/common.sh
 test_jobs="${FASTPATH_TEST_JOBS:-2}"
 
 phase setup tools/setup.sh
-phase models python3 tools/generate_models.py --out models/example
 phase "configure dev" cmake --preset dev "${fastpath_cmake_args[@]}"
 phase "build dev" cmake --build --preset dev -j "$fastpath_jobs"
 phase "test dev" ctest --preset dev -j "$test_jobs"
