@@ -1,0 +1,916 @@
+// The gRPC front end against the scriptable fake facade, through a real channel and
+// the generated stub: every RPC, both tensor encodings for every datatype, the error
+// codes, every bad-input case, large messages, streaming and concurrency.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <future>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include "fake_inference_server.h"
+#include "fastpath/frontend/grpc_server.h"
+#include "grpc_service.grpc.pb.h"
+
+namespace fastpath::frontend {
+namespace {
+
+using inference::GRPCInferenceService;
+using inference::ModelInferRequest;
+using inference::ModelInferResponse;
+using inference::ModelStreamInferResponse;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using testing::FakeInferenceServer;
+
+template <typename T>
+std::string Bytes(const std::vector<T>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+
+std::string BytesElements(const std::vector<std::string>& elements) {
+  std::string out;
+  for (const auto& e : elements) AppendBytesElement(&out, e);
+  return out;
+}
+
+server::TensorMetadata Meta(std::string name, DataType dtype, std::vector<int64_t> shape) {
+  return {std::move(name), dtype, std::move(shape)};
+}
+
+FakeInferenceServer::Model MakeModel(const std::string& name, bool ready = true) {
+  FakeInferenceServer::Model m;
+  m.metadata.name = name;
+  m.metadata.versions = {"1", "2"};
+  m.metadata.platform = "onnxruntime_onnx";
+  m.metadata.inputs = {Meta("INPUT0", DataType::kFp32, {-1, 4})};
+  m.metadata.outputs = {Meta("OUTPUT0", DataType::kFp32, {-1, 4})};
+  m.config.set_name(name);
+  m.config.set_max_batch_size(8);
+  m.ready = ready;
+  return m;
+}
+
+// Identity: output "OUT_<x>" is a copy of input "<x>". Requested outputs come back in
+// the order requested; with none requested, one per input in input order. Model
+// "fail_unavailable" / "fail_invalid" answer with those errors. The id is deliberately
+// not set, so that the test sees the front end echo it.
+StatusOr<InferResponse> IdentityHandler(const InferRequest& request) {
+  if (request.model_name == "fail_unavailable") return Unavailable("queue is full");
+  if (request.model_name == "fail_invalid") return InvalidArgument("input 'INPUT0' is wrong");
+  InferResponse response;
+  response.model_name = request.model_name;
+  response.model_version = request.model_version.empty() ? "2" : request.model_version;
+  std::vector<std::string> wanted;
+  for (const auto& o : request.outputs) wanted.push_back(o.name);
+  if (wanted.empty()) {
+    for (const auto& t : request.inputs) wanted.push_back("OUT_" + t.name);
+  }
+  for (const auto& name : wanted) {
+    const Tensor* found = nullptr;
+    for (const auto& t : request.inputs) {
+      if ("OUT_" + t.name == name) found = &t;
+    }
+    if (found == nullptr) return NotFound("unknown output '" + name + "'");
+    Tensor out = *found;
+    out.name = name;
+    response.outputs.push_back(std::move(out));
+  }
+  response.parameters["echoed_params"] = static_cast<int64_t>(request.parameters.size());
+  return response;
+}
+
+class GrpcFrontendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* name : {"identity", "fail_unavailable", "fail_invalid"}) {
+      fake_.AddModel(MakeModel(name));
+    }
+    fake_.AddModel(MakeModel("sleepy", /*ready=*/false));
+    fake_.SetHandler(IdentityHandler);
+    StartServer(1 << 30);
+  }
+
+  void StartServer(int max_message_bytes) {
+    GrpcOptions options;
+    options.address = "127.0.0.1";
+    options.port = 0;
+    options.max_message_bytes = max_message_bytes;
+    auto started = GrpcServer::Start(fake_, options);
+    ASSERT_TRUE(started.ok()) << started.status().ToString();
+    server_ = std::move(started).value();
+    ASSERT_GT(server_->port(), 0);
+    stub_ = NewStub(server_->port());
+  }
+
+  static std::unique_ptr<GRPCInferenceService::Stub> NewStub(int port) {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(-1);  // the client side is not under test: unlimited
+    args.SetMaxSendMessageSize(-1);
+    auto channel = grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(port),
+                                             grpc::InsecureChannelCredentials(), args);
+    return GRPCInferenceService::NewStub(channel);
+  }
+
+  grpc::Status Infer(const ModelInferRequest& request, ModelInferResponse* response) {
+    grpc::ClientContext context;
+    return stub_->ModelInfer(&context, request, response);
+  }
+
+  // A request for "identity" with one raw input.
+  static ModelInferRequest RawRequest(const std::string& dtype, std::vector<int64_t> shape,
+                                      std::string raw, const std::string& name = "INPUT0") {
+    ModelInferRequest request;
+    request.set_model_name("identity");
+    auto* in = request.add_inputs();
+    in->set_name(name);
+    in->set_datatype(dtype);
+    for (int64_t d : shape) in->add_shape(d);
+    request.add_raw_input_contents(std::move(raw));
+    return request;
+  }
+
+  // Asserts the call failed before reaching the facade, with `code` and a message
+  // containing `fragment`.
+  void ExpectRejected(const ModelInferRequest& request, grpc::StatusCode code,
+                      const std::string& fragment) {
+    const int calls_before = fake_.infer_calls();
+    ModelInferResponse response;
+    const grpc::Status status = Infer(request, &response);
+    EXPECT_EQ(status.error_code(), code) << status.error_message();
+    EXPECT_THAT(status.error_message(), HasSubstr(fragment));
+    EXPECT_EQ(fake_.infer_calls(), calls_before) << "a bad request reached the facade";
+  }
+
+  // Declared before server_: the facade must outlive the front end.
+  FakeInferenceServer fake_;
+  std::unique_ptr<GrpcServer> server_;
+  std::unique_ptr<GRPCInferenceService::Stub> stub_;
+};
+
+// ---------------------------------------------------------------- health, metadata
+
+TEST_F(GrpcFrontendTest, ServerLiveAndReady) {
+  grpc::ClientContext c1, c2, c3;
+  inference::ServerLiveResponse live;
+  ASSERT_TRUE(stub_->ServerLive(&c1, {}, &live).ok());
+  EXPECT_TRUE(live.live());
+  inference::ServerReadyResponse ready;
+  ASSERT_TRUE(stub_->ServerReady(&c2, {}, &ready).ok());
+  EXPECT_TRUE(ready.ready());
+  fake_.SetReady(false);
+  ASSERT_TRUE(stub_->ServerReady(&c3, {}, &ready).ok());
+  EXPECT_FALSE(ready.ready());
+}
+
+TEST_F(GrpcFrontendTest, ServerMetadata) {
+  grpc::ClientContext context;
+  inference::ServerMetadataResponse response;
+  ASSERT_TRUE(stub_->ServerMetadata(&context, {}, &response).ok());
+  EXPECT_EQ(response.name(), "fastpath");
+  EXPECT_EQ(response.version(), "0.0.0-test");
+  EXPECT_THAT(response.extensions(), ::testing::Contains("model_repository"));
+}
+
+TEST_F(GrpcFrontendTest, ModelReadyLikeTriton) {
+  auto ready = [&](const std::string& name, const std::string& version) {
+    grpc::ClientContext context;
+    inference::ModelReadyRequest request;
+    request.set_name(name);
+    request.set_version(version);
+    inference::ModelReadyResponse response;
+    const grpc::Status status = stub_->ModelReady(&context, request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response.ready();
+  };
+  EXPECT_TRUE(ready("identity", ""));
+  EXPECT_TRUE(ready("identity", "2"));
+  EXPECT_FALSE(ready("sleepy", ""));
+  // Unknown model or version: ready=false with OK, as Triton answers.
+  EXPECT_FALSE(ready("nope", ""));
+  EXPECT_FALSE(ready("identity", "7"));
+}
+
+TEST_F(GrpcFrontendTest, ModelMetadata) {
+  grpc::ClientContext context;
+  inference::ModelMetadataRequest request;
+  request.set_name("identity");
+  inference::ModelMetadataResponse response;
+  ASSERT_TRUE(stub_->ModelMetadata(&context, request, &response).ok());
+  EXPECT_EQ(response.name(), "identity");
+  EXPECT_THAT(response.versions(), ElementsAre("1", "2"));
+  EXPECT_EQ(response.platform(), "onnxruntime_onnx");
+  ASSERT_EQ(response.inputs_size(), 1);
+  EXPECT_EQ(response.inputs(0).name(), "INPUT0");
+  EXPECT_EQ(response.inputs(0).datatype(), "FP32");
+  EXPECT_THAT(response.inputs(0).shape(), ElementsAre(-1, 4));
+  ASSERT_EQ(response.outputs_size(), 1);
+  EXPECT_EQ(response.outputs(0).name(), "OUTPUT0");
+
+  grpc::ClientContext c2;
+  request.set_name("nope");
+  const grpc::Status status = stub_->ModelMetadata(&c2, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(status.error_message(), HasSubstr("nope"));
+}
+
+TEST_F(GrpcFrontendTest, ModelConfig) {
+  grpc::ClientContext context;
+  inference::ModelConfigRequest request;
+  request.set_name("identity");
+  inference::ModelConfigResponse response;
+  ASSERT_TRUE(stub_->ModelConfig(&context, request, &response).ok());
+  EXPECT_EQ(response.config().name(), "identity");
+  EXPECT_EQ(response.config().max_batch_size(), 8);
+
+  grpc::ClientContext c2;
+  request.set_version("9");
+  EXPECT_EQ(stub_->ModelConfig(&c2, request, &response).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(GrpcFrontendTest, ModelStatistics) {
+  ModelInferResponse infer_response;
+  ASSERT_TRUE(Infer(RawRequest("FP32", {1}, Bytes<float>({1.0f})), &infer_response).ok());
+
+  grpc::ClientContext context;
+  inference::ModelStatisticsRequest request;
+  request.set_name("identity");
+  inference::ModelStatisticsResponse response;
+  ASSERT_TRUE(stub_->ModelStatistics(&context, request, &response).ok());
+  ASSERT_EQ(response.model_stats_size(), 1);
+  const auto& s = response.model_stats(0);
+  EXPECT_EQ(s.name(), "identity");
+  EXPECT_EQ(s.version(), "1");
+  EXPECT_EQ(s.inference_count(), 1u);
+  EXPECT_EQ(s.execution_count(), 1u);
+  EXPECT_EQ(s.inference_stats().success().count(), 1u);
+  EXPECT_EQ(s.inference_stats().success().ns(), 1000u);
+  EXPECT_TRUE(s.inference_stats().has_cache_hit());
+
+  grpc::ClientContext c2;
+  inference::ModelStatisticsResponse all;
+  ASSERT_TRUE(stub_->ModelStatistics(&c2, {}, &all).ok());
+  EXPECT_EQ(all.model_stats_size(), 4);
+
+  grpc::ClientContext c3;
+  request.set_name("nope");
+  EXPECT_EQ(stub_->ModelStatistics(&c3, request, &response).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+
+// ---------------------------------------------------------------- repository
+
+TEST_F(GrpcFrontendTest, RepositoryIndex) {
+  grpc::ClientContext context;
+  inference::RepositoryIndexResponse response;
+  ASSERT_TRUE(stub_->RepositoryIndex(&context, {}, &response).ok());
+  std::map<std::string, inference::RepositoryIndexResponse::ModelIndex> by_name;
+  for (const auto& m : response.models()) by_name[m.name()] = m;
+  ASSERT_EQ(by_name.size(), 4u);
+  EXPECT_EQ(by_name["identity"].state(), "READY");
+  EXPECT_EQ(by_name["identity"].version(), "1");
+  EXPECT_EQ(by_name["identity"].reason(), "");
+  EXPECT_EQ(by_name["sleepy"].state(), "UNAVAILABLE");
+  EXPECT_EQ(by_name["sleepy"].reason(), "not ready");
+
+  grpc::ClientContext c2;
+  inference::RepositoryIndexRequest ready_only;
+  ready_only.set_ready(true);
+  ASSERT_TRUE(stub_->RepositoryIndex(&c2, ready_only, &response).ok());
+  EXPECT_EQ(response.models_size(), 3);
+}
+
+TEST_F(GrpcFrontendTest, RepositoryLoadAndUnload) {
+  auto load = [&](const std::string& name) {
+    grpc::ClientContext context;
+    inference::RepositoryModelLoadRequest request;
+    request.set_model_name(name);
+    inference::RepositoryModelLoadResponse response;
+    return stub_->RepositoryModelLoad(&context, request, &response);
+  };
+  auto unload = [&](const std::string& name) {
+    grpc::ClientContext context;
+    inference::RepositoryModelUnloadRequest request;
+    request.set_model_name(name);
+    // tritonclient always sends this flag.
+    (*request.mutable_parameters())["unload_dependents"].set_bool_param(false);
+    inference::RepositoryModelUnloadResponse response;
+    return stub_->RepositoryModelUnload(&context, request, &response);
+  };
+
+  EXPECT_TRUE(load("sleepy").ok());
+  grpc::ClientContext c1;
+  inference::ModelReadyRequest ready_request;
+  ready_request.set_name("sleepy");
+  inference::ModelReadyResponse ready;
+  ASSERT_TRUE(stub_->ModelReady(&c1, ready_request, &ready).ok());
+  EXPECT_TRUE(ready.ready());
+
+  EXPECT_TRUE(unload("sleepy").ok());
+  EXPECT_EQ(load("nope").error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(load("").error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(fake_.load_calls(), ElementsAre("load:sleepy", "unload:sleepy", "load:nope"));
+
+  fake_.SetExplicitControl(false);
+  EXPECT_EQ(load("identity").error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(unload("identity").error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+}
+
+TEST_F(GrpcFrontendTest, RepositoryLoadRefusesOverrides) {
+  grpc::ClientContext context;
+  inference::RepositoryModelLoadRequest request;
+  request.set_model_name("identity");
+  (*request.mutable_parameters())["config"].set_string_param("{}");
+  inference::RepositoryModelLoadResponse response;
+  const grpc::Status status = stub_->RepositoryModelLoad(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_THAT(status.error_message(), HasSubstr("'config'"));
+  EXPECT_TRUE(fake_.load_calls().empty());
+}
+
+// ---------------------------------------------------------------- ModelInfer
+
+struct DtypeCase {
+  std::string name;
+  std::string raw;  // two elements, as the tensor stores them
+};
+
+std::vector<DtypeCase> EveryFixedDtype() {
+  return {
+      {"BOOL", Bytes<uint8_t>({1, 0})},
+      {"UINT8", Bytes<uint8_t>({0, 255})},
+      {"UINT16", Bytes<uint16_t>({1, 65535})},
+      {"UINT32", Bytes<uint32_t>({7, 4294967295u})},
+      {"UINT64", Bytes<uint64_t>({9, 18446744073709551615ull})},
+      {"INT8", Bytes<int8_t>({-128, 127})},
+      {"INT16", Bytes<int16_t>({-32768, 32767})},
+      {"INT32", Bytes<int32_t>({-5, 2147483647})},
+      {"INT64", Bytes<int64_t>({-6, 9223372036854775807ll})},
+      {"FP16", Bytes<uint16_t>({0x3c00, 0xc000})},  // 1.0, -2.0
+      {"BF16", Bytes<uint16_t>({0x3f80, 0xc000})},  // 1.0, -2.0
+      {"FP32", Bytes<float>({1.5f, -2.25f})},
+      {"FP64", Bytes<double>({3.125, -1e300})},
+  };
+}
+
+TEST_F(GrpcFrontendTest, InferRawEveryDatatype) {
+  auto cases = EveryFixedDtype();
+  cases.push_back({"BYTES", BytesElements({"hello", ""})});
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    ModelInferResponse response;
+    const grpc::Status status = Infer(RawRequest(c.name, {1, 2}, c.raw), &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    const InferRequest seen = fake_.last_request();
+    ASSERT_EQ(seen.inputs.size(), 1u);
+    EXPECT_EQ(DataTypeName(seen.inputs[0].dtype), c.name);
+    EXPECT_THAT(seen.inputs[0].shape, ElementsAre(1, 2));
+    EXPECT_EQ(seen.inputs[0].data, c.raw);
+
+    ASSERT_EQ(response.outputs_size(), 1);
+    ASSERT_EQ(response.raw_output_contents_size(), 1);
+    EXPECT_EQ(response.outputs(0).name(), "OUT_INPUT0");
+    EXPECT_EQ(response.outputs(0).datatype(), c.name);
+    EXPECT_THAT(response.outputs(0).shape(), ElementsAre(1, 2));
+    EXPECT_FALSE(response.outputs(0).has_contents());
+    EXPECT_EQ(response.raw_output_contents(0), c.raw);
+  }
+}
+
+TEST_F(GrpcFrontendTest, InferTypedEveryDatatype) {
+  struct TypedCase {
+    std::string dtype;
+    std::function<void(inference::InferTensorContents*)> fill;
+    std::string expected;
+  };
+  const std::vector<TypedCase> cases = {
+      {"BOOL", [](auto* c) { c->add_bool_contents(true); c->add_bool_contents(false); },
+       Bytes<uint8_t>({1, 0})},
+      {"UINT8", [](auto* c) { c->add_uint_contents(0); c->add_uint_contents(255); },
+       Bytes<uint8_t>({0, 255})},
+      {"UINT16", [](auto* c) { c->add_uint_contents(1); c->add_uint_contents(65535); },
+       Bytes<uint16_t>({1, 65535})},
+      {"UINT32", [](auto* c) { c->add_uint_contents(7); c->add_uint_contents(4294967295u); },
+       Bytes<uint32_t>({7, 4294967295u})},
+      {"UINT64",
+       [](auto* c) { c->add_uint64_contents(9); c->add_uint64_contents(18446744073709551615ull); },
+       Bytes<uint64_t>({9, 18446744073709551615ull})},
+      {"INT8", [](auto* c) { c->add_int_contents(-128); c->add_int_contents(127); },
+       Bytes<int8_t>({-128, 127})},
+      {"INT16", [](auto* c) { c->add_int_contents(-32768); c->add_int_contents(32767); },
+       Bytes<int16_t>({-32768, 32767})},
+      {"INT32", [](auto* c) { c->add_int_contents(-5); c->add_int_contents(2147483647); },
+       Bytes<int32_t>({-5, 2147483647})},
+      {"INT64",
+       [](auto* c) { c->add_int64_contents(-6); c->add_int64_contents(9223372036854775807ll); },
+       Bytes<int64_t>({-6, 9223372036854775807ll})},
+      {"FP32", [](auto* c) { c->add_fp32_contents(1.5f); c->add_fp32_contents(-2.25f); },
+       Bytes<float>({1.5f, -2.25f})},
+      {"FP64", [](auto* c) { c->add_fp64_contents(3.125); c->add_fp64_contents(-1e300); },
+       Bytes<double>({3.125, -1e300})},
+      {"BYTES", [](auto* c) { c->add_bytes_contents("hello"); c->add_bytes_contents(""); },
+       BytesElements({"hello", ""})},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.dtype);
+    ModelInferRequest request;
+    request.set_model_name("identity");
+    auto* in = request.add_inputs();
+    in->set_name("INPUT0");
+    in->set_datatype(c.dtype);
+    in->add_shape(2);
+    c.fill(in->mutable_contents());
+    ModelInferResponse response;
+    const grpc::Status status = Infer(request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(fake_.last_request().inputs.at(0).data, c.expected);
+    // Outputs always come back raw, whatever the request used.
+    ASSERT_EQ(response.raw_output_contents_size(), 1);
+    EXPECT_EQ(response.raw_output_contents(0), c.expected);
+    EXPECT_FALSE(response.outputs(0).has_contents());
+  }
+}
+
+TEST_F(GrpcFrontendTest, InferEchoesIdVersionAndOrdersOutputsAsRequested) {
+  ModelInferRequest request;
+  request.set_model_name("identity");
+  request.set_model_version("1");
+  request.set_id("req-42");
+  for (const char* name : {"a", "b", "c"}) {
+    auto* in = request.add_inputs();
+    in->set_name(name);
+    in->set_datatype("BYTES");
+    in->add_shape(1);
+    request.add_raw_input_contents(BytesElements({std::string("value-") + name}));
+  }
+  // Requested in an order different from the inputs'.
+  for (const char* name : {"OUT_c", "OUT_a", "OUT_b"}) {
+    auto* out = request.add_outputs();
+    out->set_name(name);
+    (*out->mutable_parameters())["binary_data"].set_bool_param(true);
+  }
+  (*request.mutable_parameters())["priority"].set_int64_param(3);
+  (*request.mutable_parameters())["note"].set_string_param("x");
+  (*request.mutable_parameters())["ratio"].set_double_param(0.5);
+  (*request.mutable_parameters())["big"].set_uint64_param(17);
+
+  ModelInferResponse response;
+  ASSERT_TRUE(Infer(request, &response).ok());
+  EXPECT_EQ(response.id(), "req-42");
+  EXPECT_EQ(response.model_name(), "identity");
+  EXPECT_EQ(response.model_version(), "1");
+  ASSERT_EQ(response.outputs_size(), 3);
+  ASSERT_EQ(response.raw_output_contents_size(), 3);
+  const char* expected[] = {"c", "a", "b"};
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(response.outputs(i).name(), std::string("OUT_") + expected[i]);
+    EXPECT_EQ(response.raw_output_contents(i),
+              BytesElements({std::string("value-") + expected[i]}));
+  }
+  EXPECT_EQ(response.parameters().at("echoed_params").int64_param(), 4);
+
+  const InferRequest seen = fake_.last_request();
+  EXPECT_EQ(seen.id, "req-42");
+  EXPECT_EQ(seen.model_version, "1");
+  ASSERT_EQ(seen.outputs.size(), 3u);
+  EXPECT_EQ(std::get<bool>(seen.outputs[0].parameters.at("binary_data")), true);
+  EXPECT_EQ(std::get<int64_t>(seen.parameters.at("priority")), 3);
+  EXPECT_EQ(std::get<std::string>(seen.parameters.at("note")), "x");
+  EXPECT_EQ(std::get<double>(seen.parameters.at("ratio")), 0.5);
+  EXPECT_EQ(std::get<int64_t>(seen.parameters.at("big")), 17);
+}
+
+TEST_F(GrpcFrontendTest, InferPassesTheClientDeadline) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::hours(1));
+  ModelInferResponse response;
+  ASSERT_TRUE(stub_->ModelInfer(&context, RawRequest("FP32", {1}, Bytes<float>({1})), &response)
+                  .ok());
+  EXPECT_NE(fake_.last_request().deadline, std::chrono::steady_clock::time_point::max());
+
+  ASSERT_TRUE(Infer(RawRequest("FP32", {1}, Bytes<float>({1})), &response).ok());
+  EXPECT_EQ(fake_.last_request().deadline, std::chrono::steady_clock::time_point::max());
+}
+
+TEST_F(GrpcFrontendTest, InferErrorCodes) {
+  ModelInferResponse response;
+  ModelInferRequest request = RawRequest("FP32", {1}, Bytes<float>({1}));
+
+  request.set_model_name("nope");
+  grpc::Status status = Infer(request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(status.error_message(), HasSubstr("nope"));
+
+  request.set_model_name("identity");
+  request.set_model_version("9");
+  EXPECT_EQ(Infer(request, &response).error_code(), grpc::StatusCode::NOT_FOUND);
+
+  request.set_model_version("");
+  request.set_model_name("fail_unavailable");
+  status = Infer(request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(status.error_message(), "queue is full");
+
+  request.set_model_name("fail_invalid");
+  status = Infer(request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(status.error_message(), "input 'INPUT0' is wrong");
+
+  // An unknown requested output is the facade's call (NOT_FOUND here).
+  request = RawRequest("FP32", {1}, Bytes<float>({1}));
+  request.add_outputs()->set_name("OUT_missing");
+  EXPECT_EQ(Infer(request, &response).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(GrpcFrontendTest, InferAsyncHandler) {
+  fake_.SetAsync(true);
+  ModelInferRequest request = RawRequest("INT32", {3}, Bytes<int32_t>({1, 2, 3}));
+  request.set_id("async");
+  ModelInferResponse response;
+  ASSERT_TRUE(Infer(request, &response).ok());
+  EXPECT_EQ(response.id(), "async");
+  EXPECT_EQ(response.raw_output_contents(0), Bytes<int32_t>({1, 2, 3}));
+  request.set_model_name("fail_unavailable");
+  EXPECT_EQ(Infer(request, &response).error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
+TEST_F(GrpcFrontendTest, ConcurrentCalls) {
+  fake_.SetAsync(true);
+  constexpr int kThreads = 8;
+  constexpr int kCallsEach = 25;
+  std::atomic<int> good{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kCallsEach; ++i) {
+        const int64_t value = t * 1000 + i;
+        ModelInferRequest request = RawRequest("INT64", {1}, Bytes<int64_t>({value}));
+        request.set_id(std::to_string(value));
+        ModelInferResponse response;
+        if (Infer(request, &response).ok() && response.id() == std::to_string(value) &&
+            response.raw_output_contents(0) == Bytes<int64_t>({value})) {
+          ++good;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(good.load(), kThreads * kCallsEach);
+}
+
+// ---------------------------------------------------------------- bad input
+
+TEST_F(GrpcFrontendTest, RejectsRawAndTypedMixed) {
+  ModelInferRequest request = RawRequest("INT32", {1}, Bytes<int32_t>({1}));
+  request.mutable_inputs(0)->mutable_contents()->add_int_contents(1);
+  ExpectRejected(request, grpc::StatusCode::INVALID_ARGUMENT,
+                 "contents field must not be specified when using raw_input_contents for "
+                 "'INPUT0'");
+
+  // One raw, one typed.
+  auto* typed = request.add_inputs();
+  request.mutable_inputs(0)->clear_contents();
+  typed->set_name("INPUT1");
+  typed->set_datatype("INT32");
+  typed->add_shape(1);
+  typed->mutable_contents()->add_int_contents(2);
+  ExpectRejected(request, grpc::StatusCode::INVALID_ARGUMENT, "'INPUT1'");
+}
+
+TEST_F(GrpcFrontendTest, RejectsRawCountMismatch) {
+  ModelInferRequest request = RawRequest("INT32", {1}, Bytes<int32_t>({1}));
+  request.add_raw_input_contents(Bytes<int32_t>({2}));
+  ExpectRejected(request, grpc::StatusCode::INVALID_ARGUMENT,
+                 "expected 1 raw_input_contents entries (one per input) but got 2");
+
+  auto* second = request.add_inputs();
+  second->set_name("INPUT1");
+  second->set_datatype("INT32");
+  second->add_shape(1);
+  auto* third = request.add_inputs();
+  *third = *second;
+  third->set_name("INPUT2");
+  ExpectRejected(request, grpc::StatusCode::INVALID_ARGUMENT, "expected 3");
+}
+
+TEST_F(GrpcFrontendTest, RejectsUnknownDatatype) {
+  ExpectRejected(RawRequest("FLOAT", {1}, Bytes<float>({1})), grpc::StatusCode::INVALID_ARGUMENT,
+                 "input 'INPUT0' has unknown datatype 'FLOAT'");
+  ExpectRejected(RawRequest("", {1}, Bytes<float>({1})), grpc::StatusCode::INVALID_ARGUMENT,
+                 "unknown datatype ''");
+}
+
+TEST_F(GrpcFrontendTest, RejectsRawLengthThatDoesNotMatchTheShape) {
+  ExpectRejected(RawRequest("FP32", {2, 2}, Bytes<float>({1, 2, 3})),
+                 grpc::StatusCode::INVALID_ARGUMENT,
+                 "input 'INPUT0' of shape [2,2] and datatype FP32 needs 16 bytes but "
+                 "raw_input_contents[0] has 12");
+  ExpectRejected(RawRequest("FP16", {3}, std::string(5, '\0')),
+                 grpc::StatusCode::INVALID_ARGUMENT, "needs 6 bytes");
+}
+
+TEST_F(GrpcFrontendTest, RejectsTypedCountAndFieldMismatch) {
+  ModelInferRequest request;
+  request.set_model_name("identity");
+  auto* in = request.add_inputs();
+  in->set_name("INPUT0");
+  in->set_datatype("FP32");
+  in->add_shape(3);
+  in->mutable_contents()->add_fp32_contents(1);
+  ExpectRejected(request, grpc::StatusCode::INVALID_ARGUMENT,
+                 "input 'INPUT0' has 1 elements in contents.fp32_contents but its shape needs 3");
+
+  in->mutable_contents()->Clear();
+  for (int i = 0; i < 3; ++i) in->mutable_contents()->add_int_contents(i);
+  ExpectRejected(request, grpc::StatusCode::INVALID_ARGUMENT,
+                 "carries data in contents.int_contents; expected contents.fp32_contents");
+
+  in->set_datatype("FP16");
+  ExpectRejected(request, grpc::StatusCode::INVALID_ARGUMENT,
+                 "input 'INPUT0' of datatype FP16 has no typed representation");
+
+  in->set_datatype("INT8");
+  in->mutable_contents()->set_int_contents(2, 300);
+  ExpectRejected(request, grpc::StatusCode::INVALID_ARGUMENT,
+                 "input 'INPUT0' element 2 has value 300, out of range");
+
+  in->clear_contents();
+  ExpectRejected(request, grpc::StatusCode::INVALID_ARGUMENT, "input 'INPUT0' has no data");
+}
+
+TEST_F(GrpcFrontendTest, RejectsNegativeAndHugeDimsWithoutAllocating) {
+  ExpectRejected(RawRequest("FP32", {1, -3}, Bytes<float>({1})),
+                 grpc::StatusCode::INVALID_ARGUMENT, "negative dimension -3");
+  // 10^12 elements: refused from the shape alone, before anything is sized by it.
+  ExpectRejected(RawRequest("FP32", {1, 1000000000000}, Bytes<float>({1})),
+                 grpc::StatusCode::RESOURCE_EXHAUSTED, "input 'INPUT0'");
+  // Overflowing int64 when multiplied.
+  ExpectRejected(RawRequest("INT8", {4611686018427387904, 4}, "x"),
+                 grpc::StatusCode::RESOURCE_EXHAUSTED, "input 'INPUT0'");
+  // Typed: the huge count is not used to reserve either.
+  ModelInferRequest typed;
+  typed.set_model_name("identity");
+  auto* in = typed.add_inputs();
+  in->set_name("INPUT0");
+  in->set_datatype("BYTES");
+  in->add_shape(1);
+  in->add_shape(1000000000000);
+  in->mutable_contents()->add_bytes_contents("a");
+  ExpectRejected(typed, grpc::StatusCode::RESOURCE_EXHAUSTED, "input 'INPUT0'");
+}
+
+TEST_F(GrpcFrontendTest, RejectsInvalidBytes) {
+  // A truncated length prefix.
+  ExpectRejected(RawRequest("BYTES", {1}, std::string("\x05\x00", 2)),
+                 grpc::StatusCode::INVALID_ARGUMENT, "INPUT0");
+  // A length beyond the data.
+  ExpectRejected(RawRequest("BYTES", {1}, std::string("\x09\x00\x00\x00" "abc", 7)),
+                 grpc::StatusCode::INVALID_ARGUMENT, "INPUT0");
+  // Fewer elements than the shape holds, and more.
+  ExpectRejected(RawRequest("BYTES", {3}, BytesElements({"a", "b"})),
+                 grpc::StatusCode::INVALID_ARGUMENT, "INPUT0");
+  ExpectRejected(RawRequest("BYTES", {1}, BytesElements({"a", "b"})),
+                 grpc::StatusCode::INVALID_ARGUMENT, "INPUT0");
+}
+
+TEST_F(GrpcFrontendTest, RejectsMissingNames) {
+  ModelInferRequest request = RawRequest("FP32", {1}, Bytes<float>({1}), "");
+  ExpectRejected(request, grpc::StatusCode::INVALID_ARGUMENT, "inputs[0] has no name");
+
+  request = RawRequest("FP32", {1}, Bytes<float>({1}));
+  request.add_outputs();
+  ExpectRejected(request, grpc::StatusCode::INVALID_ARGUMENT, "outputs[0] has no name");
+
+  request = RawRequest("FP32", {1}, Bytes<float>({1}));
+  request.set_model_name("");
+  ExpectRejected(request, grpc::StatusCode::INVALID_ARGUMENT, "model_name is empty");
+
+  request = RawRequest("FP32", {1}, Bytes<float>({1}));
+  (*request.mutable_parameters())["empty"];
+  ExpectRejected(request, grpc::StatusCode::INVALID_ARGUMENT, "parameter 'empty' has no value");
+}
+
+TEST_F(GrpcFrontendTest, KeepsServingAfterBadInput) {
+  ExpectRejected(RawRequest("FP32", {1, -1}, ""), grpc::StatusCode::INVALID_ARGUMENT, "negative");
+  ModelInferResponse response;
+  EXPECT_TRUE(Infer(RawRequest("FP32", {1}, Bytes<float>({2})), &response).ok());
+}
+
+// ---------------------------------------------------------------- large messages
+
+TEST_F(GrpcFrontendTest, MessagesOverFourMegabytesBothWays) {
+  constexpr size_t kFloats = 3 * 1024 * 1024;  // 12 MiB each way
+  std::vector<float> values(kFloats);
+  for (size_t i = 0; i < kFloats; ++i) values[i] = static_cast<float>(i % 1000);
+  const std::string raw = Bytes(values);
+  ModelInferResponse response;
+  const grpc::Status status =
+      Infer(RawRequest("FP32", {1, static_cast<int64_t>(kFloats)}, raw), &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(response.raw_output_contents_size(), 1);
+  EXPECT_EQ(response.raw_output_contents(0).size(), raw.size());
+  EXPECT_TRUE(response.raw_output_contents(0) == raw);
+}
+
+TEST_F(GrpcFrontendTest, MessageOverTheConfiguredLimitIsRefused) {
+  server_->Shutdown(std::chrono::milliseconds(0));
+  StartServer(1 << 20);  // 1 MiB
+  ModelInferResponse response;
+  const grpc::Status status =
+      Infer(RawRequest("UINT8", {2 << 20}, std::string(2 << 20, 'x')), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(fake_.infer_calls(), 0);
+  // The element bound follows the limit too: 2^20 + 1 one-byte elements cannot fit.
+  ExpectRejected(RawRequest("UINT8", {(1 << 20) + 1}, "x"), grpc::StatusCode::RESOURCE_EXHAUSTED,
+                 "INPUT0");
+}
+
+// ---------------------------------------------------------------- streaming
+
+// Sends `requests` on one stream, half-closes, and collects every response.
+struct StreamResult {
+  std::vector<ModelStreamInferResponse> responses;
+  grpc::Status status;
+};
+
+StreamResult RunStream(GRPCInferenceService::Stub& stub,
+                       const std::vector<ModelInferRequest>& requests) {
+  StreamResult result;
+  grpc::ClientContext context;
+  auto stream = stub.ModelStreamInfer(&context);
+  std::thread reader([&] {
+    ModelStreamInferResponse response;
+    while (stream->Read(&response)) result.responses.push_back(response);
+  });
+  for (const auto& r : requests) {
+    if (!stream->Write(r)) break;
+  }
+  stream->WritesDone();
+  reader.join();
+  result.status = stream->Finish();
+  return result;
+}
+
+std::vector<ModelInferRequest> StreamRequests(int n, int failing_index) {
+  std::vector<ModelInferRequest> out;
+  for (int i = 0; i < n; ++i) {
+    ModelInferRequest r;
+    r.set_model_name(i == failing_index ? "fail_invalid" : "identity");
+    r.set_id("s" + std::to_string(i));
+    auto* in = r.add_inputs();
+    in->set_name("INPUT0");
+    in->set_datatype("INT32");
+    in->add_shape(1);
+    r.add_raw_input_contents(Bytes<int32_t>({i}));
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+void ExpectStreamAnswers(const StreamResult& result, int n, const std::set<int>& failing) {
+  ASSERT_TRUE(result.status.ok()) << result.status.error_message();
+  ASSERT_EQ(static_cast<int>(result.responses.size()), n);
+  std::set<std::string> seen;
+  for (const auto& r : result.responses) {
+    const std::string& id = r.infer_response().id();
+    ASSERT_TRUE(seen.insert(id).second) << "answered twice: " << id;
+    const int i = std::stoi(id.substr(1));
+    if (failing.count(i)) {
+      EXPECT_FALSE(r.error_message().empty()) << id;
+    } else {
+      EXPECT_EQ(r.error_message(), "") << id;
+      ASSERT_EQ(r.infer_response().raw_output_contents_size(), 1) << id;
+      EXPECT_EQ(r.infer_response().raw_output_contents(0), Bytes<int32_t>({i}));
+    }
+  }
+}
+
+TEST_F(GrpcFrontendTest, StreamGoesOnAfterAFailedRequest) {
+  auto requests = StreamRequests(5, /*failing_index=*/2);
+  const StreamResult result = RunStream(*stub_, requests);
+  ExpectStreamAnswers(result, 5, {2});
+  for (const auto& r : result.responses) {
+    if (r.infer_response().id() == "s2") {
+      EXPECT_EQ(r.error_message(), "input 'INPUT0' is wrong");
+      EXPECT_EQ(r.infer_response().model_name(), "fail_invalid");
+    }
+  }
+}
+
+TEST_F(GrpcFrontendTest, StreamReportsBadInputAndUnknownModelInline) {
+  auto requests = StreamRequests(4, -1);
+  requests[1].mutable_inputs(0)->set_datatype("NOPE");
+  requests[3].set_model_name("nope");
+  const StreamResult result = RunStream(*stub_, requests);
+  ExpectStreamAnswers(result, 4, {1, 3});
+  for (const auto& r : result.responses) {
+    if (r.infer_response().id() == "s1") {
+      EXPECT_THAT(r.error_message(), HasSubstr("unknown datatype 'NOPE'"));
+    }
+  }
+}
+
+TEST_F(GrpcFrontendTest, StreamWithAsyncHandler) {
+  fake_.SetAsync(true);
+  const StreamResult result = RunStream(*stub_, StreamRequests(20, /*failing_index=*/7));
+  ExpectStreamAnswers(result, 20, {7});
+}
+
+TEST_F(GrpcFrontendTest, StreamLongerThanTheOutstandingLimit) {
+  // More requests than the reactor keeps outstanding: it must pause reading and resume,
+  // losing nothing.
+  fake_.SetAsync(true);
+  const StreamResult result = RunStream(*stub_, StreamRequests(300, /*failing_index=*/150));
+  ExpectStreamAnswers(result, 300, {150});
+}
+
+TEST_F(GrpcFrontendTest, EmptyStreamEndsOk) {
+  const StreamResult result = RunStream(*stub_, {});
+  EXPECT_TRUE(result.status.ok());
+  EXPECT_TRUE(result.responses.empty());
+}
+
+TEST_F(GrpcFrontendTest, ConcurrentStreams) {
+  fake_.SetAsync(true);
+  std::vector<std::future<StreamResult>> futures;
+  for (int s = 0; s < 4; ++s) {
+    futures.push_back(std::async(std::launch::async, [&] {
+      return RunStream(*stub_, StreamRequests(30, /*failing_index=*/10));
+    }));
+  }
+  for (auto& f : futures) ExpectStreamAnswers(f.get(), 30, {10});
+}
+
+// ---------------------------------------------------------------- lifecycle
+
+TEST_F(GrpcFrontendTest, ShutdownLetsInFlightCallsFinish) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool entered = false;
+  bool release = false;
+  fake_.SetAsync(true);
+  fake_.SetHandler([&](const InferRequest& request) -> StatusOr<InferResponse> {
+    std::unique_lock lock(mu);
+    entered = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return release; });
+    return IdentityHandler(request);
+  });
+  auto call = std::async(std::launch::async, [&] {
+    ModelInferResponse response;
+    return Infer(RawRequest("FP32", {1}, Bytes<float>({4})), &response);
+  });
+  {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return entered; });
+  }
+  auto shutdown = std::async(std::launch::async,
+                             [&] { server_->Shutdown(std::chrono::seconds(30)); });
+  {
+    std::lock_guard lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  const grpc::Status status = call.get();
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  shutdown.get();
+
+  // Closed now, and a second Shutdown is a no-op.
+  server_->Shutdown(std::chrono::milliseconds(0));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  inference::ServerLiveResponse live;
+  EXPECT_FALSE(stub_->ServerLive(&context, {}, &live).ok());
+}
+
+TEST_F(GrpcFrontendTest, StartFailsOnATakenPort) {
+  GrpcOptions options;
+  options.address = "127.0.0.1";
+  options.port = server_->port();
+  auto second = GrpcServer::Start(fake_, options);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
+  EXPECT_THAT(second.status().message(), HasSubstr(std::to_string(server_->port())));
+}
+
+TEST_F(GrpcFrontendTest, StartRejectsBadOptions) {
+  GrpcOptions options;
+  options.port = 70000;
+  EXPECT_EQ(GrpcServer::Start(fake_, options).status().code(), StatusCode::kInvalidArgument);
+  options.port = 0;
+  options.max_message_bytes = 0;
+  EXPECT_EQ(GrpcServer::Start(fake_, options).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace fastpath::frontend
