@@ -206,7 +206,7 @@ Status CompleteAndValidate(const ModelSignature& signature, inference::ModelConf
     config->mutable_version_policy()->mutable_latest()->set_num_versions(1);
   }
 
-  FASTPATH_RETURN_IF_ERROR(ValidateModelConfig(*config));
+  FASTPATH_RETURN_IF_ERROR(ValidateCompletedModelConfig(*config));
 
   for (const auto& input : config->input()) {
     FASTPATH_RETURN_IF_ERROR(

@@ -70,13 +70,18 @@ std::string TypeName(int type) {
 // Shared by inputs and outputs: `what` is "input 'x'" or "output 'y'".
 Status ValidateTensorEntry(const std::string& what, int data_type,
                            const google::protobuf::RepeatedField<int64_t>& dims,
-                           bool has_reshape, const inference::ModelTensorReshape& reshape) {
-  if (FromConfigDataType(static_cast<inference::DataType>(data_type)) == DataType::kInvalid) {
+                           bool has_reshape, const inference::ModelTensorReshape& reshape,
+                           bool complete) {
+  // Before completion an unwritten data_type or dims is filled from the model later.
+  const bool data_type_pending = !complete && data_type == inference::TYPE_INVALID;
+  if (!data_type_pending &&
+      FromConfigDataType(static_cast<inference::DataType>(data_type)) == DataType::kInvalid) {
     return InvalidArgument(what + ": data_type " + TypeName(data_type) +
                            " is not a valid datatype (write e.g. data_type: TYPE_FP32)");
   }
   // Triton spells a per-batch-item scalar as dims [1] with reshape { shape: [] }; empty
   // dims would leave the protocol shape undefined.
+  if (dims.empty() && !has_reshape && !complete) return Status::Ok();
   if (dims.empty()) {
     return InvalidArgument(what + ": dims must not be empty (for a scalar write dims: [ 1 ] "
                            "and reshape: { shape: [ ] })");
@@ -160,17 +165,19 @@ Status ValidateInstanceGroups(const inference::ModelConfig& config) {
   return Status::Ok();
 }
 
-Status ValidateDynamicBatching(const inference::ModelConfig& config) {
+Status ValidateDynamicBatching(const inference::ModelConfig& config, bool complete) {
   if (!config.has_dynamic_batching()) return Status::Ok();
   const auto& db = config.dynamic_batching();
-  if (config.max_batch_size() <= 0) {
+  // max_batch_size 0 may still be completed from the model's dims.
+  const bool mbs_pending = !complete && config.max_batch_size() == 0;
+  if (config.max_batch_size() <= 0 && !mbs_pending) {
     return InvalidArgument("dynamic_batching requires max_batch_size > 0 (it is " +
                            std::to_string(config.max_batch_size()) +
                            "): a model that cannot batch cannot be batched dynamically");
   }
   std::set<int> seen;
   for (const int size : db.preferred_batch_size()) {
-    if (size < 1 || size > config.max_batch_size()) {
+    if (size < 1 || (!mbs_pending && size > config.max_batch_size())) {
       return InvalidArgument("dynamic_batching: preferred_batch_size " + std::to_string(size) +
                              " must be between 1 and max_batch_size " +
                              std::to_string(config.max_batch_size()));
@@ -239,13 +246,14 @@ Status ValidateParameters(const inference::ModelConfig& config) {
   return Status::Ok();
 }
 
-Status ValidateWarmup(const inference::ModelConfig& config) {
+Status ValidateWarmup(const inference::ModelConfig& config, bool complete) {
   for (int i = 0; i < config.model_warmup_size(); ++i) {
     const auto& warmup = config.model_warmup(i);
     const std::string what = "model_warmup[" + std::to_string(i) + "]" +
                              (warmup.name().empty() ? "" : " '" + warmup.name() + "'");
     const int64_t max_batch = config.max_batch_size() > 0 ? config.max_batch_size() : 1;
-    if (warmup.batch_size() < 1 || warmup.batch_size() > max_batch) {
+    const bool mbs_pending = !complete && config.max_batch_size() == 0;
+    if (warmup.batch_size() < 1 || (!mbs_pending && warmup.batch_size() > max_batch)) {
       return InvalidArgument(what + ": batch_size " + std::to_string(warmup.batch_size()) +
                              " must be between 1 and " + std::to_string(max_batch) +
                              (config.max_batch_size() > 0 ? " (max_batch_size)"
@@ -255,19 +263,21 @@ Status ValidateWarmup(const inference::ModelConfig& config) {
       const std::string in = what + " input '" + name + "'";
       const inference::ModelInput* model_input = FindInput(config, name);
       if (model_input == nullptr) {
+        if (!complete) continue;  // completion may add it from the model
         return InvalidArgument(in + ": the model config has no such input");
       }
-      if (input.data_type() != model_input->data_type()) {
+      if (model_input->data_type() != inference::TYPE_INVALID &&
+          input.data_type() != model_input->data_type()) {
         return InvalidArgument(in + ": data_type " + TypeName(input.data_type()) +
                                " differs from the input's " + TypeName(model_input->data_type()));
       }
-      if (input.dims_size() != model_input->dims_size()) {
+      if (!model_input->dims().empty() && input.dims_size() != model_input->dims_size()) {
         return InvalidArgument(in + ": dims " + DimsString(input.dims()) +
                                " have another rank than the input's dims " +
                                DimsString(model_input->dims()));
       }
       for (int d = 0; d < input.dims_size(); ++d) {
-        const int64_t want = model_input->dims(d);
+        const int64_t want = model_input->dims().empty() ? -1 : model_input->dims(d);
         if (input.dims(d) < 0 || (want != -1 && input.dims(d) != want)) {
           return InvalidArgument(in + ": dims " + DimsString(input.dims()) +
                                  " must be concrete and match the input's dims " +
@@ -290,6 +300,7 @@ Status ValidateWarmup(const inference::ModelConfig& config) {
       }
     }
     for (const auto& model_input : config.input()) {
+      if (!complete) break;  // the input list is only known after completion
       if (!model_input.optional() && !warmup.inputs().contains(model_input.name())) {
         return InvalidArgument(what + ": inputs lack the model's input '" + model_input.name() +
                                "'");
@@ -358,7 +369,11 @@ const inference::ModelOutput* FindOutput(const inference::ModelConfig& config,
   return nullptr;
 }
 
-Status ValidateModelConfig(const inference::ModelConfig& config) {
+namespace {
+
+// `complete` is false before CompleteAndValidate has run: what the model will supply
+// (data_type, dims, max_batch_size, the full input list) may still be missing.
+Status Validate(const inference::ModelConfig& config, bool complete) {
   // The name becomes a URL path segment and a folder name; empty means "the caller
   // sets it from the folder".
   if (!config.name().empty() && !IsPlainName(config.name())) {
@@ -395,7 +410,7 @@ Status ValidateModelConfig(const inference::ModelConfig& config) {
     }
     const std::string what = "input '" + input.name() + "'";
     FASTPATH_RETURN_IF_ERROR(ValidateTensorEntry(what, input.data_type(), input.dims(),
-                                                 input.has_reshape(), input.reshape()));
+                                                 input.has_reshape(), input.reshape(), complete));
     if (input.format() != inference::ModelInput::FORMAT_NONE && input.dims_size() != 3) {
       return InvalidArgument(what + ": format " +
                              inference::ModelInput::Format_Name(input.format()) +
@@ -414,7 +429,7 @@ Status ValidateModelConfig(const inference::ModelConfig& config) {
     }
     const std::string what = "output '" + output.name() + "'";
     FASTPATH_RETURN_IF_ERROR(ValidateTensorEntry(what, output.data_type(), output.dims(),
-                                                 output.has_reshape(), output.reshape()));
+                                                 output.has_reshape(), output.reshape(), complete));
     if (!output.label_filename().empty() && !IsPlainName(output.label_filename())) {
       return InvalidArgument(what + ": label_filename '" + output.label_filename() +
                              "' must be a plain file name inside the model folder");
@@ -422,11 +437,21 @@ Status ValidateModelConfig(const inference::ModelConfig& config) {
   }
 
   FASTPATH_RETURN_IF_ERROR(ValidateInstanceGroups(config));
-  FASTPATH_RETURN_IF_ERROR(ValidateDynamicBatching(config));
+  FASTPATH_RETURN_IF_ERROR(ValidateDynamicBatching(config, complete));
   FASTPATH_RETURN_IF_ERROR(ValidateVersionPolicy(config));
   FASTPATH_RETURN_IF_ERROR(ValidateParameters(config));
-  FASTPATH_RETURN_IF_ERROR(ValidateWarmup(config));
+  FASTPATH_RETURN_IF_ERROR(ValidateWarmup(config, complete));
   return Status::Ok();
+}
+
+}  // namespace
+
+Status ValidateModelConfig(const inference::ModelConfig& config) {
+  return Validate(config, /*complete=*/false);
+}
+
+Status ValidateCompletedModelConfig(const inference::ModelConfig& config) {
+  return Validate(config, /*complete=*/true);
 }
 
 }  // namespace fastpath::config

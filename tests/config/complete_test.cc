@@ -224,6 +224,30 @@ TEST(CompleteTest, ValidationRulesStillApply) {
   EXPECT_EQ(f.max_batch_size(), kDefaultMaxBatchSize);
 }
 
+// The repository's order: parse, check what is written, complete from the model.
+TEST(CompleteTest, PartialConfigPassesWrittenChecksThenCompletes) {
+  inference::ModelConfig c = Parse(R"pb(
+    input { name: "image" }
+    dynamic_batching { preferred_batch_size: [ 2 ] }
+    model_warmup { batch_size: 2 inputs { key: "image" value { data_type: TYPE_FP32 dims: [ 3, 8, 8 ] zero_data: true } } }
+    instance_group { kind: KIND_CPU }
+  )pb");
+  c.set_name("cls");
+  ASSERT_TRUE(ValidateModelConfig(c).ok()) << ValidateModelConfig(c).ToString();
+  ASSERT_TRUE(CompleteAndValidate(Classifier(), &c).ok());
+  EXPECT_EQ(c.max_batch_size(), kDefaultMaxBatchSize);
+  EXPECT_TRUE(ValidateCompletedModelConfig(c).ok());
+
+  // A warmup sample that misses an input the model has is caught after completion.
+  ModelSignature two = Classifier();
+  two.inputs.push_back({"bias", DataType::kFp32, {-1, 1}});
+  inference::ModelConfig d = Parse(R"pb(
+    model_warmup { batch_size: 1 inputs { key: "image" value { data_type: TYPE_FP32 dims: [ 3, 8, 8 ] zero_data: true } } }
+  )pb");
+  ASSERT_TRUE(ValidateModelConfig(d).ok());
+  ExpectInvalid(CompleteAndValidate(two, &d), "inputs lack the model's input 'bias'");
+}
+
 TEST(CompleteTest, GpuGroupIsKeptAsWritten) {
   inference::ModelConfig c = Parse("instance_group { kind: KIND_GPU gpus: [ 1 ] }");
   ASSERT_TRUE(CompleteAndValidate(Classifier(), &c).ok());

@@ -25,9 +25,19 @@ output { name: "y" data_type: TYPE_FP32 dims: [ 3 ] }
 instance_group { kind: KIND_CPU count: 1 }
 )pb";
 
-// Returns the status of ValidateModelConfig on kBase with `extra` appended.
+// Both validations on kBase with `extra` appended: on a config that lacks nothing the
+// model could supply they must agree. Returns the status.
 Status ValidateWith(std::string_view extra) {
-  return ValidateModelConfig(Parse(std::string(kBase) + std::string(extra)));
+  const inference::ModelConfig c = Parse(std::string(kBase) + std::string(extra));
+  const Status written = ValidateModelConfig(c);
+  const Status completed = ValidateCompletedModelConfig(c);
+  EXPECT_EQ(written, completed) << extra;
+  return completed;
+}
+
+// For rules that only hold once completion has filled what the model supplies.
+Status ValidateCompletedWith(std::string_view extra) {
+  return ValidateCompletedModelConfig(Parse(std::string(kBase) + std::string(extra)));
 }
 
 void ExpectInvalid(const Status& status, const std::string& substring) {
@@ -68,6 +78,9 @@ TEST(ValidateModelConfigTest, Dims) {
   c.mutable_input(0)->set_dims(0, -2);
   ExpectInvalid(ValidateModelConfig(c), "input 'x': dims [-2] has -2 at index 0");
   c.mutable_input(0)->clear_dims();
+  ExpectInvalid(ValidateCompletedModelConfig(c), "input 'x': dims must not be empty");
+  EXPECT_TRUE(ValidateModelConfig(c).ok());  // completion fills dims from the model
+  c.mutable_input(0)->mutable_reshape()->add_shape(4);  // ... but not when reshape is written
   ExpectInvalid(ValidateModelConfig(c), "input 'x': dims must not be empty");
   c = Parse(kBase);
   c.mutable_output(0)->add_dims(-7);
@@ -92,8 +105,10 @@ TEST(ValidateModelConfigTest, NamesUniqueAndNonEmpty) {
 }
 
 TEST(ValidateModelConfigTest, DataTypeSet) {
-  ExpectInvalid(ValidateWith("input { name: \"z\" dims: [ 1 ] }"),
+  ExpectInvalid(ValidateCompletedWith("input { name: \"z\" dims: [ 1 ] }"),
                 "input 'z': data_type TYPE_INVALID");
+  // Before completion an unwritten data_type (and dims) is left for the model to supply.
+  EXPECT_TRUE(ValidateModelConfig(Parse("input { name: \"z\" }")).ok());
   inference::ModelConfig c = Parse(kBase);
   c.mutable_output(0)->set_data_type(static_cast<inference::DataType>(77));
   ExpectInvalid(ValidateModelConfig(c), "output 'y': data_type 77");
@@ -175,7 +190,8 @@ TEST(ValidateModelConfigTest, DynamicBatching) {
   ExpectInvalid(ValidateWith("dynamic_batching { preferred_batch_size: [ 2, 2 ] }"), "twice");
   inference::ModelConfig c = Parse(std::string(kBase) + "dynamic_batching { }");
   c.set_max_batch_size(0);
-  ExpectInvalid(ValidateModelConfig(c), "dynamic_batching requires max_batch_size > 0");
+  ExpectInvalid(ValidateCompletedModelConfig(c), "dynamic_batching requires max_batch_size > 0");
+  EXPECT_TRUE(ValidateModelConfig(c).ok());  // completion may still infer max_batch_size
   ExpectInvalid(ValidateWith("dynamic_batching { default_priority_level: 1 }"),
                 "need priority_levels > 0");
   ExpectInvalid(ValidateWith("dynamic_batching { priority_levels: 2 default_priority_level: 3 }"),
@@ -218,8 +234,8 @@ TEST(ValidateModelConfigTest, Warmup) {
   ExpectInvalid(ValidateWith("model_warmup { inputs { key: \"x\" value { data_type: TYPE_FP32 "
                              "dims: [ 4 ] zero_data: true } } }"),
                 "batch_size 0");
-  ExpectInvalid(ValidateWith("model_warmup { batch_size: 1 inputs { key: \"q\" value { data_type: "
-                             "TYPE_FP32 dims: [ 4 ] zero_data: true } } }"),
+  ExpectInvalid(ValidateCompletedWith("model_warmup { batch_size: 1 inputs { key: \"q\" value { "
+                                      "data_type: TYPE_FP32 dims: [ 4 ] zero_data: true } } }"),
                 "input 'q': the model config has no such input");
   ExpectInvalid(ValidateWith("model_warmup { batch_size: 1 inputs { key: \"x\" value { data_type: "
                              "TYPE_INT32 dims: [ 4 ] zero_data: true } } }"),
@@ -233,7 +249,7 @@ TEST(ValidateModelConfigTest, Warmup) {
   ExpectInvalid(ValidateWith("model_warmup { batch_size: 1 inputs { key: \"x\" value { data_type: "
                              "TYPE_FP32 dims: [ 4 ] input_data_file: \"../secret\" } } }"),
                 "input_data_file '../secret'");
-  ExpectInvalid(ValidateWith("model_warmup { name: \"w\" batch_size: 1 }"),
+  ExpectInvalid(ValidateCompletedWith("model_warmup { name: \"w\" batch_size: 1 }"),
                 "model_warmup[0] 'w': inputs lack the model's input 'x'");
 }
 

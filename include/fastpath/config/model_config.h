@@ -58,10 +58,15 @@ StatusOr<inference::ModelConfig> ParseModelConfig(std::string_view text,
                                                   std::string_view source_name,
                                                   ParseDetails* details);
 
-// Semantic checks that need no model file, on a complete config (CompleteAndValidate
-// runs it after filling what the model supplies; run alone on a partial config it
-// reports what is missing, e.g. an input without data_type).
+// Semantic checks that need no model file, on the config as written: what
+// CompleteAndValidate would fill from the model (an entry's data_type or dims, a
+// max_batch_size of 0 under dynamic_batching, inputs a warmup sample names but the
+// config does not list) is accepted here and checked after completion.
 Status ValidateModelConfig(const inference::ModelConfig& config);
+// The same checks on a completed config, where nothing may be missing: every entry has
+// a data_type and dims, dynamic_batching needs max_batch_size > 0, and warmup samples
+// name listed inputs and cover every required one. CompleteAndValidate ends with it.
+Status ValidateCompletedModelConfig(const inference::ModelConfig& config);
 
 struct CompletionOptions {
   // True when config.pbtxt wrote max_batch_size (ParseDetails::max_batch_size_set): an
