@@ -1,0 +1,63 @@
+// The HTTP/REST front end: the KServe v2 / Open Inference Protocol as NVIDIA Triton
+// serves it on port 8000 (same paths, same JSON shapes, the binary tensor data
+// extension), so that Triton's clients (tritonclient, perf_analyzer) work unchanged.
+// It parses each request into the facade's vocabulary, calls server::InferenceServer,
+// and renders the result; it never reaches past the facade.
+//
+// Built on Boost.Beast over Asio: connections are served asynchronously by a small,
+// fixed pool of threads, so many keep-alive connections cost no thread each.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "fastpath/common/status.h"
+#include "fastpath/server/server.h"
+
+namespace fastpath::frontend {
+
+struct HttpOptions {
+  std::string address = "0.0.0.0";
+  int port = 8000;  // 0: an ephemeral port, read it back with HttpServer::port()
+  int threads = 2;  // threads running the event loop (parsing and rendering run there too)
+  // A request whose body is larger gets 413 without its body being read. It also bounds
+  // how many elements a request tensor may declare, before anything is allocated.
+  size_t max_body_bytes = size_t{64} << 20;
+  // A connection with no request in progress for this long is closed.
+  std::chrono::seconds idle_timeout{300};
+};
+
+class HttpServerImpl;
+
+class HttpServer {
+ public:
+  // Binds and starts serving; returns once listening. `server` is borrowed: it must
+  // outlive the returned object.
+  [[nodiscard]] static StatusOr<std::unique_ptr<HttpServer>> Start(server::InferenceServer& server,
+                                                                   const HttpOptions& options);
+
+  ~HttpServer();  // Shutdown(0)
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // The port actually bound (the chosen one when options.port was 0).
+  int port() const;
+
+  // Closes the listener: new connections are refused. Requests already received, and
+  // requests that arrive on open connections, are still answered.
+  void StopAccepting();
+
+  // Stops accepting, closes idle connections, waits until every request in flight has
+  // been answered or `grace` has passed, then closes everything and stops the threads.
+  // A response that the facade delivers later is dropped. Idempotent.
+  void Shutdown(std::chrono::milliseconds grace);
+
+ private:
+  explicit HttpServer(std::unique_ptr<HttpServerImpl> impl);
+
+  std::unique_ptr<HttpServerImpl> impl_;
+};
+
+}  // namespace fastpath::frontend

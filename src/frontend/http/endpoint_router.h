@@ -1,0 +1,62 @@
+// Maps one parsed HTTP request to the facade and its result to one reply: Triton's
+// paths, methods, statuses and bodies. No sockets here: the connection code
+// (http_server.cc) feeds it requests and writes what it replies.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
+
+#include "fastpath/server/server.h"
+
+namespace fastpath::frontend::http {
+
+using Request = boost::beast::http::request<boost::beast::http::string_body>;
+
+struct HttpReply {
+  unsigned status = 200;
+  std::string content_type;  // empty: no Content-Type header (Triton's health replies)
+  std::string body;
+  // Set on binary inference replies: the size of the JSON part of `body`.
+  std::optional<size_t> inference_header_length;
+};
+
+// Called exactly once per request, possibly on a facade thread, possibly before
+// EndpointRouter::Handle returns.
+using ReplyFn = std::function<void(HttpReply)>;
+// Runs a task that may block (model load/unload) away from the event-loop threads.
+using BlockingExecutor = std::function<void(std::function<void()>)>;
+
+class EndpointRouter {
+ public:
+  // `server` is borrowed and must outlive the router.
+  EndpointRouter(server::InferenceServer& server, size_t max_body_bytes, BlockingExecutor blocking);
+
+  // Handles one complete request (the body is consumed: inference parses it in place).
+  // This is the front end's one safety net: an exception escaping any handler becomes a
+  // 500 JSON error, unless a reply was already sent.
+  void Handle(Request&& request, ReplyFn reply);
+
+ private:
+  void Route(Request& request, const ReplyFn& reply);
+  void HandleInfer(Request& request, const std::string& model, const std::string& version,
+                   const ReplyFn& reply);
+  void HandleRepositoryIndex(const Request& request, const ReplyFn& reply);
+  void HandleRepositoryControl(const Request& request, const std::string& model, bool load,
+                               const ReplyFn& reply);
+
+  server::InferenceServer& server_;
+  size_t max_body_bytes_;
+  BlockingExecutor blocking_;
+};
+
+// Replies shared by the router and the connection code.
+HttpReply JsonReply(unsigned status, std::string body);
+HttpReply ErrorReply(const Status& status);  // {"error": message} with HttpStatusFor(code)
+HttpReply ErrorReply(unsigned status, std::string_view message);
+
+}  // namespace fastpath::frontend::http

@@ -1,0 +1,449 @@
+// Connections, the listener and the lifecycle of the HTTP front end. One Beast session per
+// connection runs on its own strand of a shared io_context; requests on a connection are
+// handled one at a time (a pipelined request waits in the read buffer).
+//
+// Ownership across threads: the facade answers inference on its own threads, possibly
+// after this server has stopped. So a reply never travels with a pointer to a session:
+// it carries the session's id to ServerCore::Deliver, which looks the session up under
+// the core's lock and posts the reply to its strand only while the event loop exists.
+// While a request waits for its reply the core's `pending` map owns the session.
+#include "fastpath/frontend/http_server.h"
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <future>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include "endpoint_router.h"
+
+namespace fastpath::frontend {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = beast::http;
+using tcp = net::ip::tcp;
+
+constexpr char kInferHeaderLength[] = "Inference-Header-Content-Length";
+// Large enough for any header a client sends in practice; the body has its own limit.
+constexpr uint32_t kHeaderLimitBytes = 64 * 1024;
+// After the last response on a closing connection, how long to keep reading (and
+// discarding) so that the client receives the response rather than a reset.
+constexpr std::chrono::seconds kLingerTimeout{2};
+
+class HttpSession;
+
+// A protocol violation by the client (as opposed to a failed connection).
+bool IsHttpError(const beast::error_code& ec) {
+  return ec.category() == bhttp::make_error_code(bhttp::error::bad_method).category();
+}
+
+// State shared by the server, its connections and the facade's reply callbacks.
+struct ServerCore {
+  explicit ServerCore(const HttpOptions& o) : options(o) {}
+
+  const HttpOptions options;
+  std::unique_ptr<http::EndpointRouter> router;  // set once before the first accept
+  std::atomic<bool> draining{false};             // Shutdown has begun: no more keep-alive
+  std::atomic<uint64_t> next_session_id{1};
+
+  void AddSession(uint64_t id, const std::shared_ptr<HttpSession>& s) {
+    std::lock_guard lock(mu);
+    sessions[id] = s;
+  }
+  void RemoveSession(uint64_t id) {
+    std::lock_guard lock(mu);
+    sessions.erase(id);
+  }
+  std::vector<std::shared_ptr<HttpSession>> LiveSessions() {
+    std::vector<std::shared_ptr<HttpSession>> out;
+    std::lock_guard lock(mu);
+    for (auto& [id, weak] : sessions) {
+      if (auto s = weak.lock()) out.push_back(std::move(s));
+    }
+    return out;
+  }
+  void AwaitReply(uint64_t id, std::shared_ptr<HttpSession> s) {
+    std::lock_guard lock(mu);
+    pending[id] = std::move(s);
+  }
+  // Called from any thread, at most once per request.
+  void Deliver(uint64_t id, http::HttpReply reply);
+
+  void BeginRequest() {
+    std::lock_guard lock(mu);
+    ++in_flight;
+  }
+  void EndRequest() {
+    std::lock_guard lock(mu);
+    if (--in_flight == 0) idle_cv.notify_all();
+  }
+  void WaitNoneInFlight(std::chrono::steady_clock::time_point deadline) {
+    std::unique_lock lock(mu);
+    idle_cv.wait_until(lock, deadline, [&] { return in_flight == 0; });
+  }
+  // After the event loop has stopped for good: later replies are dropped. Returns the
+  // sessions that were waiting, for the caller to release outside the lock.
+  std::unordered_map<uint64_t, std::shared_ptr<HttpSession>> StopDelivering() {
+    std::lock_guard lock(mu);
+    io_alive = false;
+    return std::move(pending);
+  }
+
+  std::mutex mu;
+  std::condition_variable idle_cv;
+  bool io_alive = true;  // guarded by mu
+  int64_t in_flight = 0;  // guarded by mu: requests begun and not yet answered
+  std::unordered_map<uint64_t, std::weak_ptr<HttpSession>> sessions;  // guarded by mu
+  std::unordered_map<uint64_t, std::shared_ptr<HttpSession>> pending;  // guarded by mu
+};
+
+class HttpSession : public std::enable_shared_from_this<HttpSession> {
+ public:
+  HttpSession(tcp::socket&& socket, std::shared_ptr<ServerCore> core, uint64_t id)
+      : stream_(std::move(socket)), core_(std::move(core)), id_(id) {}
+
+  ~HttpSession() {
+    if (request_active_) core_->EndRequest();
+    core_->RemoveSession(id_);
+  }
+
+  net::any_io_executor executor() { return stream_.get_executor(); }
+
+  void Start() {
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->ReadHeader(); });
+  }
+
+  // Shutdown: a connection waiting for its next request is closed now; one with a
+  // request in progress closes after answering it (`draining` turns keep-alive off).
+  void CloseIfIdle() {
+    net::post(stream_.get_executor(), [self = shared_from_this()] {
+      if (self->idle_ && !self->closed_) self->stream_.cancel();  // OnHeader then closes
+    });
+  }
+
+  // Only once the event loop has stopped (no handler can run concurrently).
+  void CloseSocketNow() {
+    beast::error_code ec;
+    stream_.socket().close(ec);
+  }
+
+  void OnReply(http::HttpReply reply) {
+    if (closed_) return;
+    const bool keep_alive = keep_alive_ && !core_->draining;
+    auto res = std::make_shared<bhttp::response<bhttp::string_body>>();
+    res->version(version_);
+    res->result(reply.status);
+    res->keep_alive(keep_alive);
+    if (!reply.content_type.empty()) res->set(bhttp::field::content_type, reply.content_type);
+    if (reply.inference_header_length) {
+      res->set(kInferHeaderLength, std::to_string(*reply.inference_header_length));
+    }
+    res->body() = std::move(reply.body);
+    res->prepare_payload();  // Content-Length on every response, empty bodies included
+    Write(std::move(res), keep_alive);
+  }
+
+ private:
+  void ReadHeader() {
+    idle_ = true;
+    if (core_->draining) return Close();
+    parser_.emplace();
+    parser_->header_limit(kHeaderLimitBytes);
+    parser_->body_limit(core_->options.max_body_bytes);
+    stream_.expires_after(core_->options.idle_timeout);
+    bhttp::async_read_header(stream_, buffer_, *parser_,
+                             beast::bind_front_handler(&HttpSession::OnHeader, shared_from_this()));
+  }
+
+  void OnHeader(beast::error_code ec, size_t) {
+    if (ec == bhttp::error::end_of_stream || ec == net::error::operation_aborted ||
+        ec == beast::error::timeout) {
+      return Close();
+    }
+    idle_ = false;
+    BeginRequest();
+    const auto& req = parser_->get();
+    version_ = req.version() == 10 ? 10 : 11;
+    if (ec == bhttp::error::body_limit) return RejectTooLarge();
+    if (ec) {
+      if (IsHttpError(ec)) return Reject(400, "malformed HTTP request: " + ec.message());
+      return Close();  // the connection failed; there is no one to answer
+    }
+    keep_alive_ = req.keep_alive();
+    if (auto length = parser_->content_length(); length && *length > core_->options.max_body_bytes) {
+      return RejectTooLarge();  // decided on the header alone: the body is never read
+    }
+    auto expect = req.find(bhttp::field::expect);
+    if (expect != req.end() && beast::iequals(expect->value(), "100-continue")) {
+      auto cont = std::make_shared<bhttp::response<bhttp::empty_body>>(bhttp::status::continue_, version_);
+      bhttp::async_write(stream_, *cont, [self = shared_from_this(), cont](beast::error_code ec, size_t) {
+        if (ec) return self->Close();
+        self->ReadBody();
+      });
+      return;
+    }
+    ReadBody();
+  }
+
+  void ReadBody() {
+    stream_.expires_after(core_->options.idle_timeout);
+    bhttp::async_read(stream_, buffer_, *parser_,
+                      beast::bind_front_handler(&HttpSession::OnBody, shared_from_this()));
+  }
+
+  void OnBody(beast::error_code ec, size_t) {
+    if (ec == bhttp::error::body_limit) return RejectTooLarge();  // chunked past the limit
+    if (ec) {
+      if (IsHttpError(ec) && ec != bhttp::error::partial_message && ec != bhttp::error::end_of_stream) {
+        return Reject(400, "malformed HTTP request: " + ec.message());
+      }
+      return Close();
+    }
+    // The facade may take its time: no timeout while the reply is computed.
+    stream_.expires_never();
+    core_->AwaitReply(id_, shared_from_this());
+    core_->router->Handle(parser_->release(), [core = core_, id = id_](http::HttpReply reply) {
+      core->Deliver(id, std::move(reply));
+    });
+  }
+
+  void RejectTooLarge() {
+    Reject(413, "request body exceeds the limit of " + std::to_string(core_->options.max_body_bytes) + " bytes");
+  }
+
+  // Answers and closes: the rest of the request cannot be trusted or is not wanted.
+  void Reject(unsigned status, const std::string& message) {
+    keep_alive_ = false;
+    http::HttpReply reply = http::ErrorReply(status, message);
+    OnReply(std::move(reply));
+  }
+
+  void Write(std::shared_ptr<bhttp::response<bhttp::string_body>> res, bool keep_alive) {
+    stream_.expires_after(core_->options.idle_timeout);  // a client that never reads
+    bhttp::async_write(stream_, *res,
+                       [self = shared_from_this(), res, keep_alive](beast::error_code ec, size_t) {
+                         self->EndRequest();
+                         if (ec || !keep_alive) return self->Close();
+                         self->ReadHeader();
+                       });
+  }
+
+  void BeginRequest() {
+    if (request_active_) return;
+    request_active_ = true;
+    core_->BeginRequest();
+  }
+  void EndRequest() {
+    if (!request_active_) return;
+    request_active_ = false;
+    core_->EndRequest();
+  }
+
+  // Graceful close: send FIN, then read and discard until the client closes (or the
+  // linger timeout), so that unread request bytes do not turn our last response into
+  // a connection reset on the client's side.
+  void Close() {
+    if (closed_) return;
+    closed_ = true;
+    EndRequest();
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    if (ec) {
+      stream_.socket().close(ec);
+      return;
+    }
+    stream_.expires_after(kLingerTimeout);
+    Discard();
+  }
+
+  void Discard() {
+    stream_.async_read_some(net::buffer(discard_), [self = shared_from_this()](beast::error_code ec, size_t) {
+      if (ec) {
+        beast::error_code ignored;
+        self->stream_.socket().close(ignored);
+        return;
+      }
+      self->Discard();
+    });
+  }
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  std::shared_ptr<ServerCore> core_;
+  const uint64_t id_;
+  // All below: touched only on the session's strand.
+  bool idle_ = true;             // waiting for the next request's header
+  bool request_active_ = false;  // counted in core_->in_flight
+  bool closed_ = false;
+  unsigned version_ = 11;
+  bool keep_alive_ = true;
+  std::array<char, 4096> discard_{};
+};
+
+void ServerCore::Deliver(uint64_t id, http::HttpReply reply) {
+  std::lock_guard lock(mu);
+  if (!io_alive) return;
+  auto it = pending.find(id);
+  if (it == pending.end()) return;
+  std::shared_ptr<HttpSession> session = std::move(it->second);
+  pending.erase(it);
+  auto executor = session->executor();
+  // The posted handler holds the only reference, so the session is never destroyed here,
+  // under the lock.
+  net::post(executor, [session = std::move(session), reply = std::move(reply)]() mutable {
+    session->OnReply(std::move(reply));
+  });
+}
+
+}  // namespace
+
+class HttpServerImpl {
+ public:
+  HttpServerImpl(server::InferenceServer& server, const HttpOptions& options)
+      : ioc_(std::max(options.threads, 1)),
+        acceptor_(net::make_strand(ioc_)),
+        core_(std::make_shared<ServerCore>(options)) {
+    core_->router = std::make_unique<http::EndpointRouter>(
+        server, options.max_body_bytes,
+        [this](std::function<void()> task) { net::post(blocking_pool_, std::move(task)); });
+  }
+
+  ~HttpServerImpl() { Shutdown(std::chrono::milliseconds(0)); }
+
+  Status Listen() {
+    beast::error_code ec;
+    const auto address = net::ip::make_address(core_->options.address, ec);
+    if (ec) return InvalidArgument("invalid HTTP address '" + core_->options.address + "': " + ec.message());
+    if (core_->options.port < 0 || core_->options.port > 65535) {
+      return InvalidArgument("invalid HTTP port " + std::to_string(core_->options.port));
+    }
+    const tcp::endpoint endpoint(address, static_cast<unsigned short>(core_->options.port));
+    const std::string where = core_->options.address + ":" + std::to_string(core_->options.port);
+    acceptor_.open(endpoint.protocol(), ec);
+    if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(endpoint, ec);
+    if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
+    if (ec) return Unavailable("cannot listen for HTTP on " + where + ": " + ec.message());
+    port_ = acceptor_.local_endpoint().port();
+    return Status::Ok();
+  }
+
+  void Run() {
+    Accept();
+    const int n = std::max(core_->options.threads, 1);
+    threads_.reserve(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) threads_.emplace_back([this] { ioc_.run(); });
+    running_ = true;
+  }
+
+  int port() const { return port_; }
+
+  void StopAccepting() {
+    std::lock_guard lock(lifecycle_mu_);
+    StopAcceptingLocked();
+  }
+
+  void Shutdown(std::chrono::milliseconds grace) {
+    std::lock_guard lock(lifecycle_mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    const auto deadline = std::chrono::steady_clock::now() + grace;
+    StopAcceptingLocked();
+    core_->draining = true;
+    if (running_) {
+      for (auto& session : core_->LiveSessions()) session->CloseIfIdle();
+      core_->WaitNoneInFlight(deadline);
+      ioc_.stop();
+      for (auto& t : threads_) t.join();
+      threads_.clear();
+    }
+    // Released here, outside the core's lock, while the io_context still exists.
+    { auto abandoned = core_->StopDelivering(); }
+    for (auto& session : core_->LiveSessions()) session->CloseSocketNow();
+    // Load/unload calls in progress finish (their replies are dropped); none queued start.
+    blocking_pool_.stop();
+    blocking_pool_.join();
+  }
+
+ private:
+  void StopAcceptingLocked() {
+    if (accept_stopped_) return;
+    accept_stopped_ = true;
+    if (!running_) {
+      beast::error_code ec;
+      acceptor_.close(ec);
+      return;
+    }
+    // The acceptor belongs to its strand; close it there and wait, so that no
+    // connection is accepted once this returns.
+    std::promise<void> closed;
+    net::post(acceptor_.get_executor(), [this, &closed] {
+      beast::error_code ec;
+      acceptor_.close(ec);
+      closed.set_value();
+    });
+    closed.get_future().wait();
+  }
+
+  void Accept() {
+    acceptor_.async_accept(net::make_strand(ioc_), [this](beast::error_code ec, tcp::socket socket) {
+      if (!acceptor_.is_open()) return;
+      if (!ec) {
+        beast::error_code ignored;
+        socket.set_option(tcp::no_delay(true), ignored);  // small replies must not wait for Nagle
+        const uint64_t id = core_->next_session_id++;
+        auto session = std::make_shared<HttpSession>(std::move(socket), core_, id);
+        core_->AddSession(id, session);
+        session->Start();
+      }
+      Accept();
+    });
+  }
+
+  // Destroyed last: every socket and queued handler belongs to it.
+  net::io_context ioc_;
+  tcp::acceptor acceptor_;
+  net::thread_pool blocking_pool_{1};
+  std::shared_ptr<ServerCore> core_;
+  std::vector<std::thread> threads_;
+  int port_ = 0;
+  std::mutex lifecycle_mu_;
+  bool running_ = false;         // guarded by lifecycle_mu_ after Run
+  bool accept_stopped_ = false;  // guarded by lifecycle_mu_
+  bool shut_down_ = false;       // guarded by lifecycle_mu_
+};
+
+StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(server::InferenceServer& server,
+                                                        const HttpOptions& options) {
+  if (options.max_body_bytes == 0) return InvalidArgument("HTTP max_body_bytes must be positive");
+  auto impl = std::make_unique<HttpServerImpl>(server, options);
+  FASTPATH_RETURN_IF_ERROR(impl->Listen());
+  impl->Run();
+  return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
+}
+
+HttpServer::HttpServer(std::unique_ptr<HttpServerImpl> impl) : impl_(std::move(impl)) {}
+HttpServer::~HttpServer() = default;  // the impl's destructor shuts down
+int HttpServer::port() const { return impl_->port(); }
+void HttpServer::StopAccepting() { impl_->StopAccepting(); }
+void HttpServer::Shutdown(std::chrono::milliseconds grace) { impl_->Shutdown(grace); }
+
+}  // namespace fastpath::frontend

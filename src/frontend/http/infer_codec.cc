@@ -1,0 +1,542 @@
+#include "infer_codec.h"
+
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <set>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include <rapidjson/document.h>
+#include <rapidjson/error/en.h>
+
+#include "json_writer.h"
+
+namespace fastpath::frontend::http {
+namespace {
+
+using rapidjson::Value;
+
+// Full precision: the default fast path may be off by an ulp, and outputs must equal
+// what the client sent bit for bit. Iterative: a hostile "[[[[..." must not exhaust the
+// stack. NaN/Infinity: what our own writer (and Python's json) produce.
+constexpr unsigned kParseFlags = rapidjson::kParseInsituFlag | rapidjson::kParseFullPrecisionFlag |
+                                 rapidjson::kParseIterativeFlag | rapidjson::kParseNanAndInfFlag;
+
+std::string_view StringOf(const Value& v) { return {v.GetString(), v.GetStringLength()}; }
+
+const char* JsonTypeName(const Value& v) {
+  if (v.IsNull()) return "null";
+  if (v.IsBool()) return "a boolean";
+  if (v.IsNumber()) return "a number";
+  if (v.IsString()) return "a string";
+  if (v.IsArray()) return "an array";
+  return "an object";
+}
+
+// Calls `fn` on every non-array value of a possibly nested array, depth first, which
+// is the row-major order of the tensor. Triton accepts nested and flat data alike.
+template <typename Fn>
+Status ForEachLeaf(const Value& v, int depth_left, const std::string& what, Fn&& fn) {
+  if (!v.IsArray()) return fn(v);
+  if (depth_left <= 0) return InvalidArgument(what + ": 'data' is nested too deeply");
+  for (const Value& e : v.GetArray()) {
+    FASTPATH_RETURN_IF_ERROR(ForEachLeaf(e, depth_left - 1, what, fn));
+  }
+  return Status::Ok();
+}
+
+Status ElementError(const std::string& what, int64_t index, const Value& v, const char* expected) {
+  return InvalidArgument(what + ": 'data' element " + std::to_string(index) + " is " + JsonTypeName(v) +
+                         ", expected " + expected);
+}
+
+template <typename T>
+Status DecodeIntegers(const Value& data, int64_t count, int depth, const std::string& what,
+                      DataType dtype, std::string* out) {
+  out->resize(static_cast<size_t>(count) * sizeof(T));
+  char* dst = out->data();
+  int64_t i = 0;
+  return ForEachLeaf(data, depth, what, [&](const Value& v) -> Status {
+    T x{};
+    bool in_range = false;
+    if constexpr (std::is_signed_v<T>) {
+      if (v.IsInt64()) {
+        const int64_t n = v.GetInt64();
+        in_range = n >= std::numeric_limits<T>::min() && n <= std::numeric_limits<T>::max();
+        x = static_cast<T>(n);
+      } else if (!v.IsUint64()) {  // a uint64 beyond int64 is an integer, just out of range
+        return ElementError(what, i, v, "an integer");
+      }
+    } else {
+      if (v.IsUint64()) {
+        const uint64_t n = v.GetUint64();
+        in_range = n <= std::numeric_limits<T>::max();
+        x = static_cast<T>(n);
+      } else if (!v.IsInt64()) {  // a negative integer: out of range
+        return ElementError(what, i, v, "a non-negative integer");
+      }
+    }
+    if (!in_range) {
+      return InvalidArgument(what + ": 'data' element " + std::to_string(i) + " is out of range for " +
+                             std::string(DataTypeName(dtype)));
+    }
+    std::memcpy(dst + static_cast<size_t>(i) * sizeof(T), &x, sizeof(T));
+    ++i;
+    return Status::Ok();
+  });
+}
+
+template <typename T>
+Status DecodeFloats(const Value& data, int64_t count, int depth, const std::string& what, DataType dtype,
+                    std::string* out) {
+  out->resize(static_cast<size_t>(count) * sizeof(T));
+  char* dst = out->data();
+  int64_t i = 0;
+  return ForEachLeaf(data, depth, what, [&](const Value& v) -> Status {
+    if (!v.IsNumber()) return ElementError(what, i, v, "a number");
+    const double d = v.GetDouble();
+    if constexpr (std::is_same_v<T, float>) {
+      // A finite double beyond FP32's range would silently become infinity.
+      if (std::isfinite(d) && std::fabs(d) > FLT_MAX) {
+        return InvalidArgument(what + ": 'data' element " + std::to_string(i) + " is out of range for " +
+                               std::string(DataTypeName(dtype)));
+      }
+    }
+    const T x = static_cast<T>(d);
+    std::memcpy(dst + static_cast<size_t>(i) * sizeof(T), &x, sizeof(T));
+    ++i;
+    return Status::Ok();
+  });
+}
+
+Status DecodeBools(const Value& data, int64_t count, int depth, const std::string& what, std::string* out) {
+  out->resize(static_cast<size_t>(count));
+  int64_t i = 0;
+  return ForEachLeaf(data, depth, what, [&](const Value& v) -> Status {
+    if (!v.IsBool()) return ElementError(what, i, v, "true or false");
+    (*out)[static_cast<size_t>(i++)] = v.GetBool() ? 1 : 0;
+    return Status::Ok();
+  });
+}
+
+// Counts the leaves of "data" (and, for BYTES, the bytes they will take) before
+// anything is allocated: the tensor is sized from the shape only once the data agrees.
+// Leaves past `limit` are counted but not inspected.
+Status CountLeaves(const Value& data, int depth, const std::string& what, bool bytes, int64_t limit,
+                   int64_t* count, size_t* byte_size) {
+  *count = 0;
+  *byte_size = 0;
+  return ForEachLeaf(data, depth, what, [&](const Value& v) -> Status {
+    if (++*count > limit) return Status::Ok();
+    if (bytes) {
+      if (!v.IsString()) return ElementError(what, *count - 1, v, "a string");
+      *byte_size += 4 + v.GetStringLength();
+    }
+    return Status::Ok();
+  });
+}
+
+Status DecodeJsonData(const Value& data, const std::vector<int64_t>& shape, int64_t count,
+                      const InferCodecLimits& limits, const std::string& what, Tensor* tensor) {
+  const DataType dtype = tensor->dtype;
+  if (dtype == DataType::kFp16 || dtype == DataType::kBf16) {
+    return InvalidArgument(what + ": " + std::string(DataTypeName(dtype)) +
+                           " data cannot be sent as JSON; use the binary data extension "
+                           "(parameters.binary_data_size)");
+  }
+  if (!data.IsArray()) {
+    return InvalidArgument(what + ": 'data' must be an array, got " + JsonTypeName(data));
+  }
+  const int depth = limits.max_data_depth;
+  int64_t found = 0;
+  size_t bytes_size = 0;
+  FASTPATH_RETURN_IF_ERROR(
+      CountLeaves(data, depth, what, dtype == DataType::kBytes, count, &found, &bytes_size));
+  if (found != count) {
+    return InvalidArgument(what + ": 'data' has " + (found > count ? "more than " : "") +
+                           std::to_string(found > count ? count : found) + " elements but shape " +
+                           ShapeToString(shape) + " needs " + std::to_string(count));
+  }
+  std::string* out = &tensor->data;
+  switch (dtype) {
+    case DataType::kBool: return DecodeBools(data, count, depth, what, out);
+    case DataType::kUint8: return DecodeIntegers<uint8_t>(data, count, depth, what, dtype, out);
+    case DataType::kUint16: return DecodeIntegers<uint16_t>(data, count, depth, what, dtype, out);
+    case DataType::kUint32: return DecodeIntegers<uint32_t>(data, count, depth, what, dtype, out);
+    case DataType::kUint64: return DecodeIntegers<uint64_t>(data, count, depth, what, dtype, out);
+    case DataType::kInt8: return DecodeIntegers<int8_t>(data, count, depth, what, dtype, out);
+    case DataType::kInt16: return DecodeIntegers<int16_t>(data, count, depth, what, dtype, out);
+    case DataType::kInt32: return DecodeIntegers<int32_t>(data, count, depth, what, dtype, out);
+    case DataType::kInt64: return DecodeIntegers<int64_t>(data, count, depth, what, dtype, out);
+    case DataType::kFp32: return DecodeFloats<float>(data, count, depth, what, dtype, out);
+    case DataType::kFp64: return DecodeFloats<double>(data, count, depth, what, dtype, out);
+    case DataType::kBytes: {
+      out->reserve(bytes_size);
+      return ForEachLeaf(data, depth, what, [&](const Value& v) -> Status {
+        AppendBytesElement(out, StringOf(v));  // every leaf was checked to be a string
+        return Status::Ok();
+      });
+    }
+    default: break;
+  }
+  return InvalidArgument(what + ": datatype " + std::string(DataTypeName(dtype)) + " cannot be decoded");
+}
+
+// KServe "parameters": an object of bool / integer / number / string values.
+Status DecodeParameters(const Value& v, const std::string& where, Parameters* out) {
+  if (!v.IsObject()) return InvalidArgument(where + " must be an object, got " + JsonTypeName(v));
+  for (const auto& m : v.GetObject()) {
+    std::string key(StringOf(m.name));
+    const Value& p = m.value;
+    if (p.IsBool()) {
+      (*out)[key] = p.GetBool();
+    } else if (p.IsInt64()) {
+      (*out)[key] = p.GetInt64();
+    } else if (p.IsNumber()) {
+      (*out)[key] = p.GetDouble();
+    } else if (p.IsString()) {
+      (*out)[key] = std::string(StringOf(p));
+    } else {
+      return InvalidArgument(where + ": '" + key + "' must be a boolean, number or string, got " +
+                             JsonTypeName(p));
+    }
+  }
+  return Status::Ok();
+}
+
+Status DecodeShape(const Value& input, const std::string& what, std::vector<int64_t>* shape) {
+  auto it = input.FindMember("shape");
+  if (it == input.MemberEnd()) return InvalidArgument(what + ": missing 'shape'");
+  if (!it->value.IsArray()) return InvalidArgument(what + ": 'shape' must be an array of integers");
+  for (const Value& d : it->value.GetArray()) {
+    if (!d.IsInt64()) {
+      return InvalidArgument(what + ": 'shape' must be an array of integers, found " + JsonTypeName(d) +
+                             (d.IsUint64() ? " out of range" : ""));
+    }
+    shape->push_back(d.GetInt64());
+  }
+  return Status::Ok();
+}
+
+// Decodes one entry of "inputs". `binary` is the part of the body after the JSON;
+// `binary_offset` advances over the bytes this input consumes.
+Status DecodeInput(const Value& input, size_t index, std::string_view binary, bool has_header_length,
+                   size_t* binary_offset, const InferCodecLimits& limits, Tensor* tensor) {
+  std::string what = "input " + std::to_string(index);
+  if (!input.IsObject()) return InvalidArgument(what + " must be an object, got " + JsonTypeName(input));
+
+  auto name_it = input.FindMember("name");
+  if (name_it == input.MemberEnd()) return InvalidArgument(what + ": missing 'name'");
+  if (!name_it->value.IsString()) return InvalidArgument(what + ": 'name' must be a string");
+  tensor->name = std::string(StringOf(name_it->value));
+  what = "input '" + tensor->name + "'";
+
+  auto dtype_it = input.FindMember("datatype");
+  if (dtype_it == input.MemberEnd()) return InvalidArgument(what + ": missing 'datatype'");
+  if (!dtype_it->value.IsString()) return InvalidArgument(what + ": 'datatype' must be a string");
+  const std::string_view dtype_name = StringOf(dtype_it->value);
+  const auto dtype = ParseDataType(dtype_name);
+  if (!dtype || *dtype == DataType::kInvalid) {
+    return InvalidArgument(what + ": unknown 'datatype' '" + std::string(dtype_name) + "'");
+  }
+  tensor->dtype = *dtype;
+
+  FASTPATH_RETURN_IF_ERROR(DecodeShape(input, what, &tensor->shape));
+  // The one place a request's size claim meets the limit, before any allocation.
+  auto counted = ElementCount(tensor->shape, limits.max_elements);
+  if (!counted.ok()) return counted.status().WithContext(what);
+  const int64_t count = *counted;
+
+  std::optional<uint64_t> binary_size;
+  auto params_it = input.FindMember("parameters");
+  if (params_it != input.MemberEnd()) {
+    const Value& params = params_it->value;
+    if (!params.IsObject()) return InvalidArgument(what + ": 'parameters' must be an object");
+    if (params.HasMember("shared_memory_region")) {
+      return Unimplemented(what + ": shared memory ('shared_memory_region') is not supported");
+    }
+    auto size_it = params.FindMember("binary_data_size");
+    if (size_it != params.MemberEnd()) {
+      if (!size_it->value.IsUint64()) {
+        return InvalidArgument(what + ": 'binary_data_size' must be a non-negative integer");
+      }
+      binary_size = size_it->value.GetUint64();
+    }
+  }
+  auto data_it = input.FindMember("data");
+  const bool has_data = data_it != input.MemberEnd();
+  if (has_data == binary_size.has_value()) {
+    return InvalidArgument(what + (has_data ? ": sets both 'data' and 'parameters.binary_data_size'"
+                                            : ": needs 'data' or 'parameters.binary_data_size'"));
+  }
+  if (has_data) return DecodeJsonData(data_it->value, tensor->shape, count, limits, what, tensor);
+
+  // Binary data: exactly binary_data_size bytes, next in the body.
+  if (!has_header_length && *binary_size > 0) {
+    return InvalidArgument(what + ": 'binary_data_size' is set but the request has no "
+                                  "Inference-Header-Content-Length header");
+  }
+  const size_t remaining = binary.size() - *binary_offset;
+  if (*binary_size > remaining) {
+    return InvalidArgument(what + ": 'binary_data_size' is " + std::to_string(*binary_size) + " but only " +
+                           std::to_string(remaining) + " bytes of binary data remain in the body");
+  }
+  const std::string_view bytes = binary.substr(*binary_offset, *binary_size);
+  *binary_offset += *binary_size;
+  if (tensor->dtype == DataType::kBytes) {
+    auto elements = SplitBytesElements(bytes, count, tensor->name);
+    if (!elements.ok()) return elements.status();
+  } else {
+    const uint64_t expected = static_cast<uint64_t>(count) * ElementSize(tensor->dtype);
+    if (bytes.size() != expected) {
+      return InvalidArgument(what + ": 'binary_data_size' is " + std::to_string(bytes.size()) +
+                             " but shape " + ShapeToString(tensor->shape) + " of " +
+                             std::string(DataTypeName(tensor->dtype)) + " needs " + std::to_string(expected) +
+                             " bytes");
+    }
+  }
+  tensor->data.assign(bytes.data(), bytes.size());
+  return Status::Ok();
+}
+
+Status DecodeOutputs(const Value& outputs, DecodedInferRequest* decoded) {
+  if (!outputs.IsArray()) return InvalidArgument("'outputs' must be an array, got " + std::string(JsonTypeName(outputs)));
+  std::set<std::string> seen;
+  size_t index = 0;
+  for (const Value& output : outputs.GetArray()) {
+    std::string what = "output " + std::to_string(index++);
+    if (!output.IsObject()) return InvalidArgument(what + " must be an object, got " + JsonTypeName(output));
+    auto name_it = output.FindMember("name");
+    if (name_it == output.MemberEnd()) return InvalidArgument(what + ": missing 'name'");
+    if (!name_it->value.IsString()) return InvalidArgument(what + ": 'name' must be a string");
+    RequestedOutput requested;
+    requested.name = std::string(StringOf(name_it->value));
+    what = "output '" + requested.name + "'";
+    if (!seen.insert(requested.name).second) return InvalidArgument(what + " is requested more than once");
+    auto params_it = output.FindMember("parameters");
+    if (params_it != output.MemberEnd()) {
+      const Value& params = params_it->value;
+      if (!params.IsObject()) return InvalidArgument(what + ": 'parameters' must be an object");
+      if (params.HasMember("shared_memory_region")) {
+        return Unimplemented(what + ": shared memory ('shared_memory_region') is not supported");
+      }
+      if (params.HasMember("classification")) {
+        return Unimplemented(what + ": the classification extension is not supported");
+      }
+      auto binary_it = params.FindMember("binary_data");
+      if (binary_it != params.MemberEnd()) {
+        if (!binary_it->value.IsBool()) return InvalidArgument(what + ": 'binary_data' must be true or false");
+        decoded->encoding.binary[requested.name] = binary_it->value.GetBool();
+      }
+      FASTPATH_RETURN_IF_ERROR(DecodeParameters(params, what + ": 'parameters'", &requested.parameters));
+    }
+    decoded->request.outputs.push_back(std::move(requested));
+  }
+  return Status::Ok();
+}
+
+std::string ParseErrorMessage(const rapidjson::Document& doc) {
+  return std::string("malformed JSON in the request body at offset ") + std::to_string(doc.GetErrorOffset()) +
+         ": " + rapidjson::GetParseError_En(doc.GetParseError());
+}
+
+// Writes the elements of a fixed-size tensor as a flat JSON array.
+template <typename T, typename WriteFn>
+void WriteElements(JsonWriter& w, const std::string& data, WriteFn write) {
+  const size_t n = data.size() / sizeof(T);
+  for (size_t i = 0; i < n; ++i) {
+    T x;
+    std::memcpy(&x, data.data() + i * sizeof(T), sizeof(T));
+    write(x);
+  }
+}
+
+Status WriteJsonData(JsonWriter& w, const Tensor& t, int64_t count) {
+  switch (t.dtype) {
+    case DataType::kBool: WriteElements<uint8_t>(w, t.data, [&](uint8_t x) { w.Bool(x != 0); }); break;
+    case DataType::kUint8: WriteElements<uint8_t>(w, t.data, [&](uint8_t x) { w.Uint(x); }); break;
+    case DataType::kUint16: WriteElements<uint16_t>(w, t.data, [&](uint16_t x) { w.Uint(x); }); break;
+    case DataType::kUint32: WriteElements<uint32_t>(w, t.data, [&](uint32_t x) { w.Uint(x); }); break;
+    case DataType::kUint64: WriteElements<uint64_t>(w, t.data, [&](uint64_t x) { w.Uint64(x); }); break;
+    case DataType::kInt8: WriteElements<int8_t>(w, t.data, [&](int8_t x) { w.Int(x); }); break;
+    case DataType::kInt16: WriteElements<int16_t>(w, t.data, [&](int16_t x) { w.Int(x); }); break;
+    case DataType::kInt32: WriteElements<int32_t>(w, t.data, [&](int32_t x) { w.Int(x); }); break;
+    case DataType::kInt64: WriteElements<int64_t>(w, t.data, [&](int64_t x) { w.Int64(x); }); break;
+    // float -> double is exact, and the shortest double that round-trips reads back as
+    // the same double, hence the same float.
+    case DataType::kFp32: WriteElements<float>(w, t.data, [&](float x) { w.Double(static_cast<double>(x)); }); break;
+    case DataType::kFp64: WriteElements<double>(w, t.data, [&](double x) { w.Double(x); }); break;
+    case DataType::kBytes: {
+      auto elements = SplitBytesElements(t.data, count, t.name);
+      if (!elements.ok()) return Internal("output '" + t.name + "': " + elements.status().message());
+      for (std::string_view e : *elements) WriteString(w, e);
+      break;
+    }
+    default:
+      return InvalidArgument("output '" + t.name + "' is " + std::string(DataTypeName(t.dtype)) +
+                             ", which cannot be returned as JSON; request it with "
+                             "parameters {\"binary_data\": true}");
+  }
+  return Status::Ok();
+}
+
+void WriteParameters(JsonWriter& w, const Parameters& params) {
+  w.StartObject();
+  for (const auto& [key, value] : params) {
+    WriteKey(w, key);
+    std::visit(
+        [&](const auto& v) {
+          using V = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<V, bool>) w.Bool(v);
+          else if constexpr (std::is_same_v<V, int64_t>) w.Int64(v);
+          else if constexpr (std::is_same_v<V, double>) w.Double(v);
+          else WriteString(w, v);
+        },
+        value);
+  }
+  w.EndObject();
+}
+
+}  // namespace
+
+StatusOr<DecodedInferRequest> DecodeInferRequest(std::string& body, std::optional<size_t> json_length,
+                                                 const InferCodecLimits& limits) {
+  if (json_length && *json_length > body.size()) {
+    return InvalidArgument("Inference-Header-Content-Length is " + std::to_string(*json_length) +
+                           " but the body has only " + std::to_string(body.size()) + " bytes");
+  }
+  if (json_length && *json_length == 0) {
+    // Triton reads such a body as one raw input tensor; fastpath has no raw-input models.
+    return InvalidArgument("Inference-Header-Content-Length is 0: raw binary requests without a JSON "
+                           "header are not supported");
+  }
+  const size_t json_size = json_length.value_or(body.size());
+  if (json_size == 0) return InvalidArgument("the request body is empty; expected a JSON inference request");
+
+  // In-situ parsing needs a terminator right after the JSON: borrow the first binary
+  // byte (std::string guarantees one past size()) and give it back afterwards.
+  const char saved = body[json_size];
+  body[json_size] = '\0';
+  rapidjson::Document doc;
+  doc.ParseInsitu<kParseFlags>(body.data());
+  body[json_size] = saved;
+  if (doc.HasParseError()) return InvalidArgument(ParseErrorMessage(doc));
+  if (!doc.IsObject()) return InvalidArgument("the request JSON must be an object, got " + std::string(JsonTypeName(doc)));
+
+  DecodedInferRequest decoded;
+  InferRequest& request = decoded.request;
+
+  auto id_it = doc.FindMember("id");
+  if (id_it != doc.MemberEnd()) {
+    if (!id_it->value.IsString()) return InvalidArgument("'id' must be a string");
+    request.id = std::string(StringOf(id_it->value));
+  }
+
+  auto params_it = doc.FindMember("parameters");
+  if (params_it != doc.MemberEnd()) {
+    FASTPATH_RETURN_IF_ERROR(DecodeParameters(params_it->value, "'parameters'", &request.parameters));
+    auto it = request.parameters.find("binary_data_output");
+    if (it != request.parameters.end()) {
+      const bool* on = std::get_if<bool>(&it->second);
+      if (on == nullptr) return InvalidArgument("'parameters': 'binary_data_output' must be true or false");
+      decoded.encoding.binary_by_default = *on;
+    }
+  }
+
+  auto inputs_it = doc.FindMember("inputs");
+  if (inputs_it == doc.MemberEnd()) return InvalidArgument("missing 'inputs'");
+  if (!inputs_it->value.IsArray()) {
+    return InvalidArgument("'inputs' must be an array, got " + std::string(JsonTypeName(inputs_it->value)));
+  }
+  const std::string_view binary = std::string_view(body).substr(json_size);
+  size_t binary_offset = 0;
+  std::set<std::string_view> seen;
+  const auto& inputs = inputs_it->value.GetArray();
+  request.inputs.resize(inputs.Size());
+  for (rapidjson::SizeType i = 0; i < inputs.Size(); ++i) {
+    Tensor& tensor = request.inputs[i];
+    FASTPATH_RETURN_IF_ERROR(
+        DecodeInput(inputs[i], i, binary, json_length.has_value(), &binary_offset, limits, &tensor));
+    if (!seen.insert(tensor.name).second) {
+      return InvalidArgument("input '" + tensor.name + "' appears more than once in 'inputs'");
+    }
+  }
+  if (binary_offset != binary.size()) {
+    return InvalidArgument(std::to_string(binary.size() - binary_offset) +
+                           " bytes of binary data follow the JSON header but no input's "
+                           "'binary_data_size' accounts for them");
+  }
+
+  auto outputs_it = doc.FindMember("outputs");
+  if (outputs_it != doc.MemberEnd()) FASTPATH_RETURN_IF_ERROR(DecodeOutputs(outputs_it->value, &decoded));
+  return decoded;
+}
+
+StatusOr<EncodedInferResponse> EncodeInferResponse(const InferResponse& response,
+                                                   const OutputEncoding& encoding) {
+  rapidjson::StringBuffer buffer;
+  JsonWriter w(buffer);
+  std::vector<const Tensor*> binary_outputs;
+  size_t binary_size = 0;
+
+  w.StartObject();
+  if (!response.id.empty()) {
+    WriteKey(w, "id");
+    WriteString(w, response.id);
+  }
+  WriteKey(w, "model_name");
+  WriteString(w, response.model_name);
+  WriteKey(w, "model_version");
+  WriteString(w, response.model_version);
+  if (!response.parameters.empty()) {
+    WriteKey(w, "parameters");
+    WriteParameters(w, response.parameters);
+  }
+  WriteKey(w, "outputs");
+  w.StartArray();
+  for (const Tensor& t : response.outputs) {
+    // The backend's output must match its own shape before any of it is rendered.
+    Status valid = ValidateTensorData(t);
+    if (!valid.ok()) return Internal("output '" + t.name + "' is inconsistent: " + valid.message());
+    const int64_t count = *ElementCount(t.shape);  // validated just above
+    w.StartObject();
+    WriteKey(w, "name");
+    WriteString(w, t.name);
+    WriteKey(w, "datatype");
+    WriteString(w, DataTypeName(t.dtype));
+    WriteKey(w, "shape");
+    w.StartArray();
+    for (int64_t d : t.shape) w.Int64(d);
+    w.EndArray();
+    if (encoding.IsBinary(t.name)) {
+      WriteKey(w, "parameters");
+      w.StartObject();
+      WriteKey(w, "binary_data_size");
+      w.Uint64(t.data.size());
+      w.EndObject();
+      binary_outputs.push_back(&t);
+      binary_size += t.data.size();
+    } else {
+      WriteKey(w, "data");
+      w.StartArray();
+      FASTPATH_RETURN_IF_ERROR(WriteJsonData(w, t, count));
+      w.EndArray();
+    }
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+
+  EncodedInferResponse encoded;
+  encoded.json_length = buffer.GetSize();
+  encoded.body.reserve(encoded.json_length + binary_size);
+  encoded.body.append(buffer.GetString(), buffer.GetSize());
+  for (const Tensor* t : binary_outputs) encoded.body.append(t->data);
+  encoded.has_binary = binary_size > 0;
+  return encoded;
+}
+
+}  // namespace fastpath::frontend::http

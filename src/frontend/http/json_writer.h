@@ -1,0 +1,36 @@
+// The one RapidJSON writer configuration of the HTTP front end.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+namespace fastpath::frontend::http {
+
+// NaN and infinities are written as NaN / Infinity / -Infinity, which Python's json
+// module (tritonclient) reads back; without the flag the writer would fail mid-output.
+// Doubles are written with Grisu2, which always parses back to the same bits.
+using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer, rapidjson::UTF8<>, rapidjson::UTF8<>,
+                                     rapidjson::CrtAllocator, rapidjson::kWriteNanAndInfFlag>;
+
+inline void WriteString(JsonWriter& w, std::string_view s) {
+  w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+}
+inline void WriteKey(JsonWriter& w, std::string_view s) {
+  w.Key(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+}
+
+// {"error": message}: the KServe error body.
+inline std::string ErrorJson(std::string_view message) {
+  rapidjson::StringBuffer buffer;
+  JsonWriter w(buffer);
+  w.StartObject();
+  WriteKey(w, "error");
+  WriteString(w, message);
+  w.EndObject();
+  return std::string(buffer.GetString(), buffer.GetSize());
+}
+
+}  // namespace fastpath::frontend::http
