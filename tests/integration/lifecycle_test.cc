@@ -1,0 +1,372 @@
+// The server as a process: a bad model among good ones, many concurrent clients,
+// SIGTERM with requests in flight, and start-up failures.
+#include <sys/wait.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "integration_fixture.h"
+
+namespace fastpath::integration {
+namespace {
+
+// ---- A corrupt model in the repository ----
+
+class CorruptModelTest : public ServerTest {
+ protected:
+  std::vector<std::string> Models() override { return {"simple", "identity_fp32"}; }
+  void PrepareRepository(testing::TempRepository& repo) override { AddCorruptModel(repo); }
+  std::vector<std::string> ExtraArgs() override { return {"--strict-readiness", "false"}; }
+};
+
+void ExpectCorruptIsUnavailable(HttpClient& http, inference::GRPCInferenceService::Stub& stub) {
+  HttpResponse index = http.Post("/v2/repository/index", "");
+  ASSERT_EQ(index.status, 200) << index.Describe();
+  auto doc = ParseJson(index.body);
+  ASSERT_TRUE(doc.IsArray()) << index.body;
+  bool found = false;
+  for (const auto& m : doc.GetArray()) {
+    std::string name = m["name"].GetString();
+    if (name == "corrupt") {
+      found = true;
+      EXPECT_STREQ(m["state"].GetString(), "UNAVAILABLE") << index.body;
+      ASSERT_TRUE(m.HasMember("reason") && m["reason"].IsString()) << index.body;
+      EXPECT_NE(std::string(m["reason"].GetString()), "") << index.body;
+    } else {
+      EXPECT_STREQ(m["state"].GetString(), "READY") << index.body;
+    }
+  }
+  EXPECT_TRUE(found) << index.body;
+
+  grpc::ClientContext ctx;
+  inference::RepositoryIndexResponse response;
+  grpc::Status s = stub.RepositoryIndex(&ctx, {}, &response);
+  ASSERT_TRUE(s.ok()) << Describe(s);
+  for (const auto& m : response.models()) {
+    if (m.name() == "corrupt") {
+      EXPECT_EQ(m.state(), "UNAVAILABLE");
+      EXPECT_FALSE(m.reason().empty());
+    }
+  }
+  // The corrupt model cannot serve; asking it is an error, not a crash.
+  EXPECT_NE(http.Get("/v2/models/corrupt/ready").status, 200);
+  auto a = Iota(0, 16);
+  HttpResponse infer = http.Post("/v2/models/corrupt/infer", SimpleJsonRequest(a, a));
+  EXPECT_GE(infer.status, 400) << infer.Describe();
+  EXPECT_NE(ErrorMessage(infer.body), "") << infer.body;
+}
+
+TEST_F(CorruptModelTest, UnavailableWithReasonWhileOthersServe) {
+  EXPECT_EQ(http().Get("/v2/health/ready").status, 200);
+  ExpectCorruptIsUnavailable(http(), grpc());
+  ExpectStillServing();
+}
+
+class CorruptModelStrictTest : public CorruptModelTest {
+ protected:
+  std::vector<std::string> ExtraArgs() override { return {}; }  // strict readiness (default)
+  bool WaitReady() override { return false; }
+};
+
+TEST_F(CorruptModelStrictTest, NotReadyButServesTheGoodModels) {
+  EXPECT_EQ(http().Get("/v2/health/live").status, 200);
+  HttpResponse ready = http().Get("/v2/health/ready");
+  EXPECT_EQ(ready.status, 503) << ready.Describe();
+  grpc::ClientContext ctx;
+  inference::ServerReadyResponse response;
+  grpc::Status s = grpc().ServerReady(&ctx, {}, &response);
+  ASSERT_TRUE(s.ok()) << Describe(s);
+  EXPECT_FALSE(response.ready());
+  ExpectCorruptIsUnavailable(http(), grpc());
+  ExpectStillServing();
+}
+
+// ---- Concurrency ----
+
+using ConcurrencyTest = ServerTest;
+
+TEST_F(ConcurrencyTest, ManyKeepAliveHttpAndGrpcClients) {
+  constexpr int kHttpThreads = 16;
+  constexpr int kGrpcThreads = 16;
+  constexpr int kRequestsPerThread = 40;
+  std::atomic<int> good{0};
+  std::vector<std::string> failures;
+  std::mutex failures_mu;
+  auto fail = [&](std::string what) {
+    std::lock_guard lock(failures_mu);
+    if (failures.size() < 20) failures.push_back(std::move(what));
+  };
+  auto check = [](const std::vector<int32_t>& got, const std::vector<int32_t>& want) {
+    return got == want;
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kHttpThreads; ++t) {
+    threads.emplace_back([&, t] {
+      HttpClient client(server().http_port());  // one keep-alive connection per thread
+      for (int i = 0; i < kRequestsPerThread; ++i) {
+        // Distinct inputs per request, so a response delivered to the wrong request
+        // cannot pass.
+        const int32_t seed = t * 100000 + i * 100;
+        auto a = Iota(seed, 16), b = Iota(-seed, 16);
+        std::string id = "h" + std::to_string(t) + "-" + std::to_string(i);
+        HttpResponse r = client.Post("/v2/models/simple/infer", SimpleJsonRequest(a, b, id));
+        if (r.status != 200) {
+          fail(id + ": " + r.Describe());
+          continue;
+        }
+        auto doc = ParseJson(r.body);
+        if (!doc.IsObject() || !doc.HasMember("id") || id != doc["id"].GetString()) {
+          fail(id + ": wrong id in " + r.body.substr(0, 200));
+          continue;
+        }
+        bool ok = true;
+        for (const auto& out : doc["outputs"].GetArray()) {
+          std::vector<int32_t> got;
+          for (const auto& v : out["data"].GetArray()) got.push_back(v.GetInt());
+          std::vector<int32_t> want(16);
+          bool sum = std::string(out["name"].GetString()) == "OUTPUT0";
+          for (int j = 0; j < 16; ++j) want[j] = sum ? a[j] + b[j] : a[j] - b[j];
+          ok = ok && check(got, want);
+        }
+        if (ok) ++good;
+        else fail(id + ": wrong values");
+      }
+    });
+  }
+  for (int t = 0; t < kGrpcThreads; ++t) {
+    threads.emplace_back([&, t] {
+      // Half the threads share the fixture's channel, half use their own.
+      auto own = MakeStub(server().grpc_target());
+      auto& stub = t % 2 ? *own : grpc();
+      for (int i = 0; i < kRequestsPerThread; ++i) {
+        const int32_t seed = -(t * 100000 + i * 100) - 7;
+        auto a = Iota(seed, 16), b = Iota(seed / 2, 16);
+        std::string id = "g" + std::to_string(t) + "-" + std::to_string(i);
+        grpc::ClientContext ctx;
+        inference::ModelInferResponse response;
+        grpc::Status s = stub.ModelInfer(&ctx, SimpleGrpcRequest(a, b, id), &response);
+        if (!s.ok()) {
+          fail(id + ": " + Describe(s));
+          continue;
+        }
+        if (response.id() != id || response.raw_output_contents_size() != 2) {
+          fail(id + ": " + response.ShortDebugString().substr(0, 200));
+          continue;
+        }
+        bool ok = true;
+        for (int o = 0; o < 2; ++o) {
+          bool sum = response.outputs(o).name() == "OUTPUT0";
+          std::vector<int32_t> want(16);
+          for (int j = 0; j < 16; ++j) want[j] = sum ? a[j] + b[j] : a[j] - b[j];
+          ok = ok && check(FromBytes<int32_t>(response.raw_output_contents(o)), want);
+        }
+        if (ok) ++good;
+        else fail(id + ": wrong values");
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& f : failures) ADD_FAILURE() << f;
+  EXPECT_EQ(good.load(), (kHttpThreads + kGrpcThreads) * kRequestsPerThread);
+  // Every one of them was counted.
+  grpc::ClientContext ctx;
+  inference::ModelStatisticsRequest request;
+  request.set_name("simple");
+  inference::ModelStatisticsResponse stats;
+  ASSERT_TRUE(grpc().ModelStatistics(&ctx, request, &stats).ok());
+  ASSERT_EQ(stats.model_stats_size(), 1);
+  EXPECT_EQ(stats.model_stats(0).inference_count(),
+            static_cast<uint64_t>((kHttpThreads + kGrpcThreads) * kRequestsPerThread));
+}
+
+TEST_F(ConcurrencyTest, ConcurrentStreams) {
+  constexpr int kStreams = 8;
+  constexpr int kPerStream = 20;
+  std::vector<std::thread> threads;
+  std::atomic<int> good{0};
+  for (int t = 0; t < kStreams; ++t) {
+    threads.emplace_back([&, t] {
+      grpc::ClientContext ctx;
+      auto stream = grpc().ModelStreamInfer(&ctx);
+      for (int i = 0; i < kPerStream; ++i) {
+        stream->Write(SimpleGrpcRequest(Iota(t * 1000 + i, 16), Iota(i, 16),
+                                        std::to_string(t) + ":" + std::to_string(i)));
+      }
+      stream->WritesDone();
+      inference::ModelStreamInferResponse r;
+      while (stream->Read(&r)) {
+        if (!r.error_message().empty()) continue;
+        const std::string& id = r.infer_response().id();
+        int i = std::stoi(id.substr(id.find(':') + 1));
+        if (id.substr(0, id.find(':')) != std::to_string(t)) continue;
+        auto a = Iota(t * 1000 + i, 16), b = Iota(i, 16);
+        auto sum = FromBytes<int32_t>(r.infer_response().raw_output_contents(
+            r.infer_response().outputs(0).name() == "OUTPUT0" ? 0 : 1));
+        bool ok = sum.size() == 16;
+        for (int j = 0; ok && j < 16; ++j) ok = sum[j] == a[j] + b[j];
+        if (ok) ++good;
+      }
+      EXPECT_TRUE(stream->Finish().ok());
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(good.load(), kStreams * kPerStream);
+}
+
+// ---- SIGTERM ----
+
+class DrainTest : public ServerTest {
+ protected:
+  std::vector<std::string> Models() override { return {"simple", "identity_fp32"}; }
+};
+
+TEST_F(DrainTest, SigtermAnswersEveryRequestInFlightAndExitsZero) {
+  // Large enough that the server is still busy with them when SIGTERM arrives; the
+  // assertions hold however the race falls.
+  constexpr int kHttpClients = 12;
+  constexpr int kGrpcClients = 12;
+  constexpr int kElements = 1 << 20;  // 4 MB per request
+  std::mutex mu;
+  std::condition_variable cv;
+  int written = 0;
+  std::vector<std::string> failures;
+  std::atomic<int> answered_ok{0};
+  auto fail = [&](std::string what) {
+    std::lock_guard lock(mu);
+    failures.push_back(std::move(what));
+  };
+
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kHttpClients; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<float> values(kElements);
+      for (int i = 0; i < kElements; ++i) values[i] = static_cast<float>(t * 7 + i % 1000);
+      std::string data = AsBytes(values);
+      std::string json = R"({"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,)" +
+                         std::to_string(kElements) + R"(],"parameters":{"binary_data_size":)" +
+                         std::to_string(data.size()) +
+                         R"(}}],"parameters":{"binary_data_output":true}})";
+      BinaryBody body = MakeBinaryBody(json, {data});
+      HttpClient client(server().http_port());
+      std::string raw = RawRequest("POST", "/v2/models/identity_fp32/infer", body.body,
+                                   body.body.size(),
+                                   {{"Inference-Header-Content-Length",
+                                     std::to_string(body.json_length)}});
+      // The request is whole on an open connection before SIGTERM is sent: the server
+      // must answer it (200, or 503 if it refused it as shutting down), never drop it.
+      HttpResponse r = client.SendRaw(raw, [&] {
+        {
+          std::lock_guard lock(mu);
+          ++written;
+        }
+        cv.notify_all();
+      });
+      const std::string who = "http client " + std::to_string(t);
+      if (r.status == 200) {
+        auto decoded = DecodeBinaryResponse(r);
+        if (decoded.blobs.size() != 1 || decoded.blobs[0] != data) {
+          fail(who + ": wrong output");
+        } else {
+          ++answered_ok;
+        }
+      } else if (r.status != 503) {
+        fail(who + ": " + r.Describe());
+      }
+    });
+  }
+  for (int t = 0; t < kGrpcClients; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<float> values(kElements);
+      for (int i = 0; i < kElements; ++i) values[i] = static_cast<float>(-t * 5 - i % 999);
+      inference::ModelInferRequest request;
+      request.set_model_name("identity_fp32");
+      auto* in = request.add_inputs();
+      in->set_name("INPUT0");
+      in->set_datatype("FP32");
+      in->add_shape(1);
+      in->add_shape(kElements);
+      request.add_raw_input_contents(AsBytes(values));
+      auto stub = MakeStub(server().grpc_target());
+      grpc::ClientContext ctx;
+      inference::ModelInferResponse response;
+      grpc::Status s = stub->ModelInfer(&ctx, request, &response);
+      if (s.ok()) {
+        if (response.raw_output_contents_size() != 1 ||
+            response.raw_output_contents(0) != request.raw_input_contents(0)) {
+          fail("grpc client " + std::to_string(t) + ": wrong output");
+        } else {
+          ++answered_ok;
+        }
+      } else if (s.error_code() != grpc::StatusCode::UNAVAILABLE) {
+        // UNAVAILABLE: refused (not accepted) because the server was going away.
+        fail("grpc client " + std::to_string(t) + ": " + Describe(s));
+      }
+    });
+  }
+  // SIGTERM once every HTTP request has been written (so they are certainly in flight),
+  // not after a fixed delay.
+  {
+    std::unique_lock lock(mu);
+    // The bound only keeps a broken server from hanging the test; the assertions below
+    // report what went wrong.
+    cv.wait_for(lock, std::chrono::seconds(120), [&] { return written == kHttpClients; });
+  }
+  stopped_ = true;
+  server().Terminate();
+  for (auto& t : threads) t.join();
+  for (const auto& f : failures) ADD_FAILURE() << f;
+  EXPECT_GE(answered_ok.load(), 1);
+  EXPECT_TRUE(server().Wait());
+}
+
+TEST_F(DrainTest, SigtermWithIdleConnectionsExitsZero) {
+  // Idle keep-alive HTTP connections and an open gRPC stream must not hold the exit.
+  HttpClient idle(server().http_port());
+  ASSERT_EQ(idle.Get("/v2/health/live").status, 200);
+  grpc::ClientContext ctx;
+  auto stream = grpc().ModelStreamInfer(&ctx);
+  ASSERT_TRUE(stream->Write(SimpleGrpcRequest(Iota(1, 16), Iota(1, 16), "open")));
+  inference::ModelStreamInferResponse r;
+  ASSERT_TRUE(stream->Read(&r));
+  EXPECT_EQ(r.error_message(), "");
+  stopped_ = true;
+  EXPECT_TRUE(server().Stop());
+  EXPECT_FALSE(stream->Read(&r));  // the server ended the stream
+  stream->Finish();
+}
+
+// ---- Start-up failures ----
+
+int RunToExit(const std::vector<std::string>& args, std::string* output) {
+  std::string command = FastpathBinary();
+  for (const auto& a : args) command += " '" + a + "'";
+  command += " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return -1;
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) output->append(buffer, n);
+  int status = pclose(pipe);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(StartupTest, MissingRepositoryFailsWithAMessage) {
+  std::string output;
+  int code = RunToExit({"serve", "--model-repository", "/nonexistent/fastpath-repo",
+                        "--http-port", "0", "--grpc-port", "0"},
+                       &output);
+  EXPECT_NE(code, 0) << output;
+  EXPECT_NE(output.find("/nonexistent/fastpath-repo"), std::string::npos) << output;
+}
+
+TEST(StartupTest, BadFlagIsAUsageError) {
+  std::string output;
+  int code = RunToExit({"serve", "--model-repository", "/tmp", "--http-port", "eighty"}, &output);
+  EXPECT_NE(code, 0) << output;
+  EXPECT_NE(output.find("--http-port"), std::string::npos) << output;
+}
+
+}  // namespace
+}  // namespace fastpath::integration
