@@ -1,8 +1,8 @@
 #include "fastpath/backends/onnxruntime/ort_backend.h"
 
-#include <utility>
-
 #include <onnxruntime_cxx_api.h>
+
+#include <utility>
 
 #include "ort_instance.h"
 #include "ort_session.h"
@@ -13,11 +13,16 @@ namespace {
 
 OrtLoggingLevel ToOrtLoggingLevel(OrtLogSeverity severity) {
   switch (severity) {
-    case OrtLogSeverity::kVerbose: return ORT_LOGGING_LEVEL_VERBOSE;
-    case OrtLogSeverity::kInfo: return ORT_LOGGING_LEVEL_INFO;
-    case OrtLogSeverity::kWarning: return ORT_LOGGING_LEVEL_WARNING;
-    case OrtLogSeverity::kError: return ORT_LOGGING_LEVEL_ERROR;
-    case OrtLogSeverity::kFatal: return ORT_LOGGING_LEVEL_FATAL;
+    case OrtLogSeverity::kVerbose:
+      return ORT_LOGGING_LEVEL_VERBOSE;
+    case OrtLogSeverity::kInfo:
+      return ORT_LOGGING_LEVEL_INFO;
+    case OrtLogSeverity::kWarning:
+      return ORT_LOGGING_LEVEL_WARNING;
+    case OrtLogSeverity::kError:
+      return ORT_LOGGING_LEVEL_ERROR;
+    case OrtLogSeverity::kFatal:
+      return ORT_LOGGING_LEVEL_FATAL;
   }
   return ORT_LOGGING_LEVEL_WARNING;
 }
@@ -31,10 +36,12 @@ class OrtBackend final : public backend::Backend {
 
   StatusOr<backend::ModelSignature> Inspect(const std::filesystem::path& model_file) override {
     return CatchOrtExceptions(
-        "inspecting model '" + model_file.string() + "'", [&]() -> StatusOr<backend::ModelSignature> {
+        "inspecting model '" + model_file.string() + "'",
+        [&]() -> StatusOr<backend::ModelSignature> {
           // A throwaway CPU session: ORT has no cheaper way to report the signature with
           // symbolic dims resolved the way Run will see them.
-          FASTPATH_ASSIGN_OR_RETURN(Ort::SessionOptions options, MakeInspectSessionOptions(log_id_));
+          FASTPATH_ASSIGN_OR_RETURN(Ort::SessionOptions options,
+                                    MakeInspectSessionOptions(log_id_));
           FASTPATH_ASSIGN_OR_RETURN(Ort::Session session, OpenSession(*env_, model_file, options));
           auto signature = ReadSignature(session);
           if (!signature.ok()) {
@@ -69,13 +76,13 @@ StatusOr<std::unique_ptr<backend::Backend>> CreateOrtBackend(const OrtBackendOpt
                               OrtVersion() + ") is older than the headers fastpath was built " +
                               "with (API version " + std::to_string(ORT_API_VERSION) + ")");
   }
-  return CatchOrtExceptions("creating the ONNX Runtime environment",
-                            [&]() -> StatusOr<std::unique_ptr<backend::Backend>> {
-                              auto env = std::make_shared<const Ort::Env>(
-                                  ToOrtLoggingLevel(options.log_severity), options.log_id.c_str());
-                              return std::unique_ptr<backend::Backend>(
-                                  new OrtBackend(std::move(env), options.log_id));
-                            });
+  return CatchOrtExceptions(
+      "creating the ONNX Runtime environment",
+      [&]() -> StatusOr<std::unique_ptr<backend::Backend>> {
+        auto env = std::make_shared<const Ort::Env>(ToOrtLoggingLevel(options.log_severity),
+                                                    options.log_id.c_str());
+        return std::unique_ptr<backend::Backend>(new OrtBackend(std::move(env), options.log_id));
+      });
 }
 
 }  // namespace fastpath::backends::onnxruntime

@@ -211,8 +211,8 @@ StatusOr<Tensor> OrtModelInstance::MakeOutputTensor(const std::string& name,
   const ONNXTensorElementDataType onnx_type = info.GetElementType();
   const auto dtype = FastpathDataType(onnx_type);
   if (!dtype) {
-    return Unimplemented("output '" + name + "' has element type " + OnnxElementTypeName(onnx_type) +
-                         ", which KServe has no datatype for");
+    return Unimplemented("output '" + name + "' has element type " +
+                         OnnxElementTypeName(onnx_type) + ", which KServe has no datatype for");
   }
   Tensor tensor;
   tensor.name = name;
@@ -229,7 +229,8 @@ StatusOr<Tensor> OrtModelInstance::MakeOutputTensor(const std::string& name,
     tensor.data.reserve(total + 4 * count);
     for (size_t i = 0; i < count; ++i) {
       const size_t end = i + 1 < count ? offsets[i + 1] : total;
-      AppendBytesElement(&tensor.data, std::string_view(content).substr(offsets[i], end - offsets[i]));
+      AppendBytesElement(&tensor.data,
+                         std::string_view(content).substr(offsets[i], end - offsets[i]));
     }
     return tensor;
   }

@@ -2,12 +2,12 @@
 // Private to the ORT backend.
 #pragma once
 
+#include <onnxruntime_cxx_api.h>
+
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <onnxruntime_cxx_api.h>
 
 #include "fastpath/backend/backend.h"
 #include "fastpath/common/status.h"

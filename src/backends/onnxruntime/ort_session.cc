@@ -48,9 +48,12 @@ StatusOr<backend::TensorSpec> ReadTensorSpec(const Ort::TypeInfo& type_info, std
 // this library linkable on its own (reported; to be replaced once the shared one lands).
 const char* ProviderName(backend::ExecutionProvider ep) {
   switch (ep) {
-    case backend::ExecutionProvider::kCpu: return "cpu";
-    case backend::ExecutionProvider::kCuda: return "cuda";
-    case backend::ExecutionProvider::kTensorRt: return "tensorrt";
+    case backend::ExecutionProvider::kCpu:
+      return "cpu";
+    case backend::ExecutionProvider::kCuda:
+      return "cuda";
+    case backend::ExecutionProvider::kTensorRt:
+      return "tensorrt";
   }
   return "unknown";
 }
@@ -172,22 +175,23 @@ StatusOr<Ort::Session> OpenSession(const Ort::Env& env, const std::filesystem::p
 }
 
 StatusOr<backend::ModelSignature> ReadSignature(const Ort::Session& session) {
-  return CatchOrtExceptions("reading the model signature", [&]() -> StatusOr<backend::ModelSignature> {
-    backend::ModelSignature signature;
-    const std::vector<std::string> input_names = session.GetInputNames();
-    for (size_t i = 0; i < input_names.size(); ++i) {
-      FASTPATH_ASSIGN_OR_RETURN(auto spec,
-                                ReadTensorSpec(session.GetInputTypeInfo(i), input_names[i], "input"));
-      signature.inputs.push_back(std::move(spec));
-    }
-    const std::vector<std::string> output_names = session.GetOutputNames();
-    for (size_t i = 0; i < output_names.size(); ++i) {
-      FASTPATH_ASSIGN_OR_RETURN(
-          auto spec, ReadTensorSpec(session.GetOutputTypeInfo(i), output_names[i], "output"));
-      signature.outputs.push_back(std::move(spec));
-    }
-    return signature;
-  });
+  return CatchOrtExceptions(
+      "reading the model signature", [&]() -> StatusOr<backend::ModelSignature> {
+        backend::ModelSignature signature;
+        const std::vector<std::string> input_names = session.GetInputNames();
+        for (size_t i = 0; i < input_names.size(); ++i) {
+          FASTPATH_ASSIGN_OR_RETURN(
+              auto spec, ReadTensorSpec(session.GetInputTypeInfo(i), input_names[i], "input"));
+          signature.inputs.push_back(std::move(spec));
+        }
+        const std::vector<std::string> output_names = session.GetOutputNames();
+        for (size_t i = 0; i < output_names.size(); ++i) {
+          FASTPATH_ASSIGN_OR_RETURN(
+              auto spec, ReadTensorSpec(session.GetOutputTypeInfo(i), output_names[i], "output"));
+          signature.outputs.push_back(std::move(spec));
+        }
+        return signature;
+      });
 }
 
 }  // namespace fastpath::backends::onnxruntime

@@ -2,10 +2,10 @@
 // signature. Private to the ORT backend.
 #pragma once
 
+#include <onnxruntime_cxx_api.h>
+
 #include <filesystem>
 #include <string>
-
-#include <onnxruntime_cxx_api.h>
 
 #include "fastpath/backend/backend.h"
 #include "fastpath/common/status.h"

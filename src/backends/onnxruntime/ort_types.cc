@@ -49,16 +49,26 @@ std::optional<DataType> FastpathDataType(ONNXTensorElementDataType type) {
 
 std::string OnnxElementTypeName(ONNXTensorElementDataType type) {
   switch (type) {
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_COMPLEX64: return "tensor(complex64)";
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_COMPLEX128: return "tensor(complex128)";
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT8E4M3FN: return "tensor(float8e4m3fn)";
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT8E4M3FNUZ: return "tensor(float8e4m3fnuz)";
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT8E5M2: return "tensor(float8e5m2)";
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT8E5M2FNUZ: return "tensor(float8e5m2fnuz)";
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT4: return "tensor(uint4)";
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT4: return "tensor(int4)";
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED: return "tensor(undefined)";
-    default: break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_COMPLEX64:
+      return "tensor(complex64)";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_COMPLEX128:
+      return "tensor(complex128)";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT8E4M3FN:
+      return "tensor(float8e4m3fn)";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT8E4M3FNUZ:
+      return "tensor(float8e4m3fnuz)";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT8E5M2:
+      return "tensor(float8e5m2)";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT8E5M2FNUZ:
+      return "tensor(float8e5m2fnuz)";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT4:
+      return "tensor(uint4)";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT4:
+      return "tensor(int4)";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED:
+      return "tensor(undefined)";
+    default:
+      break;
   }
   if (auto fastpath = FastpathDataType(type)) {
     return "tensor(" + std::string(DataTypeName(*fastpath)) + ")";
@@ -66,7 +76,8 @@ std::string OnnxElementTypeName(ONNXTensorElementDataType type) {
   return "ONNX element type " + std::to_string(static_cast<int>(type));
 }
 
-Status StatusFromOrtError(OrtErrorCode code, const std::string& context, const std::string& message) {
+Status StatusFromOrtError(OrtErrorCode code, const std::string& context,
+                          const std::string& message) {
   std::string text = context + ": " + message;
   switch (code) {
     case ORT_OK:

@@ -2,11 +2,12 @@
 // Status. Private to the ORT backend; the only files that include ORT headers are here.
 #pragma once
 
+#include <onnxruntime_cxx_api.h>
+
 #include <exception>
+#include <new>
 #include <optional>
 #include <string>
-
-#include <onnxruntime_cxx_api.h>
 
 #include "fastpath/common/dtype.h"
 #include "fastpath/common/status.h"
@@ -23,7 +24,8 @@ std::string OnnxElementTypeName(ONNXTensorElementDataType type);
 
 // One place where ORT's error codes become Status codes. `context` says what fastpath
 // was doing ("loading model '/m/model.onnx'") and prefixes ORT's own message.
-Status StatusFromOrtError(OrtErrorCode code, const std::string& context, const std::string& message);
+Status StatusFromOrtError(OrtErrorCode code, const std::string& context,
+                          const std::string& message);
 Status StatusFromOrtException(const Ort::Exception& e, const std::string& context);
 
 // Runs `body` (which returns Status or StatusOr) and turns any exception into a Status:

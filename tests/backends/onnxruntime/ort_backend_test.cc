@@ -91,8 +91,8 @@ std::string SampleData(DataType dtype) {
       const size_t size = ElementSize(dtype);
       std::string out(6 * size, '\0');
       for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<char>(i * 37 + 11);
-      std::memset(out.data(), 0xff, size);              // -1 / max
-      std::memset(out.data() + size, 0x00, size);       // 0
+      std::memset(out.data(), 0xff, size);                 // -1 / max
+      std::memset(out.data() + size, 0x00, size);          // 0
       out[2 * size + size - 1] = static_cast<char>(0x80);  // most negative when signed
       return out;
     }
@@ -355,7 +355,8 @@ class OrtBackendRunErrorsTest : public OrtBackendTest {
   static Tensor Int32(const std::string& name, std::vector<int64_t> shape = {1, 16}) {
     return MakeTensor(name, DataType::kInt32, shape, std::string(16 * 4, '\1'));
   }
-  Status RunStatus(const std::vector<Tensor>& inputs, const std::vector<std::string>& outputs = {}) {
+  Status RunStatus(const std::vector<Tensor>& inputs,
+                   const std::vector<std::string>& outputs = {}) {
     auto result = instance_->Run(inputs, outputs);
     return result.ok() ? Status::Ok() : result.status();
   }
@@ -421,7 +422,8 @@ TEST_F(OrtBackendRunErrorsTest, UnknownOrDuplicateOutput) {
 TEST_F(OrtBackendTest, InvalidBoolAndBytesInputsAreRefused) {
   auto bools = Load("identity_bool");
   ASSERT_NE(bools, nullptr);
-  auto result = bools->Run({MakeTensor("INPUT0", DataType::kBool, {1, 2}, std::string("\x01\x02"))}, {});
+  auto result =
+      bools->Run({MakeTensor("INPUT0", DataType::kBool, {1, 2}, std::string("\x01\x02"))}, {});
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument);
 
@@ -433,7 +435,8 @@ TEST_F(OrtBackendTest, InvalidBoolAndBytesInputsAreRefused) {
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument);
   // Two elements for a shape of one.
-  result = strings->Run({MakeTensor("INPUT0", DataType::kBytes, {1, 1}, BytesData({"a", "b"}))}, {});
+  result =
+      strings->Run({MakeTensor("INPUT0", DataType::kBytes, {1, 1}, BytesData({"a", "b"}))}, {});
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument);
 }
