@@ -203,7 +203,7 @@ StatusOr<Ort::Value> OrtModelInstance::MakeInputValue(const Tensor& tensor,
 }
 
 StatusOr<Tensor> OrtModelInstance::MakeOutputTensor(const std::string& name,
-                                                    const Ort::Value& value) const {
+                                                    const Ort::Value& value) {
   if (!value.IsTensor()) {
     return Unimplemented("output '" + name + "' is not a tensor; fastpath serves tensors only");
   }

@@ -40,7 +40,8 @@ class OrtModelInstance final : public backend::ModelInstance {
   // Wraps or copies one request tensor into an Ort::Value. The Value may point into
   // `tensor.data`, which must outlive it.
   StatusOr<Ort::Value> MakeInputValue(const Tensor& tensor, const backend::TensorSpec& spec);
-  StatusOr<Tensor> MakeOutputTensor(const std::string& name, const Ort::Value& value) const;
+  // Copies one ORT output into an owning Tensor.
+  static StatusOr<Tensor> MakeOutputTensor(const std::string& name, const Ort::Value& value);
 
   // Declared first so that it is destroyed last: ORT requires the environment to outlive
   // every session created in it.
