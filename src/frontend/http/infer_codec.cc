@@ -423,7 +423,13 @@ StatusOr<DecodedInferRequest> DecodeInferRequest(std::string& body, std::optiona
   rapidjson::Document doc;
   doc.ParseInsitu<kParseFlags>(body.data());
   body[json_size] = saved;
-  if (doc.HasParseError()) return InvalidArgument(ParseErrorMessage(doc));
+  if (doc.HasParseError()) {
+    std::string message = ParseErrorMessage(doc);
+    if (!json_length && doc.GetParseError() == rapidjson::kParseErrorDocumentRootNotSingular) {
+      message += " (binary tensor data after the JSON needs the Inference-Header-Content-Length header)";
+    }
+    return InvalidArgument(message);
+  }
   if (!doc.IsObject()) return InvalidArgument("the request JSON must be an object, got " + std::string(JsonTypeName(doc)));
 
   DecodedInferRequest decoded;
