@@ -88,7 +88,8 @@ std::string ModelRepository::Fingerprint(const std::string& name) const {
 }
 
 StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadVersion(
-    const std::string& name, int64_t version, const inference::ModelConfig& base) const {
+    const std::string& name, int64_t version, const inference::ModelConfig& base,
+    const config::CompletionOptions& completion) const {
   const std::string file_name =
       base.default_model_filename().empty() ? kDefaultModelFile : base.default_model_filename();
   const fs::path file = options_.root / name / std::to_string(version) / file_name;
@@ -100,7 +101,7 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadVersion(
   runtime->version = version;
   runtime->config = base;
   FASTPATH_ASSIGN_OR_RETURN(const backend::ModelSignature signature, backend_->Inspect(file));
-  FASTPATH_RETURN_IF_ERROR(config::CompleteAndValidate(signature, &runtime->config));
+  FASTPATH_RETURN_IF_ERROR(config::CompleteAndValidate(signature, &runtime->config, completion));
 
   std::vector<std::unique_ptr<backend::ModelInstance>> instances;
   for (const auto& group : runtime->config.instance_group()) {
@@ -137,11 +138,12 @@ ModelRepository::ModelState ModelRepository::LoadFromDisk(const std::string& nam
   };
 
   inference::ModelConfig config;
+  config::ParseDetails details;
   std::error_code ec;
   if (fs::exists(dir / kConfigFile, ec)) {
     auto text = ReadFile(dir / kConfigFile);
     if (!text.ok()) return fail(text.status());
-    auto parsed = config::ParseModelConfig(*text, (dir / kConfigFile).string());
+    auto parsed = config::ParseModelConfig(*text, (dir / kConfigFile).string(), &details);
     if (!parsed.ok()) return fail(parsed.status());
     config = std::move(parsed).value();
   }
@@ -161,7 +163,7 @@ ModelRepository::ModelState ModelRepository::LoadFromDisk(const std::string& nam
   for (int64_t v : *selected) {
     VersionStatus vs;
     vs.version = v;
-    auto runtime = LoadVersion(name, v, config);
+    auto runtime = LoadVersion(name, v, config, {.max_batch_size_set = details.max_batch_size_set});
     if (runtime.ok()) {
       vs.state = server::ModelState::kReady;
       vs.runtime = std::move(runtime).value();
@@ -251,12 +253,15 @@ Status ModelRepository::Unload(const std::string& name) {
 
 void ModelRepository::Poll() {
   const std::vector<std::string> on_disk = ModelFolders();
+  // Read the disk before taking the lock: lookups on the request path wait on it.
+  std::map<std::string, std::string> fingerprints;
+  for (const auto& name : on_disk) fingerprints[name] = Fingerprint(name);
   std::vector<std::string> to_load, to_unload;
   {
     std::lock_guard lock(mu_);
-    for (const auto& name : on_disk) {
+    for (const auto& [name, fingerprint] : fingerprints) {
       auto it = models_.find(name);
-      if (it == models_.end() || it->second.fingerprint != Fingerprint(name)) to_load.push_back(name);
+      if (it == models_.end() || it->second.fingerprint != fingerprint) to_load.push_back(name);
     }
     for (const auto& [name, state] : models_) {
       if (std::find(on_disk.begin(), on_disk.end(), name) == on_disk.end()) to_unload.push_back(name);

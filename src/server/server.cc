@@ -31,30 +31,24 @@ std::vector<TensorMetadata> Describe(const inference::ModelConfig& config, bool 
   return out;
 }
 
-// The model sees `reshape` (plus the batch dim) where the protocol shows `dims`.
-void ReshapeInputs(const inference::ModelConfig& config, std::vector<Tensor>* inputs) {
+// The model sees `reshape` where the protocol shows `dims`.
+Status ReshapeInputs(const inference::ModelConfig& config, std::vector<Tensor>* inputs) {
   for (auto& tensor : *inputs) {
-    for (const auto& in : config.input()) {
-      if (in.name() != tensor.name || !in.has_reshape()) continue;
-      std::vector<int64_t> shape;
-      if (config.max_batch_size() > 0) shape.push_back(tensor.shape.at(0));
-      shape.insert(shape.end(), in.reshape().shape().begin(), in.reshape().shape().end());
-      tensor.shape = std::move(shape);
-    }
+    const inference::ModelInput* in = config::FindInput(config, tensor.name);
+    if (in == nullptr || !in->has_reshape()) continue;
+    FASTPATH_ASSIGN_OR_RETURN(tensor.shape, config::ReshapeForModel(config, *in, tensor.shape));
   }
+  return Status::Ok();
 }
 
 // The protocol shows `dims` where the model produced `reshape`.
-void ReshapeOutputs(const inference::ModelConfig& config, std::vector<Tensor>* outputs) {
+Status ReshapeOutputs(const inference::ModelConfig& config, std::vector<Tensor>* outputs) {
   for (auto& tensor : *outputs) {
-    for (const auto& out : config.output()) {
-      if (out.name() != tensor.name || !out.has_reshape()) continue;
-      std::vector<int64_t> shape;
-      if (config.max_batch_size() > 0 && !tensor.shape.empty()) shape.push_back(tensor.shape[0]);
-      shape.insert(shape.end(), out.dims().begin(), out.dims().end());
-      tensor.shape = std::move(shape);
-    }
+    const inference::ModelOutput* out = config::FindOutput(config, tensor.name);
+    if (out == nullptr || !out->has_reshape()) continue;
+    FASTPATH_ASSIGN_OR_RETURN(tensor.shape, config::ReshapeForClient(config, *out, tensor.shape));
   }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -191,14 +185,16 @@ void Server::InferAsync(InferRequest request, InferCallback done) {
       return fail(s);
     }
   }
-  ReshapeInputs(config, &request.inputs);
+  if (Status s = ReshapeInputs(config, &request.inputs); !s.ok()) return fail(s);
   request.model_version = std::to_string(runtime->version);
   job.arrival = scheduler::Clock::now();
   job.request = std::move(request);
   // The callback holds the version alive; it never runs its last release on a worker
   // while the repository still holds it (see ModelVersion's lifecycle in the repository).
   job.done = [this, runtime, done = std::move(done)](StatusOr<InferResponse> result) {
-    if (result.ok()) ReshapeOutputs(runtime->config, &result->outputs);
+    if (result.ok()) {
+      if (Status s = ReshapeOutputs(runtime->config, &result->outputs); !s.ok()) result = s;
+    }
     done(std::move(result));
     Finish();
   };

@@ -16,7 +16,15 @@
 namespace fastpath::backend {
 
 enum class ExecutionProvider { kCpu, kCuda, kTensorRt };
-const char* ExecutionProviderName(ExecutionProvider ep);  // "cpu", "cuda", "tensorrt"
+// "cpu", "cuda", "tensorrt": the names config.pbtxt and the logs use.
+inline const char* ExecutionProviderName(ExecutionProvider ep) {
+  switch (ep) {
+    case ExecutionProvider::kCpu: return "cpu";
+    case ExecutionProvider::kCuda: return "cuda";
+    case ExecutionProvider::kTensorRt: return "tensorrt";
+  }
+  return "unknown";
+}
 
 // One tensor of a model's signature, as the model file declares it. dims include the
 // batch dimension if the model has one; -1 marks a dynamic dimension.

@@ -18,6 +18,7 @@
 
 #include "fastpath/backend/backend.h"
 #include "fastpath/common/status.h"
+#include "fastpath/config/model_config.h"
 #include "fastpath/scheduler/scheduler.h"
 #include "fastpath/server/server.h"
 #include "model_config.pb.h"
@@ -101,8 +102,9 @@ class ModelRepository {
 
   // Builds the model's state from disk without touching the map.
   ModelState LoadFromDisk(const std::string& name) const;
-  StatusOr<std::shared_ptr<ModelVersion>> LoadVersion(const std::string& name, int64_t version,
-                                                      const inference::ModelConfig& config) const;
+  StatusOr<std::shared_ptr<ModelVersion>> LoadVersion(
+      const std::string& name, int64_t version, const inference::ModelConfig& config,
+      const config::CompletionOptions& completion) const;
   std::string Fingerprint(const std::string& name) const;
   std::vector<std::string> ModelFolders() const;
   static void StopVersions(const ModelState& state);

@@ -44,20 +44,6 @@ StatusOr<backend::TensorSpec> ReadTensorSpec(const Ort::TypeInfo& type_info, std
   return spec;
 }
 
-// backend.h declares ExecutionProviderName but no module defines it yet; a local copy keeps
-// this library linkable on its own (reported; to be replaced once the shared one lands).
-const char* ProviderName(backend::ExecutionProvider ep) {
-  switch (ep) {
-    case backend::ExecutionProvider::kCpu:
-      return "cpu";
-    case backend::ExecutionProvider::kCuda:
-      return "cuda";
-    case backend::ExecutionProvider::kTensorRt:
-      return "tensorrt";
-  }
-  return "unknown";
-}
-
 Status SetThreads(const backend::InstanceOptions& options, Ort::SessionOptions* so) {
   // 0 would let ORT size the pools from the machine, which on a shared server
   // oversubscribes the cores; every instance says exactly what it gets.
@@ -113,7 +99,7 @@ Status ApplyExecutionProviders(const backend::InstanceOptions& options,
         // running the model on the CPU instead would be the silent fallback fastpath exists
         // to prevent.
         return Unimplemented(std::string("execution provider '") +
-                             ProviderName(options.providers[i]) +
+                             backend::ExecutionProviderName(options.providers[i]) +
                              "' is not available yet: the CUDA/TensorRT execution providers "
                              "arrive with admission control (issue 4)");
     }
