@@ -111,7 +111,7 @@ void InstancePoolScheduler::Execute(backend::ModelInstance* instance, Job& job) 
   response.outputs = std::move(outputs).value();
   const Clock::time_point end = options_.now();
   timings.compute_output_ns = Ns(end - ran);
-  stats_->RecordSuccess(1, timings, Ns(end - job.arrival));
+  stats_->RecordSuccess(1, job.batch_size, timings, Ns(end - job.arrival));
   job.done(std::move(response));
 }
 

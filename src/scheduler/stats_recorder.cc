@@ -18,15 +18,16 @@ uint64_t NowMsSinceEpoch() {
 
 }  // namespace
 
-void StatsRecorder::RecordSuccess(uint64_t batch_size, const Timings& t, uint64_t request_ns) {
+void StatsRecorder::RecordSuccess(uint64_t requests, uint64_t batch_size, const Timings& t,
+                                  uint64_t request_ns) {
   std::lock_guard lock(mu_);
   auto& s = stats_.inference_stats;
-  // Per-request figures: every request of the batch spent these durations.
-  Add(&s.success, request_ns * batch_size, batch_size);
-  Add(&s.queue, t.queue_ns * batch_size, batch_size);
-  Add(&s.compute_input, t.compute_input_ns * batch_size, batch_size);
-  Add(&s.compute_infer, t.compute_infer_ns * batch_size, batch_size);
-  Add(&s.compute_output, t.compute_output_ns * batch_size, batch_size);
+  // Per-request figures: every request of the execution spent these durations.
+  Add(&s.success, request_ns * requests, requests);
+  Add(&s.queue, t.queue_ns * requests, requests);
+  Add(&s.compute_input, t.compute_input_ns * requests, requests);
+  Add(&s.compute_infer, t.compute_infer_ns * requests, requests);
+  Add(&s.compute_output, t.compute_output_ns * requests, requests);
   stats_.inference_count += batch_size;
   stats_.execution_count += 1;
   stats_.last_inference_ms = NowMsSinceEpoch();

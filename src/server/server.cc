@@ -83,9 +83,9 @@ bool Server::IsReady() const {
 ServerMetadata Server::Metadata() const {
   return {"fastpath",
           FASTPATH_VERSION,
-          {"classification", "model_repository", "model_repository(unload_dependents)",
-           "schedule_policy", "model_configuration", "system_shared_memory",
-           "cuda_shared_memory", "binary_tensor_data", "parameters", "statistics"}};
+          // Only what is implemented: clients decide what to call from this list.
+          {"binary_tensor_data", "model_repository", "model_configuration", "statistics",
+           "parameters"}};
 }
 
 StatusOr<ModelMetadata> Server::GetModelMetadata(const std::string& name,
@@ -171,10 +171,15 @@ void Server::InferAsync(InferRequest request, InferCallback done) {
   if (!found.ok()) return fail(found.status());
   std::shared_ptr<repository::ModelVersion> runtime = std::move(found).value();
   const inference::ModelConfig& config = runtime->config;
+  // A request the model's config refuses counts as a failure of that model.
+  auto reject = [&](const Status& status) {
+    runtime->stats.RecordFailure(0);
+    fail(status);
+  };
 
   if (Status s = config::ValidateInferInputs(config, request.inputs, options_.max_tensor_elements);
       !s.ok()) {
-    return fail(s);
+    return reject(s);
   }
   scheduler::Job job;
   if (request.outputs.empty()) {
@@ -182,12 +187,16 @@ void Server::InferAsync(InferRequest request, InferCallback done) {
   } else {
     for (const auto& out : request.outputs) job.output_names.push_back(out.name);
     if (Status s = config::ValidateRequestedOutputs(config, job.output_names); !s.ok()) {
-      return fail(s);
+      return reject(s);
     }
   }
-  if (Status s = ReshapeInputs(config, &request.inputs); !s.ok()) return fail(s);
+  if (Status s = ReshapeInputs(config, &request.inputs); !s.ok()) return reject(s);
   request.model_version = std::to_string(runtime->version);
   job.arrival = scheduler::Clock::now();
+  // Validated above: every input of a batching model shares a batch dim >= 1.
+  if (config.max_batch_size() > 0 && !request.inputs.empty() && !request.inputs[0].shape.empty()) {
+    job.batch_size = static_cast<uint64_t>(request.inputs[0].shape[0]);
+  }
   job.request = std::move(request);
   // The callback holds the version alive; it never runs its last release on a worker
   // while the repository still holds it (see ModelVersion's lifecycle in the repository).

@@ -142,12 +142,17 @@ TEST_F(ServerTest, BadRequestsNameWhatIsWrongAndDoNotDisturbTheNext) {
 
 TEST_F(ServerTest, StatisticsCountSuccessesAndFailures) {
   ASSERT_TRUE(Infer(SimpleRequest()).ok());
-  ASSERT_TRUE(Infer(SimpleRequest()).ok());
+  ASSERT_TRUE(Infer(SimpleRequest(3)).ok());
+  auto unknown = SimpleRequest();
+  unknown.outputs = {{"NOPE", {}}};
+  ASSERT_FALSE(Infer(unknown).ok());
   auto stats = server_->GetModelStatistics("simple", "");
   ASSERT_TRUE(stats.ok());
   ASSERT_EQ(stats->size(), 1u);
-  EXPECT_EQ((*stats)[0].inference_count, 2u);
-  EXPECT_EQ((*stats)[0].inference_stats.success.count, 2u);
+  EXPECT_EQ((*stats)[0].inference_count, 4u);  // batch elements
+  EXPECT_EQ((*stats)[0].execution_count, 2u);
+  EXPECT_EQ((*stats)[0].inference_stats.success.count, 2u);  // requests
+  EXPECT_EQ((*stats)[0].inference_stats.fail.count, 1u);
   EXPECT_EQ(server_->GetModelStatistics("nope", "").status().code(), StatusCode::kNotFound);
   EXPECT_EQ(server_->GetModelStatistics("", "")->size(), 1u);
 }

@@ -33,8 +33,11 @@ class StatsRecorder {
     uint64_t compute_infer_ns = 0;
     uint64_t compute_output_ns = 0;
   };
-  // One successful execution of `batch_size` requests. `request_ns` is per request.
-  void RecordSuccess(uint64_t batch_size, const Timings& timings, uint64_t request_ns);
+  // One successful model execution of `requests` requests holding `batch_size` batch
+  // elements in all (Triton's inference_count counts elements, success counts requests).
+  // `request_ns` is per request.
+  void RecordSuccess(uint64_t requests, uint64_t batch_size, const Timings& timings,
+                     uint64_t request_ns);
   // A request that failed at any stage (rejected, timed out, or failed in the model).
   void RecordFailure(uint64_t request_ns);
   server::ModelStatistics Snapshot(const std::string& name, const std::string& version) const;
@@ -51,6 +54,7 @@ struct Job {
   std::vector<std::string> output_names;  // resolved: never empty
   std::function<void(StatusOr<InferResponse>)> done;
   Clock::time_point arrival;
+  uint64_t batch_size = 1;  // elements in the batch dim (1 for models that do not batch)
 };
 
 class Scheduler {
