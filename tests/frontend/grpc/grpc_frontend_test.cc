@@ -876,6 +876,15 @@ TEST_F(GrpcFrontendTest, ShutdownLetsInFlightCallsFinish) {
   }
   auto shutdown = std::async(std::launch::async,
                              [&] { server_->Shutdown(std::chrono::seconds(30)); });
+  // Release the request only once the server refuses new calls, so that it really
+  // completes inside the grace period.
+  for (;;) {
+    grpc::ClientContext probe;
+    probe.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    inference::ServerLiveResponse live;
+    if (!stub_->ServerLive(&probe, {}, &live).ok()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   {
     std::lock_guard lock(mu);
     release = true;
