@@ -8,6 +8,7 @@
 #include <rapidjson/document.h>
 
 #include "fastpath/common/dtype.h"
+#include "json_reader.h"
 #include "json_writer.h"
 
 namespace fastpath::frontend::http {
@@ -221,8 +222,7 @@ StatusOr<std::string> ModelConfigJson(const inference::ModelConfig& config) {
   if (!converted.ok()) return Internal("cannot render the model config as JSON: " + converted.ToString());
 
   rapidjson::Document doc;
-  doc.Parse(proto_json.c_str(), proto_json.size());
-  if (doc.HasParseError() || !doc.IsObject()) return Internal("protobuf produced invalid JSON for the model config");
+  if (ParseJsonInPlace(proto_json.data(), proto_json.size(), &doc) || !doc.IsObject()) return Internal("protobuf produced invalid JSON for the model config");
   NumberInt64Fields(inference::ModelConfig::descriptor(), doc);
   rapidjson::StringBuffer buffer;
   JsonWriter w(buffer);

@@ -11,11 +11,11 @@
 
 #include <boost/beast/core/string.hpp>
 #include <rapidjson/document.h>
-#include <rapidjson/error/en.h>
 #include <zlib.h>
 
 #include "endpoint_json.h"
 #include "infer_codec.h"
+#include "json_reader.h"
 #include "json_writer.h"
 
 namespace fastpath::frontend::http {
@@ -94,16 +94,14 @@ HttpReply MethodNotAllowedReply() { return ErrorReply(405, "Method Not Allowed")
 
 // A body that is absent or empty means "all defaults" (tritonclient sends the index
 // request with no body at all); otherwise it must be a JSON object.
-Status ParseOptionalObject(const std::string& body, std::string_view endpoint, rapidjson::Document* doc) {
+Status ParseOptionalObject(std::string& body, std::string_view endpoint, rapidjson::Document* doc) {
   doc->SetObject();
   if (body.find_first_not_of(" \t\r\n") == std::string::npos) return Status::Ok();
-  doc->Parse(body.c_str(), body.size());
-  if (doc->HasParseError()) {
-    return InvalidArgument("malformed JSON in the " + std::string(endpoint) + " request body at offset " +
-                           std::to_string(doc->GetErrorOffset()) + ": " +
-                           rapidjson::GetParseError_En(doc->GetParseError()));
+  const std::string where = "the " + std::string(endpoint) + " request body";
+  if (auto error = ParseJsonInPlace(body.data(), body.size(), doc)) {
+    return InvalidArgument(DescribeJsonError(*error, where));
   }
-  if (!doc->IsObject()) return InvalidArgument("the " + std::string(endpoint) + " request body must be a JSON object");
+  if (!doc->IsObject()) return InvalidArgument(where + " must be a JSON object");
   return Status::Ok();
 }
 
@@ -343,7 +341,7 @@ void EndpointRouter::HandleInfer(Request& request, const std::string& model, con
       });
 }
 
-void EndpointRouter::HandleRepositoryIndex(const Request& request, const ReplyFn& reply) {
+void EndpointRouter::HandleRepositoryIndex(Request& request, const ReplyFn& reply) {
   rapidjson::Document doc;
   if (Status s = ParseOptionalObject(request.body(), "repository index", &doc); !s.ok()) {
     return reply(ErrorReply(s));
@@ -357,7 +355,7 @@ void EndpointRouter::HandleRepositoryIndex(const Request& request, const ReplyFn
   reply(JsonReply(200, RepositoryIndexJson(server_.RepositoryIndex(ready_only))));
 }
 
-void EndpointRouter::HandleRepositoryControl(const Request& request, const std::string& model, bool load,
+void EndpointRouter::HandleRepositoryControl(Request& request, const std::string& model, bool load,
                                              const ReplyFn& reply) {
   const char* endpoint = load ? "model load" : "model unload";
   rapidjson::Document doc;

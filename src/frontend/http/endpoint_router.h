@@ -45,8 +45,8 @@ class EndpointRouter {
   void Route(Request& request, const ReplyFn& reply);
   void HandleInfer(Request& request, const std::string& model, const std::string& version,
                    const ReplyFn& reply);
-  void HandleRepositoryIndex(const Request& request, const ReplyFn& reply);
-  void HandleRepositoryControl(const Request& request, const std::string& model, bool load,
+  void HandleRepositoryIndex(Request& request, const ReplyFn& reply);
+  void HandleRepositoryControl(Request& request, const std::string& model, bool load,
                                const ReplyFn& reply);
 
   server::InferenceServer& server_;

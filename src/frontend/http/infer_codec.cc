@@ -10,20 +10,13 @@
 #include <utility>
 
 #include <rapidjson/document.h>
-#include <rapidjson/error/en.h>
-
+#include "json_reader.h"
 #include "json_writer.h"
 
 namespace fastpath::frontend::http {
 namespace {
 
 using rapidjson::Value;
-
-// Full precision: the default fast path may be off by an ulp, and outputs must equal
-// what the client sent bit for bit. Iterative: a hostile "[[[[..." must not exhaust the
-// stack. NaN/Infinity: what our own writer (and Python's json) produce.
-constexpr unsigned kParseFlags = rapidjson::kParseInsituFlag | rapidjson::kParseFullPrecisionFlag |
-                                 rapidjson::kParseIterativeFlag | rapidjson::kParseNanAndInfFlag;
 
 std::string_view StringOf(const Value& v) { return {v.GetString(), v.GetStringLength()}; }
 
@@ -338,11 +331,6 @@ Status DecodeOutputs(const Value& outputs, DecodedInferRequest* decoded) {
   return Status::Ok();
 }
 
-std::string ParseErrorMessage(const rapidjson::Document& doc) {
-  return std::string("malformed JSON in the request body at offset ") + std::to_string(doc.GetErrorOffset()) +
-         ": " + rapidjson::GetParseError_En(doc.GetParseError());
-}
-
 // Writes the elements of a fixed-size tensor as a flat JSON array.
 template <typename T, typename WriteFn>
 void WriteElements(JsonWriter& w, const std::string& data, WriteFn write) {
@@ -416,16 +404,10 @@ StatusOr<DecodedInferRequest> DecodeInferRequest(std::string& body, std::optiona
   const size_t json_size = json_length.value_or(body.size());
   if (json_size == 0) return InvalidArgument("the request body is empty; expected a JSON inference request");
 
-  // In-situ parsing needs a terminator right after the JSON: borrow the first binary
-  // byte (std::string guarantees one past size()) and give it back afterwards.
-  const char saved = body[json_size];
-  body[json_size] = '\0';
   rapidjson::Document doc;
-  doc.ParseInsitu<kParseFlags>(body.data());
-  body[json_size] = saved;
-  if (doc.HasParseError()) {
-    std::string message = ParseErrorMessage(doc);
-    if (!json_length && doc.GetParseError() == rapidjson::kParseErrorDocumentRootNotSingular) {
+  if (auto error = ParseJsonInPlace(body.data(), json_size, &doc)) {
+    std::string message = DescribeJsonError(*error, "the request body");
+    if (!json_length && error->code == rapidjson::kParseErrorDocumentRootNotSingular) {
       message += " (binary tensor data after the JSON needs the Inference-Header-Content-Length header)";
     }
     return InvalidArgument(message);

@@ -1,0 +1,31 @@
+// The one JSON parser configuration of the HTTP front end, for every body it reads.
+//
+// Numbers are converted by std::from_chars, not by RapidJSON: from_chars is correctly
+// rounded (outputs must equal what the client sent, bit for bit), and RapidJSON 1.1.0's
+// own full-precision path reads out of bounds on inputs such as "0.000…0" with a few
+// hundred zeros (found by the codec's fuzz target). RapidJSON still checks the grammar.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <rapidjson/document.h>
+
+namespace fastpath::frontend::http {
+
+struct JsonParseError {
+  rapidjson::ParseErrorCode code = rapidjson::kParseErrorNone;
+  size_t offset = 0;
+};
+
+// Parses text[0, size) in place into `doc` (strings point into `text`, which must outlive
+// `doc`). text[size] must be writable: it is borrowed as the terminator and restored.
+// Iterative, so nesting depth costs heap, not stack. Accepts NaN / Infinity / -Infinity.
+std::optional<JsonParseError> ParseJsonInPlace(char* text, size_t size, rapidjson::Document* doc);
+
+// "malformed JSON in <where> at offset N: <reason>"
+std::string DescribeJsonError(const JsonParseError& error, std::string_view where);
+
+}  // namespace fastpath::frontend::http
