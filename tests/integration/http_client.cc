@@ -50,7 +50,7 @@ HttpResponse ReadResponse(tcp::socket& socket, beast::flat_buffer& buffer) {
   const auto& message = parser.get();
   out.status = static_cast<int>(message.result_int());
   for (const auto& field : message) {
-    out.headers[Lower(field.name_string())] = std::string(field.value());
+    out.headers[Lower(std::string(field.name_string()))] = std::string(field.value());
   }
   out.body = message.body();
   out.keep_alive = message.keep_alive();
