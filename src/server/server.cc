@@ -5,17 +5,6 @@
 
 namespace fastpath::server {
 
-const char* ModelStateName(ModelState state) {
-  switch (state) {
-    case ModelState::kUnknown: return "UNKNOWN";
-    case ModelState::kLoading: return "LOADING";
-    case ModelState::kReady: return "READY";
-    case ModelState::kUnloading: return "UNLOADING";
-    case ModelState::kUnavailable: return "UNAVAILABLE";
-  }
-  return "UNKNOWN";
-}
-
 namespace {
 
 std::vector<TensorMetadata> Describe(const inference::ModelConfig& config, bool inputs) {

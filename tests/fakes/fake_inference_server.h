@@ -3,6 +3,7 @@
 // through real sockets. Header-only; link fastpath::proto and fastpath::common.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <map>

@@ -41,7 +41,17 @@ struct ModelMetadata {
 
 // State of one model version in the repository (Triton's vocabulary).
 enum class ModelState { kUnknown, kLoading, kReady, kUnloading, kUnavailable };
-const char* ModelStateName(ModelState state);  // "UNKNOWN", "LOADING", "READY", ...
+// Triton's words for the states (also what tritonclient prints).
+inline const char* ModelStateName(ModelState state) {
+  switch (state) {
+    case ModelState::kUnknown: return "UNKNOWN";
+    case ModelState::kLoading: return "LOADING";
+    case ModelState::kReady: return "READY";
+    case ModelState::kUnloading: return "UNLOADING";
+    case ModelState::kUnavailable: return "UNAVAILABLE";
+  }
+  return "UNKNOWN";
+}
 
 struct RepositoryEntry {
   std::string name;

@@ -24,18 +24,6 @@ grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context, Fn&& f
   return reactor;
 }
 
-// Triton's words for model states (also what tritonclient prints).
-const char* StateName(server::ModelState state) {
-  switch (state) {
-    case server::ModelState::kUnknown: return "UNKNOWN";
-    case server::ModelState::kLoading: return "LOADING";
-    case server::ModelState::kReady: return "READY";
-    case server::ModelState::kUnloading: return "UNLOADING";
-    case server::ModelState::kUnavailable: return "UNAVAILABLE";
-  }
-  return "UNKNOWN";
-}
-
 void FillDuration(const server::StatDuration& in, inference::StatisticDuration* out) {
   out->set_count(in.count);
   out->set_ns(in.ns);
@@ -229,7 +217,7 @@ grpc::ServerUnaryReactor* GrpcInferenceServiceImpl::RepositoryIndex(
       auto* m = response->add_models();
       m->set_name(e.name);
       m->set_version(e.version);
-      m->set_state(StateName(e.state));
+      m->set_state(server::ModelStateName(e.state));
       m->set_reason(e.reason);
     }
     return grpc::Status::OK;
