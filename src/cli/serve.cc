@@ -2,6 +2,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <charconv>
 #include <iostream>
 #include <string>
@@ -183,10 +184,18 @@ int Serve(const std::vector<std::string>& args) {
   std::cerr << "fastpath: " << (signal_number == SIGTERM ? "SIGTERM" : "SIGINT")
             << ": draining (grace period " << flags.grace.count() << " s)\n";
   const auto grace = std::chrono::duration_cast<std::chrono::milliseconds>(flags.grace);
+  // Order matters. The facade drains first: during the grace period readiness is false,
+  // a new request is answered UNAVAILABLE (retryable elsewhere) instead of being cut off,
+  // and every request already accepted runs to its answer. Only then do the front ends
+  // close, each with its own grace for writing the answers still on their way out.
   (*http)->StopAccepting();
-  std::thread grpc_stop([&] { (*grpc)->Shutdown(grace); });
+  const auto started = std::chrono::steady_clock::now();
   const size_t left = (*server)->Shutdown(grace);
-  (*http)->Shutdown(grace);
+  const auto remaining = std::max(std::chrono::milliseconds(1000),
+                                  grace - std::chrono::duration_cast<std::chrono::milliseconds>(
+                                              std::chrono::steady_clock::now() - started));
+  std::thread grpc_stop([&] { (*grpc)->Shutdown(remaining); });
+  (*http)->Shutdown(remaining);
   grpc_stop.join();
   if (left > 0) {
     std::cerr << "fastpath: " << left << " requests outlived the grace period; answered them before exit\n";
