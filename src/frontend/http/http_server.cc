@@ -51,7 +51,8 @@ class HttpSession;
 
 // A protocol violation by the client (as opposed to a failed connection).
 bool IsHttpError(const beast::error_code& ec) {
-  return ec.category() == bhttp::make_error_code(bhttp::error::bad_method).category();
+  return ec.category() == bhttp::make_error_code(bhttp::error::bad_method).category() &&
+         ec != bhttp::error::partial_message && ec != bhttp::error::end_of_stream;
 }
 
 // State shared by the server, its connections and the facade's reply callbacks.
@@ -211,7 +212,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void OnBody(beast::error_code ec, size_t) {
     if (ec == bhttp::error::body_limit) return RejectTooLarge();  // chunked past the limit
     if (ec) {
-      if (IsHttpError(ec) && ec != bhttp::error::partial_message && ec != bhttp::error::end_of_stream) {
+      if (IsHttpError(ec)) {
         return Reject(400, "malformed HTTP request: " + ec.message());
       }
       return Close();

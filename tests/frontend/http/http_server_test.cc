@@ -510,6 +510,18 @@ TEST_F(HttpFrontendTest, HeaderNamesAreCaseInsensitiveAndContentTypeOptional) {
   EXPECT_EQ(fake_.last_request().inputs[0].data, "\x05\x06");
 }
 
+TEST_F(HttpFrontendTest, ExpectContinue) {
+  const std::string body = R"({"inputs":[{"name":"x","datatype":"INT32","shape":[1],"data":[8]}]})";
+  TestClient c(server_->port());
+  ASSERT_TRUE(c.Write(RawRequest("POST", "/v2/models/simple/infer",
+                                 {{"Content-Length", std::to_string(body.size())}, {"Expect", "100-continue"}}, "")));
+  EXPECT_EQ(c.Read().status, 100);
+  ASSERT_TRUE(c.Write(body));
+  auto r = c.Read();
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json(r.body)["outputs"][0]["data"][0].GetInt(), 8);
+}
+
 TEST_F(HttpFrontendTest, ChunkedRequestBody) {
   const std::string body = R"({"inputs":[{"name":"x","datatype":"INT32","shape":[1],"data":[9]}]})";
   const std::string a = body.substr(0, 10), b = body.substr(10);
