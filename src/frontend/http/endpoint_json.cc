@@ -41,19 +41,6 @@ void WriteDuration(JsonWriter& w, std::string_view key, const server::StatDurati
   w.EndObject();
 }
 
-// server::ModelStateName lives in the facade's implementation library, which the front
-// end does not link (it sees only the interface); the names are Triton's.
-const char* StateName(server::ModelState state) {
-  switch (state) {
-    case server::ModelState::kUnknown: return "UNKNOWN";
-    case server::ModelState::kLoading: return "LOADING";
-    case server::ModelState::kReady: return "READY";
-    case server::ModelState::kUnloading: return "UNLOADING";
-    case server::ModelState::kUnavailable: return "UNAVAILABLE";
-  }
-  return "UNKNOWN";
-}
-
 std::string Finish(const rapidjson::StringBuffer& buffer) {
   return std::string(buffer.GetString(), buffer.GetSize());
 }
@@ -204,7 +191,7 @@ std::string RepositoryIndexJson(const std::vector<server::RepositoryEntry>& entr
       WriteString(w, e.version);
     }
     WriteKey(w, "state");
-    WriteString(w, StateName(e.state));
+    WriteString(w, server::ModelStateName(e.state));
     WriteKey(w, "reason");
     WriteString(w, e.reason);
     w.EndObject();
