@@ -73,10 +73,9 @@ class CorruptModelStrictTest : public CorruptModelTest {
 
 TEST_F(CorruptModelStrictTest, NotReadyButServesTheGoodModels) {
   EXPECT_EQ(http().Get("/v2/health/live").status, 200);
-  // Triton answers 400 (no body) when not ready; the error table says 503.
-  // Either is a "not ready" to tritonclient and to Kubernetes probes; 200 is the bug.
+  // Not ready is 503 (Triton says 400): the error table, and what balancers expect.
   HttpResponse ready = http().Get("/v2/health/ready");
-  EXPECT_TRUE(ready.status == 400 || ready.status == 503) << ready.Describe();
+  EXPECT_EQ(ready.status, 503) << ready.Describe();
   grpc::ClientContext ctx;
   inference::ServerReadyResponse response;
   grpc::Status s = grpc().ServerReady(&ctx, {}, &response);

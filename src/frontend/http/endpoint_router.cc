@@ -218,9 +218,10 @@ void EndpointRouter::Route(Request& request, const ReplyFn& reply) {
   if (s.size() == 3 && s[1] == "health" && (s[2] == "live" || s[2] == "ready")) {
     if (!get) return reply(MethodNotAllowedReply());
     const bool ok = s[2] == "live" ? server_.IsLive() : server_.IsReady();
-    // Triton answers 200 or 400, with no body either way.
+    // No body either way, as Triton. Not ready is 503 (Triton says 400): "try another
+    // replica" is what a readiness failure means, and load balancers read 503 that way.
     HttpReply r;
-    r.status = ok ? 200 : 400;
+    r.status = ok ? 200 : 503;
     return reply(std::move(r));
   }
 
@@ -271,7 +272,8 @@ void EndpointRouter::Route(Request& request, const ReplyFn& reply) {
     if (!get) return reply(MethodNotAllowedReply());
     auto ready = server_.IsModelReady(model, version);
     if (!ready.ok()) return reply(ErrorReply(ready.status()));
-    if (!*ready) return reply(ErrorReply(400, "Model version not ready"));  // Triton's words and status
+    // Triton's words; 503 rather than Triton's 400 for the same reason as /v2/health/ready.
+    if (!*ready) return reply(ErrorReply(503, "Model version not ready"));
     HttpReply r;
     r.status = 200;
     return reply(std::move(r));

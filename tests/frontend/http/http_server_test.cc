@@ -155,7 +155,7 @@ TEST_F(HttpFrontendTest, HealthLiveAndReady) {
   EXPECT_EQ(Get("/v2/health/ready").status, 200);
   fake_.SetReady(false);
   auto ready = Get("/v2/health/ready");
-  EXPECT_EQ(ready.status, 400);  // Triton's status for "not ready", with no body
+  EXPECT_EQ(ready.status, 503);  // not ready: retry elsewhere, with no body
   EXPECT_EQ(ready.body, "");
   EXPECT_EQ(Get("/v2/health/live").status, 200);
 }
@@ -209,7 +209,7 @@ TEST_F(HttpFrontendTest, ModelReady) {
   EXPECT_EQ(r.body, "");
   EXPECT_EQ(Get("/v2/models/simple/versions/1/ready").status, 200);
   auto not_ready = Get("/v2/models/unbatched/ready");
-  EXPECT_EQ(not_ready.status, 400);
+  EXPECT_EQ(not_ready.status, 503);
   EXPECT_THAT(ErrorOf(not_ready), HasSubstr("not ready"));
   EXPECT_EQ(Get("/v2/models/nope/ready").status, 404);
 }
