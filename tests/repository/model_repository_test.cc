@@ -130,7 +130,8 @@ TEST_F(ModelRepositoryTest, ExplicitModeLoadsOnlyWhatIsAsked) {
   repo->LoadStartupModels({"simple"});
   EXPECT_TRUE(repo->FindReady("simple", "").ok());
   EXPECT_EQ(repo->FindReady("simple_fp32", "").status().code(), StatusCode::kNotFound);
-  auto unloaded = Entry(repo->Index(false), "simple_fp32", "");
+  const auto index = repo->Index(false);
+  auto unloaded = Entry(index, "simple_fp32", "");
   ASSERT_NE(unloaded, nullptr);
   EXPECT_EQ(unloaded->state, ModelState::kUnavailable);
 
