@@ -13,7 +13,18 @@ constexpr int kExitOk = 0;
 constexpr int kExitRuntime = 1;  // could not start or serve (repository, ports, runtime)
 constexpr int kExitUsage = 2;    // bad command line
 
+// `fastpath doctor --require-gpu` exits with the class of the most fundamental problem it
+// found (the values of gpu::FailureClass); without --require-gpu it reports and exits 0.
+constexpr int kExitNoDriverLibrary = 10;   // libcuda.so.1 cannot be loaded
+constexpr int kExitNoDevice = 11;          // the driver loads but sees no device
+constexpr int kExitDriverTooOld = 12;      // the driver's CUDA is older than a library needs
+constexpr int kExitNvmlUnavailable = 13;   // libnvidia-ml.so.1 missing or not initializing
+constexpr int kExitDriverInitFailed = 14;  // cuInit failed otherwise (stub library, mismatch)
+constexpr int kExitNoCudaRuntime = 15;     // no libcudart on the library path
+constexpr int kExitDeviceUnhealthy = 16;   // uncorrected ECC errors, hardware slowdown
+
 int Serve(const std::vector<std::string>& args);
+int Doctor(const std::vector<std::string>& args);
 
 // Writes via a temporary file and rename, so a reader never sees half a file.
 Status WriteFileAtomically(const std::string& path, const std::string& content);

@@ -1,0 +1,16 @@
+// The capability snapshot as JSON: `fastpath doctor --json`, and later the lock file,
+// `doctor --diff` and the readiness detail (issue 4 §2, §6) read the same document.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "fastpath/gpu/capability_snapshot.h"
+
+namespace fastpath::gpu {
+
+// One JSON object: {"fastpath_version", "ort_version", "driver", "nvml", "libraries",
+// "container", "compatibility", "findings"}. A field NVML does not support is null.
+std::string SnapshotToJson(const CapabilitySnapshot& snapshot, const std::vector<Finding>& findings);
+
+}  // namespace fastpath::gpu

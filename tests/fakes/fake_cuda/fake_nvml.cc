@@ -1,0 +1,200 @@
+// A fake libnvidia-ml.so.1 for the NVML probe, configured by environment variables:
+//   FASTPATH_FAKE_NVML_INIT_ERROR         nvmlReturn_t of nvmlInit_v2 (default 0)
+//   FASTPATH_FAKE_NVML_DRIVER             driver version string (default "580.65.06")
+//   FASTPATH_FAKE_NVML_DEVICES            device count (default FASTPATH_FAKE_CUDA_DEVICES, else 1)
+//   FASTPATH_FAKE_CUDA_DEVICE_NAMES       names, shared with the fake libcuda (default "Fake GPU")
+//   FASTPATH_FAKE_NVML_MIG                MIG mode of every device (default 0)
+//   FASTPATH_FAKE_NVML_MIG_INSTANCES      MIG devices present when MIG is on (default 0)
+//   FASTPATH_FAKE_NVML_ECC                ECC mode (default 1)
+//   FASTPATH_FAKE_NVML_ECC_CORRECTED      volatile corrected count (default 0)
+//   FASTPATH_FAKE_NVML_ECC_UNCORRECTED    volatile uncorrected count (default 0)
+//   FASTPATH_FAKE_NVML_POWER_LIMIT_MW     power limit (default 700000)
+//   FASTPATH_FAKE_NVML_SM_CLOCK / _MEM_CLOCK  MHz (default 1980 / 2619)
+//   FASTPATH_FAKE_NVML_THROTTLE           clock event reason mask, e.g. 0x40 (default 0x1)
+//   FASTPATH_FAKE_NVML_NOT_SUPPORTED      comma-separated calls that answer NOT_SUPPORTED
+// Built twice: FASTPATH_FAKE_NVML_MINIMAL leaves out the optional symbols an old driver
+// lacks (nvmlErrorString, MIG, ECC, power, and the clock *event* reasons: only the
+// pre-12.2 nvmlDeviceGetCurrentClocksThrottleReasons is exported).
+#include <cstdint>
+#include <string>
+
+#include "fake_env.h"
+
+using fastpath::fakes::EnvInt;
+using fastpath::fakes::EnvListHas;
+using fastpath::fakes::EnvString;
+
+namespace {
+
+constexpr int kSuccess = 0;
+constexpr int kUninitialized = 1;
+constexpr int kInvalidArgument = 2;
+constexpr int kNotSupported = 3;
+constexpr int kNotFound = 6;
+constexpr int kInsufficientSize = 7;
+
+constexpr int kMaxDevices = 16;
+constexpr int kMaxMig = 7;
+char device_handles[kMaxDevices];
+#ifndef FASTPATH_FAKE_NVML_MINIMAL
+char mig_handles[kMaxDevices * kMaxMig];
+#endif
+int init_count = 0;
+
+int DeviceCount() {
+  return static_cast<int>(EnvInt("FASTPATH_FAKE_NVML_DEVICES", EnvInt("FASTPATH_FAKE_CUDA_DEVICES", 1)));
+}
+
+// The device index behind a handle, or -1.
+int IndexOf(void* handle) {
+  const char* p = static_cast<const char*>(handle);
+  if (p < device_handles || p >= device_handles + kMaxDevices) return -1;
+  const int index = static_cast<int>(p - device_handles);
+  return index < DeviceCount() ? index : -1;
+}
+
+// Common entry check; `call` may be listed in FASTPATH_FAKE_NVML_NOT_SUPPORTED.
+int Enter(const char* call, void* handle, const void* out) {
+  if (init_count == 0) return kUninitialized;
+  if (out == nullptr || IndexOf(handle) < 0) return kInvalidArgument;
+  if (EnvListHas("FASTPATH_FAKE_NVML_NOT_SUPPORTED", call)) return kNotSupported;
+  return kSuccess;
+}
+
+}  // namespace
+
+#define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
+
+FAKE_EXPORT int nvmlInit_v2() {
+  const int error = static_cast<int>(EnvInt("FASTPATH_FAKE_NVML_INIT_ERROR", 0));
+  if (error != 0) return error;
+  ++init_count;
+  return kSuccess;
+}
+
+FAKE_EXPORT int nvmlShutdown() {
+  if (init_count == 0) return kUninitialized;
+  --init_count;
+  return kSuccess;
+}
+
+FAKE_EXPORT int nvmlSystemGetDriverVersion(char* version, unsigned int length) {
+  if (init_count == 0) return kUninitialized;
+  if (version == nullptr) return kInvalidArgument;
+  const std::string value = EnvString("FASTPATH_FAKE_NVML_DRIVER", "580.65.06");
+  if (value.size() + 1 > length) return kInsufficientSize;
+  fastpath::fakes::CopyOut(value, version, length);
+  return kSuccess;
+}
+
+FAKE_EXPORT int nvmlDeviceGetCount_v2(unsigned int* count) {
+  if (init_count == 0) return kUninitialized;
+  if (count == nullptr) return kInvalidArgument;
+  *count = static_cast<unsigned int>(DeviceCount());
+  return kSuccess;
+}
+
+FAKE_EXPORT int nvmlDeviceGetHandleByIndex_v2(unsigned int index, void** device) {
+  if (init_count == 0) return kUninitialized;
+  if (device == nullptr || index >= static_cast<unsigned int>(DeviceCount()) || index >= kMaxDevices) {
+    return kInvalidArgument;
+  }
+  *device = &device_handles[index];
+  return kSuccess;
+}
+
+FAKE_EXPORT int nvmlDeviceGetName(void* device, char* name, unsigned int length) {
+  if (int r = Enter("nvmlDeviceGetName", device, name); r != kSuccess) return r;
+  fastpath::fakes::CopyOut(
+      fastpath::fakes::ListItem(EnvString("FASTPATH_FAKE_CUDA_DEVICE_NAMES", "Fake GPU"), IndexOf(device)),
+      name, length);
+  return kSuccess;
+}
+
+FAKE_EXPORT int nvmlDeviceGetClockInfo(void* device, int type, unsigned int* clock) {
+  if (int r = Enter("nvmlDeviceGetClockInfo", device, clock); r != kSuccess) return r;
+  if (type == 1) {  // NVML_CLOCK_SM
+    *clock = static_cast<unsigned int>(EnvInt("FASTPATH_FAKE_NVML_SM_CLOCK", 1980));
+  } else if (type == 2) {  // NVML_CLOCK_MEM
+    *clock = static_cast<unsigned int>(EnvInt("FASTPATH_FAKE_NVML_MEM_CLOCK", 2619));
+  } else {
+    return kInvalidArgument;
+  }
+  return kSuccess;
+}
+
+static int ClockReasons(const char* call, void* device, unsigned long long* reasons) {
+  if (int r = Enter(call, device, reasons); r != kSuccess) return r;
+  *reasons = static_cast<unsigned long long>(EnvInt("FASTPATH_FAKE_NVML_THROTTLE", 0x1));
+  return kSuccess;
+}
+
+FAKE_EXPORT int nvmlDeviceGetCurrentClocksThrottleReasons(void* device, unsigned long long* reasons) {
+  return ClockReasons("nvmlDeviceGetCurrentClocksThrottleReasons", device, reasons);
+}
+
+#ifndef FASTPATH_FAKE_NVML_MINIMAL
+
+FAKE_EXPORT const char* nvmlErrorString(int result) {
+  switch (result) {
+    case kSuccess: return "Success";
+    case kUninitialized: return "Uninitialized";
+    case kNotSupported: return "Not Supported";
+    case 9: return "Driver Not Loaded";
+    default: return "Unknown Error";
+  }
+}
+
+FAKE_EXPORT int nvmlDeviceGetCurrentClocksEventReasons(void* device, unsigned long long* reasons) {
+  return ClockReasons("nvmlDeviceGetCurrentClocksEventReasons", device, reasons);
+}
+
+FAKE_EXPORT int nvmlDeviceGetMigMode(void* device, unsigned int* current, unsigned int* pending) {
+  if (int r = Enter("nvmlDeviceGetMigMode", device, current); r != kSuccess) return r;
+  if (pending == nullptr) return kInvalidArgument;
+  *current = *pending = static_cast<unsigned int>(EnvInt("FASTPATH_FAKE_NVML_MIG", 0));
+  return kSuccess;
+}
+
+FAKE_EXPORT int nvmlDeviceGetMaxMigDeviceCount(void* device, unsigned int* count) {
+  if (int r = Enter("nvmlDeviceGetMaxMigDeviceCount", device, count); r != kSuccess) return r;
+  *count = EnvInt("FASTPATH_FAKE_NVML_MIG", 0) != 0 ? kMaxMig : 0;
+  return kSuccess;
+}
+
+FAKE_EXPORT int nvmlDeviceGetMigDeviceHandleByIndex(void* device, unsigned int index, void** mig) {
+  if (int r = Enter("nvmlDeviceGetMigDeviceHandleByIndex", device, mig); r != kSuccess) return r;
+  if (index >= kMaxMig) return kInvalidArgument;
+  if (index >= static_cast<unsigned int>(EnvInt("FASTPATH_FAKE_NVML_MIG_INSTANCES", 0))) return kNotFound;
+  *mig = &mig_handles[IndexOf(device) * kMaxMig + index];
+  return kSuccess;
+}
+
+FAKE_EXPORT int nvmlDeviceGetEccMode(void* device, int* current, int* pending) {
+  if (int r = Enter("nvmlDeviceGetEccMode", device, current); r != kSuccess) return r;
+  if (pending == nullptr) return kInvalidArgument;
+  *current = *pending = static_cast<int>(EnvInt("FASTPATH_FAKE_NVML_ECC", 1));
+  return kSuccess;
+}
+
+FAKE_EXPORT int nvmlDeviceGetTotalEccErrors(void* device, int error_type, int counter_type,
+                                            unsigned long long* count) {
+  if (int r = Enter("nvmlDeviceGetTotalEccErrors", device, count); r != kSuccess) return r;
+  if (counter_type != 0 && counter_type != 1) return kInvalidArgument;
+  if (error_type == 0) {
+    *count = static_cast<unsigned long long>(EnvInt("FASTPATH_FAKE_NVML_ECC_CORRECTED", 0));
+  } else if (error_type == 1) {
+    *count = static_cast<unsigned long long>(EnvInt("FASTPATH_FAKE_NVML_ECC_UNCORRECTED", 0));
+  } else {
+    return kInvalidArgument;
+  }
+  return kSuccess;
+}
+
+FAKE_EXPORT int nvmlDeviceGetPowerManagementLimit(void* device, unsigned int* limit) {
+  if (int r = Enter("nvmlDeviceGetPowerManagementLimit", device, limit); r != kSuccess) return r;
+  *limit = static_cast<unsigned int>(EnvInt("FASTPATH_FAKE_NVML_POWER_LIMIT_MW", 700000));
+  return kSuccess;
+}
+
+#endif  // FASTPATH_FAKE_NVML_MINIMAL

@@ -1,0 +1,125 @@
+// The real `fastpath doctor` binary, black-box: on this machine as it is, and with the fake
+// NVIDIA libraries put first on LD_LIBRARY_PATH (they carry the real sonames), so the
+// dlopen-by-soname path of the shipped binary is the one exercised.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <rapidjson/document.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using ::testing::HasSubstr;
+
+struct DoctorRun {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs `env <assignments> fastpath doctor <args>`; assignments are NAME=value strings.
+DoctorRun RunDoctor(const std::vector<std::string>& args, const std::vector<std::string>& assignments = {}) {
+  const std::string err_path = std::filesystem::temp_directory_path() /
+                               ("fastpath_doctor_err_" + std::to_string(::getpid()));
+  std::string command = "env";
+  for (const std::string& a : assignments) command += " '" + a + "'";
+  command += " '" FASTPATH_BINARY "' doctor";
+  for (const std::string& a : args) command += " " + a;
+  command += " 2>'" + err_path + "'";
+  DoctorRun run;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return run;
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) run.out.append(buffer, n);
+  const int status = ::pclose(pipe);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream err(err_path);
+  std::stringstream text;
+  text << err.rdbuf();
+  run.err = text.str();
+  std::filesystem::remove(err_path);
+  return run;
+}
+
+// LD_LIBRARY_PATH with the named fake library directories only.
+std::string FakePath(const std::vector<std::string>& dirs) {
+  std::string path = "LD_LIBRARY_PATH=";
+  for (const std::string& dir : dirs) path += std::string(FASTPATH_FAKE_CUDA_LIB_DIR) + "/" + dir + ":";
+  return path;
+}
+
+const std::vector<std::string> kAllFakes = {"cuda", "nvml", "cudart", "cublas", "cudnn", "tensorrt", "nccl"};
+
+TEST(DoctorBinary, JsonOnThisMachineNamesWhatIsMissingAndExitsZero) {
+  const DoctorRun run = RunDoctor({"--json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  rapidjson::Document doc;
+  ASSERT_FALSE(doc.Parse(run.out.c_str()).HasParseError()) << run.out;
+  EXPECT_FALSE(std::string(doc["ort_version"].GetString()).empty());
+  ASSERT_TRUE(doc["findings"].IsArray());
+  const int expected = doc["findings"].Empty() ? 0 : doc["findings"][0]["exit_code"].GetInt();
+  if (!doc["driver"]["library_found"].GetBool()) {
+    // A machine without a driver (CI, this one): the first finding names libcuda.
+    ASSERT_FALSE(doc["findings"].Empty());
+    EXPECT_EQ(expected, 10);
+    EXPECT_THAT(doc["findings"][0]["message"].GetString(), HasSubstr("libcuda.so.1"));
+  }
+
+  const DoctorRun required = RunDoctor({"--json", "--require-gpu"});
+  EXPECT_EQ(required.exit_code, expected) << required.err;
+}
+
+TEST(DoctorBinary, TableSaysWhatIsMissing) {
+  const DoctorRun run = RunDoctor({}, {FakePath({"nvml", "cudart", "cublas", "cudnn", "tensorrt", "nccl"})});
+  if (run.out.find("NOT FOUND: libcuda.so.1") == std::string::npos) {
+    GTEST_SKIP() << "this machine has a real libcuda.so.1";
+  }
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("GPU fast path: NOT usable"));
+  EXPECT_THAT(run.out, HasSubstr("[10 no-driver-library]"));
+  EXPECT_THAT(run.out, HasSubstr("With --require-gpu, doctor exits 10."));
+}
+
+TEST(DoctorBinary, RequireGpuExitCodesWithFakeLibraries) {
+  struct Case {
+    const char* name;
+    std::vector<std::string> assignments;
+    int exit_code;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {"healthy", {FakePath(kAllFakes)}, 0, "GPU fast path: usable."},
+      {"no device", {FakePath(kAllFakes), "FASTPATH_FAKE_CUDA_DEVICES=0"}, 11, "CUDA_ERROR_NO_DEVICE"},
+      {"driver too old",
+       {FakePath(kAllFakes), "FASTPATH_FAKE_CUDA_DRIVER_VERSION=12040"},
+       12,
+       "cudart 13.0 needs CUDA 13.0 but the driver supports CUDA 12.4"},
+      {"nvml missing", {FakePath({"cuda", "cudart", "cublas", "cudnn", "tensorrt", "nccl"})}, 13, "NVML"},
+      {"stub driver", {FakePath(kAllFakes), "FASTPATH_FAKE_CUDA_INIT_ERROR=34"}, 14, "stub library"},
+      {"unhealthy", {FakePath(kAllFakes), "FASTPATH_FAKE_NVML_ECC_UNCORRECTED=1"}, 16, "uncorrected ECC"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const DoctorRun run = RunDoctor({"--require-gpu"}, c.assignments);
+    EXPECT_EQ(run.exit_code, c.exit_code) << run.out << run.err;
+    EXPECT_THAT(run.out, HasSubstr(c.message));
+    const DoctorRun report_only = RunDoctor({}, c.assignments);
+    EXPECT_EQ(report_only.exit_code, 0) << report_only.err;
+  }
+}
+
+TEST(DoctorBinary, BadFlagIsAUsageError) {
+  const DoctorRun run = RunDoctor({"--no-such-flag"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, HasSubstr("unknown flag --no-such-flag"));
+}
+
+}  // namespace
