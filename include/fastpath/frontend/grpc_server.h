@@ -33,6 +33,8 @@ class GrpcInferenceServiceImpl;
 
 class GrpcServer {
  public:
+  static constexpr std::chrono::milliseconds kMinShutdownGrace{1000};
+
   // Builds and starts the server; returns once it is listening. `server` is borrowed:
   // it must outlive the returned object.
   [[nodiscard]] static StatusOr<std::unique_ptr<GrpcServer>> Start(server::InferenceServer& server,
@@ -45,9 +47,19 @@ class GrpcServer {
   // The port actually bound (the chosen one when options.port was 0).
   int port() const { return port_; }
 
-  // Stops accepting new calls; calls in flight get until `grace` to finish, then are
-  // cancelled. Returns once every call has ended. Idempotent; the destructor calls it
-  // with a zero grace.
+  // Stops accepting new calls and lets the ones in flight end cleanly:
+  //  - every open ModelStreamInfer stream stops reading, answers the requests it has
+  //    already read, then ends with UNAVAILABLE "the server is shutting down" (retry
+  //    elsewhere), or OK if the client had half-closed; an idle stream ends at once;
+  //  - unary calls end with their answer.
+  // Returns as soon as every call has ended, not at the end of the grace period. Past
+  // `grace`, gRPC cancels what is still open (typically an answer a client does not
+  // read); the facade's answers are still awaited, since every accepted request is
+  // answered. A grace under kMinShutdownGrace is raised to it: cancelling at once would
+  // cut off answers already on their way out and would not end any sooner.
+  // A call whose request message is still arriving when this is called is cancelled by
+  // gRPC (it has not reached a handler yet); drain the facade first to keep those few.
+  // Idempotent; the destructor calls it with a zero grace.
   void Shutdown(std::chrono::milliseconds grace);
 
  private:

@@ -1,5 +1,6 @@
 #include "fastpath/frontend/grpc_server.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -49,10 +50,13 @@ void GrpcServer::Shutdown(std::chrono::milliseconds grace) {
   std::lock_guard lock(shutdown_mu_);
   if (shut_down_ || server_ == nullptr) return;
   shut_down_ = true;
+  // Streams first: gRPC's Shutdown waits for every open call, and an idle stream never
+  // ends by itself. A stream opened between these two lines is drained as it opens.
+  service_->DrainStreams();
   // Refuses new calls at once; calls in flight run until the deadline, then gRPC
   // cancels them. It returns only when every callback reactor has finished, which the
   // facade guarantees (each accepted request is answered).
-  server_->Shutdown(std::chrono::system_clock::now() + grace);
+  server_->Shutdown(std::chrono::system_clock::now() + std::max(grace, kMinShutdownGrace));
   server_->Wait();
 }
 

@@ -181,8 +181,8 @@ grpc::ServerUnaryReactor* GrpcInferenceServiceImpl::ModelInfer(
 
 grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*
 GrpcInferenceServiceImpl::ModelStreamInfer(grpc::CallbackServerContext* context) {
-  // Ownership passes to gRPC; the reactor deletes itself in OnDone.
-  return new grpc_internal::StreamInferReactor(context, server_, max_message_bytes_);
+  // Ownership passes to gRPC; the reactor deletes itself once done (see its header).
+  return new grpc_internal::StreamInferReactor(context, server_, max_message_bytes_, streams_);
 }
 
 grpc::ServerUnaryReactor* GrpcInferenceServiceImpl::ModelConfig(

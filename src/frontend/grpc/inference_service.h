@@ -6,6 +6,7 @@
 
 #include "fastpath/server/server.h"
 #include "grpc_service.grpc.pb.h"
+#include "stream_infer_reactor.h"
 
 namespace fastpath::frontend {
 
@@ -15,6 +16,13 @@ class GrpcInferenceServiceImpl final : public inference::GRPCInferenceService::C
   // registered with. `max_message_bytes` bounds the element count a tensor may declare.
   GrpcInferenceServiceImpl(server::InferenceServer& server, int64_t max_message_bytes)
       : server_(server), max_message_bytes_(max_message_bytes) {}
+
+  // Tells every open ModelStreamInfer call, and every one opened later, to drain: no
+  // new requests, the ones already read are answered, then the call ends (see
+  // stream_infer_reactor.h). Unary calls need nothing: they end with their answer.
+  // Called by GrpcServer::Shutdown before grpc::Server::Shutdown, which would otherwise
+  // wait out its deadline for streams that never end by themselves.
+  void DrainStreams() { streams_.DrainAll(); }
 
   grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* context,
                                        const inference::ServerLiveRequest* request,
@@ -55,6 +63,7 @@ class GrpcInferenceServiceImpl final : public inference::GRPCInferenceService::C
  private:
   server::InferenceServer& server_;
   const int64_t max_message_bytes_;
+  grpc_internal::StreamRegistry streams_;
 };
 
 }  // namespace fastpath::frontend

@@ -7,12 +7,26 @@
 // Backpressure: at most kMaxOutstanding requests are in the facade or waiting to be
 // written; past that the reactor stops reading until a response has gone out, so a
 // client that never reads its responses cannot make the server buffer without bound.
+//
+// Draining (server shutdown): an idle bidi stream never ends by itself, and gRPC's
+// Server::Shutdown waits for every open call, so the server tells each live stream to
+// drain first. A draining stream runs no new request: one read after the drain began is
+// answered at once with error_message "the server is shutting down". The requests
+// already running finish and their answers are written; then the call ends with
+// UNAVAILABLE "the server is shutting down" (retryable elsewhere: what a draining pod
+// wants its clients to do), or with OK if the client had half-closed. It does not wait
+// for the client: Finish is called with the read still outstanding, which gRPC allows
+// (the read then completes with ok=false); a request that arrives after Finish is
+// dropped, and its client learns from the UNAVAILABLE status. An idle stream therefore
+// ends as soon as it is told.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <unordered_set>
 
 #include <grpcpp/grpcpp.h>
 
@@ -22,43 +36,84 @@
 
 namespace fastpath::frontend::grpc_internal {
 
+class StreamInferReactor;
+
+// The live stream reactors of one service, so that shutdown can reach them. Owned by
+// the service, which outlives the grpc::Server and hence every reactor.
+class StreamRegistry {
+ public:
+  // Adds a new reactor; false when draining has begun (the reactor must drain at once;
+  // it is not added).
+  [[nodiscard]] bool Add(StreamInferReactor* reactor);
+  // Called by a reactor in OnDone. No-op for one never added.
+  void Remove(StreamInferReactor* reactor);
+  // Tells every live reactor, and every later one, to drain. Returns once each has been
+  // told (not once each has finished: gRPC's Server::Shutdown waits for that).
+  // Idempotent.
+  void DrainAll();
+
+ private:
+  std::mutex mu_;
+  std::unordered_set<StreamInferReactor*> live_;  // guarded by mu_
+  bool draining_ = false;                         // guarded by mu_
+};
+
 class StreamInferReactor final
     : public grpc::ServerBidiReactor<inference::ModelInferRequest,
                                      inference::ModelStreamInferResponse> {
  public:
   static constexpr int kMaxOutstanding = 64;
 
-  // Owned by gRPC from the moment the handler returns it: it deletes itself in OnDone,
-  // which gRPC calls only after Finish and after every read and write has completed.
-  // Finish is called only when no facade callback is pending, so no callback can reach
-  // a deleted reactor.
+  // Owned by gRPC from the moment the handler returns it, and also, for the time it
+  // takes to tell it to drain, by StreamRegistry::DrainAll: a reference count, one for
+  // gRPC (dropped in OnDone) and one per DrainAll holding it, decides who deletes it.
+  // OnDone comes only after Finish and after every read and write has completed; Finish
+  // is called only when no facade callback is pending, so no callback can reach a
+  // deleted reactor. `registry` must outlive the reactor.
   StreamInferReactor(grpc::CallbackServerContext* context, server::InferenceServer& server,
-                     int64_t max_message_bytes);
+                     int64_t max_message_bytes, StreamRegistry& registry);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
   void OnDone() override;
 
+  // Refuses new requests and ends the call once the ones already running are answered
+  // (see the top of this file). Thread-safe; a no-op once the call has finished. The caller
+  // must hold a reference (StreamRegistry::DrainAll does).
+  void Drain();
+
  private:
+  friend class StreamRegistry;
+
   // What to do after the lock is released; gRPC operations are never started under mu_
   // because their reactions may run on other threads right away.
   struct Actions {
     bool start_read = false;
     const inference::ModelStreamInferResponse* write = nullptr;
     bool finish = false;
+    bool finish_ok = true;  // OK, or UNAVAILABLE for a stream ended by the drain
   };
 
+  ~StreamInferReactor() override = default;
+
+  void Ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void Unref() {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+
   void Dispatch(inference::ModelInferRequest request);
-  // Queues the answer to one request. `from_facade`: it was counted in in_flight_.
-  void Complete(std::unique_ptr<inference::ModelStreamInferResponse> response, bool from_facade);
+  // Queues the answer to one request counted in in_flight_, and uncounts it.
+  void Complete(std::unique_ptr<inference::ModelStreamInferResponse> response);
   // Decides the follow-up operations; requires mu_.
   Actions NextActionsLocked();
   // Starts them; the last thing a reaction does, since Finish may let OnDone run.
-  void Run(const Actions& actions);
+  void Run(Actions actions);
 
   grpc::CallbackServerContext* const context_;
   server::InferenceServer& server_;
   const int64_t max_message_bytes_;
+  StreamRegistry& registry_;
+  std::atomic<int> refs_{1};  // gRPC's
 
   // Touched only between a StartRead and its OnReadDone, which gRPC serializes.
   inference::ModelInferRequest read_buf_;
@@ -66,10 +121,17 @@ class StreamInferReactor final
   std::mutex mu_;
   // Responses waiting to be written; the front one is being written when writing_.
   std::deque<std::unique_ptr<inference::ModelStreamInferResponse>> writes_;  // guarded by mu_
-  bool writing_ = false;       // guarded by mu_
-  int in_flight_ = 0;          // requests in the facade; guarded by mu_
-  bool reading_ = true;        // a read is outstanding (the constructor starts one); mu_
+  bool writing_ = false;  // guarded by mu_
+  // Requests read and not yet queued as answers: in the facade, or between OnReadDone
+  // and the facade. Counted under the same lock that checks draining_, so a drain never
+  // finishes the call under a request about to be dispatched. Guarded by mu_.
+  int in_flight_ = 0;
+  bool reading_ = false;       // a read is outstanding, or OnReadDone still runs; mu_
+  // A read was decided and StartRead has not returned yet: Finish must wait, since
+  // gRPC does not allow StartRead after Finish. Guarded by mu_.
+  bool read_starting_ = false;
   bool reads_done_ = false;    // the client half-closed or the call broke; mu_
+  bool draining_ = false;      // the server is shutting down; mu_
   bool broken_ = false;        // a write failed: the client is gone, drop answers; mu_
   bool finished_ = false;      // guarded by mu_
 };

@@ -8,6 +8,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -900,6 +901,228 @@ TEST_F(GrpcFrontendTest, ShutdownLetsInFlightCallsFinish) {
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   inference::ServerLiveResponse live;
   EXPECT_FALSE(stub_->ServerLive(&context, {}, &live).ok());
+}
+
+// How long a test waits for something that should happen at once: a hang guard, not a
+// timing assertion. Far below the 60 s grace the drain tests shut down with.
+constexpr auto kHangGuard = std::chrono::seconds(20);
+
+// A facade handler that holds every request until Open(), so that a test can keep
+// requests in flight for as long as it needs. Must outlive the requests it holds.
+class GatedHandler {
+ public:
+  FakeInferenceServer::Handler handler() {
+    return [this](const InferRequest& request) -> StatusOr<InferResponse> {
+      std::unique_lock lock(mu_);
+      ++entered_;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return open_; });
+      return IdentityHandler(request);
+    };
+  }
+  [[nodiscard]] bool WaitEntered(int n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, kHangGuard, [&] { return entered_ >= n; });
+  }
+  void Open() {
+    std::lock_guard lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  // Opens the gate when it goes out of scope: declared after a future that waits for
+  // Shutdown, it keeps a failed assertion from turning into a hang.
+  struct OpenOnExit {
+    GatedHandler& gate;
+    ~OpenOnExit() { gate.Open(); }
+  };
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int entered_ = 0;
+  bool open_ = false;
+};
+
+// A ModelStreamInfer call the test drives step by step; a thread collects the answers.
+class OpenStream {
+ public:
+  explicit OpenStream(GRPCInferenceService::Stub& stub) : stream_(stub.ModelStreamInfer(&context_)) {
+    reader_ = std::thread([this] {
+      ModelStreamInferResponse response;
+      while (stream_->Read(&response)) {
+        std::lock_guard lock(mu_);
+        responses_.push_back(response);
+        cv_.notify_all();
+      }
+      std::lock_guard lock(mu_);
+      ended_ = true;
+      cv_.notify_all();
+    });
+  }
+  ~OpenStream() {
+    if (reader_.joinable()) {
+      context_.TryCancel();
+      reader_.join();
+    }
+  }
+
+  bool Write(const ModelInferRequest& request) { return stream_->Write(request); }
+  bool WritesDone() { return stream_->WritesDone(); }
+  // True once `n` answers have arrived.
+  [[nodiscard]] bool WaitResponses(size_t n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, kHangGuard, [&] { return responses_.size() >= n; });
+  }
+  // Waits for the server to end the stream; nullopt if it does not (hang guard).
+  std::optional<grpc::Status> WaitEnd() {
+    {
+      std::unique_lock lock(mu_);
+      if (!cv_.wait_for(lock, kHangGuard, [&] { return ended_; })) return std::nullopt;
+    }
+    reader_.join();
+    return stream_->Finish();
+  }
+  std::vector<ModelStreamInferResponse> responses() {
+    std::lock_guard lock(mu_);
+    return responses_;
+  }
+
+ private:
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReaderWriter<ModelInferRequest, ModelStreamInferResponse>> stream_;
+  std::thread reader_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<ModelStreamInferResponse> responses_;  // guarded by mu_
+  bool ended_ = false;                               // guarded by mu_
+};
+
+// Returns once the server refuses new calls: by then GrpcServer::Shutdown has told every
+// stream to drain (it does so before closing the listener).
+void WaitUntilRefusing(GRPCInferenceService::Stub& stub) {
+  for (;;) {
+    grpc::ClientContext probe;
+    probe.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    inference::ServerLiveResponse live;
+    if (!stub.ServerLive(&probe, {}, &live).ok()) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+void ExpectDrainedStatus(const std::optional<grpc::Status>& status) {
+  ASSERT_TRUE(status.has_value()) << "the stream did not end";
+  EXPECT_EQ(status->error_code(), grpc::StatusCode::UNAVAILABLE) << status->error_message();
+  EXPECT_EQ(status->error_message(), "the server is shutting down");
+}
+
+TEST_F(GrpcFrontendTest, IdleStreamDoesNotHoldShutdown) {
+  OpenStream stream(*stub_);
+  // One exchange first, so that the server surely holds the stream, idle, with a read
+  // outstanding: the drain then finishes the call under that read.
+  ASSERT_TRUE(stream.Write(StreamRequests(1, -1)[0]));
+  ASSERT_TRUE(stream.WaitResponses(1));
+  EXPECT_EQ(stream.responses()[0].error_message(), "");
+
+  auto shutdown = std::async(std::launch::async,
+                             [&] { server_->Shutdown(std::chrono::seconds(60)); });
+  ExpectDrainedStatus(stream.WaitEnd());
+  ASSERT_EQ(shutdown.wait_for(kHangGuard), std::future_status::ready)
+      << "Shutdown waited for the idle stream";
+  EXPECT_EQ(stream.responses().size(), 1u);
+}
+
+TEST_F(GrpcFrontendTest, DrainingStreamAnswersItsRequestInFlightThenEnds) {
+  GatedHandler gate;
+  fake_.SetAsync(true);
+  fake_.SetHandler(gate.handler());
+  const auto requests = StreamRequests(2, -1);
+  OpenStream stream(*stub_);
+  ASSERT_TRUE(stream.Write(requests[0]));
+  ASSERT_TRUE(gate.WaitEntered(1));
+
+  auto shutdown = std::async(std::launch::async,
+                             [&] { server_->Shutdown(std::chrono::seconds(60)); });
+  GatedHandler::OpenOnExit release{gate};
+  WaitUntilRefusing(*stub_);
+  // Read after the drain began, while s0 keeps the call open: refused inline, never run.
+  ASSERT_TRUE(stream.Write(requests[1]));
+  ASSERT_TRUE(stream.WaitResponses(1));
+  EXPECT_EQ(stream.responses()[0].infer_response().id(), "s1");
+  EXPECT_EQ(stream.responses()[0].error_message(), "the server is shutting down");
+  EXPECT_EQ(shutdown.wait_for(std::chrono::seconds(0)), std::future_status::timeout)
+      << "Shutdown returned with a request in flight";
+
+  gate.Open();
+  ExpectDrainedStatus(stream.WaitEnd());
+  const auto responses = stream.responses();
+  ASSERT_EQ(responses.size(), 2u);
+  EXPECT_EQ(responses[1].infer_response().id(), "s0");
+  EXPECT_EQ(responses[1].error_message(), "");
+  ASSERT_EQ(responses[1].infer_response().raw_output_contents_size(), 1);
+  EXPECT_EQ(responses[1].infer_response().raw_output_contents(0), Bytes<int32_t>({0}));
+  ASSERT_EQ(shutdown.wait_for(kHangGuard), std::future_status::ready);
+  EXPECT_EQ(fake_.infer_calls(), 1);
+}
+
+TEST_F(GrpcFrontendTest, DrainingStreamThatHadHalfClosedEndsOk) {
+  GatedHandler gate;
+  fake_.SetAsync(true);
+  fake_.SetHandler(gate.handler());
+  OpenStream stream(*stub_);
+  ASSERT_TRUE(stream.Write(StreamRequests(1, -1)[0]));
+  ASSERT_TRUE(stream.WritesDone());
+  ASSERT_TRUE(gate.WaitEntered(1));
+
+  auto shutdown = std::async(std::launch::async,
+                             [&] { server_->Shutdown(std::chrono::seconds(60)); });
+  GatedHandler::OpenOnExit release{gate};
+  WaitUntilRefusing(*stub_);
+  gate.Open();
+  const auto status = stream.WaitEnd();
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(status->ok()) << status->error_message();
+  ASSERT_EQ(stream.responses().size(), 1u);
+  EXPECT_EQ(stream.responses()[0].error_message(), "");
+  ASSERT_EQ(shutdown.wait_for(kHangGuard), std::future_status::ready);
+}
+
+TEST_F(GrpcFrontendTest, ShutdownWithIdleStreamsLetsUnaryCallsFinish) {
+  GatedHandler gate;
+  fake_.SetAsync(true);
+  std::vector<std::unique_ptr<OpenStream>> streams;
+  for (int i = 0; i < 3; ++i) {
+    streams.push_back(std::make_unique<OpenStream>(*stub_));
+    ASSERT_TRUE(streams.back()->Write(StreamRequests(1, -1)[0]));
+    ASSERT_TRUE(streams.back()->WaitResponses(1));
+  }
+  fake_.SetHandler(gate.handler());
+  constexpr int kCalls = 4;
+  std::vector<std::future<grpc::Status>> calls;
+  for (int i = 0; i < kCalls; ++i) {
+    calls.push_back(std::async(std::launch::async, [&, i] {
+      ModelInferResponse response;
+      grpc::Status status = Infer(RawRequest("FP32", {1}, Bytes<float>({1.0f * i})), &response);
+      if (status.ok() && response.raw_output_contents(0) != Bytes<float>({1.0f * i})) {
+        return grpc::Status(grpc::StatusCode::DATA_LOSS, "wrong answer");
+      }
+      return status;
+    }));
+  }
+  ASSERT_TRUE(gate.WaitEntered(kCalls));
+
+  auto shutdown = std::async(std::launch::async,
+                             [&] { server_->Shutdown(std::chrono::seconds(60)); });
+  GatedHandler::OpenOnExit release{gate};
+  // The idle streams end while the unary calls are still held.
+  for (auto& s : streams) ExpectDrainedStatus(s->WaitEnd());
+  WaitUntilRefusing(*stub_);
+  gate.Open();
+  for (auto& c : calls) {
+    ASSERT_EQ(c.wait_for(kHangGuard), std::future_status::ready);
+    const grpc::Status status = c.get();
+    EXPECT_TRUE(status.ok()) << status.error_message();
+  }
+  ASSERT_EQ(shutdown.wait_for(kHangGuard), std::future_status::ready);
 }
 
 TEST_F(GrpcFrontendTest, StartFailsOnATakenPort) {
