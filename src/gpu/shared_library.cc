@@ -32,7 +32,11 @@ SharedLibrary SharedLibrary::OpenFirst(const std::vector<std::string>& candidate
   SharedLibrary lib;
   for (const std::string& candidate : candidates) {
     // RTLD_LOCAL: the probed symbols must not satisfy anything else in the process.
-    void* handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
+    // RTLD_NODELETE: dlclose drops our reference but never unmaps an NVIDIA library.
+    // Unloading them is unsafe: libcuda keeps threads running after cuInit, and cuBLAS
+    // and cuDNN carry a static libstdc++ whose exception pool would become an unreachable
+    // (leaked) block once unmapped. ORT's CUDA EP loads the same libraries anyway.
+    void* handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (handle == nullptr) {
       const char* message = dlerror();
       if (!lib.error_.empty()) lib.error_ += "; ";

@@ -1,4 +1,5 @@
-// A dlopen handle that closes itself. Private to the gpu module.
+// A dlopen handle that closes itself. Private to the gpu module. Libraries are opened
+// RTLD_NODELETE (see shared_library.cc): closing releases the handle, never the mapping.
 #pragma once
 
 #include <string>
