@@ -1,0 +1,59 @@
+// Admission (issue 4 §6): the profile the server runs under, and the report that
+// GET /v2/health/admission returns: why the server is or is not ready, each model's state
+// with its reasons and self-test figures, and the capability snapshot.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fastpath/admission/self_test.h"
+#include "fastpath/common/status.h"
+
+namespace fastpath::admission {
+
+// production: any degradation is fatal (a self-test miss makes the model UNAVAILABLE and
+// `serve` exit), and a GPU model never runs on the CPU. dev: a self-test miss serves the
+// model DEGRADED, and a GPU model may fall back to the CPU only with --allow-cpu-fallback,
+// labelled DEGRADED in the log and the report.
+enum class Profile { kProduction, kDev };
+StatusOr<Profile> ParseProfile(const std::string& text);  // "production" | "dev"
+const char* ProfileName(Profile profile);
+
+// What the server enforces; passed from the command line to the server.
+struct Policy {
+  Profile profile = Profile::kDev;
+  bool allow_cpu_fallback = false;  // dev only
+};
+
+enum class AdmissionState { kReady, kDegraded, kUnavailable };
+const char* AdmissionStateName(AdmissionState state);  // "READY", "DEGRADED", "UNAVAILABLE"
+
+struct ModelAdmission {
+  std::string name;
+  std::string version;  // empty for a model that failed before any version
+  AdmissionState state = AdmissionState::kUnavailable;
+  std::vector<std::string> reasons;  // why DEGRADED or UNAVAILABLE
+  std::optional<SelfTestReport> self_test;
+  // The placement audit of issue 4 §3 as a JSON object (nodes per execution provider);
+  // empty until the backend records one, rendered as null.
+  std::string placement_json;
+};
+
+struct AdmissionReport {
+  Policy policy;
+  bool live = true;
+  bool ready = false;
+  std::vector<std::string> reasons;  // server-level: shutting down, models not ready, ...
+  std::vector<ModelAdmission> models;
+  std::string version_lock;          // the lock file checked at start-up; empty when none
+  std::vector<std::string> pinned;   // the components it pins
+  std::string snapshot_json;         // gpu::SnapshotToJson; empty when not taken
+};
+
+// {"profile", "allow_cpu_fallback", "live", "ready", "reasons", "version_lock":
+//  {"file", "pinned"} | null, "models": [{"name", "version", "state", "reasons",
+//  "self_test": {...} | null, "placement": {...} | null}], "capability_snapshot": {...} | null}
+std::string ReportToJson(const AdmissionReport& report);
+
+}  // namespace fastpath::admission

@@ -1,0 +1,115 @@
+#include "fastpath/admission/snapshot_diff.h"
+
+#include <rapidjson/document.h>
+#include <rapidjson/error/en.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <map>
+#include <utility>
+
+namespace fastpath::admission {
+namespace {
+
+// Leaves in document order: path -> the value as compact JSON text.
+using Leaves = std::vector<std::pair<std::string, std::string>>;
+
+std::string ToText(const rapidjson::Value& value) {
+  rapidjson::StringBuffer buffer;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
+  value.Accept(w);
+  return std::string(buffer.GetString(), buffer.GetSize());
+}
+
+bool NamedObjects(const rapidjson::Value& array) {
+  if (array.Empty()) return false;
+  for (const auto& item : array.GetArray()) {
+    if (!item.IsObject()) return false;
+    auto name = item.FindMember("name");
+    if (name == item.MemberEnd() || !name->value.IsString()) return false;
+  }
+  return true;
+}
+
+void Flatten(const rapidjson::Value& value, const std::string& path, Leaves* out) {
+  if (value.IsObject() && value.MemberCount() > 0) {
+    for (auto it = value.MemberBegin(); it != value.MemberEnd(); ++it) {
+      const std::string key(it->name.GetString(), it->name.GetStringLength());
+      Flatten(it->value, path.empty() ? key : path + "." + key, out);
+    }
+  } else if (value.IsArray() && !value.Empty()) {
+    const bool named = NamedObjects(value);
+    for (rapidjson::SizeType i = 0; i < value.Size(); ++i) {
+      const std::string index =
+          named ? std::string(value[i]["name"].GetString(), value[i]["name"].GetStringLength())
+                : std::to_string(i);
+      Flatten(value[i], path + "[" + index + "]", out);
+    }
+  } else {
+    out->emplace_back(path.empty() ? "(document)" : path, ToText(value));
+  }
+}
+
+StatusOr<Leaves> Parse(const std::string& text, const std::string& name) {
+  rapidjson::Document doc;
+  doc.Parse(text.c_str(), text.size());
+  if (doc.HasParseError()) {
+    return InvalidArgument(name + " is not valid JSON: " + rapidjson::GetParseError_En(doc.GetParseError()) +
+                           " (at byte " + std::to_string(doc.GetErrorOffset()) + ")");
+  }
+  if (!doc.IsObject()) return InvalidArgument(name + " is not a JSON object (expected `fastpath doctor --json` output)");
+  Leaves leaves;
+  Flatten(doc, "", &leaves);
+  return leaves;
+}
+
+}  // namespace
+
+StatusOr<std::vector<SnapshotChange>> DiffSnapshots(const std::string& a, const std::string& name_a,
+                                                    const std::string& b, const std::string& name_b) {
+  FASTPATH_ASSIGN_OR_RETURN(const Leaves before, Parse(a, name_a));
+  FASTPATH_ASSIGN_OR_RETURN(const Leaves after, Parse(b, name_b));
+  std::map<std::string, const std::string*> after_by_path;
+  for (const auto& [path, value] : after) after_by_path[path] = &value;
+  std::map<std::string, bool> in_before;
+
+  std::vector<SnapshotChange> changes;
+  for (const auto& [path, value] : before) {
+    in_before[path] = true;
+    auto it = after_by_path.find(path);
+    if (it == after_by_path.end()) {
+      changes.push_back({SnapshotChange::Kind::kRemoved, path, value, ""});
+    } else if (*it->second != value) {
+      changes.push_back({SnapshotChange::Kind::kChanged, path, value, *it->second});
+    }
+  }
+  for (const auto& [path, value] : after) {
+    if (!in_before.count(path)) changes.push_back({SnapshotChange::Kind::kAdded, path, "", value});
+  }
+  return changes;
+}
+
+std::string RenderChanges(const std::vector<SnapshotChange>& changes, const std::string& name_a,
+                          const std::string& name_b) {
+  if (changes.empty()) return "no differences between " + name_a + " and " + name_b + "\n";
+  size_t width = 4;
+  for (const SnapshotChange& c : changes) width = std::max(width, c.path.size());
+  std::string out = std::to_string(changes.size()) + " difference" + (changes.size() == 1 ? "" : "s") +
+                    " from " + name_a + " to " + name_b + ":\n";
+  auto pad = [](std::string text, size_t n) {
+    if (text.size() < n) text.resize(n, ' ');
+    return text;
+  };
+  out += "  " + pad("", 9) + pad("path", width) + "  before -> after\n";
+  for (const SnapshotChange& c : changes) {
+    const char* kind = c.kind == SnapshotChange::Kind::kAdded     ? "added"
+                       : c.kind == SnapshotChange::Kind::kRemoved ? "removed"
+                                                                  : "changed";
+    out += "  " + pad(kind, 9) + pad(c.path, width) + "  " +
+           (c.kind == SnapshotChange::Kind::kAdded ? "(absent)" : c.before) + " -> " +
+           (c.kind == SnapshotChange::Kind::kRemoved ? "(absent)" : c.after) + "\n";
+  }
+  return out;
+}
+
+}  // namespace fastpath::admission

@@ -1,0 +1,66 @@
+#include "fastpath/admission/snapshot_diff.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace fastpath::admission {
+namespace {
+
+using ::testing::HasSubstr;
+using Kind = SnapshotChange::Kind;
+
+constexpr const char* kLastWeek = R"({
+  "ort_version": "1.29.0",
+  "driver": {"cuda_version": "13.0", "devices": [{"ordinal": 0, "name": "H100"}]},
+  "libraries": [{"name": "cudnn", "version": "9.10.2"}, {"name": "nccl", "version": "2.27.5"}],
+  "findings": []
+})";
+
+constexpr const char* kToday = R"({
+  "ort_version": "1.29.0",
+  "driver": {"cuda_version": "12.4", "devices": [{"ordinal": 0, "name": "H100"}]},
+  "libraries": [{"name": "tensorrt", "version": "10.13.0"}, {"name": "cudnn", "version": "9.10.2"}],
+  "findings": [{"class": "driver-too-old", "exit_code": 12}]
+})";
+
+TEST(SnapshotDiff, SameDocumentHasNoChanges) {
+  auto changes = DiffSnapshots(kLastWeek, "a", kLastWeek, "b");
+  ASSERT_TRUE(changes.ok());
+  EXPECT_TRUE(changes->empty());
+  EXPECT_EQ(RenderChanges(*changes, "a", "b"), "no differences between a and b\n");
+}
+
+TEST(SnapshotDiff, NamesEveryAddedRemovedAndChangedLeaf) {
+  auto changes = DiffSnapshots(kLastWeek, "a", kToday, "b");
+  ASSERT_TRUE(changes.ok()) << changes.status().ToString();
+  std::vector<std::string> lines;
+  for (const SnapshotChange& c : *changes) {
+    const char* kind = c.kind == Kind::kAdded ? "+" : c.kind == Kind::kRemoved ? "-" : "~";
+    lines.push_back(std::string(kind) + c.path + " " + c.before + "|" + c.after);
+  }
+  // Libraries are matched by name, not by position: cudnn did not change.
+  EXPECT_THAT(lines, ::testing::ElementsAre("~driver.cuda_version \"13.0\"|\"12.4\"",
+                                            "-libraries[nccl].name \"nccl\"|",
+                                            "-libraries[nccl].version \"2.27.5\"|",
+                                            "-findings []|",
+                                            "+libraries[tensorrt].name |\"tensorrt\"",
+                                            "+libraries[tensorrt].version |\"10.13.0\"",
+                                            "+findings[0].class |\"driver-too-old\"",
+                                            "+findings[0].exit_code |12"));
+  const std::string table = RenderChanges(*changes, "a", "b");
+  EXPECT_THAT(table, HasSubstr("8 differences from a to b"));
+  EXPECT_THAT(table, HasSubstr("changed  driver.cuda_version"));
+  EXPECT_THAT(table, HasSubstr("\"13.0\" -> \"12.4\""));
+  EXPECT_THAT(table, HasSubstr("(absent) -> \"10.13.0\""));
+}
+
+TEST(SnapshotDiff, InvalidJsonNamesTheFile) {
+  auto changes = DiffSnapshots("{", "old.json", kToday, "new.json");
+  ASSERT_FALSE(changes.ok());
+  EXPECT_THAT(changes.status().message(), HasSubstr("old.json is not valid JSON"));
+  changes = DiffSnapshots(kToday, "old.json", "42", "new.json");
+  EXPECT_THAT(changes.status().message(), HasSubstr("new.json is not a JSON object"));
+}
+
+}  // namespace
+}  // namespace fastpath::admission
