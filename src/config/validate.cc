@@ -3,6 +3,7 @@
 #include <set>
 #include <string>
 
+#include "fastpath/config/ensemble_config.h"
 #include "fastpath/config/model_config.h"
 #include "internal.h"
 
@@ -380,11 +381,14 @@ Status Validate(const inference::ModelConfig& config, bool complete) {
     return InvalidArgument("name '" + config.name() +
                            "' must not contain '/', '\\' or control characters");
   }
-  if (!config.platform().empty() && config.platform() != kPlatform) {
+  if (!config.platform().empty() && config.platform() != kPlatform && !IsEnsemble(config)) {
     return InvalidArgument("platform '" + config.platform() +
                            "' is not supported: fastpath runs ONNX models on ONNX Runtime "
-                           "(platform: \"onnxruntime_onnx\" or backend: \"onnxruntime\")");
+                           "(platform: \"onnxruntime_onnx\" or backend: \"onnxruntime\") and "
+                           "ensembles of them (platform: \"ensemble\")");
   }
+  // An ensemble has no model file: nothing completes it later.
+  if (IsEnsemble(config)) complete = true;
   if (!config.backend().empty() && config.backend() != kBackend) {
     return InvalidArgument("backend '" + config.backend() +
                            "' is not supported: fastpath runs ONNX models on ONNX Runtime "
@@ -436,10 +440,12 @@ Status Validate(const inference::ModelConfig& config, bool complete) {
     }
   }
 
+  FASTPATH_RETURN_IF_ERROR(ValidateEnsembleGraph(config));
   FASTPATH_RETURN_IF_ERROR(ValidateInstanceGroups(config));
   FASTPATH_RETURN_IF_ERROR(ValidateDynamicBatching(config, complete));
   FASTPATH_RETURN_IF_ERROR(ValidateVersionPolicy(config));
   FASTPATH_RETURN_IF_ERROR(ValidateParameters(config));
+  FASTPATH_RETURN_IF_ERROR(ValidateExecutionAccelerators(config));
   FASTPATH_RETURN_IF_ERROR(ValidateWarmup(config, complete));
   return Status::Ok();
 }

@@ -131,7 +131,8 @@ TEST(ParseModelConfigTest, UnsupportedNestedFieldNamesFieldAndPosition) {
 }
 
 TEST(ParseModelConfigTest, OtherTritonFieldsAreRefusedNotIgnored) {
-  for (const char* text : {"optimization { graph { level: 1 } }", "ensemble_scheduling { }",
+  for (const char* text : {"optimization { graph { level: 1 } }",
+                           "ensemble_scheduling { step [ { model_namespace: \"n\" } ] }",
                            "response_cache { enable: true }", "instance_group [ { rate_limiter { } } ]",
                            "model_transaction_policy { decoupled: true }"}) {
     auto parsed = ParseModelConfig(text, "config.pbtxt");
