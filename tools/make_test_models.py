@@ -6,6 +6,12 @@ Models:
   simple            Triton's "simple": INPUT0, INPUT1 INT32 [-1,16] -> OUTPUT0 = sum,
                     OUTPUT1 = difference
   simple_fp32       the same in FP32
+  mlp               X FP32 [-1,4] -> MatMul+Add -> Relu -> Gemm -> Y [-1,2], and
+                    BATCH = Gather(Shape(X), 0): two compute-bearing nodes (ORT fuses the
+                    MatMul and Add into a Gemm) beside two shape ops, for the placement
+                    audit (flat output only)
+  add_one           INPUT0 FP32 [-1,-1] -> OUTPUT0 = INPUT0 + 1   (ensemble steps;
+  double            INPUT0 FP32 [-1,16] -> OUTPUT0 = INPUT0 * 2    flat output only)
   corrupt           bytes that are not an ONNX model (flat output only, unless asked)
 
 Two layouts:
@@ -127,6 +133,63 @@ def simple_model(name, onnx_type, config_type):
     return ModelSpec(name, _finish(graph), io(["INPUT0", "INPUT1"]), io(["OUTPUT0", "OUTPUT1"]))
 
 
+def mlp_model():
+    import numpy as np
+    from onnx import numpy_helper
+
+    def const(name, array):
+        return numpy_helper.from_array(array, name)
+
+    initializers = [
+        const("W0", np.arange(32, dtype=np.float32).reshape(4, 8) / 32.0),
+        const("B0", np.full((8,), 0.5, dtype=np.float32)),
+        const("W1", np.arange(16, dtype=np.float32).reshape(8, 2) / 16.0),
+        const("B1", np.zeros((2,), dtype=np.float32)),
+        const("AXIS0", np.array(0, dtype=np.int64)),
+    ]
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["X", "W0"], ["h0"], name="fc0"),
+            helper.make_node("Add", ["h0", "B0"], ["h1"], name="fc0_bias"),
+            helper.make_node("Relu", ["h1"], ["h2"], name="relu"),
+            helper.make_node("Gemm", ["h2", "W1", "B1"], ["Y"], name="fc1"),
+            helper.make_node("Shape", ["X"], ["x_shape"], name="shape"),
+            helper.make_node("Gather", ["x_shape", "AXIS0"], ["BATCH"], name="batch", axis=0),
+        ],
+        "mlp",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["batch", 4])],
+        [
+            helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["batch", 2]),
+            helper.make_tensor_value_info("BATCH", TensorProto.INT64, []),
+        ],
+        initializers,
+    )
+    return ModelSpec("mlp", _finish(graph), [("X", "TYPE_FP32", [-1, 4])],
+                     [("Y", "TYPE_FP32", [-1, 2])])
+
+
+def elementwise_model(name, op, operand, shape):
+    """OUTPUT0 = op(INPUT0, operand) in FP32: a step for the ensemble tests."""
+    graph = helper.make_graph(
+        [helper.make_node(op, ["INPUT0", "OPERAND"], ["OUTPUT0"], name=op.lower())],
+        name,
+        [helper.make_tensor_value_info("INPUT0", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("OUTPUT0", TensorProto.FLOAT, shape)],
+        [helper.make_tensor("OPERAND", TensorProto.FLOAT, [], [operand])],
+    )
+    dims = [-1 if isinstance(d, str) else d for d in shape]
+    return ModelSpec(name, _finish(graph), [("INPUT0", "TYPE_FP32", dims)],
+                     [("OUTPUT0", "TYPE_FP32", dims)])
+
+
+def ensemble_step_models():
+    # Flat only: the ensemble tests write their own configs around them.
+    return [
+        elementwise_model("add_one", "Add", 1.0, ["batch", "n"]),
+        elementwise_model("double", "Mul", 2.0, ["batch", 16]),
+    ]
+
+
 def all_models():
     models = [identity_model(suffix, t, c) for _, suffix, t, c in DATATYPES]
     models.append(simple_model("simple", TensorProto.INT32, "TYPE_INT32"))
@@ -181,7 +244,7 @@ def serialize(model):
 
 
 def write_flat(out_dir, models):
-    for spec in models:
+    for spec in models + [mlp_model()] + ensemble_step_models():
         write_if_changed(os.path.join(out_dir, spec.name + ".onnx"), serialize(spec.model))
     write_if_changed(os.path.join(out_dir, "corrupt.onnx"), CORRUPT_BYTES)
 

@@ -185,7 +185,14 @@ StatusOr<backend::InstanceOptions> InstanceOptionsFor(const inference::ModelConf
         return InvalidArgument("instance_group '" + group.name() + "': GPU index " +
                                std::to_string(gpu_id) + " is not a GPU");
       }
-      options.providers = {backend::ExecutionProvider::kCuda};
+      {
+        FASTPATH_ASSIGN_OR_RETURN(const auto choices, GpuExecutionProviders(config));
+        options.providers.clear();
+        for (const auto& choice : choices) {
+          options.providers.push_back(choice.provider);
+          if (!choice.options.empty()) options.provider_options[choice.provider] = choice.options;
+        }
+      }
       options.device_id = gpu_id;
       break;
     default:
@@ -207,6 +214,11 @@ StatusOr<backend::InstanceOptions> InstanceOptionsFor(const inference::ModelConf
   };
   FASTPATH_RETURN_IF_ERROR(threads(kIntraOpThreadCount, &options.intra_op_threads));
   FASTPATH_RETURN_IF_ERROR(threads(kInterOpThreadCount, &options.inter_op_threads));
+  const auto allowed = config.parameters().find(std::string(backend::kAllowCpuOpsParameter));
+  if (allowed != config.parameters().end()) {
+    FASTPATH_ASSIGN_OR_RETURN(options.allowed_cpu_ops,
+                              backend::ParseAllowedCpuOps(allowed->second.string_value()));
+  }
   return options;
 }
 

@@ -114,6 +114,14 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadVersion(
                                 config::InstanceOptionsFor(runtime->config, group, device));
       for (int i = 0; i < std::max(1, group.count()); ++i) {
         FASTPATH_ASSIGN_OR_RETURN(auto instance, backend_->CreateInstance(file, options));
+        if (const backend::PlacementAudit* placement = instance->placement()) {
+          // Default-visible on purpose: where the nodes run is the first thing to know
+          // when a model is slow, and ORT itself says it only at verbose level.
+          Log("model '" + name + "' v" + std::to_string(version) + " instance " +
+              std::to_string(instances.size()) + ": placement " +
+              backend::PlacementSummary(*placement));
+          runtime->placements.push_back(*placement);
+        }
         instances.push_back(std::move(instance));
       }
     }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "fastpath/backend/placement.h"
 #include "fastpath/common/status.h"
 #include "fastpath/common/tensor.h"
 
@@ -45,7 +46,20 @@ struct InstanceOptions {
   int device_id = 0;         // for GPU providers
   int intra_op_threads = 1;  // explicit: 0 would let the runtime pick, which we never do
   int inter_op_threads = 1;
+  // Per-provider options, passed to the runtime as given (config.pbtxt's execution
+  // accelerator parameters). A provider without an entry gets the runtime's defaults.
+  std::map<ExecutionProvider, std::map<std::string, std::string>> provider_options;
+  // Op types a GPU instance may run on the CPU without being refused
+  // (parameters "fastpath.allow_cpu_ops"; see placement.h).
+  std::vector<std::string> allowed_cpu_ops;
+  // The dev profile's explicit opt-in: a GPU instance may list "cpu" among its providers,
+  // and a placement the policy refuses serves anyway, labelled DEGRADED. False (the
+  // production profile): "cpu" beside a GPU provider is refused, and so is any GPU
+  // instance whose compute landed on the CPU.
+  bool allow_cpu_fallback_for_gpu = false;
 };
+
+inline bool IsGpuProvider(ExecutionProvider ep) { return ep != ExecutionProvider::kCpu; }
 
 // One loaded copy of a model (one ORT session). Thread-compatible: the scheduler
 // calls Run from one thread at a time (the instance's own execution thread).
@@ -57,6 +71,9 @@ class ModelInstance {
   // that order, each owning its bytes.
   virtual StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& inputs,
                                             const std::vector<std::string>& output_names) = 0;
+  // Where the instance's nodes were placed when it was created; nullptr when the backend
+  // does not audit placement. Owned by the instance and unchanged for its lifetime.
+  virtual const PlacementAudit* placement() const { return nullptr; }
 };
 
 class Backend {
@@ -67,7 +84,9 @@ class Backend {
   // Reads the model file's inputs and outputs without running it. A corrupt or
   // unreadable file is an error that says what is wrong with it.
   virtual StatusOr<ModelSignature> Inspect(const std::filesystem::path& model_file) = 0;
-  // Creates one instance. The caller owns it.
+  // Creates one instance. The caller owns it. A GPU instance whose placement the policy
+  // refuses (placement.h) is FailedPrecondition with the reason, unless
+  // options.allow_cpu_fallback_for_gpu, when it is created with placement()->degraded_reason.
   virtual StatusOr<std::unique_ptr<ModelInstance>> CreateInstance(
       const std::filesystem::path& model_file, const InstanceOptions& options) = 0;
 };

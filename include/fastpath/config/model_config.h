@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -143,10 +144,31 @@ StatusOr<std::vector<int64_t>> ReshapeForClient(const inference::ModelConfig& co
                                                 const inference::ModelOutput& output,
                                                 const std::vector<int64_t>& model_shape);
 
+// One execution provider of a KIND_GPU instance, with its ORT provider options.
+struct ProviderChoice {
+  backend::ExecutionProvider provider = backend::ExecutionProvider::kCuda;
+  std::map<std::string, std::string> options;
+};
+
+// The providers of a KIND_GPU instance, in priority order: the names of
+// optimization { execution_accelerators { gpu_execution_accelerator [...] } } ("tensorrt",
+// "cuda", "cpu"), or [cuda] when none is listed. Each accelerator's `parameters` become
+// that provider's options, unchanged (ORT's provider option names, e.g. "trt_fp16_enable").
+// An unknown or repeated name, "cpu" anywhere but last or alone, parameters on "cpu", an
+// empty parameter key, and any cpu_execution_accelerator (no CPU accelerator is built in)
+// are InvalidArgument naming the entry. Whether "cpu" may be used at all is the profile's
+// decision (InstanceOptions::allow_cpu_fallback_for_gpu), not the config's.
+StatusOr<std::vector<ProviderChoice>> GpuExecutionProviders(const inference::ModelConfig& config);
+// The checks of GpuExecutionProviders, and the "fastpath.allow_cpu_ops" parameter's syntax;
+// ValidateModelConfig runs them.
+Status ValidateExecutionAccelerators(const inference::ModelConfig& config);
+
 // ORT session options for one instance of `group` (kind KIND_CPU -> {kCpu}; KIND_GPU ->
-// {kCuda} on device `gpu_id`), threads from the parameters "intra_op_thread_count" and
+// GpuExecutionProviders on device `gpu_id`), threads from the parameters "intra_op_thread_count" and
 // "inter_op_thread_count" (positive integers up to kMaxThreadCount, default 1 each: never
-// 0, which would let ORT pick). A bad value is InvalidArgument naming the key and value.
+// 0, which would let ORT pick), and the op types a GPU instance may run on the CPU from
+// "fastpath.allow_cpu_ops". A bad value is InvalidArgument naming the key and value.
+// allow_cpu_fallback_for_gpu stays false: the caller sets it from the profile.
 StatusOr<backend::InstanceOptions> InstanceOptionsFor(const inference::ModelConfig& config,
                                                       const inference::ModelInstanceGroup& group,
                                                       int gpu_id);

@@ -40,6 +40,9 @@ struct ModelVersion {
   std::string model_name;
   int64_t version = 0;
   inference::ModelConfig config;  // completed from the model file
+  // Where each instance's nodes run (backend/placement.h), in instance creation order;
+  // empty for an ensemble or a backend that does not audit. Unchanged after loading.
+  std::vector<backend::PlacementAudit> placements;
   scheduler::StatsRecorder stats;
   std::unique_ptr<scheduler::Scheduler> scheduler;  // owns the model instances
 };

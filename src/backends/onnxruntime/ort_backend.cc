@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "ort_environment.h"
 #include "ort_instance.h"
 #include "ort_session.h"
 #include "ort_types.h"
@@ -11,25 +12,9 @@
 namespace fastpath::backends::onnxruntime {
 namespace {
 
-OrtLoggingLevel ToOrtLoggingLevel(OrtLogSeverity severity) {
-  switch (severity) {
-    case OrtLogSeverity::kVerbose:
-      return ORT_LOGGING_LEVEL_VERBOSE;
-    case OrtLogSeverity::kInfo:
-      return ORT_LOGGING_LEVEL_INFO;
-    case OrtLogSeverity::kWarning:
-      return ORT_LOGGING_LEVEL_WARNING;
-    case OrtLogSeverity::kError:
-      return ORT_LOGGING_LEVEL_ERROR;
-    case OrtLogSeverity::kFatal:
-      return ORT_LOGGING_LEVEL_FATAL;
-  }
-  return ORT_LOGGING_LEVEL_WARNING;
-}
-
 class OrtBackend final : public backend::Backend {
  public:
-  OrtBackend(std::shared_ptr<const Ort::Env> env, std::string log_id)
+  OrtBackend(std::shared_ptr<OrtEnvironment> env, std::string log_id)
       : env_(std::move(env)), log_id_(std::move(log_id)) {}
 
   std::string Name() const override { return "onnxruntime"; }
@@ -42,7 +27,7 @@ class OrtBackend final : public backend::Backend {
           // symbolic dims resolved the way Run will see them.
           FASTPATH_ASSIGN_OR_RETURN(Ort::SessionOptions options,
                                     MakeInspectSessionOptions(log_id_));
-          FASTPATH_ASSIGN_OR_RETURN(Ort::Session session, OpenSession(*env_, model_file, options));
+          FASTPATH_ASSIGN_OR_RETURN(Ort::Session session, OpenSession(env_->env(), model_file, options));
           auto signature = ReadSignature(session);
           if (!signature.ok()) {
             return signature.status().WithContext("model '" + model_file.string() + "'");
@@ -60,7 +45,7 @@ class OrtBackend final : public backend::Backend {
 
  private:
   // Shared with every instance this backend creates (see ort_backend.h).
-  std::shared_ptr<const Ort::Env> env_;
+  std::shared_ptr<OrtEnvironment> env_;
   std::string log_id_;
 };
 
@@ -76,13 +61,8 @@ StatusOr<std::unique_ptr<backend::Backend>> CreateOrtBackend(const OrtBackendOpt
                               OrtVersion() + ") is older than the headers fastpath was built " +
                               "with (API version " + std::to_string(ORT_API_VERSION) + ")");
   }
-  return CatchOrtExceptions(
-      "creating the ONNX Runtime environment",
-      [&]() -> StatusOr<std::unique_ptr<backend::Backend>> {
-        auto env = std::make_shared<const Ort::Env>(ToOrtLoggingLevel(options.log_severity),
-                                                    options.log_id.c_str());
-        return std::unique_ptr<backend::Backend>(new OrtBackend(std::move(env), options.log_id));
-      });
+  FASTPATH_ASSIGN_OR_RETURN(auto env, OrtEnvironment::Get(options));
+  return std::unique_ptr<backend::Backend>(new OrtBackend(std::move(env), options.log_id));
 }
 
 }  // namespace fastpath::backends::onnxruntime

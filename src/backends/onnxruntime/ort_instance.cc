@@ -3,6 +3,7 @@
 #include <cstring>
 #include <utility>
 
+#include "ort_environment.h"
 #include "ort_session.h"
 #include "ort_types.h"
 
@@ -62,27 +63,43 @@ Status CheckInputAgainstSpec(const Tensor& tensor, const backend::TensorSpec& sp
 }  // namespace
 
 StatusOr<std::unique_ptr<OrtModelInstance>> OrtModelInstance::Create(
-    std::shared_ptr<const Ort::Env> env, const std::filesystem::path& model_file,
+    std::shared_ptr<OrtEnvironment> env, const std::filesystem::path& model_file,
     const backend::InstanceOptions& options, const std::string& log_id) {
+  std::string degraded;  // a GPU provider skipped under the dev profile's opt-in
   FASTPATH_ASSIGN_OR_RETURN(Ort::SessionOptions session_options,
-                            MakeInstanceSessionOptions(options, log_id));
-  FASTPATH_ASSIGN_OR_RETURN(Ort::Session session, OpenSession(*env, model_file, session_options));
+                            MakeInstanceSessionOptions(options, env.get(), log_id, &degraded));
+  FASTPATH_ASSIGN_OR_RETURN(Ort::Session session,
+                            OpenSession(env->env(), model_file, session_options));
   auto signature = ReadSignature(session);
   if (!signature.ok()) {
     return signature.status().WithContext("model '" + model_file.string() + "'");
   }
+  auto placement = AuditPlacement(session, options);
+  if (!placement.ok()) {
+    return placement.status().WithContext("model '" + model_file.string() + "'");
+  }
+  if (Status verdict = backend::CheckPlacement(*placement, options); !verdict.ok()) {
+    if (!options.allow_cpu_fallback_for_gpu) {
+      return verdict.WithContext("model '" + model_file.string() + "': placement refused");
+    }
+    degraded += (degraded.empty() ? "" : "; ") + verdict.message();
+  }
+  placement->degraded_reason = std::move(degraded);
   return CatchOrtExceptions(
       "creating the instance of '" + model_file.string() + "'",
       [&]() -> StatusOr<std::unique_ptr<OrtModelInstance>> {
-        return std::unique_ptr<OrtModelInstance>(new OrtModelInstance(
-            std::move(env), std::move(session), std::move(signature).value(), model_file.string()));
+        return std::unique_ptr<OrtModelInstance>(
+            new OrtModelInstance(std::move(env), std::move(session), std::move(signature).value(),
+                                 std::move(placement).value(), model_file.string()));
       });
 }
 
-OrtModelInstance::OrtModelInstance(std::shared_ptr<const Ort::Env> env, Ort::Session session,
-                                   backend::ModelSignature signature, std::string model_path)
+OrtModelInstance::OrtModelInstance(std::shared_ptr<OrtEnvironment> env, Ort::Session session,
+                                   backend::ModelSignature signature,
+                                   backend::PlacementAudit placement, std::string model_path)
     : env_(std::move(env)),
       session_(std::move(session)),
+      placement_(std::move(placement)),
       signature_(std::move(signature)),
       model_path_(std::move(model_path)),
       cpu_memory_(Ort::MemoryInfo::CreateCpu(OrtDeviceAllocator, OrtMemTypeDefault)) {

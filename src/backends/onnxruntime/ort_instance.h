@@ -15,12 +15,18 @@
 
 namespace fastpath::backends::onnxruntime {
 
+class OrtEnvironment;
+
 class OrtModelInstance final : public backend::ModelInstance {
  public:
-  // Loads `model_file` with exactly the providers and threads `options` names. The
-  // instance shares ownership of `env`, so it may outlive the backend that made it.
+  // Loads `model_file` with exactly the providers and threads `options` names, audits
+  // where ORT placed the nodes, and applies the placement policy (placement.h) to a GPU
+  // instance: a refused placement is FailedPrecondition naming the model file, unless
+  // options.allow_cpu_fallback_for_gpu, when the audit carries the reason as
+  // degraded_reason. The instance shares ownership of `env`, so it may outlive the
+  // backend that made it.
   [[nodiscard]] static StatusOr<std::unique_ptr<OrtModelInstance>> Create(
-      std::shared_ptr<const Ort::Env> env, const std::filesystem::path& model_file,
+      std::shared_ptr<OrtEnvironment> env, const std::filesystem::path& model_file,
       const backend::InstanceOptions& options, const std::string& log_id);
 
   // Empty `output_names`: every output, in model order. Inputs are checked against the
@@ -30,10 +36,12 @@ class OrtModelInstance final : public backend::ModelInstance {
                                     const std::vector<std::string>& output_names) override;
 
   const backend::ModelSignature& signature() const { return signature_; }
+  const backend::PlacementAudit* placement() const override { return &placement_; }
 
  private:
-  OrtModelInstance(std::shared_ptr<const Ort::Env> env, Ort::Session session,
-                   backend::ModelSignature signature, std::string model_path);
+  OrtModelInstance(std::shared_ptr<OrtEnvironment> env, Ort::Session session,
+                   backend::ModelSignature signature, backend::PlacementAudit placement,
+                   std::string model_path);
 
   StatusOr<std::vector<Tensor>> RunUnchecked(const std::vector<Tensor>& inputs,
                                              const std::vector<std::string>& output_names);
@@ -45,8 +53,9 @@ class OrtModelInstance final : public backend::ModelInstance {
 
   // Declared first so that it is destroyed last: ORT requires the environment to outlive
   // every session created in it.
-  std::shared_ptr<const Ort::Env> env_;
+  std::shared_ptr<OrtEnvironment> env_;
   Ort::Session session_;
+  backend::PlacementAudit placement_;
   // Names and types cached at load time; ORT would otherwise allocate them on every call.
   backend::ModelSignature signature_;
   std::vector<const char*> all_output_names_;  // point into signature_.outputs

@@ -3,10 +3,13 @@
 #include <cpu_provider_factory.h>
 #include <onnxruntime_session_options_config_keys.h>
 
+#include <algorithm>
 #include <system_error>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "ort_environment.h"
 #include "ort_types.h"
 
 namespace fastpath::backends::onnxruntime {
@@ -68,53 +71,145 @@ Status SetThreads(const backend::InstanceOptions& options, Ort::SessionOptions* 
   return Status::Ok();
 }
 
+Status AppendGpuProvider(const backend::InstanceOptions& options,
+                         backend::ExecutionProvider provider, OrtEnvironment* env,
+                         Ort::SessionOptions* session_options) {
+  const std::string name = backend::ExecutionProviderName(provider);
+  const EpLibraryState& library = env->Library(provider);
+  if (!library.status.ok()) return library.status;
+  const EpDeviceEntry* chosen = nullptr;
+  std::string ordinals;
+  for (size_t d = 0; d < library.devices.size(); ++d) {
+    const EpDeviceEntry& entry = library.devices[d];
+    // The provider's own "device_id" option is the CUDA ordinal; a provider that does not
+    // state it gets the enumeration order.
+    const int ordinal = entry.report.cuda_device_id.value_or(static_cast<int>(d));
+    ordinals += (ordinals.empty() ? "" : ", ") + std::to_string(ordinal);
+    if (ordinal == options.device_id && chosen == nullptr) chosen = &entry;
+  }
+  if (chosen == nullptr) {
+    return FailedPrecondition("GPU " + std::to_string(options.device_id) +
+                              " is not among the devices " + OrtProviderName(provider) +
+                              " enumerated (CUDA ordinals: " + ordinals +
+                              "); check instance_group gpus and CUDA_VISIBLE_DEVICES");
+  }
+  std::unordered_map<std::string, std::string> ep_options;
+  if (const auto it = options.provider_options.find(provider);
+      it != options.provider_options.end()) {
+    ep_options.insert(it->second.begin(), it->second.end());
+  }
+  return CatchOrtExceptions(
+      "appending the " + name + " execution provider for GPU " + std::to_string(options.device_id),
+      [&]() -> Status {
+        session_options->AppendExecutionProvider_V2(
+            env->env(), {Ort::ConstEpDevice(chosen->device)}, ep_options);
+        return Status::Ok();
+      });
+}
+
 }  // namespace
 
-Status ApplyExecutionProviders(const backend::InstanceOptions& options,
-                               Ort::SessionOptions* session_options) {
+Status ApplyExecutionProviders(const backend::InstanceOptions& options, OrtEnvironment* env,
+                               Ort::SessionOptions* session_options, std::string* degraded) {
   if (options.providers.empty()) {
     return InvalidArgument("no execution provider given; fastpath never picks one itself");
   }
+  // The list as a whole first, so that its mistakes are reported before any library is
+  // loaded and whatever the machine has.
+  const bool gpu = std::any_of(options.providers.begin(), options.providers.end(),
+                               backend::IsGpuProvider);
+  bool cpu_listed = false;
   for (size_t i = 0; i < options.providers.size(); ++i) {
-    switch (options.providers[i]) {
-      case backend::ExecutionProvider::kCpu:
-        // ORT places whatever the other providers decline onto its CPU provider, after
-        // all of them; a list that names the CPU before another provider asks for an
-        // order ORT cannot give.
-        if (i + 1 != options.providers.size()) {
-          return InvalidArgument("the cpu execution provider must come last in the provider list");
-        }
-        // Registered explicitly (ORT would add it implicitly anyway), so that the session
-        // uses the provider list as written, arena included.
-        FASTPATH_RETURN_IF_ERROR(StatusFromOrtStatus(
-            OrtSessionOptionsAppendExecutionProvider_CPU(*session_options, /*use_arena=*/1),
-            "registering the cpu execution provider"));
-        break;
-      case backend::ExecutionProvider::kCuda:
-      case backend::ExecutionProvider::kTensorRt:
-        // Issue 4 registers the plugin libraries here (RegisterExecutionProviderLibrary,
-        // GetEpDevices, AppendExecutionProvider_V2 for options.device_id), sets
-        // session.disable_cpu_ep_fallback unless the list ends in cpu, and audits the
-        // placement after the session is created. Until then a GPU provider is refused:
-        // running the model on the CPU instead would be the silent fallback fastpath exists
-        // to prevent.
-        return Unimplemented(std::string("execution provider '") +
-                             backend::ExecutionProviderName(options.providers[i]) +
-                             "' is not available yet: the CUDA/TensorRT execution providers "
-                             "arrive with admission control (issue 4)");
+    const backend::ExecutionProvider provider = options.providers[i];
+    if (std::find(options.providers.begin(), options.providers.begin() + i, provider) !=
+        options.providers.begin() + i) {
+      return InvalidArgument(std::string("execution provider '") +
+                             backend::ExecutionProviderName(provider) + "' is listed twice");
     }
+    if (provider != backend::ExecutionProvider::kCpu) continue;
+    cpu_listed = true;
+    // ORT places whatever the other providers decline onto its CPU provider, after all of
+    // them; a list that names the CPU before another provider asks for an order ORT
+    // cannot give.
+    if (i + 1 != options.providers.size()) {
+      return InvalidArgument("the cpu execution provider must come last in the provider list");
+    }
+    if (gpu && !options.allow_cpu_fallback_for_gpu) {
+      return FailedPrecondition(
+          "execution provider 'cpu' is listed for a GPU instance; the production profile never "
+          "runs a GPU model on the CPU (remove \"cpu\" from gpu_execution_accelerator, or opt "
+          "in with the dev profile)");
+    }
+  }
+
+  for (const backend::ExecutionProvider provider : options.providers) {
+    const std::string name = backend::ExecutionProviderName(provider);
+    if (provider == backend::ExecutionProvider::kCpu) {
+      // Beside plugin providers ORT adds its CPU provider behind them on its own.
+      if (gpu) continue;
+      // Registered explicitly (ORT would add it implicitly anyway), so that the session
+      // uses the provider list as written, arena included.
+      FASTPATH_RETURN_IF_ERROR(StatusFromOrtStatus(
+          OrtSessionOptionsAppendExecutionProvider_CPU(*session_options, /*use_arena=*/1),
+          "registering the cpu execution provider"));
+      continue;
+    }
+    if (env == nullptr) {
+      return Internal("execution provider '" + name + "' needs the ONNX Runtime environment");
+    }
+    Status status = AppendGpuProvider(options, provider, env, session_options);
+    if (status.ok()) continue;
+    // The dev profile's explicit opt-in, and only when the config itself lists "cpu": the
+    // provider is skipped and the instance is labelled DEGRADED with the reason.
+    if (cpu_listed && options.allow_cpu_fallback_for_gpu && degraded != nullptr) {
+      *degraded += (degraded->empty() ? "" : "; ") + status.message() +
+                   " (the dev profile allows the cpu provider listed after it)";
+      continue;
+    }
+    return status;
   }
   return Status::Ok();
 }
 
+StatusOr<backend::PlacementAudit> AuditPlacement(const Ort::Session& session,
+                                                 const backend::InstanceOptions& options) {
+  return CatchOrtExceptions(
+      "reading where ONNX Runtime placed the nodes", [&]() -> StatusOr<backend::PlacementAudit> {
+        backend::PlacementAudit audit;
+        // Configured providers first, in their order, so that the summary reads as the
+        // config does; ORT's implicit CPU provider (and anything else) after them.
+        for (backend::ExecutionProvider provider : options.providers) {
+          backend::ProviderPlacement placement;
+          placement.provider = OrtProviderName(provider);
+          audit.providers.push_back(std::move(placement));
+        }
+        for (const Ort::ConstEpAssignedSubgraph& subgraph : session.GetEpGraphAssignmentInfo()) {
+          const std::string ep = subgraph.GetEpName();
+          for (const Ort::ConstEpAssignedNode& node : subgraph.GetNodes()) {
+            backend::AddPlacedNode(&audit, ep, node.GetOperatorType(), node.GetName());
+          }
+        }
+        // A configured provider that received nothing stays listed with 0 nodes: that is
+        // exactly what the audit is for. Providers ORT added on its own are listed only
+        // when they received nodes (AddPlacedNode added them).
+        audit.allowed_cpu_ops = options.allowed_cpu_ops;
+        return audit;
+      });
+}
+
 StatusOr<Ort::SessionOptions> MakeInstanceSessionOptions(const backend::InstanceOptions& options,
-                                                         const std::string& log_id) {
+                                                         OrtEnvironment* env,
+                                                         const std::string& log_id,
+                                                         std::string* degraded) {
   return CatchOrtExceptions("configuring the session", [&]() -> StatusOr<Ort::SessionOptions> {
     Ort::SessionOptions so;
     so.SetLogId(log_id.c_str());
     so.SetGraphOptimizationLevel(GraphOptimizationLevel::ORT_ENABLE_ALL);
+    // Costs a list of node names per session, kept for the session's life; what it buys is
+    // the placement audit that admission control rests on.
+    so.AddConfigEntry(kOrtSessionOptionsRecordEpGraphAssignmentInfo, "1");
     FASTPATH_RETURN_IF_ERROR(SetThreads(options, &so));
-    FASTPATH_RETURN_IF_ERROR(ApplyExecutionProviders(options, &so));
+    FASTPATH_RETURN_IF_ERROR(ApplyExecutionProviders(options, env, &so, degraded));
     return so;
   });
 }
@@ -126,7 +221,7 @@ StatusOr<Ort::SessionOptions> MakeInspectSessionOptions(const std::string& log_i
     so.SetGraphOptimizationLevel(GraphOptimizationLevel::ORT_DISABLE_ALL);
     backend::InstanceOptions one_thread;  // CPU, one intra-op and one inter-op thread
     FASTPATH_RETURN_IF_ERROR(SetThreads(one_thread, &so));
-    FASTPATH_RETURN_IF_ERROR(ApplyExecutionProviders(one_thread, &so));
+    FASTPATH_RETURN_IF_ERROR(ApplyExecutionProviders(one_thread, nullptr, &so, nullptr));
     return so;
   });
 }

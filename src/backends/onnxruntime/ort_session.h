@@ -12,18 +12,37 @@
 
 namespace fastpath::backends::onnxruntime {
 
+class OrtEnvironment;
+
 // Session options for one instance: explicit thread counts, spinning off, full graph
-// optimization, and exactly the providers `options` names (ApplyExecutionProviders).
+// optimization, exactly the providers `options` names (ApplyExecutionProviders, which
+// may append to `degraded`), and the recording of where each node is placed
+// (AuditPlacement reads it).
 [[nodiscard]] StatusOr<Ort::SessionOptions> MakeInstanceSessionOptions(
-    const backend::InstanceOptions& options, const std::string& log_id);
+    const backend::InstanceOptions& options, OrtEnvironment* env, const std::string& log_id,
+    std::string* degraded);
 
 // Session options for reading a model's signature: one thread, no graph optimization
 // (it cannot change inputs or outputs, and it is the slow part of loading a big model).
 [[nodiscard]] StatusOr<Ort::SessionOptions> MakeInspectSessionOptions(const std::string& log_id);
 
-// The one place where an instance's providers reach ORT, in the order given.
+// The one place where an instance's providers reach ORT, in the order given. A GPU
+// provider is appended through the plugin-EP API (its library registered in `env`, the
+// OrtEpDevice whose CUDA ordinal is options.device_id); any failure on the way (library
+// missing or not loadable, no device, no such device) is an error naming it, never a
+// quiet CPU fallback. "cpu" beside a GPU provider needs options.allow_cpu_fallback_for_gpu;
+// with it (the dev profile's explicit opt-in) a GPU provider that fails is skipped and
+// its error appended to `degraded` (may be null: then it stays an error).
+// `env` may be null for a CPU-only list.
 [[nodiscard]] Status ApplyExecutionProviders(const backend::InstanceOptions& options,
-                                             Ort::SessionOptions* session_options);
+                                             OrtEnvironment* env,
+                                             Ort::SessionOptions* session_options,
+                                             std::string* degraded);
+
+// Where ORT placed each node of `session` (created with MakeInstanceSessionOptions),
+// providers in the order `options` lists them, then the others.
+[[nodiscard]] StatusOr<backend::PlacementAudit> AuditPlacement(
+    const Ort::Session& session, const backend::InstanceOptions& options);
 
 // Checks that `model_file` is a readable regular file, so that the common mistakes get
 // a message in fastpath's words rather than ORT's.

@@ -7,8 +7,13 @@
 // never a silent fall back to the CPU.
 #pragma once
 
+#include <cstdint>
+#include <filesystem>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "fastpath/backend/backend.h"
 #include "fastpath/common/status.h"
@@ -24,7 +29,52 @@ struct OrtBackendOptions {
   // Warning by default: ORT logs node placement and fallback decisions as warnings, and
   // a silent fallback is exactly what fastpath must never hide.
   OrtLogSeverity log_severity = OrtLogSeverity::kWarning;
+  // Where the CUDA and TensorRT execution-provider libraries
+  // (libonnxruntime_providers_cuda.so, libonnxruntime_providers_tensorrt.so) are. Empty:
+  // $FASTPATH_ORT_EP_LIBRARY_DIR when set, otherwise the folder libonnxruntime was loaded
+  // from (where the GPU package puts them).
+  std::filesystem::path ep_library_dir;
 };
+
+// The environment variable that overrides where the EP libraries are looked for.
+inline constexpr const char* kEpLibraryDirEnv = "FASTPATH_ORT_EP_LIBRARY_DIR";
+
+// One OrtEpDevice: an execution provider paired with a hardware device.
+struct EpDeviceReport {
+  std::string ep_name;    // "CUDAExecutionProvider"
+  std::string ep_vendor;  // "Microsoft"
+  std::string device_type;  // "cpu", "gpu", "npu"
+  std::string vendor;       // the hardware vendor, e.g. "NVIDIA"
+  uint32_t vendor_id = 0;   // PCI vendor id (0x10de for NVIDIA)
+  uint32_t device_id = 0;   // PCI device id (identifies the model, not the ordinal)
+  // The CUDA ordinal the provider will use (its "device_id" option), when it says.
+  std::optional<int> cuda_device_id;
+  std::map<std::string, std::string> metadata;  // the hardware device's metadata
+  std::map<std::string, std::string> ep_metadata;
+};
+
+// One plugin EP library: whether it registered, and what it enumerated.
+struct EpLibraryReport {
+  std::string provider;  // "cuda", "tensorrt"
+  std::string path;
+  bool registered = false;
+  std::string error;  // empty when registered with at least one device
+  std::vector<EpDeviceReport> devices;
+};
+
+// The ONNX Runtime half of `fastpath doctor`: the version, each GPU EP library's
+// registration, and every EP device ORT enumerates.
+struct OrtRuntimeReport {
+  std::string version;
+  std::string ep_library_dir;
+  std::vector<EpLibraryReport> libraries;
+  std::vector<EpDeviceReport> devices;  // all of them, the CPU provider's included
+  std::string error;                    // the environment itself could not be created
+};
+
+// Registers the CUDA and TensorRT EP libraries (as CreateInstance would) and reports the
+// outcome. Never fails: what cannot be done is recorded in the report.
+OrtRuntimeReport ProbeOrtRuntime(const OrtBackendOptions& options = {});
 
 // Creates the backend and its Ort::Env. The backend owns the Env; every instance it
 // creates keeps the Env alive through a shared reference, so instances may outlive the

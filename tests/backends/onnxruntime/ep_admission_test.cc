@@ -1,0 +1,258 @@
+// Locked execution providers with the real ONNX Runtime and its real CUDA plugin-EP
+// library, on a machine without a GPU: each way the GPU path can be missing is refused
+// with its own message, and never becomes a session that quietly runs on the CPU.
+//
+// The silent fallback is reproduced with a driver stand-in: the CUDA toolkit's stub
+// libcuda (or the test suite's fake one) is loaded by path with RTLD_GLOBAL, so that the
+// EP library's dependency on libcuda.so.1 resolves to it by soname. The library then
+// registers and enumerates no device, which is exactly what a container without
+// /dev/nvidia* looks like to ORT.
+//
+// ORT keeps one environment per process and each test makes and drops its own backend,
+// so the environment (and its EP registrations) starts fresh in every test. The driver
+// stand-in, once loaded, stays: the no-driver test skips itself when it finds one.
+#include <dlfcn.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "fakes/temp_repository.h"
+#include "fastpath/backend/backend.h"
+#include "fastpath/backends/onnxruntime/ort_backend.h"
+#include "fastpath/config/model_config.h"
+#include "fastpath/repository/model_repository.h"
+
+namespace fastpath::backends::onnxruntime {
+namespace {
+
+using backend::ExecutionProvider;
+using backend::InstanceOptions;
+using ::testing::HasSubstr;
+using ::testing::Pair;
+using ::testing::UnorderedElementsAre;
+
+namespace fs = std::filesystem;
+
+const fs::path kModels = FASTPATH_TEST_MODELS_DIR;
+const fs::path kOrtLibraryDir = fs::canonical(FASTPATH_ORT_LIBRARY_DIR);
+const fs::path kCudaEpLibrary = kOrtLibraryDir / "libonnxruntime_providers_cuda.so";
+
+fs::path ModelPath(const std::string& name) { return kModels / (name + ".onnx"); }
+
+InstanceOptions GpuOptions(std::vector<ExecutionProvider> providers = {ExecutionProvider::kCuda}) {
+  InstanceOptions options;
+  options.providers = std::move(providers);
+  options.device_id = 0;
+  return options;
+}
+
+std::unique_ptr<backend::Backend> MakeBackend(const fs::path& ep_dir = {}) {
+  OrtBackendOptions options;
+  options.ep_library_dir = ep_dir;
+  auto backend = CreateOrtBackend(options);
+  EXPECT_TRUE(backend.ok()) << backend.status().ToString();
+  return backend.ok() ? std::move(backend).value() : nullptr;
+}
+
+bool DriverLoadable() {
+  void* handle = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (handle == nullptr) handle = dlopen("libcuda.so.1", RTLD_LAZY);
+  return handle != nullptr;  // deliberately kept open: loading it cannot be undone anyway
+}
+
+// Loads a libcuda.so.1 stand-in that has no device behind it. Empty on success, else why not.
+std::string LoadDriverStandIn() {
+  for (const char* path : {"/usr/local/cuda/lib64/stubs/libcuda.so", FASTPATH_FAKE_LIBCUDA}) {
+    if (dlopen(path, RTLD_NOW | RTLD_GLOBAL) != nullptr) return "";
+  }
+  return "neither the CUDA toolkit's stub libcuda nor the fake one could be loaded";
+}
+
+// The CUDA EP library's other dependencies come from the CUDA toolkit.
+std::string MissingCudaToolkitLibrary() {
+  for (const char* soname : {"libcudart.so.13", "libcublas.so.13", "libcublasLt.so.13",
+                             "libcurand.so.10"}) {
+    if (dlopen(soname, RTLD_LAZY) == nullptr) return soname;
+  }
+  return "";
+}
+
+TEST(EpAdmissionTest, CpuSessionAuditPutsEveryNodeOnTheCpu) {
+  auto backend = MakeBackend();
+  ASSERT_NE(backend, nullptr);
+  auto instance = backend->CreateInstance(ModelPath("mlp"), InstanceOptions{});
+  ASSERT_TRUE(instance.ok()) << instance.status().ToString();
+  const backend::PlacementAudit* audit = (*instance)->placement();
+  ASSERT_NE(audit, nullptr);
+  // ORT fuses fc0's MatMul and Add into a Gemm before it assigns nodes: two Gemms.
+  EXPECT_EQ(audit->total_nodes, 5);
+  ASSERT_EQ(audit->providers.size(), 1u);
+  const backend::ProviderPlacement& cpu = audit->providers[0];
+  EXPECT_EQ(cpu.provider, "CPUExecutionProvider");
+  EXPECT_EQ(cpu.nodes, 5);
+  EXPECT_EQ(cpu.compute_nodes, 2);
+  EXPECT_THAT(cpu.op_types, UnorderedElementsAre(Pair("Gemm", 2), Pair("Relu", 1),
+                                                 Pair("Shape", 1), Pair("Gather", 1)));
+  EXPECT_EQ(backend::PlacementSummary(*audit), "CPUExecutionProvider 5 nodes (2 compute)");
+  EXPECT_TRUE(audit->degraded_reason.empty());
+}
+
+TEST(EpAdmissionTest, MissingEpLibraryIsRefusedNamingThePath) {
+  const fs::path empty_dir = fs::temp_directory_path() / "fastpath-no-ep-libraries";
+  fs::create_directories(empty_dir);
+  auto backend = MakeBackend(empty_dir);
+  ASSERT_NE(backend, nullptr);
+  auto instance = backend->CreateInstance(ModelPath("mlp"), GpuOptions());
+  ASSERT_FALSE(instance.ok());
+  EXPECT_EQ(instance.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(instance.status().message(),
+            "the cuda execution provider library '" +
+                (empty_dir / "libonnxruntime_providers_cuda.so").string() +
+                "' does not exist (install ONNX Runtime's GPU package there, or point "
+                "FASTPATH_ORT_EP_LIBRARY_DIR at the folder that has it)");
+}
+
+TEST(EpAdmissionTest, EpLibrariesAreFoundBesideLibonnxruntime) {
+  if (std::getenv(kEpLibraryDirEnv) != nullptr) GTEST_SKIP() << kEpLibraryDirEnv << " is set";
+  const OrtRuntimeReport report = ProbeOrtRuntime();
+  EXPECT_EQ(report.error, "");
+  EXPECT_EQ(report.version, OrtVersion());
+  EXPECT_EQ(report.ep_library_dir, kOrtLibraryDir.string());
+  ASSERT_EQ(report.libraries.size(), 2u);
+  EXPECT_EQ(report.libraries[0].provider, "cuda");
+  EXPECT_EQ(report.libraries[0].path, kCudaEpLibrary.string());
+  EXPECT_EQ(report.libraries[1].provider, "tensorrt");
+  // The CPU provider's device is always there.
+  bool cpu = false;
+  for (const auto& device : report.devices) cpu |= device.ep_name == "CPUExecutionProvider";
+  EXPECT_TRUE(cpu);
+}
+
+TEST(EpAdmissionTest, NoDriverIsRefusedWithTheLoaderError) {
+  if (DriverLoadable()) GTEST_SKIP() << "libcuda.so.1 is loadable in this process";
+  auto backend = MakeBackend(kOrtLibraryDir);
+  ASSERT_NE(backend, nullptr);
+  auto instance = backend->CreateInstance(ModelPath("mlp"), GpuOptions());
+  ASSERT_FALSE(instance.ok());
+  EXPECT_EQ(instance.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(instance.status().message(),
+            "cannot register the cuda execution provider library: Failed to load library " +
+                kCudaEpLibrary.string() +
+                " with error: libcuda.so.1: cannot open shared object file: No such file or "
+                "directory");
+}
+
+// The silent fallback, reproduced: the EP library is present and registers, ORT would
+// happily build a session, and every node would run on the CPU. fastpath refuses.
+TEST(EpAdmissionTest, CudaLibraryWithoutADeviceIsRefused) {
+  if (const std::string missing = MissingCudaToolkitLibrary(); !missing.empty()) {
+    GTEST_SKIP() << missing << " (CUDA toolkit) is not on the library path";
+  }
+  if (const std::string why = LoadDriverStandIn(); !why.empty()) GTEST_SKIP() << why;
+  auto backend = MakeBackend(kOrtLibraryDir);
+  ASSERT_NE(backend, nullptr);
+  const OrtRuntimeReport report = ProbeOrtRuntime();
+  ASSERT_EQ(report.libraries.size(), 2u);
+  if (!report.libraries[0].devices.empty()) GTEST_SKIP() << "this machine has a GPU";
+  EXPECT_TRUE(report.libraries[0].registered) << report.libraries[0].error;
+
+  const std::string expected =
+      "the cuda execution provider library '" + kCudaEpLibrary.string() +
+      "' loaded, but CUDAExecutionProvider enumerated no device: ONNX Runtime sees no usable "
+      "NVIDIA GPU (no driver, a stub libcuda, no /dev/nvidia* device in the container, or "
+      "NVIDIA_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES hiding it; `fastpath doctor` shows which)";
+  EXPECT_EQ(report.libraries[0].error, expected);
+  auto instance = backend->CreateInstance(ModelPath("mlp"), GpuOptions());
+  ASSERT_FALSE(instance.ok());
+  EXPECT_EQ(instance.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(instance.status().message(), expected);
+
+  // Production: "cpu" after cuda does not rescue it; it is refused before anything loads.
+  instance = backend->CreateInstance(
+      ModelPath("mlp"), GpuOptions({ExecutionProvider::kCuda, ExecutionProvider::kCpu}));
+  ASSERT_FALSE(instance.ok());
+  EXPECT_EQ(instance.status().message(),
+            "execution provider 'cpu' is listed for a GPU instance; the production profile never "
+            "runs a GPU model on the CPU (remove \"cpu\" from gpu_execution_accelerator, or opt "
+            "in with the dev profile)");
+
+  // Dev profile, explicit opt-in and "cpu" listed: it serves, labelled DEGRADED with why.
+  InstanceOptions dev = GpuOptions({ExecutionProvider::kCuda, ExecutionProvider::kCpu});
+  dev.allow_cpu_fallback_for_gpu = true;
+  instance = backend->CreateInstance(ModelPath("mlp"), dev);
+  ASSERT_TRUE(instance.ok()) << instance.status().ToString();
+  const backend::PlacementAudit* audit = (*instance)->placement();
+  ASSERT_NE(audit, nullptr);
+  EXPECT_EQ(audit->NodesOn(backend::kCpuProviderName), 5);
+  EXPECT_EQ(audit->degraded_reason,
+            expected +
+                " (the dev profile allows the cpu provider listed after it); no node was placed "
+                "on CUDAExecutionProvider: all 5 nodes run on CPUExecutionProvider (the silent "
+                "CPU fallback); a GPU instance that computes nothing on the GPU is refused");
+  EXPECT_THAT(backend::PlacementSummary(*audit),
+              HasSubstr("CUDAExecutionProvider 0 nodes (0 compute), CPUExecutionProvider 5 nodes "
+                        "(2 compute: Gather, Gemm x2, Relu, Shape); DEGRADED: "));
+
+  // Opt-in without "cpu" in the list changes nothing: the list is the list.
+  InstanceOptions opt_in_only = GpuOptions();
+  opt_in_only.allow_cpu_fallback_for_gpu = true;
+  instance = backend->CreateInstance(ModelPath("mlp"), opt_in_only);
+  ASSERT_FALSE(instance.ok());
+  EXPECT_EQ(instance.status().message(), expected);
+}
+
+TEST(EpAdmissionTest, ProviderListMistakesAreRefusedBeforeLoading) {
+  auto backend = MakeBackend(kOrtLibraryDir);
+  ASSERT_NE(backend, nullptr);
+  auto twice = backend->CreateInstance(
+      ModelPath("mlp"), GpuOptions({ExecutionProvider::kCuda, ExecutionProvider::kCuda}));
+  EXPECT_EQ(twice.status().message(), "execution provider 'cuda' is listed twice");
+  auto cpu_first = backend->CreateInstance(
+      ModelPath("mlp"), GpuOptions({ExecutionProvider::kCpu, ExecutionProvider::kCuda}));
+  EXPECT_EQ(cpu_first.status().message(),
+            "the cpu execution provider must come last in the provider list");
+}
+
+// A KIND_GPU model in a repository: UNAVAILABLE with the backend's reason, whatever this
+// machine lacks (the driver, or a device); a KIND_CPU one serves and shows its placement.
+TEST(EpAdmissionTest, RepositoryMarksARefusedGpuModelUnavailable) {
+  auto backend = MakeBackend(kOrtLibraryDir);
+  ASSERT_NE(backend, nullptr);
+  auto direct = backend->CreateInstance(ModelPath("mlp"), GpuOptions());
+  if (direct.ok()) GTEST_SKIP() << "this machine has a GPU";
+
+  testing::TempRepository files(kModels);
+  files.AddVersion("mlp_gpu", 1, "mlp");
+  files.WriteConfig("mlp_gpu", "backend: \"onnxruntime\"\ninstance_group [ { kind: KIND_GPU } ]\n");
+  files.AddVersion("mlp_cpu", 1, "mlp");
+  files.WriteConfig("mlp_cpu", "backend: \"onnxruntime\"\ninstance_group [ { kind: KIND_CPU } ]\n");
+  repository::RepositoryOptions options;
+  options.root = files.root();
+  repository::ModelRepository repo(options, backend.get());
+  repo.LoadStartupModels({});
+
+  EXPECT_EQ(repo.FindReady("mlp_gpu", "").status().code(), StatusCode::kUnavailable);
+  bool found = false;
+  for (const auto& entry : repo.Index(false)) {
+    if (entry.name != "mlp_gpu") continue;
+    found = true;
+    EXPECT_EQ(entry.version, "1");
+    EXPECT_EQ(entry.state, server::ModelState::kUnavailable);
+    EXPECT_EQ(entry.reason, direct.status().message());
+  }
+  EXPECT_TRUE(found);
+
+  auto cpu = repo.FindReady("mlp_cpu", "");
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  ASSERT_EQ((*cpu)->placements.size(), 1u);
+  EXPECT_EQ(backend::PlacementSummary((*cpu)->placements[0]),
+            "CPUExecutionProvider 5 nodes (2 compute)");
+  repo.StopAll();
+}
+
+}  // namespace
+}  // namespace fastpath::backends::onnxruntime
