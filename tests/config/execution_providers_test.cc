@@ -1,0 +1,131 @@
+// optimization.execution_accelerators and fastpath.allow_cpu_ops: parsing, validation,
+// and what reaches the backend's InstanceOptions.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "fastpath/config/model_config.h"
+
+namespace fastpath::config {
+namespace {
+
+using backend::ExecutionProvider;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using ::testing::Pair;
+
+inference::ModelConfig Parse(const std::string& text) {
+  auto config = ParseModelConfig(text, "config.pbtxt");
+  EXPECT_TRUE(config.ok()) << config.status().ToString();
+  return config.ok() ? *config : inference::ModelConfig{};
+}
+
+inference::ModelInstanceGroup Group(inference::ModelInstanceGroup::Kind kind) {
+  inference::ModelInstanceGroup group;
+  group.set_name("g");
+  group.set_kind(kind);
+  return group;
+}
+
+void ExpectInvalid(const std::string& text, const std::string& message) {
+  const inference::ModelConfig config = Parse(text);
+  const Status status = ValidateModelConfig(config);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << text;
+  EXPECT_EQ(status.message(), message);
+  // InstanceOptionsFor refuses it the same way for a GPU group.
+  EXPECT_FALSE(InstanceOptionsFor(config, Group(inference::ModelInstanceGroup::KIND_GPU), 0).ok());
+}
+
+TEST(ExecutionProvidersTest, KindGpuDefaultsToCuda) {
+  auto options =
+      InstanceOptionsFor(Parse(""), Group(inference::ModelInstanceGroup::KIND_GPU), 1);
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  EXPECT_THAT(options->providers, ElementsAre(ExecutionProvider::kCuda));
+  EXPECT_EQ(options->device_id, 1);
+  EXPECT_THAT(options->provider_options, IsEmpty());
+  EXPECT_THAT(options->allowed_cpu_ops, IsEmpty());
+  EXPECT_FALSE(options->allow_cpu_fallback_for_gpu);
+}
+
+TEST(ExecutionProvidersTest, OrderedProvidersWithTheirOptions) {
+  const inference::ModelConfig config = Parse(R"pb(
+    optimization {
+      execution_accelerators {
+        gpu_execution_accelerator [
+          {
+            name: "tensorrt"
+            parameters { key: "trt_fp16_enable" value: "1" }
+            parameters { key: "trt_max_workspace_size" value: "1073741824" }
+          },
+          { name: "cuda" parameters { key: "arena_extend_strategy" value: "kSameAsRequested" } }
+        ]
+      }
+    }
+    parameters { key: "fastpath.allow_cpu_ops" value { string_value: "NonMaxSuppression, TopK" } }
+  )pb");
+  ASSERT_TRUE(ValidateModelConfig(config).ok()) << ValidateModelConfig(config).ToString();
+  auto options = InstanceOptionsFor(config, Group(inference::ModelInstanceGroup::KIND_GPU), 0);
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  EXPECT_THAT(options->providers, ElementsAre(ExecutionProvider::kTensorRt, ExecutionProvider::kCuda));
+  EXPECT_THAT(options->provider_options,
+              ElementsAre(Pair(ExecutionProvider::kCuda,
+                               ElementsAre(Pair("arena_extend_strategy", "kSameAsRequested"))),
+                          Pair(ExecutionProvider::kTensorRt,
+                               ElementsAre(Pair("trt_fp16_enable", "1"),
+                                           Pair("trt_max_workspace_size", "1073741824")))));
+  EXPECT_THAT(options->allowed_cpu_ops, ElementsAre("NonMaxSuppression", "TopK"));
+
+  // A KIND_CPU group of the same model is still just the CPU.
+  auto cpu = InstanceOptionsFor(config, Group(inference::ModelInstanceGroup::KIND_CPU), 0);
+  ASSERT_TRUE(cpu.ok());
+  EXPECT_THAT(cpu->providers, ElementsAre(ExecutionProvider::kCpu));
+}
+
+TEST(ExecutionProvidersTest, CpuLastIsAcceptedByTheConfig) {
+  // Whether it may be used is the profile's decision, made by the backend.
+  const inference::ModelConfig config = Parse(R"pb(
+    optimization { execution_accelerators { gpu_execution_accelerator [ { name: "cuda" }, { name: "cpu" } ] } }
+  )pb");
+  EXPECT_TRUE(ValidateModelConfig(config).ok());
+  auto options = InstanceOptionsFor(config, Group(inference::ModelInstanceGroup::KIND_GPU), 0);
+  ASSERT_TRUE(options.ok());
+  EXPECT_THAT(options->providers, ElementsAre(ExecutionProvider::kCuda, ExecutionProvider::kCpu));
+}
+
+TEST(ExecutionProvidersTest, MistakesNameTheEntry) {
+  ExpectInvalid(R"pb(optimization { execution_accelerators { gpu_execution_accelerator { name: "CUDA" } } })pb",
+                "optimization.execution_accelerators.gpu_execution_accelerator[0]: unknown "
+                "execution accelerator 'CUDA'; fastpath knows \"tensorrt\", \"cuda\" and \"cpu\"");
+  ExpectInvalid(R"pb(optimization { execution_accelerators { gpu_execution_accelerator [ { name: "cuda" }, { name: "cuda" } ] } })pb",
+                "optimization.execution_accelerators.gpu_execution_accelerator[1]: 'cuda' is "
+                "listed twice");
+  ExpectInvalid(R"pb(optimization { execution_accelerators { gpu_execution_accelerator [ { name: "cpu" }, { name: "cuda" } ] } })pb",
+                "optimization.execution_accelerators.gpu_execution_accelerator[0]: \"cpu\" must "
+                "come last (ONNX Runtime places on the CPU only what the providers before it "
+                "decline)");
+  ExpectInvalid(R"pb(optimization { execution_accelerators { gpu_execution_accelerator { name: "cpu" } } })pb",
+                "optimization.execution_accelerators.gpu_execution_accelerator[0]: \"cpu\" alone "
+                "is not a GPU instance; use kind: KIND_CPU");
+  ExpectInvalid(R"pb(optimization { execution_accelerators { gpu_execution_accelerator [ { name: "cuda" }, { name: "cpu" parameters { key: "x" value: "1" } } ] } })pb",
+                "optimization.execution_accelerators.gpu_execution_accelerator[1]: \"cpu\" takes "
+                "no parameters");
+  ExpectInvalid(R"pb(optimization { execution_accelerators { gpu_execution_accelerator { name: "cuda" parameters { key: "" value: "1" } } } })pb",
+                "optimization.execution_accelerators.gpu_execution_accelerator[0]: a parameter key "
+                "is empty");
+  ExpectInvalid(R"pb(optimization { execution_accelerators { cpu_execution_accelerator { name: "openvino" } } })pb",
+                "optimization.execution_accelerators.cpu_execution_accelerator[0]: 'openvino' is "
+                "not available: KIND_CPU instances run on ONNX Runtime's CPU provider, and "
+                "fastpath has no CPU accelerator built in");
+  ExpectInvalid(R"pb(parameters { key: "fastpath.allow_cpu_ops" value { string_value: "TopK,,Einsum" } })pb",
+                "parameters: 'fastpath.allow_cpu_ops' is 'TopK,,Einsum'; it has an empty entry "
+                "(write ONNX op types separated by commas, e.g. \"NonMaxSuppression,TopK\")");
+}
+
+TEST(ExecutionProvidersTest, UnsupportedOptimizationFieldsAreRefusedByName) {
+  auto parsed = ParseModelConfig("optimization { cuda { graphs: true } }", "config.pbtxt");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(parsed.status().message(), ::testing::HasSubstr("'cuda'"));
+}
+
+}  // namespace
+}  // namespace fastpath::config
