@@ -13,6 +13,7 @@
 #include "fastpath/backends/onnxruntime/ort_backend.h"
 #include "fastpath/frontend/grpc_server.h"
 #include "fastpath/frontend/http_server.h"
+#include "fastpath/metrics/metrics.h"
 #include "fastpath/server/server_impl.h"
 
 namespace fastpath::cli {
@@ -23,7 +24,8 @@ constexpr const char* kServeUsage = R"(usage: fastpath serve --model-repository 
   --model-repository DIR        Triton-layout model repository (required)
   --http-port N                 KServe v2 HTTP/REST port (default 8000; 0 picks a free port)
   --grpc-port N                 KServe v2 gRPC port (default 8001; 0 picks a free port)
-  --metrics-port N              Prometheus metrics port (default 8002; served from issue 3 on)
+  --allow-metrics BOOL          serve Prometheus metrics at /metrics (default true)
+  --metrics-port N              Prometheus metrics port (default 8002; 0 picks a free port)
   --host ADDR                   address to bind (default 0.0.0.0)
   --model-control-mode MODE     none | explicit | poll (default none)
   --load-model NAME             explicit mode: load NAME at start (repeatable; * = all)
@@ -33,7 +35,8 @@ constexpr const char* kServeUsage = R"(usage: fastpath serve --model-repository 
   --max-request-bytes N         largest request body / message accepted (default 268435456)
   --max-queue-size N            requests queued per model version before 503 (default 1024)
   --grace-period-secs N         on SIGTERM, how long in-flight requests may take (default 30)
-  --port-file FILE              write "http=N grpc=N" once listening (for tests with port 0)
+  --port-file FILE              write "http=N grpc=N[ metrics=N]" once listening (for tests
+                                with port 0)
 )";
 
 StatusOr<int64_t> ParseInt(const std::string& flag, const std::string& text, int64_t lo, int64_t hi) {
@@ -56,7 +59,8 @@ struct ServeFlags {
   server::ServerOptions server;
   frontend::HttpOptions http;
   frontend::GrpcOptions grpc;
-  int metrics_port = 8002;
+  metrics::MetricsOptions metrics;  // port 8002
+  bool allow_metrics = true;
   std::chrono::seconds grace{30};
   std::string port_file;
 };
@@ -85,10 +89,13 @@ StatusOr<ServeFlags> ParseServeFlags(const std::vector<std::string>& args) {
     } else if (flag == "--grpc-port") {
       FASTPATH_ASSIGN_OR_RETURN(flags.grpc.port, ParseInt(flag, value, 0, 65535));
     } else if (flag == "--metrics-port") {
-      FASTPATH_ASSIGN_OR_RETURN(flags.metrics_port, ParseInt(flag, value, 0, 65535));
+      FASTPATH_ASSIGN_OR_RETURN(flags.metrics.port, ParseInt(flag, value, 0, 65535));
+    } else if (flag == "--allow-metrics") {
+      FASTPATH_ASSIGN_OR_RETURN(flags.allow_metrics, ParseBool(flag, value));
     } else if (flag == "--host") {
       flags.http.address = value;
       flags.grpc.address = value;
+      flags.metrics.address = value;
     } else if (flag == "--model-control-mode") {
       FASTPATH_ASSIGN_OR_RETURN(flags.server.repository.mode, repository::ParseControlMode(value));
     } else if (flag == "--load-model") {
@@ -168,14 +175,28 @@ int Serve(const std::vector<std::string>& args) {
     std::cerr << "fastpath serve: gRPC front end: " << grpc.status().ToString() << "\n";
     return kExitRuntime;
   }
+  // Declared after the facade so that it stops before the facade it reads goes away.
+  std::unique_ptr<metrics::MetricsServer> metrics_server;
+  if (flags.allow_metrics) {
+    auto started = metrics::MetricsServer::Start(**server, flags.metrics);
+    if (!started.ok()) {
+      std::cerr << "fastpath serve: metrics: " << started.status().ToString() << "\n";
+      return kExitRuntime;
+    }
+    metrics_server = std::move(started).value();
+  }
   std::cerr << "fastpath: HTTP on " << flags.http.address << ":" << (*http)->port() << ", gRPC on "
-            << flags.grpc.address << ":" << (*grpc)->port() << "; metrics port "
-            << flags.metrics_port << " is reserved for the metrics issue\n";
+            << flags.grpc.address << ":" << (*grpc)->port() << ", metrics "
+            << (metrics_server ? "on " + flags.metrics.address + ":" +
+                                     std::to_string(metrics_server->port()) + "/metrics"
+                               : std::string("off"))
+            << "\n";
   std::cerr << "fastpath: server is " << ((*server)->IsReady() ? "READY" : "NOT READY") << "\n";
   if (!flags.port_file.empty()) {
-    Status s = WriteFileAtomically(flags.port_file, "http=" + std::to_string((*http)->port()) +
-                                                        " grpc=" + std::to_string((*grpc)->port()) +
-                                                        "\n");
+    std::string ports =
+        "http=" + std::to_string((*http)->port()) + " grpc=" + std::to_string((*grpc)->port());
+    if (metrics_server) ports += " metrics=" + std::to_string(metrics_server->port());
+    Status s = WriteFileAtomically(flags.port_file, ports + "\n");
     if (!s.ok()) std::cerr << "fastpath: " << s.message() << "\n";
   }
 
@@ -197,6 +218,7 @@ int Serve(const std::vector<std::string>& args) {
   std::thread grpc_stop([&] { (*grpc)->Shutdown(remaining); });
   (*http)->Shutdown(remaining);
   grpc_stop.join();
+  metrics_server.reset();  // served through the drain; closed last
   if (left > 0) {
     std::cerr << "fastpath: " << left << " requests outlived the grace period; answered them before exit\n";
   }

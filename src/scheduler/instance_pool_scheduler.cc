@@ -35,7 +35,7 @@ void InstancePoolScheduler::Enqueue(Job job) {
   }
   // Answer outside the lock: the callback may do real work (write a response).
   const uint64_t waited = Ns(options_.now() - job.arrival);
-  stats_->RecordFailure(waited);
+  stats_->RecordFailure(waited, server::FailureReason::kRejected);
   const bool stopped = [&] {
     std::lock_guard lock(mu_);
     return stopping_;
@@ -85,7 +85,8 @@ void InstancePoolScheduler::WorkerLoop(backend::ModelInstance* instance) {
 void InstancePoolScheduler::Execute(backend::ModelInstance* instance, Job& job) {
   const Clock::time_point start = options_.now();
   if (start > job.request.deadline) {
-    stats_->RecordFailure(Ns(start - job.arrival));
+    // A timeout in the queue is a rejection, as in Triton.
+    stats_->RecordFailure(Ns(start - job.arrival), server::FailureReason::kRejected);
     job.done(DeadlineExceeded("request for model '" + job.request.model_name +
                               "' timed out after " +
                               std::to_string(Ns(start - job.arrival) / 1000) +
@@ -99,7 +100,7 @@ void InstancePoolScheduler::Execute(backend::ModelInstance* instance, Job& job) 
   const Clock::time_point ran = options_.now();
   timings.compute_infer_ns = Ns(ran - start);
   if (!outputs.ok()) {
-    stats_->RecordFailure(Ns(ran - job.arrival));
+    stats_->RecordFailure(Ns(ran - job.arrival), server::FailureReason::kBackend);
     job.done(outputs.status());
     return;
   }

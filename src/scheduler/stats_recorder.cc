@@ -28,6 +28,9 @@ void StatsRecorder::RecordSuccess(uint64_t requests, uint64_t batch_size, const 
   Add(&s.compute_input, t.compute_input_ns * requests, requests);
   Add(&s.compute_infer, t.compute_infer_ns * requests, requests);
   Add(&s.compute_output, t.compute_output_ns * requests, requests);
+  stats_.request_latency.Observe(request_ns, requests);
+  stats_.queue_latency.Observe(t.queue_ns, requests);
+  stats_.compute_infer_latency.Observe(t.compute_infer_ns);
   stats_.inference_count += batch_size;
   stats_.execution_count += 1;
   stats_.last_inference_ms = NowMsSinceEpoch();
@@ -45,9 +48,12 @@ void StatsRecorder::RecordSuccess(uint64_t requests, uint64_t batch_size, const 
   Add(&batch->compute_output, t.compute_output_ns);
 }
 
-void StatsRecorder::RecordFailure(uint64_t request_ns) {
+void StatsRecorder::RecordFailure(uint64_t request_ns, server::FailureReason reason) {
   std::lock_guard lock(mu_);
   Add(&stats_.inference_stats.fail, request_ns);
+  const auto index = static_cast<size_t>(reason);
+  stats_.failures[index < server::kFailureReasonCount ? index
+                                                     : static_cast<size_t>(server::FailureReason::kOther)] += 1;
 }
 
 server::ModelStatistics StatsRecorder::Snapshot(const std::string& name,

@@ -113,7 +113,9 @@ StatusOr<std::vector<ModelStatistics>> Server::GetModelStatistics(const std::str
   for (const auto& v : repository_->ReadyVersions(name)) {
     const std::string v_str = std::to_string(v->version);
     if (!version.empty() && v_str != version) continue;
-    out.push_back(v->stats.Snapshot(v->model_name, v_str));
+    ModelStatistics stats = v->stats.Snapshot(v->model_name, v_str);
+    if (v->scheduler) stats.pending_request_count = v->scheduler->Pending();
+    out.push_back(std::move(stats));
   }
   return out;
 }
@@ -162,7 +164,7 @@ void Server::InferAsync(InferRequest request, InferCallback done) {
   const inference::ModelConfig& config = runtime->config;
   // A request the model's config refuses counts as a failure of that model.
   auto reject = [&](const Status& status) {
-    runtime->stats.RecordFailure(0);
+    runtime->stats.RecordFailure(0, FailureReason::kOther);
     fail(status);
   };
 

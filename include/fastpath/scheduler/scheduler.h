@@ -35,11 +35,14 @@ class StatsRecorder {
   };
   // One successful model execution of `requests` requests holding `batch_size` batch
   // elements in all (Triton's inference_count counts elements, success counts requests).
-  // `request_ns` is per request.
+  // `request_ns` is per request. Also feeds the latency histograms (request and queue
+  // once per request, compute_infer once per execution).
   void RecordSuccess(uint64_t requests, uint64_t batch_size, const Timings& timings,
                      uint64_t request_ns);
-  // A request that failed at any stage (rejected, timed out, or failed in the model).
-  void RecordFailure(uint64_t request_ns);
+  // A request that failed at any stage (rejected, timed out, or failed in the model);
+  // `reason` is the label of Triton's nv_inference_request_failure.
+  void RecordFailure(uint64_t request_ns,
+                     server::FailureReason reason = server::FailureReason::kOther);
   server::ModelStatistics Snapshot(const std::string& name, const std::string& version) const;
 
  private:

@@ -3,11 +3,54 @@
 // and the front ends (which render).
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace fastpath::server {
+
+// Why a request failed, with Triton's reason labels for nv_inference_request_failure.
+enum class FailureReason {
+  kRejected,  // refused before reaching the model: queue full, timed out in the queue, stopping
+  kCanceled,  // the client cancelled it
+  kBackend,   // the model's execution failed
+  kOther,     // anything else, e.g. a request the model's config refuses
+};
+inline constexpr size_t kFailureReasonCount = 4;
+inline const char* FailureReasonName(FailureReason reason) {
+  switch (reason) {
+    case FailureReason::kRejected: return "REJECTED";
+    case FailureReason::kCanceled: return "CANCELED";
+    case FailureReason::kBackend: return "BACKEND";
+    case FailureReason::kOther: return "OTHER";
+  }
+  return "OTHER";
+}
+
+// Upper bounds, in microseconds, of the latency histograms' buckets: 50 us to 10 s, roughly
+// 1-2.5-5 per decade. Fixed so that every model and every scrape share one layout.
+inline constexpr std::array<uint64_t, 18> kLatencyBucketBoundsUs = {
+    50,     100,    250,     500,     1000,    2500,    5000,    10000,   25000,
+    50000,  100000, 250000,  500000,  1000000, 2500000, 5000000, 7500000, 10000000};
+
+// A fixed-bucket histogram of durations. `buckets[i]` counts the observations <=
+// kLatencyBucketBoundsUs[i] and above the previous bound (not cumulative); the last entry
+// counts those above every bound.
+struct LatencyHistogram {
+  std::array<uint64_t, kLatencyBucketBoundsUs.size() + 1> buckets{};
+  uint64_t count = 0;
+  uint64_t sum_ns = 0;
+
+  void Observe(uint64_t ns, uint64_t times = 1) {
+    size_t i = 0;
+    while (i < kLatencyBucketBoundsUs.size() && ns > kLatencyBucketBoundsUs[i] * 1000) ++i;
+    buckets[i] += times;
+    count += times;
+    sum_ns += ns * times;
+  }
+};
 
 // Cumulative count and duration, as in the KServe statistics extension.
 struct StatDuration {
@@ -38,7 +81,17 @@ struct ModelStatistics {
   uint64_t inference_count = 0;    // inferences (batch elements) performed
   uint64_t execution_count = 0;    // model executions (batches) performed
   InferStatistics inference_stats;
+  // One entry per batch size executed; compute_infer.count is how many executions had
+  // that size, so these entries are also the histogram of batch sizes.
   std::vector<BatchStatistics> batch_stats;
+
+  // Beyond the KServe statistics extension; served as Prometheus metrics.
+  // Failed requests by reason (index: FailureReason); they sum to inference_stats.fail.count.
+  std::array<uint64_t, kFailureReasonCount> failures{};
+  LatencyHistogram request_latency;        // successful requests, end to end in the server
+  LatencyHistogram queue_latency;          // successful requests, time in the queue
+  LatencyHistogram compute_infer_latency;  // model executions
+  uint64_t pending_request_count = 0;      // queued or running now (filled by the facade)
 };
 
 }  // namespace fastpath::server

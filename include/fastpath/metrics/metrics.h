@@ -1,0 +1,71 @@
+// Prometheus metrics of a running server. Pull model: nothing on the request path writes
+// to a metric; on each scrape the collector reads the per-model statistics from the
+// facade (the same numbers the KServe statistics extension serves) and turns them into
+// metric families with Triton's names. prometheus-cpp renders the exposition format.
+#pragma once
+
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fastpath/common/status.h"
+#include "fastpath/server/server.h"
+
+namespace fastpath::metrics {
+
+// Per model and version (labels `model`, `version`):
+//   nv_inference_request_success, nv_inference_request_failure{reason}, nv_inference_count,
+//   nv_inference_exec_count, nv_inference_request_duration_us, nv_inference_queue_duration_us,
+//   nv_inference_compute_{input,infer,output}_duration_us (counters, cumulative us),
+//   nv_inference_pending_request_count (gauge),
+//   fastpath_inference_request_latency_us, fastpath_inference_queue_latency_us,
+//   fastpath_inference_compute_infer_latency_us and fastpath_inference_batch_size (histograms).
+class ServerCollector final : public prometheus::Collectable {
+ public:
+  // `server` is not owned and must outlive the collector.
+  explicit ServerCollector(const server::InferenceServer& server) : server_(server) {}
+  // Never throws; a facade that cannot answer yields no families.
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  const server::InferenceServer& server_;
+};
+
+// The families for these statistics; what ServerCollector::Collect returns. Exposed so the
+// mapping can be tested without a server.
+std::vector<prometheus::MetricFamily> StatisticsFamilies(
+    const std::vector<server::ModelStatistics>& stats);
+
+// The Prometheus text exposition of `collectable`'s families (prometheus::TextSerializer).
+std::string RenderText(const prometheus::Collectable& collectable);
+
+struct MetricsOptions {
+  std::string address = "0.0.0.0";
+  int port = 8002;  // 0 picks a free port; port() tells which
+  size_t threads = 2;
+};
+
+// Serves GET /metrics over HTTP (prometheus-cpp's Exposer). Stops listening when destroyed.
+class MetricsServer {
+ public:
+  // `server` is not owned and must outlive the MetricsServer. Fails (Unavailable) when the
+  // address cannot be bound.
+  static StatusOr<std::unique_ptr<MetricsServer>> Start(const server::InferenceServer& server,
+                                                       const MetricsOptions& options);
+  ~MetricsServer();
+  MetricsServer(const MetricsServer&) = delete;
+  MetricsServer& operator=(const MetricsServer&) = delete;
+
+  int port() const { return port_; }
+
+ private:
+  struct Impl;
+  explicit MetricsServer(std::unique_ptr<Impl> impl, int port);
+  std::unique_ptr<Impl> impl_;
+  int port_ = 0;
+};
+
+}  // namespace fastpath::metrics

@@ -1,0 +1,253 @@
+#include "fastpath/metrics/metrics.h"
+
+#include <gtest/gtest.h>
+#include <prometheus/text_serializer.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "fakes/fake_inference_server.h"
+
+namespace fastpath::metrics {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+// The fake facade with scripted statistics.
+class StatsServer : public testing::FakeInferenceServer {
+ public:
+  void SetStatistics(StatusOr<std::vector<server::ModelStatistics>> stats) {
+    std::lock_guard lock(stats_mu_);
+    stats_ = std::move(stats);
+  }
+  StatusOr<std::vector<server::ModelStatistics>> GetModelStatistics(
+      const std::string& name, const std::string& version) const override {
+    std::lock_guard lock(stats_mu_);
+    return stats_;
+  }
+
+ private:
+  mutable std::mutex stats_mu_;
+  StatusOr<std::vector<server::ModelStatistics>> stats_ = std::vector<server::ModelStatistics>{};
+};
+
+// The exposition read back: "name{a="x",b="y"}" -> value, plus the TYPE of each family.
+// Labels are kept in the order the text has them, which prometheus-cpp keeps as given.
+struct Exposition {
+  std::map<std::string, double> samples;
+  std::map<std::string, std::string> types;
+
+  double Get(const std::string& key) const {
+    auto it = samples.find(key);
+    if (it == samples.end()) {
+      ADD_FAILURE() << "no sample " << key;
+      return -1;
+    }
+    return it->second;
+  }
+  bool Has(const std::string& key) const { return samples.count(key) > 0; }
+};
+
+Exposition Parse(const std::string& text) {
+  Exposition out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    if (line.rfind("# TYPE ", 0) == 0) {
+      std::istringstream fields(line.substr(7));
+      std::string name, type;
+      fields >> name >> type;
+      out.types[name] = type;
+      continue;
+    }
+    if (line[0] == '#') continue;
+    const size_t space = line.rfind(' ');
+    EXPECT_NE(space, std::string::npos) << line;
+    if (space == std::string::npos) continue;
+    out.samples[line.substr(0, space)] = std::stod(line.substr(space + 1));
+  }
+  return out;
+}
+
+server::ModelStatistics SampleStats() {
+  server::ModelStatistics s;
+  s.name = "mlp";
+  s.version = "3";
+  s.inference_count = 40;  // batch elements
+  s.execution_count = 3;
+  s.inference_stats.success = {5, 12'345'999};  // 12345.999 us -> 12345 (Triton truncates)
+  s.inference_stats.fail = {4, 1000};
+  s.inference_stats.queue = {5, 2'000'000};
+  s.inference_stats.compute_input = {5, 3000};
+  s.inference_stats.compute_infer = {5, 7'000'000};
+  s.inference_stats.compute_output = {5, 4000};
+  s.batch_stats.push_back({1, {}, {1, 100}, {}});
+  s.batch_stats.push_back({3, {}, {1, 100}, {}});
+  s.batch_stats.push_back({36, {}, {1, 100}, {}});
+  s.failures[static_cast<size_t>(server::FailureReason::kRejected)] = 3;
+  s.failures[static_cast<size_t>(server::FailureReason::kBackend)] = 1;
+  s.request_latency.Observe(40'000);      // 40 us: the first bucket (le 50)
+  s.request_latency.Observe(50'000);      // exactly 50 us: still le 50
+  s.request_latency.Observe(3'000'000);   // 3 ms: le 5000
+  s.request_latency.Observe(20'000'000'000ull);  // 20 s: only +Inf
+  s.queue_latency.Observe(200'000, 5);    // 200 us, five requests
+  s.pending_request_count = 7;
+  return s;
+}
+
+constexpr const char* kLabels = "model=\"mlp\",version=\"3\"";
+
+std::string Key(const std::string& name, const std::string& extra = "") {
+  return name + "{" + kLabels + extra + "}";
+}
+
+TEST(StatisticsFamiliesTest, TritonCountersAndGaugeWithModelAndVersionLabels) {
+  const Exposition e = Parse(prometheus::TextSerializer().Serialize(StatisticsFamilies({SampleStats()})));
+  EXPECT_EQ(e.Get(Key("nv_inference_request_success")), 5);
+  EXPECT_EQ(e.Get(Key("nv_inference_count")), 40);
+  EXPECT_EQ(e.Get(Key("nv_inference_exec_count")), 3);
+  EXPECT_EQ(e.Get(Key("nv_inference_request_duration_us")), 12345);
+  EXPECT_EQ(e.Get(Key("nv_inference_queue_duration_us")), 2000);
+  EXPECT_EQ(e.Get(Key("nv_inference_compute_input_duration_us")), 3);
+  EXPECT_EQ(e.Get(Key("nv_inference_compute_infer_duration_us")), 7000);
+  EXPECT_EQ(e.Get(Key("nv_inference_compute_output_duration_us")), 4);
+  EXPECT_EQ(e.Get(Key("nv_inference_pending_request_count")), 7);
+  for (const char* counter :
+       {"nv_inference_request_success", "nv_inference_request_failure", "nv_inference_count",
+        "nv_inference_exec_count", "nv_inference_request_duration_us",
+        "nv_inference_queue_duration_us", "nv_inference_compute_input_duration_us",
+        "nv_inference_compute_infer_duration_us", "nv_inference_compute_output_duration_us"}) {
+    EXPECT_EQ(e.types.at(counter), "counter") << counter;
+  }
+  EXPECT_EQ(e.types.at("nv_inference_pending_request_count"), "gauge");
+}
+
+TEST(StatisticsFamiliesTest, FailureCounterHasEveryReasonEvenAtZero) {
+  const Exposition e = Parse(prometheus::TextSerializer().Serialize(StatisticsFamilies({SampleStats()})));
+  EXPECT_EQ(e.Get(Key("nv_inference_request_failure", ",reason=\"REJECTED\"")), 3);
+  EXPECT_EQ(e.Get(Key("nv_inference_request_failure", ",reason=\"CANCELED\"")), 0);
+  EXPECT_EQ(e.Get(Key("nv_inference_request_failure", ",reason=\"BACKEND\"")), 1);
+  EXPECT_EQ(e.Get(Key("nv_inference_request_failure", ",reason=\"OTHER\"")), 0);
+}
+
+TEST(StatisticsFamiliesTest, LatencyHistogramsAreCumulativeWithInf) {
+  const Exposition e = Parse(prometheus::TextSerializer().Serialize(StatisticsFamilies({SampleStats()})));
+  const std::string h = "fastpath_inference_request_latency_us";
+  EXPECT_EQ(e.types.at(h), "histogram");
+  EXPECT_EQ(e.Get(Key(h + "_count")), 4);
+  EXPECT_DOUBLE_EQ(e.Get(Key(h + "_sum")), 40 + 50 + 3000 + 20'000'000);
+  EXPECT_EQ(e.Get(Key(h + "_bucket", ",le=\"50\"")), 2);
+  EXPECT_EQ(e.Get(Key(h + "_bucket", ",le=\"2500\"")), 2);
+  EXPECT_EQ(e.Get(Key(h + "_bucket", ",le=\"5000\"")), 3);
+  EXPECT_EQ(e.Get(Key(h + "_bucket", ",le=\"10000000\"")), 3);
+  EXPECT_EQ(e.Get(Key(h + "_bucket", ",le=\"+Inf\"")), 4);
+
+  const std::string q = "fastpath_inference_queue_latency_us";
+  EXPECT_EQ(e.Get(Key(q + "_count")), 5);
+  EXPECT_EQ(e.Get(Key(q + "_bucket", ",le=\"100\"")), 0);
+  EXPECT_EQ(e.Get(Key(q + "_bucket", ",le=\"250\"")), 5);
+  EXPECT_EQ(e.Get(Key("fastpath_inference_compute_infer_latency_us_count")), 0);
+}
+
+TEST(StatisticsFamiliesTest, BatchSizeHistogramComesFromBatchStats) {
+  const Exposition e = Parse(prometheus::TextSerializer().Serialize(StatisticsFamilies({SampleStats()})));
+  const std::string b = "fastpath_inference_batch_size";
+  EXPECT_EQ(e.types.at(b), "histogram");
+  EXPECT_EQ(e.Get(Key(b + "_count")), 3);  // executions
+  EXPECT_EQ(e.Get(Key(b + "_sum")), 1 + 3 + 36);
+  EXPECT_EQ(e.Get(Key(b + "_bucket", ",le=\"1\"")), 1);
+  EXPECT_EQ(e.Get(Key(b + "_bucket", ",le=\"2\"")), 1);
+  EXPECT_EQ(e.Get(Key(b + "_bucket", ",le=\"4\"")), 2);
+  EXPECT_EQ(e.Get(Key(b + "_bucket", ",le=\"32\"")), 2);
+  EXPECT_EQ(e.Get(Key(b + "_bucket", ",le=\"64\"")), 3);
+  EXPECT_EQ(e.Get(Key(b + "_bucket", ",le=\"+Inf\"")), 3);
+}
+
+TEST(StatisticsFamiliesTest, OneSeriesPerModelVersion) {
+  server::ModelStatistics a = SampleStats();
+  server::ModelStatistics b = SampleStats();
+  b.version = "4";
+  b.inference_stats.success.count = 9;
+  const Exposition e = Parse(prometheus::TextSerializer().Serialize(StatisticsFamilies({a, b})));
+  EXPECT_EQ(e.Get("nv_inference_request_success{model=\"mlp\",version=\"3\"}"), 5);
+  EXPECT_EQ(e.Get("nv_inference_request_success{model=\"mlp\",version=\"4\"}"), 9);
+}
+
+TEST(StatisticsFamiliesTest, NoModelsNoFamilies) {
+  EXPECT_TRUE(StatisticsFamilies({}).empty());
+}
+
+TEST(ServerCollectorTest, ReadsTheFacadeOnEveryScrape) {
+  StatsServer fake;
+  ServerCollector collector(fake);
+  EXPECT_EQ(RenderText(collector), "");
+  fake.SetStatistics(std::vector<server::ModelStatistics>{SampleStats()});
+  EXPECT_EQ(Parse(RenderText(collector)).Get(Key("nv_inference_request_success")), 5);
+  auto more = SampleStats();
+  more.inference_stats.success.count = 6;
+  fake.SetStatistics(std::vector<server::ModelStatistics>{more});
+  EXPECT_EQ(Parse(RenderText(collector)).Get(Key("nv_inference_request_success")), 6);
+}
+
+TEST(ServerCollectorTest, FacadeErrorYieldsNoFamilies) {
+  StatsServer fake;
+  fake.SetStatistics(Unavailable("shutting down"));
+  EXPECT_TRUE(ServerCollector(fake).Collect().empty());
+}
+
+struct Fetched {
+  int status = 0;
+  std::string content_type;
+  std::string body;
+};
+
+Fetched Get(int port, const std::string& target) {
+  asio::io_context io;
+  asio::ip::tcp::socket socket(io);
+  socket.connect({asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)});
+  http::request<http::empty_body> req{http::verb::get, target, 11};
+  req.set(http::field::host, "127.0.0.1");
+  http::write(socket, req);
+  beast::flat_buffer buffer;
+  http::response<http::string_body> res;
+  http::read(socket, buffer, res);
+  return {static_cast<int>(res.result_int()), std::string(res[http::field::content_type]),
+          res.body()};
+}
+
+TEST(MetricsServerTest, ServesMetricsOnAnEphemeralPort) {
+  StatsServer fake;
+  fake.SetStatistics(std::vector<server::ModelStatistics>{SampleStats()});
+  auto metrics = MetricsServer::Start(fake, {"127.0.0.1", 0, 1});
+  ASSERT_TRUE(metrics.ok()) << metrics.status().ToString();
+  ASSERT_GT((*metrics)->port(), 0);
+  const Fetched r = Get((*metrics)->port(), "/metrics");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_NE(r.content_type.find("text/plain"), std::string::npos) << r.content_type;
+  const Exposition e = Parse(r.body);
+  EXPECT_EQ(e.Get(Key("nv_inference_request_success")), 5);
+  EXPECT_EQ(e.Get(Key("nv_inference_request_failure", ",reason=\"REJECTED\"")), 3);
+}
+
+TEST(MetricsServerTest, PortInUseIsAnErrorNotACrash) {
+  StatsServer fake;
+  auto first = MetricsServer::Start(fake, {"127.0.0.1", 0, 1});
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  auto second = MetricsServer::Start(fake, {"127.0.0.1", (*first)->port(), 1});
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(second.status().message().find(std::to_string((*first)->port())), std::string::npos)
+      << second.status().message();
+}
+
+}  // namespace
+}  // namespace fastpath::metrics
