@@ -25,6 +25,8 @@ constexpr int kExitDeviceUnhealthy = 16;   // uncorrected ECC errors, hardware s
 
 int Serve(const std::vector<std::string>& args);
 int Doctor(const std::vector<std::string>& args);
+// `fastpath bench` (src/cli/bench.cc): exit 0 measured, 1 server/model unreachable, 2 usage.
+int Bench(const std::vector<std::string>& args);
 
 // Writes via a temporary file and rename, so a reader never sees half a file.
 Status WriteFileAtomically(const std::string& path, const std::string& content);

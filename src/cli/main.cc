@@ -28,6 +28,7 @@ constexpr const char* kUsage = R"(usage: fastpath <command> [options]
 commands:
   serve     serve a model repository over KServe v2 HTTP and gRPC
   doctor    print this machine's GPU capability snapshot (driver, NVML, CUDA libraries)
+  bench     measure a served model: latency percentiles, throughput, batching (perf_analyzer-like)
   version   print the version
 
 Run `fastpath <command> --help` for a command's options.
@@ -45,6 +46,7 @@ int main(int argc, char** argv) {
   args.erase(args.begin());
   if (command == "serve") return fastpath::cli::Serve(args);
   if (command == "doctor") return fastpath::cli::Doctor(args);
+  if (command == "bench") return fastpath::cli::Bench(args);
   if (command == "version" || command == "--version") {
     std::cout << "fastpath " << FASTPATH_VERSION << "\n";
     return 0;

@@ -1,0 +1,97 @@
+// The load generator's view of what it measures: a Target (a server over HTTP or gRPC,
+// or ONNX Runtime in-process) that can describe the model, report its statistics, and
+// open sessions. A session is one connection (one ORT session in-process) used by one
+// worker thread at a time; it sends one of the prepared requests and waits for the whole
+// answer. Requests are built once, before any timing, from a seed.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fastpath/backend/backend.h"
+#include "fastpath/bench/report.h"
+#include "fastpath/common/status.h"
+#include "fastpath/common/tensor.h"
+
+namespace fastpath::bench {
+
+enum class Transport { kHttp, kGrpc };
+enum class Encoding { kJson, kBinary };
+StatusOr<Transport> ParseTransport(std::string_view text);
+StatusOr<Encoding> ParseEncoding(std::string_view text);
+const char* TransportName(Transport transport);
+const char* EncodingName(Encoding encoding);
+
+// A model's signature as the KServe metadata endpoint shows it (-1: dynamic dim).
+struct ModelMetadata {
+  std::string name;
+  std::vector<std::string> versions;
+  std::vector<backend::TensorSpec> inputs;
+  std::vector<backend::TensorSpec> outputs;
+};
+
+// What one request came back as: ok, or an error kind ("http_503", "grpc_UNAVAILABLE",
+// "connect", "io", "bad_response") with a message.
+struct InferOutcome {
+  bool ok = true;
+  std::string kind;
+  std::string message;
+};
+
+class InferSession {
+ public:
+  virtual ~InferSession() = default;
+  // Sends prepared request `index` (modulo the number prepared) and waits for it.
+  virtual InferOutcome Infer(size_t index) = 0;
+};
+
+class Target {
+ public:
+  virtual ~Target() = default;
+  virtual StatusOr<ModelMetadata> Metadata() = 0;
+  // nullopt when the target has no statistics (a peer server, in-process).
+  virtual StatusOr<std::optional<ModelStatsSnapshot>> Stats() = 0;
+  // Encodes every request of the set once. Must be called before NewSession.
+  virtual Status Prepare(const std::vector<std::vector<Tensor>>& requests) = 0;
+  virtual StatusOr<std::unique_ptr<InferSession>> NewSession() = 0;
+  // "http://127.0.0.1:8000" and the like, for reports.
+  virtual std::string Describe() const = 0;
+};
+
+struct ServerAddress {
+  std::string host = "localhost";
+  int port = 0;
+};
+// "host:port", "http://host:port" (the scheme is dropped), "[::1]:8000".
+StatusOr<ServerAddress> ParseAddress(std::string_view url, int default_port);
+
+StatusOr<std::unique_ptr<Target>> MakeHttpTarget(const ServerAddress& address, Encoding encoding,
+                                                 const std::string& model, const std::string& version);
+StatusOr<std::unique_ptr<Target>> MakeGrpcTarget(const ServerAddress& address, const std::string& model,
+                                                 const std::string& version);
+
+// ONNX Runtime directly: every session is a new ORT session of `model_file` with
+// `options` (the config's instance options). Metadata comes from the model file.
+StatusOr<std::unique_ptr<Target>> MakeInProcessTarget(std::shared_ptr<backend::Backend> backend,
+                                                      const std::filesystem::path& model_file,
+                                                      const backend::InstanceOptions& options);
+
+// --shape name:d1,d2,...  Parses one override into (name, dims).
+StatusOr<std::pair<std::string, std::vector<int64_t>>> ParseShapeOverride(std::string_view text);
+
+// The inputs of request number `request_index`: each input's shape from the metadata, a
+// leading -1 replaced by `batch_size`, other -1 dims from `shapes` (which may give the full
+// shape or the shape without the batch dim); the data deterministic from
+// (seed, request_index, input position). FP32/FP64 uniform in [-1, 1), integers in
+// [0, 100), BOOL alternating, FP16/BF16 1.0, BYTES short strings. An input left with a
+// dynamic dim is an InvalidArgument naming it and the --shape flag.
+StatusOr<std::vector<Tensor>> MakeInputs(const ModelMetadata& metadata,
+                                         const std::map<std::string, std::vector<int64_t>>& shapes,
+                                         int64_t batch_size, uint64_t seed, uint64_t request_index);
+
+}  // namespace fastpath::bench

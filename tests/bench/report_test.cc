@@ -1,0 +1,422 @@
+#include "fastpath/bench/report.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <regex>
+#include <sstream>
+
+#include "fastpath/bench/calibration.h"
+#include "fastpath/bench/client.h"
+
+namespace fastpath::bench {
+namespace {
+
+// ---- A minimal XML well-formedness check: balanced tags, quoted attributes, known
+// entities only, one root. Enough to catch what a hand-written SVG writer can break. ----
+::testing::AssertionResult WellFormedXml(const std::string& xml, std::vector<std::string>* elements) {
+  std::vector<std::string> stack;
+  size_t i = 0;
+  int roots = 0;
+  auto check_text = [&](const std::string& text) -> bool {
+    for (size_t k = 0; k < text.size(); ++k) {
+      if (text[k] == '<') return false;
+      if (text[k] == '&') {
+        static const char* kEntities[] = {"&amp;", "&lt;", "&gt;", "&quot;", "&apos;"};
+        bool ok = false;
+        for (const char* e : kEntities) ok = ok || text.compare(k, std::strlen(e), e) == 0;
+        if (!ok) return false;
+      }
+    }
+    return true;
+  };
+  if (xml.rfind("<?xml", 0) == 0) i = xml.find("?>") + 2;
+  while (i < xml.size()) {
+    const size_t lt = xml.find('<', i);
+    const std::string text = xml.substr(i, lt == std::string::npos ? std::string::npos : lt - i);
+    if (!check_text(text)) return ::testing::AssertionFailure() << "bad text near offset " << i;
+    if (lt == std::string::npos) break;
+    const size_t gt = xml.find('>', lt);
+    if (gt == std::string::npos) return ::testing::AssertionFailure() << "unclosed tag at " << lt;
+    std::string tag = xml.substr(lt + 1, gt - lt - 1);
+    i = gt + 1;
+    if (tag.empty()) return ::testing::AssertionFailure() << "empty tag at " << lt;
+    if (tag[0] == '/') {
+      if (stack.empty() || stack.back() != tag.substr(1)) {
+        return ::testing::AssertionFailure() << "</" << tag.substr(1) << "> closes "
+                                             << (stack.empty() ? "nothing" : stack.back());
+      }
+      stack.pop_back();
+      continue;
+    }
+    const bool self_closing = tag.back() == '/';
+    if (self_closing) tag.pop_back();
+    const std::string name = tag.substr(0, tag.find_first_of(" \n\t"));
+    // Attributes: name="value" pairs, values free of '<' and with valid entities.
+    std::string rest = tag.substr(name.size());
+    static const std::regex kAttr(R"re(^\s*([A-Za-z_:][-A-Za-z0-9_:.]*)="([^"]*)")re");
+    std::smatch m;
+    while (std::regex_search(rest, m, kAttr)) {
+      if (!check_text(m[2].str())) return ::testing::AssertionFailure() << "bad attribute value in <" << name << ">";
+      rest = m.suffix().str();
+    }
+    if (rest.find_first_not_of(" \n\t") != std::string::npos) {
+      return ::testing::AssertionFailure() << "malformed attributes in <" << name << ">: '" << rest << "'";
+    }
+    if (stack.empty()) ++roots;
+    elements->push_back(name);
+    if (!self_closing) stack.push_back(name);
+  }
+  if (!stack.empty()) return ::testing::AssertionFailure() << "<" << stack.back() << "> never closed";
+  if (roots != 1) return ::testing::AssertionFailure() << roots << " root elements";
+  return ::testing::AssertionSuccess();
+}
+
+BenchPoint Point(int64_t concurrency, double ips, double p50, double p99) {
+  BenchPoint p;
+  p.mode = "concurrency";
+  p.concurrency = concurrency;
+  p.throughput_rps = ips;
+  p.throughput_ips = ips;
+  p.latency.count = 100;
+  p.latency.p50_us = p50;
+  p.latency.p99_us = p99;
+  p.requests = 100;
+  p.stable = true;
+  p.trials = 3;
+  return p;
+}
+
+BenchReport SampleReport() {
+  BenchReport r;
+  r.label = "cnn http binary";
+  r.model = "cnn_classifier";
+  r.transport = "http";
+  r.encoding = "binary";
+  r.url = "http://127.0.0.1:8000";
+  r.command = "fastpath bench -m cnn_classifier --concurrency 1,16";
+  r.seed = 7;
+  r.points.push_back(Point(1, 500, 1900, 2500));
+  BenchPoint p16 = Point(16, 900, 17000, 25000);
+  p16.errors = 3;
+  p16.errors_by_kind = {{"http_503", 2}, {"io", 1}};
+  p16.error_samples = {{"http_503", "{\"error\":\"queue full, \\\"x\\\"\"}"}};
+  p16.server.available = true;
+  p16.server.requests = 1800;
+  p16.server.executions = 200;
+  p16.server.queue_us = 15000;
+  p16.server.compute_infer_us = 1700;
+  p16.server.average_batch = 9;
+  p16.server.batch_histogram = {{8, 100}, {10, 100}};
+  r.points.push_back(p16);
+  BenchPoint ip = Point(1, 1000, 900, 1100);
+  ip.mode = "in_process";
+  ip.batch_size = 8;
+  r.in_process.push_back(ip);
+  ComputeEfficiency(&r);
+  return r;
+}
+
+TEST(DiffStatsTest, SplitsQueueAndComputeAndCountsBatches) {
+  ModelStatsSnapshot before;
+  before.success = {10, 0};
+  before.queue = {10, 1000000};
+  before.compute_infer = {10, 5000000};
+  before.execution_count = 10;
+  before.batch_executions = {{1, 10}};
+  ModelStatsSnapshot after = before;
+  after.success = {110, 0};
+  after.queue = {110, 1000000 + 100 * 2000};            // 2 us average queue
+  after.compute_input = {100, 100 * 1000};              // 1 us
+  after.compute_infer = {110, 5000000 + 100 * 50000};   // 50 us
+  after.compute_output = {100, 100 * 3000};             // 3 us
+  after.execution_count = 40;
+  after.batch_executions = {{1, 20}, {4, 10}, {5, 10}};  // +10 x1, +10 x4, +10 x5
+  ServerSplit s = DiffStats(before, after);
+  ASSERT_TRUE(s.available);
+  EXPECT_EQ(s.requests, 100u);
+  EXPECT_EQ(s.executions, 30u);
+  EXPECT_DOUBLE_EQ(s.queue_us, 2);
+  EXPECT_DOUBLE_EQ(s.compute_input_us, 1);
+  EXPECT_DOUBLE_EQ(s.compute_infer_us, 50);
+  EXPECT_DOUBLE_EQ(s.compute_output_us, 3);
+  EXPECT_DOUBLE_EQ(s.compute_us(), 54);
+  EXPECT_DOUBLE_EQ(s.average_batch, (10 * 1 + 10 * 4 + 10 * 5) / 30.0);
+  EXPECT_EQ(s.batch_histogram, (std::map<uint64_t, uint64_t>{{1, 10}, {4, 10}, {5, 10}}));
+}
+
+TEST(DiffStatsTest, CountersGoingBackwardsAreUnavailable) {
+  ModelStatsSnapshot before;
+  before.success = {100, 0};
+  ModelStatsSnapshot after;  // a reload reset the counters
+  after.success = {5, 0};
+  EXPECT_FALSE(DiffStats(before, after).available);
+}
+
+TEST(EfficiencyTest, ServerThroughputOverTheBestInProcess) {
+  BenchReport r = SampleReport();
+  ASSERT_TRUE(r.best_in_process_ips);
+  EXPECT_DOUBLE_EQ(*r.best_in_process_ips, 1000);
+  ASSERT_TRUE(r.points[0].efficiency);
+  EXPECT_DOUBLE_EQ(*r.points[0].efficiency, 0.5);
+  EXPECT_DOUBLE_EQ(*r.points[1].efficiency, 0.9);
+  EXPECT_DOUBLE_EQ(*r.efficiency, 0.9);
+  BenchReport no_ceiling = r;
+  no_ceiling.in_process.clear();
+  ComputeEfficiency(&no_ceiling);
+  EXPECT_FALSE(no_ceiling.efficiency);
+  EXPECT_FALSE(no_ceiling.points[0].efficiency);
+}
+
+TEST(JsonTest, RoundTripsEveryField) {
+  BenchReport r = SampleReport();
+  CalibrationResult cal;
+  cal.slo_p99_ms = 40;
+  cal.concurrency = 32;
+  CalibrationCandidate c;
+  c.max_batch_size = 16;
+  c.max_queue_delay_us = 2000;
+  c.ran = true;
+  c.point = Point(32, 1800, 15000, 30000);
+  cal.candidates.push_back(c);
+  cal.chosen = 0;
+  r.calibration = cal;
+  const std::string json = ReportsToJson({r, r});
+  auto back = ReadReportsJson(json, "test.json");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  ASSERT_EQ(back->size(), 2u);
+  const BenchReport& b = (*back)[1];
+  EXPECT_EQ(b.label, r.label);
+  EXPECT_EQ(b.model, "cnn_classifier");
+  EXPECT_EQ(b.command, r.command);
+  EXPECT_EQ(b.seed, 7u);
+  ASSERT_EQ(b.points.size(), 2u);
+  EXPECT_EQ(b.points[1].concurrency, 16);
+  EXPECT_DOUBLE_EQ(b.points[1].latency.p99_us, 25000);
+  EXPECT_EQ(b.points[1].errors, 3u);
+  EXPECT_EQ(b.points[1].errors_by_kind, r.points[1].errors_by_kind);
+  EXPECT_EQ(b.points[1].error_samples, r.points[1].error_samples);
+  EXPECT_TRUE(b.points[1].server.available);
+  EXPECT_FALSE(b.points[0].server.available);
+  EXPECT_DOUBLE_EQ(b.points[1].server.average_batch, 9);
+  EXPECT_EQ(b.points[1].server.batch_histogram, r.points[1].server.batch_histogram);
+  ASSERT_EQ(b.in_process.size(), 1u);
+  EXPECT_EQ(b.in_process[0].batch_size, 8);
+  ASSERT_TRUE(b.efficiency);
+  EXPECT_DOUBLE_EQ(*b.efficiency, 0.9);
+  ASSERT_TRUE(b.calibration);
+  ASSERT_EQ(b.calibration->candidates.size(), 1u);
+  EXPECT_EQ(b.calibration->candidates[0].max_queue_delay_us, 2000);
+  EXPECT_EQ(b.calibration->chosen, std::optional<size_t>(0));
+}
+
+TEST(JsonTest, RejectsWhatIsNotAReport) {
+  EXPECT_FALSE(ReadReportsJson("{", "a.json").ok());
+  EXPECT_FALSE(ReadReportsJson("[]", "a.json").ok());
+  EXPECT_FALSE(ReadReportsJson("{\"runs\": [1]}", "a.json").ok());
+  auto r = ReadReportsJson("{\"runs\": 3}", "a.json");
+  EXPECT_NE(r.status().message().find("a.json"), std::string::npos);
+}
+
+TEST(CsvTest, HeaderAndOneRowPerPointWithQuoting) {
+  BenchReport r = SampleReport();
+  const std::string header = CsvHeader();
+  const size_t columns = std::count(header.begin(), header.end(), ',') + 1;
+  const std::string rows = ReportCsvRows(r);
+  std::vector<std::string> lines;
+  std::stringstream ss(rows);
+  for (std::string line; std::getline(ss, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 3u);  // in-process + 2 server points
+  EXPECT_EQ(lines[0].rfind("cnn http binary,cnn_classifier,http,binary,in_process,", 0), 0u) << lines[0];
+  for (const auto& line : lines) {
+    // Count commas outside quotes.
+    size_t commas = 0;
+    bool quoted = false;
+    for (char c : line) {
+      if (c == '"') quoted = !quoted;
+      if (c == ',' && !quoted) ++commas;
+    }
+    EXPECT_EQ(commas + 1, columns) << line;
+  }
+  EXPECT_NE(lines[2].find(",http_503:2 io:1,"), std::string::npos) << lines[2];
+  // A field with a comma or a quote is quoted, quotes doubled.
+  r.label = "cnn, \"fast\"";
+  EXPECT_EQ(ReportCsvRows(r).rfind("\"cnn, \"\"fast\"\"\",cnn_classifier,", 0), 0u) << ReportCsvRows(r);
+  EXPECT_NE(lines[2].find(",0.900,"), std::string::npos) << lines[2];
+}
+
+TEST(SvgTest, WellFormedWithOneSeriesPerLabelAndBothPercentiles) {
+  BenchReport a = SampleReport();
+  BenchReport b = SampleReport();
+  b.label = "cnn grpc <raw> & \"quoted\"";
+  b.in_process.clear();
+  const std::string svg = RenderLatencyThroughputSvg({a, b}, "cnn: latency vs throughput");
+  std::vector<std::string> elements;
+  ASSERT_TRUE(WellFormedXml(svg, &elements)) << svg;
+  EXPECT_EQ(elements.front(), "svg");
+  // Series: a's server curve, a's in-process curve, b's server curve.
+  std::regex series(R"re(<g class="series" data-label="([^"]*)">)re");
+  std::vector<std::string> labels;
+  for (std::sregex_iterator it(svg.begin(), svg.end(), series), end; it != end; ++it) labels.push_back((*it)[1]);
+  EXPECT_EQ(labels, (std::vector<std::string>{"cnn http binary", "cnn http binary (in-process)",
+                                              "cnn grpc &lt;raw&gt; &amp; &quot;quoted&quot;"}));
+  // Each series has a p50 and a p99 polyline; the server series have two points each.
+  std::regex p50(R"(<polyline class="p50")");
+  std::regex p99(R"(<polyline class="p99")");
+  EXPECT_EQ(std::distance(std::sregex_iterator(svg.begin(), svg.end(), p50), std::sregex_iterator()), 3);
+  EXPECT_EQ(std::distance(std::sregex_iterator(svg.begin(), svg.end(), p99), std::sregex_iterator()), 3);
+  EXPECT_NE(svg.find("throughput (inferences/s)"), std::string::npos);
+  EXPECT_NE(svg.find("latency (ms)"), std::string::npos);
+  EXPECT_NE(svg.find(">p99 latency<"), std::string::npos);
+}
+
+TEST(SvgTest, EmptyReportsStillGiveAValidPicture) {
+  std::vector<std::string> elements;
+  const std::string svg = RenderLatencyThroughputSvg({}, "nothing");
+  EXPECT_TRUE(WellFormedXml(svg, &elements)) << svg;
+  EXPECT_NE(svg.find("no completed requests"), std::string::npos);
+}
+
+TEST(TableTest, ShowsPointsSplitErrorsAndEfficiency) {
+  const std::string table = RenderTable(SampleReport());
+  EXPECT_NE(table.find("in-process ONNX Runtime"), std::string::npos) << table;
+  EXPECT_NE(table.find("c=16"), std::string::npos);
+  EXPECT_NE(table.find("http_503:2 io:1"), std::string::npos);
+  EXPECT_NE(table.find("8:100 10:100"), std::string::npos);
+  EXPECT_NE(table.find("efficiency"), std::string::npos);
+  EXPECT_NE(table.find("0.900"), std::string::npos);
+}
+
+CalibrationCandidate Candidate(bool dynamic, int64_t mbs, int64_t delay, double ips, double p99_ms,
+                               uint64_t errors = 0, bool ran = true) {
+  CalibrationCandidate c;
+  c.dynamic_batching = dynamic;
+  c.max_batch_size = mbs;
+  c.max_queue_delay_us = delay;
+  c.ran = ran;
+  c.point = Point(32, ips, p99_ms * 500, p99_ms * 1000);
+  c.point.errors = errors;
+  return c;
+}
+
+TEST(CalibrationTest, PicksTheFastestWithinTheSlo) {
+  std::vector<CalibrationCandidate> cands = {
+      Candidate(false, 0, 0, 5000, 5),          // baseline: never chosen
+      Candidate(true, 8, 0, 900, 10),
+      Candidate(true, 16, 2000, 1800, 38),      // best within 40 ms
+      Candidate(true, 32, 5000, 1900, 55),      // faster but over the SLO
+      Candidate(true, 32, 1000, 2500, 20, 4),   // errors disqualify
+      Candidate(true, 32, 0, 3000, 1, 0, false) // did not run
+  };
+  EXPECT_EQ(ChooseCalibration(cands, 40), std::optional<size_t>(2));
+  EXPECT_EQ(ChooseCalibration(cands, 60), std::optional<size_t>(3));
+  EXPECT_EQ(ChooseCalibration(cands, 5), std::nullopt);
+  // Equal throughput: the lower p99 wins.
+  std::vector<CalibrationCandidate> tie = {Candidate(true, 8, 500, 1000, 30), Candidate(true, 8, 0, 1000, 20)};
+  EXPECT_EQ(ChooseCalibration(tie, 40), std::optional<size_t>(1));
+}
+
+TEST(CalibrationTest, SnippetAndConfigRewrite) {
+  const CalibrationCandidate best = Candidate(true, 16, 2000, 1800, 38);
+  EXPECT_EQ(BatchingConfigSnippet(best),
+            "max_batch_size: 16\ndynamic_batching {\n  max_queue_delay_microseconds: 2000\n}\n");
+  const std::string config = R"(name: "cnn"
+max_batch_size: 32
+input [ { name: "image" data_type: TYPE_FP32 dims: [ 3, 32, 32 ] } ]
+output [ { name: "logits" data_type: TYPE_FP32 dims: [ 10 ] } ]
+dynamic_batching { preferred_batch_size: [ 4, 8 ] max_queue_delay_microseconds: 100 }
+instance_group [ { kind: KIND_CPU count: 2 } ]
+)";
+  auto rewritten = RewriteBatchingConfig(config, "cnn/config.pbtxt", best);
+  ASSERT_TRUE(rewritten.ok()) << rewritten.status().message();
+  EXPECT_NE(rewritten->find("max_batch_size: 16"), std::string::npos) << *rewritten;
+  EXPECT_NE(rewritten->find("max_queue_delay_microseconds: 2000"), std::string::npos) << *rewritten;
+  EXPECT_EQ(rewritten->find("preferred_batch_size"), std::string::npos) << *rewritten;
+  EXPECT_NE(rewritten->find("count: 2"), std::string::npos) << *rewritten;
+  auto baseline = RewriteBatchingConfig(config, "cnn/config.pbtxt", Candidate(false, 0, 0, 0, 0));
+  ASSERT_TRUE(baseline.ok());
+  EXPECT_EQ(baseline->find("dynamic_batching"), std::string::npos) << *baseline;
+  EXPECT_NE(baseline->find("max_batch_size: 32"), std::string::npos) << *baseline;
+  auto broken = RewriteBatchingConfig("max_batch_size: [", "cnn/config.pbtxt", best);
+  ASSERT_FALSE(broken.ok());
+  EXPECT_NE(broken.status().message().find("cnn/config.pbtxt"), std::string::npos);
+}
+
+ModelMetadata Mlp() {
+  ModelMetadata m;
+  m.name = "mlp";
+  m.inputs = {{"input", DataType::kFp32, {-1, 64}}, {"ids", DataType::kInt64, {-1, -1}}};
+  m.outputs = {{"probabilities", DataType::kFp32, {-1, 10}}};
+  return m;
+}
+
+TEST(InputsTest, DeterministicFromTheSeedWithShapesFromMetadataAndOverrides) {
+  const std::map<std::string, std::vector<int64_t>> shapes = {{"ids", {5}}};
+  auto a = MakeInputs(Mlp(), shapes, 4, 1, 0);
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  auto again = MakeInputs(Mlp(), shapes, 4, 1, 0);
+  auto other_request = MakeInputs(Mlp(), shapes, 4, 1, 1);
+  auto other_seed = MakeInputs(Mlp(), shapes, 4, 2, 0);
+  ASSERT_EQ(a->size(), 2u);
+  EXPECT_EQ((*a)[0].shape, (std::vector<int64_t>{4, 64}));
+  EXPECT_EQ((*a)[1].shape, (std::vector<int64_t>{4, 5}));
+  EXPECT_EQ((*a)[0].data.size(), 4u * 64 * sizeof(float));
+  EXPECT_EQ((*a)[1].data.size(), 4u * 5 * sizeof(int64_t));
+  EXPECT_EQ((*a)[0].data, (*again)[0].data);
+  EXPECT_NE((*a)[0].data, (*other_request)[0].data);
+  EXPECT_NE((*a)[0].data, (*other_seed)[0].data);
+  // FP32 values lie in [-1, 1).
+  for (size_t i = 0; i < (*a)[0].data.size(); i += 4) {
+    float v;
+    std::memcpy(&v, (*a)[0].data.data() + i, 4);
+    EXPECT_GE(v, -1.0f);
+    EXPECT_LT(v, 1.0f);
+  }
+  // Full-rank override: the batch dim still comes from the batch size.
+  auto full = MakeInputs(Mlp(), {{"ids", {1, 7}}}, 3, 1, 0);
+  ASSERT_TRUE(full.ok());
+  EXPECT_EQ((*full)[1].shape, (std::vector<int64_t>{3, 7}));
+}
+
+TEST(InputsTest, ClearErrors) {
+  auto missing = MakeInputs(Mlp(), {}, 1, 0, 0);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("--shape ids"), std::string::npos) << missing.status().message();
+  auto unknown = MakeInputs(Mlp(), {{"nope", {1}}}, 1, 0, 0);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("nope"), std::string::npos);
+  auto fixed = MakeInputs(Mlp(), {{"input", {65}}, {"ids", {1}}}, 1, 0, 0);
+  ASSERT_FALSE(fixed.ok());
+  EXPECT_NE(fixed.status().message().find("fixed at 64"), std::string::npos) << fixed.status().message();
+}
+
+TEST(FlagsTest, AddressesAndShapes) {
+  auto a = ParseAddress("localhost", 8000);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->host, "localhost");
+  EXPECT_EQ(a->port, 8000);
+  a = ParseAddress("http://127.0.0.1:9000/", 8000);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->host, "127.0.0.1");
+  EXPECT_EQ(a->port, 9000);
+  a = ParseAddress("[::1]:8001", 8000);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->host, "::1");
+  EXPECT_EQ(a->port, 8001);
+  EXPECT_FALSE(ParseAddress("host:0", 8000).ok());
+  EXPECT_FALSE(ParseAddress("host:99999", 8000).ok());
+  EXPECT_FALSE(ParseAddress(":8000", 8000).ok());
+  EXPECT_FALSE(ParseAddress("host:", 8000).ok());
+  auto s = ParseShapeOverride("image:3,224,224");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->first, "image");
+  EXPECT_EQ(s->second, (std::vector<int64_t>{3, 224, 224}));
+  EXPECT_FALSE(ParseShapeOverride("image").ok());
+  EXPECT_FALSE(ParseShapeOverride("image:3,,2").ok());
+  EXPECT_FALSE(ParseShapeOverride("image:0").ok());
+  EXPECT_FALSE(ParseShapeOverride(":3").ok());
+}
+
+}  // namespace
+}  // namespace fastpath::bench
