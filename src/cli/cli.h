@@ -23,6 +23,14 @@ constexpr int kExitDriverInitFailed = 14;  // cuInit failed otherwise (stub libr
 constexpr int kExitNoCudaRuntime = 15;     // no libcudart on the library path
 constexpr int kExitDeviceUnhealthy = 16;   // uncorrected ECC errors, hardware slowdown
 
+// Admission (issue 4 §2, §5, §6; docs/runbooks/admission.md says what to do about each).
+// `fastpath doctor --diff` exits 0 when the snapshots agree and 1 when they differ.
+constexpr int kExitSnapshotsDiffer = 1;
+constexpr int kExitVersionLockMismatch = 20;  // serve: a component the lock pins differs here
+constexpr int kExitBadLockFile = 21;          // a lock file or --diff snapshot is unreadable/invalid
+constexpr int kExitSelfTestFailed = 22;       // serve, production: a model missed its budget
+constexpr int kExitModelNotAdmitted = 23;     // serve, production: a model is not READY at start
+
 int Serve(const std::vector<std::string>& args);
 int Doctor(const std::vector<std::string>& args);
 // `fastpath bench` (src/cli/bench.cc): exit 0 measured, 1 server/model unreachable, 2 usage.

@@ -1,12 +1,15 @@
 // `fastpath doctor`: the capability snapshot of this machine, for people (a table) or for
 // machines (--json), with one exit code per class of failure (cli.h).
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "cli.h"
+#include "fastpath/admission/snapshot_diff.h"
+#include "fastpath/admission/version_lock.h"
 #include "fastpath/backends/onnxruntime/ort_backend.h"
 #include "fastpath/gpu/capability_snapshot.h"
 #include "fastpath/gpu/snapshot_json.h"
@@ -30,25 +33,39 @@ plumbing, and prints what the GPU fast path has and what it lacks.
 
   --json          print the snapshot as JSON instead of a table
   --require-gpu   exit non-zero when the GPU fast path is unusable (default: report only)
+  --lock FILE     write the version lock of this machine (driver branch, CUDA, cuDNN,
+                  TensorRT, ONNX Runtime, GPU) to FILE, for `fastpath serve --version-lock`
+  --diff A B      compare two snapshots (`doctor --json` outputs) and list what changed;
+                  exit 0 when they agree, 1 when they differ, 21 when one is unreadable
 
 exit codes (with --require-gpu; without it, 0 whenever the probes ran):
    0  the GPU fast path is usable        13  NVML unavailable
   10  no driver library (libcuda.so.1)   14  the driver failed to initialize
   11  the driver sees no device          15  no CUDA runtime (libcudart)
   12  driver too old for a library       16  device unhealthy (ECC, HW slowdown)
-   2  bad command line
+   2  bad command line                   21  --diff: a snapshot is unreadable or not JSON
 )";
 
 struct DoctorFlags {
   bool json = false;
   bool require_gpu = false;
+  std::string lock_file;                // --lock FILE
+  std::vector<std::string> diff_files;  // --diff A B
 };
 
 StatusOr<DoctorFlags> ParseDoctorFlags(const std::vector<std::string>& args) {
   DoctorFlags flags;
-  for (const std::string& flag : args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& flag = args[i];
     if (flag == "--help" || flag == "-h") return FailedPrecondition("help");
-    if (flag == "--json") {
+    if (flag == "--lock") {
+      if (i + 1 >= args.size()) return InvalidArgument("--lock needs a file name");
+      flags.lock_file = args[++i];
+    } else if (flag == "--diff") {
+      if (i + 2 >= args.size()) return InvalidArgument("--diff needs two snapshot files (doctor --json outputs)");
+      flags.diff_files = {args[i + 1], args[i + 2]};
+      i += 2;
+    } else if (flag == "--json") {
       flags.json = true;
     } else if (flag == "--require-gpu") {
       flags.require_gpu = true;
@@ -184,6 +201,52 @@ std::string RenderTable(const gpu::CapabilitySnapshot& s, const std::vector<gpu:
   return out.str();
 }
 
+StatusOr<std::string> ReadText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("cannot read " + path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// `doctor --diff A B`: 0 same, 1 different, 21 unreadable.
+int Diff(const std::string& a, const std::string& b) {
+  auto text_a = ReadText(a);
+  auto text_b = ReadText(b);
+  for (const auto* text : {&text_a, &text_b}) {
+    if (!text->ok()) {
+      std::cerr << "fastpath doctor --diff: " << text->status().message() << "\n";
+      return kExitBadLockFile;
+    }
+  }
+  auto changes = admission::DiffSnapshots(*text_a, a, *text_b, b);
+  if (!changes.ok()) {
+    std::cerr << "fastpath doctor --diff: " << changes.status().message() << "\n";
+    return kExitBadLockFile;
+  }
+  std::cout << admission::RenderChanges(*changes, a, b);
+  return changes->empty() ? kExitOk : kExitSnapshotsDiffer;
+}
+
+// `doctor --lock FILE`: pins what this machine has; says what it could not pin.
+int WriteLock(const std::string& path, const gpu::CapabilitySnapshot& snapshot) {
+  const admission::VersionLock lock = admission::LockFromSnapshot(snapshot);
+  if (Status s = WriteFileAtomically(path, admission::LockToJson(lock)); !s.ok()) {
+    std::cerr << "fastpath doctor --lock: " << s.message() << "\n";
+    return kExitRuntime;
+  }
+  const std::vector<std::string> pinned = admission::PinnedComponents(lock);
+  std::string pins;
+  for (const std::string& p : pinned) pins += (pins.empty() ? "" : ", ") + p;
+  std::cout << "fastpath doctor: wrote version lock " << path << " pinning " << (pins.empty() ? "nothing" : pins)
+            << "\n";
+  if (pinned.size() < 8) {
+    std::cout << "  the components this machine lacks are null (not pinned); "
+                 "write the lock on a node of the pool it is meant for\n";
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 int Doctor(const std::vector<std::string>& args) {
@@ -196,10 +259,12 @@ int Doctor(const std::vector<std::string>& args) {
     std::cerr << "fastpath doctor: " << flags.status().message() << "\n\n" << kDoctorUsage;
     return kExitUsage;
   }
+  if (!flags->diff_files.empty()) return Diff(flags->diff_files[0], flags->diff_files[1]);
   gpu::CapabilitySnapshot snapshot = gpu::TakeSnapshot(gpu::ProbeEnvironment::Host());
   snapshot.fastpath_version = FASTPATH_VERSION;
   snapshot.ort_version = backends::onnxruntime::OrtVersion();
   const std::vector<gpu::Finding> findings = gpu::Assess(snapshot);
+  if (!flags->lock_file.empty()) return WriteLock(flags->lock_file, snapshot);
   if (flags->json) {
     std::cout << gpu::SnapshotToJson(snapshot, findings);
   } else {

@@ -10,9 +10,13 @@
 #include <vector>
 
 #include "cli.h"
+#include "fastpath/admission/admission_report.h"
+#include "fastpath/admission/version_lock.h"
 #include "fastpath/backends/onnxruntime/ort_backend.h"
 #include "fastpath/frontend/grpc_server.h"
 #include "fastpath/frontend/http_server.h"
+#include "fastpath/gpu/capability_snapshot.h"
+#include "fastpath/gpu/snapshot_json.h"
 #include "fastpath/metrics/metrics.h"
 #include "fastpath/server/server_impl.h"
 
@@ -22,6 +26,12 @@ namespace {
 constexpr const char* kServeUsage = R"(usage: fastpath serve --model-repository DIR [options]
 
   --model-repository DIR        Triton-layout model repository (required)
+  --profile MODE                production | dev (default dev). production: any degradation
+                                is fatal (exit 22, 23) and the CPU never runs a GPU model
+  --allow-cpu-fallback          dev only: a GPU model whose GPU placement fails serves on the
+                                CPU, labelled DEGRADED in the log and /v2/health/admission
+  --version-lock FILE           refuse to start (exit 20) unless this node matches the lock
+                                written by `fastpath doctor --lock`
   --http-port N                 KServe v2 HTTP/REST port (default 8000; 0 picks a free port)
   --grpc-port N                 KServe v2 gRPC port (default 8001; 0 picks a free port)
   --allow-metrics BOOL          serve Prometheus metrics at /metrics (default true)
@@ -63,6 +73,7 @@ struct ServeFlags {
   bool allow_metrics = true;
   std::chrono::seconds grace{30};
   std::string port_file;
+  std::string version_lock;
 };
 
 StatusOr<ServeFlags> ParseServeFlags(const std::vector<std::string>& args) {
@@ -71,6 +82,10 @@ StatusOr<ServeFlags> ParseServeFlags(const std::vector<std::string>& args) {
   for (size_t i = 0; i < args.size(); ++i) {
     std::string flag = args[i];
     std::string value;
+    if (flag == "--allow-cpu-fallback") {  // the one flag without a value: an explicit opt-in
+      flags.server.policy.allow_cpu_fallback = true;
+      continue;
+    }
     if (auto eq = flag.find('='); eq != std::string::npos) {
       value = flag.substr(eq + 1);
       flag = flag.substr(0, eq);
@@ -81,7 +96,11 @@ StatusOr<ServeFlags> ParseServeFlags(const std::vector<std::string>& args) {
     } else {
       return InvalidArgument("flag " + flag + " needs a value");
     }
-    if (flag == "--model-repository") {
+    if (flag == "--profile") {
+      FASTPATH_ASSIGN_OR_RETURN(flags.server.policy.profile, admission::ParseProfile(value));
+    } else if (flag == "--version-lock") {
+      flags.version_lock = value;
+    } else if (flag == "--model-repository") {
       flags.server.repository.root = value;
       have_repo = true;
     } else if (flag == "--http-port") {
@@ -124,11 +143,88 @@ StatusOr<ServeFlags> ParseServeFlags(const std::vector<std::string>& args) {
     }
   }
   if (!have_repo) return InvalidArgument("--model-repository is required");
+  if (flags.server.policy.profile == admission::Profile::kProduction && flags.server.policy.allow_cpu_fallback) {
+    return InvalidArgument("--allow-cpu-fallback is refused with --profile production: there the CPU "
+                           "never runs a GPU model");
+  }
   if (flags.server.repository.mode != repository::ControlMode::kExplicit &&
       !flags.server.startup_models.empty()) {
     return InvalidArgument("--load-model needs --model-control-mode explicit");
   }
   return flags;
+}
+
+// The node-level admission, before any model loads: the capability snapshot (kept for
+// /v2/health/admission) and the version lock. Returns the exit code, kExitOk to go on.
+int AdmitNode(ServeFlags* flags) {
+  gpu::CapabilitySnapshot snapshot = gpu::TakeSnapshot(gpu::ProbeEnvironment::Host());
+  snapshot.fastpath_version = FASTPATH_VERSION;
+  snapshot.ort_version = backends::onnxruntime::OrtVersion();
+  const std::vector<gpu::Finding> findings = gpu::Assess(snapshot);
+  flags->server.capability_snapshot_json = gpu::SnapshotToJson(snapshot, findings);
+  const admission::Policy& policy = flags->server.policy;
+  std::cerr << "fastpath: profile " << admission::ProfileName(policy.profile)
+            << (policy.profile == admission::Profile::kProduction
+                    ? ": any degradation is fatal; the CPU never runs a GPU model\n"
+                    : ": degraded models serve, labelled DEGRADED\n");
+  if (policy.allow_cpu_fallback) {
+    std::cerr << "fastpath: !!! --allow-cpu-fallback: GPU models may run on the CPU (10-30x slower); "
+                 "each one that does is labelled DEGRADED\n";
+  }
+  for (const gpu::Finding& f : findings) {
+    std::cerr << "fastpath: GPU fast path: [" << gpu::FailureClassName(f.failure) << "] " << f.message << "\n";
+  }
+  if (flags->version_lock.empty()) return kExitOk;
+  auto lock = admission::ReadLockFile(flags->version_lock);
+  if (!lock.ok()) {
+    std::cerr << "fastpath serve: " << lock.status().message() << "\n";
+    return kExitBadLockFile;
+  }
+  const std::vector<admission::LockMismatch> mismatches = admission::CheckLock(*lock, snapshot);
+  if (!mismatches.empty()) {
+    std::cerr << "fastpath serve: this node does not match the version lock " << flags->version_lock
+              << "; refusing to start:\n"
+              << admission::DescribeMismatches(mismatches)
+              << "(exit " << kExitVersionLockMismatch << "; see docs/runbooks/admission.md)\n";
+    return kExitVersionLockMismatch;
+  }
+  flags->server.version_lock = flags->version_lock;
+  flags->server.version_lock_pinned = admission::PinnedComponents(*lock);
+  std::string pins;
+  for (const std::string& p : flags->server.version_lock_pinned) pins += (pins.empty() ? "" : ", ") + p;
+  std::cerr << "fastpath: version lock " << flags->version_lock << ": node admitted (pins "
+            << (pins.empty() ? "nothing" : pins) << ")\n";
+  return kExitOk;
+}
+
+// After the start-up models loaded and ran their self-tests: DEGRADED models are shouted
+// in the log; in production a model that is not READY stops the start (22 for a missed
+// budget, with the figures beside it, 23 otherwise).
+int JudgeStartup(const admission::AdmissionReport& report) {
+  bool missed_budget = false;
+  std::string refused;
+  for (const admission::ModelAdmission& m : report.models) {
+    const std::string what = "model '" + m.name + "'" + (m.version.empty() ? "" : " version " + m.version);
+    if (m.state == admission::AdmissionState::kDegraded) {
+      for (const std::string& r : m.reasons) std::cerr << "fastpath: !!! " << what << " is DEGRADED: " << r << "\n";
+    }
+    if (m.state != admission::AdmissionState::kUnavailable || (m.reasons.size() == 1 && m.reasons[0] == "unloaded")) {
+      continue;
+    }
+    refused += "  " + what + ": " + (m.reasons.empty() ? "UNAVAILABLE" : m.reasons.front()) + "\n";
+    if (m.self_test && !m.self_test->passed()) {
+      missed_budget = true;
+      refused += "    measured " + m.self_test->Summary() + "\n";
+    }
+  }
+  if (report.policy.profile != admission::Profile::kProduction || refused.empty()) return kExitOk;
+  const int code = missed_budget ? kExitSelfTestFailed : kExitModelNotAdmitted;
+  std::cerr << "fastpath serve: production profile: "
+            << (missed_budget ? "a model missed its start-up self-test budget"
+                              : "a model is not READY")
+            << "; refusing to serve:\n"
+            << refused << "(exit " << code << "; see docs/runbooks/admission.md)\n";
+  return code;
 }
 
 }  // namespace
@@ -152,6 +248,8 @@ int Serve(const std::vector<std::string>& args) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  if (int code = AdmitNode(&flags); code != kExitOk) return code;
+
   auto backend = backends::onnxruntime::CreateOrtBackend();
   if (!backend.ok()) {
     std::cerr << "fastpath serve: ONNX Runtime is unusable: " << backend.status().ToString() << "\n";
@@ -165,6 +263,7 @@ int Serve(const std::vector<std::string>& args) {
     std::cerr << "fastpath serve: " << server.status().ToString() << "\n";
     return kExitRuntime;
   }
+  if (int code = JudgeStartup((*server)->Admission()); code != kExitOk) return code;
   auto http = frontend::HttpServer::Start(**server, flags.http);
   if (!http.ok()) {
     std::cerr << "fastpath serve: HTTP front end: " << http.status().ToString() << "\n";

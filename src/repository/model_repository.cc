@@ -6,6 +6,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "fastpath/config/ensemble_config.h"
 #include "fastpath/config/model_config.h"
 
 namespace fastpath::repository {
@@ -54,8 +55,16 @@ ModelVersion::~ModelVersion() {
   if (scheduler) scheduler->Stop();
 }
 
-ModelRepository::ModelRepository(RepositoryOptions options, backend::Backend* backend)
-    : options_(std::move(options)), backend_(backend) {}
+ModelRepository::ModelRepository(RepositoryOptions options, backend::Backend* backend,
+                                 scheduler::StepRunner step_runner)
+    : options_(std::move(options)), backend_(backend), step_runner_(std::move(step_runner)) {
+  if (!step_runner_) {
+    step_runner_ = [](InferRequest request, std::function<void(StatusOr<InferResponse>)> done) {
+      done(FailedPrecondition("cannot run model '" + request.model_name +
+                              "' as an ensemble step: the repository has no step runner"));
+    };
+  }
+}
 
 ModelRepository::~ModelRepository() { StopAll(); }
 
@@ -155,6 +164,9 @@ ModelRepository::ModelState ModelRepository::LoadFromDisk(const std::string& nam
     if (!parsed.ok()) return fail(parsed.status());
     config = std::move(parsed).value();
   }
+  for (const auto& step : config.ensemble_scheduling().step()) {
+    state.step_models.push_back(step.model_name());
+  }
   if (!config.name().empty() && config.name() != name) {
     return fail(InvalidArgument("config.pbtxt names the model '" + config.name() +
                                 "' but its folder is '" + name + "'"));
@@ -163,7 +175,12 @@ ModelRepository::ModelState ModelRepository::LoadFromDisk(const std::string& nam
   if (Status s = config::ValidateModelConfig(config); !s.ok()) return fail(s);
 
   const std::vector<int64_t> available = VersionFolders(dir);
-  if (available.empty()) return fail(NotFound("no numeric version folder in " + dir.string()));
+  if (available.empty()) {
+    return fail(NotFound("no numeric version folder in " + dir.string() +
+                         (config::IsEnsemble(config)
+                              ? " (an ensemble needs an empty one, e.g. " + name + "/1/)"
+                              : "")));
+  }
   auto selected = config::SelectVersions(config.version_policy(), available);
   if (!selected.ok()) return fail(selected.status());
   if (selected->empty()) return fail(NotFound("the version policy selects no version"));
@@ -171,7 +188,10 @@ ModelRepository::ModelState ModelRepository::LoadFromDisk(const std::string& nam
   for (int64_t v : *selected) {
     VersionStatus vs;
     vs.version = v;
-    auto runtime = LoadVersion(name, v, config, {.max_batch_size_set = details.max_batch_size_set});
+    auto runtime = config::IsEnsemble(config)
+                       ? LoadEnsembleVersion(name, v, config)
+                       : LoadVersion(name, v, config,
+                                     {.max_batch_size_set = details.max_batch_size_set});
     if (runtime.ok()) {
       vs.state = server::ModelState::kReady;
       vs.runtime = std::move(runtime).value();
@@ -199,6 +219,11 @@ void ModelRepository::LoadStartupModels(const std::vector<std::string>& explicit
                        explicit_models.end();
   names = all ? ModelFolders() : explicit_models;
   for (const auto& name : names) {
+    {
+      // Already loaded as the step of an ensemble loaded before it.
+      std::lock_guard lock(mu_);
+      if (models_.count(name) > 0) continue;
+    }
     Status s = Load(name);
     (void)s;  // already logged with its reason; a bad model never stops the others
   }
@@ -212,9 +237,27 @@ Status ModelRepository::Load(const std::string& name) {
     return InvalidArgument("invalid model name '" + name + "'");
   }
   std::lock_guard load_lock(load_mu_);
+  std::set<std::string> touched;
+  return LoadLocked(name, /*load_missing_steps=*/true, &touched);
+}
+
+Status ModelRepository::LoadLocked(const std::string& name, bool load_missing_steps,
+                                   std::set<std::string>* touched) {
+  touched->insert(name);
   std::error_code ec;
   if (!fs::is_directory(options_.root / name, ec)) {
     return NotFound("no model folder '" + name + "' in " + options_.root.string());
+  }
+  if (load_missing_steps) {
+    for (const auto& step : StepModelsOnDisk(name)) {
+      if (touched->count(step) > 0 || !fs::is_directory(options_.root / step, ec)) continue;
+      bool loaded = false;
+      {
+        std::lock_guard lock(mu_);
+        loaded = models_.count(step) > 0;
+      }
+      if (!loaded) (void)LoadLocked(step, true, touched);  // its failure shows in its state
+    }
   }
   ModelState fresh = LoadFromDisk(name);
   Status result = Status::Ok();
@@ -241,6 +284,7 @@ Status ModelRepository::Load(const std::string& name) {
     slot = std::move(fresh);
   }
   StopVersions(old);  // outside the lock: draining may take a while
+  ReloadDependents(name, touched);
   return result;
 }
 
@@ -256,6 +300,8 @@ Status ModelRepository::Unload(const std::string& name) {
   }
   StopVersions(old);
   Log("model '" + name + "' unloaded");
+  std::set<std::string> touched = {name};
+  ReloadDependents(name, &touched);
   return Status::Ok();
 }
 
@@ -295,6 +341,21 @@ void ModelRepository::StopAll() {
   }
   poll_cv_.notify_all();
   if (poll_thread_.joinable()) poll_thread_.join();
+  // Ensembles first: the requests they have in flight still run steps on the other
+  // models, which must stay findable and running until the ensembles have drained.
+  std::vector<std::shared_ptr<ModelVersion>> ensembles;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [name, state] : models_) {
+      for (const auto& v : state.versions) {
+        if (v.runtime && v.runtime->scheduler && config::IsEnsemble(v.runtime->config)) {
+          ensembles.push_back(v.runtime);
+        }
+      }
+    }
+  }
+  for (const auto& ensemble : ensembles) ensemble->scheduler->Stop();
+  ensembles.clear();
   std::map<std::string, ModelState> models;
   {
     std::lock_guard lock(mu_);
@@ -314,10 +375,12 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::FindReady(const std::st
     return Unavailable("model '" + name + "' is not ready: " + state.reason);
   }
   if (version.empty()) {
+    std::string reasons;
     for (auto v = state.versions.rbegin(); v != state.versions.rend(); ++v) {
       if (v->runtime) return v->runtime;
+      if (!v->reason.empty()) reasons += (reasons.empty() ? ": " : "; ") + v->reason;
     }
-    return Unavailable("model '" + name + "' has no ready version");
+    return Unavailable("model '" + name + "' has no ready version" + reasons);
   }
   for (const auto& v : state.versions) {
     if (std::to_string(v.version) != version) continue;

@@ -54,8 +54,13 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options,
   }
   if (!backend) return InvalidArgument("no backend");
   std::unique_ptr<Server> server(new Server(std::move(options), std::move(backend)));
-  server->repository_ =
-      std::make_unique<repository::ModelRepository>(server->options_.repository, server->backend_.get());
+  // Ensemble steps take the same path as a client's request (lookup, validation, the
+  // step model's scheduler), minus the admission: they belong to an admitted request.
+  server->repository_ = std::make_unique<repository::ModelRepository>(
+      server->options_.repository, server->backend_.get(),
+      [raw = server.get()](InferRequest request, InferCallback done) {
+        raw->RunOnModel(std::move(request), std::move(done));
+      });
   server->repository_->LoadStartupModels(server->options_.startup_models);
   return server;
 }
@@ -154,10 +159,14 @@ void Server::InferAsync(InferRequest request, InferCallback done) {
     }
     ++inflight_;
   }
-  auto fail = [&](const Status& status) {
-    done(status);
+  RunOnModel(std::move(request), [this, done = std::move(done)](StatusOr<InferResponse> result) {
+    done(std::move(result));
     Finish();
-  };
+  });
+}
+
+void Server::RunOnModel(InferRequest request, InferCallback done) {
+  auto fail = [&](const Status& status) { done(status); };
   auto found = repository_->FindReady(request.model_name, request.model_version);
   if (!found.ok()) return fail(found.status());
   std::shared_ptr<repository::ModelVersion> runtime = std::move(found).value();
@@ -191,12 +200,11 @@ void Server::InferAsync(InferRequest request, InferCallback done) {
   job.request = std::move(request);
   // The callback holds the version alive; it never runs its last release on a worker
   // while the repository still holds it (see ModelVersion's lifecycle in the repository).
-  job.done = [this, runtime, done = std::move(done)](StatusOr<InferResponse> result) {
+  job.done = [runtime, done = std::move(done)](StatusOr<InferResponse> result) {
     if (result.ok()) {
       if (Status s = ReshapeOutputs(runtime->config, &result->outputs); !s.ok()) result = s;
     }
     done(std::move(result));
-    Finish();
   };
   runtime->scheduler->Enqueue(std::move(job));
 }

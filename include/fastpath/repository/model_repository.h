@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "fastpath/backend/backend.h"
 #include "fastpath/common/status.h"
 #include "fastpath/config/model_config.h"
+#include "fastpath/scheduler/ensemble_scheduler.h"
 #include "fastpath/scheduler/scheduler.h"
 #include "fastpath/server/server.h"
 #include "model_config.pb.h"
@@ -63,8 +65,11 @@ struct RepositoryOptions {
 
 class ModelRepository {
  public:
-  // `backend` must outlive the repository.
-  ModelRepository(RepositoryOptions options, backend::Backend* backend);
+  // `backend` must outlive the repository. `step_runner` runs the steps of ensembles
+  // (platform "ensemble") through the server facade; without one an ensemble still loads
+  // and validates, but its requests fail with FailedPrecondition.
+  ModelRepository(RepositoryOptions options, backend::Backend* backend,
+                  scheduler::StepRunner step_runner = {});
   ~ModelRepository();  // stops polling and every scheduler (draining)
 
   const RepositoryOptions& options() const { return options_; }
@@ -74,8 +79,11 @@ class ModelRepository {
   void LoadStartupModels(const std::vector<std::string>& explicit_models);
   // Loads (or reloads) one model from disk. OK when at least one version is READY,
   // otherwise the reason. A reload swaps versions atomically; the old ones drain.
+  // An ensemble first loads the step models that are not loaded yet (as Triton does in
+  // explicit mode). Loading any model re-validates the loaded ensembles that use it.
   Status Load(const std::string& name);
-  // Stops serving the model; requests already accepted are answered first.
+  // Stops serving the model; requests already accepted are answered first. Ensembles
+  // that use it are re-validated, and so become UNAVAILABLE with the reason.
   Status Unload(const std::string& name);
   // Rescans the root: loads new or changed models, unloads removed ones.
   void Poll();
@@ -101,6 +109,7 @@ class ModelRepository {
     std::string reason;  // model-level failure (config, versions); empty otherwise
     std::vector<VersionStatus> versions;
     std::string fingerprint;  // what was on disk when it was loaded (poll mode)
+    std::vector<std::string> step_models;  // an ensemble's step models (its dependencies)
   };
 
   // Builds the model's state from disk without touching the map.
@@ -108,6 +117,16 @@ class ModelRepository {
   StatusOr<std::shared_ptr<ModelVersion>> LoadVersion(
       const std::string& name, int64_t version, const inference::ModelConfig& config,
       const config::CompletionOptions& completion) const;
+  // Ensembles (model_repository_ensemble.cc).
+  StatusOr<std::shared_ptr<ModelVersion>> LoadEnsembleVersion(
+      const std::string& name, int64_t version, const inference::ModelConfig& config) const;
+  // The step models config.pbtxt names, when the folder holds an ensemble.
+  std::vector<std::string> StepModelsOnDisk(const std::string& name) const;
+  // Load with load_mu_ held. `touched` collects the models (re)loaded by this operation,
+  // so that ensembles depending on each other end the recursion.
+  Status LoadLocked(const std::string& name, bool load_missing_steps,
+                    std::set<std::string>* touched);
+  void ReloadDependents(const std::string& name, std::set<std::string>* touched);
   std::string Fingerprint(const std::string& name) const;
   std::vector<std::string> ModelFolders() const;
   static void StopVersions(const ModelState& state);
@@ -115,6 +134,7 @@ class ModelRepository {
 
   RepositoryOptions options_;
   backend::Backend* backend_;
+  scheduler::StepRunner step_runner_;
 
   mutable std::mutex mu_;
   std::map<std::string, ModelState> models_;  // guarded by mu_

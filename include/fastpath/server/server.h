@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "fastpath/admission/admission_report.h"
 #include "fastpath/common/status.h"
 #include "fastpath/common/tensor.h"
 #include "fastpath/server/statistics.h"
@@ -71,6 +72,10 @@ class InferenceServer {
   // shutting down.
   virtual bool IsReady() const = 0;
   virtual ServerMetadata Metadata() const = 0;
+  // Why the server is or is not ready (issue 4 §6): the profile, each model's admission
+  // state (READY / DEGRADED / UNAVAILABLE) with reasons and self-test figures, and the
+  // capability snapshot. GET /v2/health/admission renders it.
+  virtual admission::AdmissionReport Admission() const { return {}; }
 
   // `version` empty: the model as a whole (any ready version / the policy's default).
   // Unknown model or version: NotFound.

@@ -58,6 +58,9 @@ class Server final : public InferenceServer {
  private:
   Server(ServerOptions options, std::shared_ptr<backend::Backend> backend);
   void Finish();  // one request left the server
+  // Validates and runs one request on its model, without the admission and in-flight
+  // accounting of InferAsync: also the step runner of ensembles.
+  void RunOnModel(InferRequest request, InferCallback done);
 
   ServerOptions options_;
   std::shared_ptr<backend::Backend> backend_;

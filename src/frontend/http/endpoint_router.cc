@@ -225,6 +225,13 @@ void EndpointRouter::Route(Request& request, const ReplyFn& reply) {
     return reply(std::move(r));
   }
 
+  // /v2/health/admission (issue 4 §6): why the server is or is not ready, always 200 with
+  // the report; /v2/health/ready stays the probe.
+  if (s.size() == 3 && s[1] == "health" && s[2] == "admission") {
+    if (!get) return reply(MethodNotAllowedReply());
+    return reply(JsonReply(200, admission::ReportToJson(server_.Admission())));
+  }
+
   if (s[1] == "repository") {
     if (s.size() == 3 && s[2] == "index") {
       if (!post) return reply(MethodNotAllowedReply());

@@ -1,0 +1,89 @@
+// The repository's side of ensembles: loading a version (validating it against the step
+// models that are READY now, and building its EnsembleScheduler), and keeping ensembles
+// true to their step models as those load, reload and unload.
+//
+// Step models are looked up again for every request (through the step runner), so an
+// ensemble always runs on the step models' current versions; what a reload of a step
+// model changes here is only whether the ensemble is still valid, and so READY.
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "fastpath/config/ensemble_config.h"
+#include "fastpath/repository/model_repository.h"
+
+namespace fastpath::repository {
+namespace fs = std::filesystem;
+
+StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadEnsembleVersion(
+    const std::string& name, int64_t version, const inference::ModelConfig& base) const {
+  auto runtime = std::make_shared<ModelVersion>();
+  runtime->model_name = name;
+  runtime->version = version;
+  runtime->config = base;
+  FASTPATH_RETURN_IF_ERROR(config::CompleteEnsembleConfig(&runtime->config));
+  auto lookup = [this](const std::string& model,
+                       int64_t step_version) -> StatusOr<inference::ModelConfig> {
+    FASTPATH_ASSIGN_OR_RETURN(
+        auto found, FindReady(model, step_version < 0 ? "" : std::to_string(step_version)));
+    return found->config;
+  };
+  FASTPATH_RETURN_IF_ERROR(config::ValidateEnsembleSteps(runtime->config, lookup));
+
+  scheduler::EnsemblePlan plan;
+  plan.name = name;
+  for (const auto& in : runtime->config.input()) plan.inputs.push_back(in.name());
+  for (const auto& step : runtime->config.ensemble_scheduling().step()) {
+    scheduler::EnsembleStep s;
+    s.model_name = step.model_name();
+    if (step.model_version() >= 0) s.model_version = std::to_string(step.model_version());
+    s.inputs.assign(step.input_map().begin(), step.input_map().end());
+    s.outputs.assign(step.output_map().begin(), step.output_map().end());
+    plan.steps.push_back(std::move(s));
+  }
+  FASTPATH_ASSIGN_OR_RETURN(auto ensemble, scheduler::EnsembleScheduler::Create(
+                                               std::move(plan), step_runner_, &runtime->stats));
+  runtime->scheduler = std::move(ensemble);
+  return runtime;
+}
+
+std::vector<std::string> ModelRepository::StepModelsOnDisk(const std::string& name) const {
+  std::ifstream in(options_.root / name / "config.pbtxt", std::ios::binary);
+  if (!in) return {};
+  std::ostringstream text;
+  text << in.rdbuf();
+  auto config = config::ParseModelConfig(text.str(), "config.pbtxt");
+  if (!config.ok() || !config::IsEnsemble(*config)) return {};
+  std::vector<std::string> steps;
+  for (const auto& step : config->ensemble_scheduling().step()) {
+    steps.push_back(step.model_name());
+  }
+  return steps;
+}
+
+void ModelRepository::ReloadDependents(const std::string& name, std::set<std::string>* touched) {
+  std::vector<std::string> dependents;
+  {
+    std::lock_guard lock(mu_);
+    if (stopped_) return;
+    for (const auto& [model, state] : models_) {
+      if (touched->count(model) > 0) continue;
+      for (const auto& step : state.step_models) {
+        if (step == name) {
+          dependents.push_back(model);
+          break;
+        }
+      }
+    }
+  }
+  for (const auto& ensemble : dependents) {
+    if (touched->count(ensemble) > 0) continue;  // reloaded meanwhile, further down
+    std::cerr << "fastpath: re-validating ensemble '" << ensemble << "' after a change to '" << name
+              << "'" << std::endl;
+    // Never loads a missing step model here: after an explicit unload the ensemble must
+    // turn UNAVAILABLE, not bring the model back.
+    (void)LoadLocked(ensemble, /*load_missing_steps=*/false, touched);
+  }
+}
+
+}  // namespace fastpath::repository

@@ -1,0 +1,199 @@
+// Admission in the server (issue 4 §5, §6): the repository's hook that runs each loaded
+// version's start-up self-test through the version's own scheduler before it is published,
+// and the report behind GET /v2/health/admission.
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <future>
+#include <iostream>
+
+#include "fastpath/config/model_config.h"
+#include "fastpath/server/server_impl.h"
+
+namespace fastpath::server {
+namespace {
+
+void Log(const std::string& line) { std::cerr << "fastpath: " << line << std::endl; }
+
+std::string Join(const std::vector<std::string>& items, const std::string& separator) {
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : separator) + item;
+  return out;
+}
+
+// The placement audits of a version's instances (issue 4 §3) for the admission report.
+std::string PlacementJson(const std::vector<backend::PlacementAudit>& audits) {
+  if (audits.empty()) return "";
+  rapidjson::StringBuffer buffer;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
+  auto str = [&](const std::string& text) {
+    w.String(text.c_str(), static_cast<rapidjson::SizeType>(text.size()));
+  };
+  w.StartObject();
+  w.Key("instances");
+  w.StartArray();
+  for (const backend::PlacementAudit& audit : audits) {
+    w.StartObject();
+    w.Key("summary"); str(backend::PlacementSummary(audit));
+    w.Key("total_nodes"); w.Int(audit.total_nodes);
+    w.Key("providers");
+    w.StartArray();
+    for (const backend::ProviderPlacement& p : audit.providers) {
+      w.StartObject();
+      w.Key("provider"); str(p.provider);
+      w.Key("nodes"); w.Int(p.nodes);
+      w.Key("compute_nodes"); w.Int(p.compute_nodes);
+      w.Key("op_types");
+      w.StartObject();
+      for (const auto& [op, count] : p.op_types) {
+        w.Key(op.c_str(), static_cast<rapidjson::SizeType>(op.size()));
+        w.Int(count);
+      }
+      w.EndObject();
+      w.EndObject();
+    }
+    w.EndArray();
+    w.Key("allowed_cpu_ops");
+    w.StartArray();
+    for (const std::string& op : audit.allowed_cpu_ops) str(op);
+    w.EndArray();
+    w.Key("degraded_reason"); str(audit.degraded_reason);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  return std::string(buffer.GetString(), buffer.GetSize());
+}
+
+}  // namespace
+
+Status Server::RunBlocking(repository::ModelVersion& version, InferRequest request) {
+  // The same steps as a client's request after the lookup (RunOnModel): validation against
+  // the config, reshape, then the version's scheduler, so the self-test times the path
+  // requests take and not a shortcut around it.
+  const inference::ModelConfig& config = version.config;
+  FASTPATH_RETURN_IF_ERROR(config::ValidateInferInputs(config, request.inputs, options_.max_tensor_elements));
+  scheduler::Job job;
+  for (const auto& out : config.output()) job.output_names.push_back(out.name());
+  for (auto& tensor : request.inputs) {
+    const inference::ModelInput* in = config::FindInput(config, tensor.name);
+    if (in == nullptr || !in->has_reshape()) continue;
+    FASTPATH_ASSIGN_OR_RETURN(tensor.shape, config::ReshapeForModel(config, *in, tensor.shape));
+  }
+  request.model_version = std::to_string(version.version);
+  if (config.max_batch_size() > 0 && !request.inputs.empty() && !request.inputs[0].shape.empty()) {
+    job.batch_size = static_cast<uint64_t>(request.inputs[0].shape[0]);
+  }
+  job.arrival = scheduler::Clock::now();
+  job.request = std::move(request);
+  std::promise<Status> answered;
+  std::future<Status> result = answered.get_future();
+  job.done = [&answered](StatusOr<InferResponse> response) { answered.set_value(response.status()); };
+  version.scheduler->Enqueue(std::move(job));
+  return result.get();
+}
+
+Status Server::Admit(const std::filesystem::path& model_dir, repository::ModelVersion& version) {
+  const std::string what = "model '" + version.model_name + "' version " + std::to_string(version.version);
+  AdmissionRecord record;
+  record.runtime = &version;
+  record.placement_json = PlacementJson(version.placements);
+  // A GPU instance the placement policy would refuse serves only under --allow-cpu-fallback
+  // (dev); it is labelled DEGRADED like a missed budget.
+  for (const backend::PlacementAudit& audit : version.placements) {
+    if (audit.degraded_reason.empty()) continue;
+    record.degradations.push_back("GPU model running on the CPU (--allow-cpu-fallback): " +
+                                  audit.degraded_reason);
+    Log("!!! " + what + " is DEGRADED: " + record.degradations.back());
+  }
+  auto remember = [&](AdmissionRecord r) {
+    std::lock_guard lock(admission_mu_);
+    admission_records_[{version.model_name, version.version}] = std::move(r);
+  };
+  auto refuse = [&](const std::string& reason) {
+    record.refused = reason;
+    record.runtime = nullptr;
+    remember(record);
+    return FailedPrecondition(reason);
+  };
+
+  auto budget = admission::ParseBudget(version.config);
+  if (!budget.ok()) return refuse("self-test budget: " + budget.status().message());
+  auto plan = admission::MakeSelfTestPlan(version.config, model_dir, *budget);
+  if (!plan.ok()) return refuse("self-test: " + plan.status().message());
+  if (plan->empty() || !version.scheduler) {
+    remember(record);
+    return Status::Ok();
+  }
+  auto report = admission::RunSelfTest(
+      *plan, [&](const InferRequest& request) { return RunBlocking(version, request); },
+      options_.self_test_clock);
+  if (!report.ok()) return refuse("self-test failed: " + report.status().message());
+  record.self_test = *report;
+  if (report->passed()) {
+    Log(what + " passed its start-up self-test: " + report->Summary());
+    remember(record);
+    return Status::Ok();
+  }
+  const std::string miss = "self-test missed its budget: " + Join(report->misses, "; ") + " (measured " +
+                           report->Summary() + ")";
+  if (options_.policy.profile == admission::Profile::kProduction) return refuse(miss);
+  record.degradations.push_back(miss);
+  Log("!!! " + what + " is DEGRADED (dev profile serves it anyway): " + miss);
+  remember(record);
+  return Status::Ok();
+}
+
+admission::AdmissionReport Server::Admission() const {
+  admission::AdmissionReport report;
+  report.policy = options_.policy;
+  report.live = IsLive();
+  report.ready = IsReady();
+  report.version_lock = options_.version_lock;
+  report.pinned = options_.version_lock_pinned;
+  report.snapshot_json = options_.capability_snapshot_json;
+  if (shutting_down_) report.reasons.push_back("the server is shutting down");
+  std::map<std::pair<std::string, int64_t>, AdmissionRecord> records;
+  {
+    std::lock_guard lock(admission_mu_);
+    records = admission_records_;
+  }
+  for (const RepositoryEntry& entry : repository_->Index(/*ready_only=*/false)) {
+    admission::ModelAdmission m;
+    m.name = entry.name;
+    m.version = entry.version;
+    const AdmissionRecord* record = nullptr;
+    int64_t version = -1;
+    if (!entry.version.empty()) {
+      version = std::stoll(entry.version);
+      auto it = records.find({entry.name, version});
+      if (it != records.end()) record = &it->second;
+    }
+    if (entry.state == ModelState::kReady) {
+      auto runtime = repository_->FindReady(entry.name, entry.version);
+      if (record != nullptr && (!runtime.ok() || record->runtime != runtime->get())) record = nullptr;
+      m.state = admission::AdmissionState::kReady;
+      if (record != nullptr && !record->degradations.empty()) {
+        m.state = admission::AdmissionState::kDegraded;
+        m.reasons = record->degradations;
+      }
+    } else {
+      if (record != nullptr && record->refused != entry.reason) record = nullptr;
+      m.state = admission::AdmissionState::kUnavailable;
+      m.reasons.push_back(entry.reason.empty() ? ModelStateName(entry.state) : entry.reason);
+      if (entry.reason != "unloaded") {
+        report.reasons.push_back("model '" + entry.name + "'" +
+                                 (entry.version.empty() ? "" : " version " + entry.version) +
+                                 " is not READY: " + m.reasons.front());
+      }
+    }
+    if (record != nullptr) {
+      m.self_test = record->self_test;
+      m.placement_json = record->placement_json;
+    }
+    report.models.push_back(std::move(m));
+  }
+  return report;
+}
+
+}  // namespace fastpath::server

@@ -1,0 +1,301 @@
+// Admission, black-box (issue 4 §2, §5, §6): the real `fastpath` binary refusing a node
+// whose versions contradict the lock (the fake NVIDIA libraries from tests/fakes carry the
+// versions), refusing or labelling a model that misses its start-up budget (an impossibly
+// small 1 ns p95, so no timing can make it pass; an impossibly large one to pass), and the
+// admission report on /v2/health/admission.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include <gmock/gmock.h>
+
+#include "integration_fixture.h"
+
+namespace fastpath::integration {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct ProcessRun {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs `env <assignments> fastpath <args>` to its exit (at most 120 s: a serve that fails
+// to refuse would otherwise never return).
+ProcessRun RunFastpath(const std::vector<std::string>& args, const std::vector<std::string>& assignments = {}) {
+  const std::string err_path = std::filesystem::temp_directory_path() /
+                               ("fastpath_admission_err_" + std::to_string(::getpid()));
+  std::string command = "env";
+  for (const std::string& a : assignments) command += " '" + a + "'";
+  command += " timeout 120 '" + FastpathBinary() + "'";
+  for (const std::string& a : args) command += " '" + a + "'";
+  command += " 2>'" + err_path + "'";
+  ProcessRun run;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return run;
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) run.out.append(buffer, n);
+  const int status = ::pclose(pipe);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream err(err_path);
+  std::stringstream text;
+  text << err.rdbuf();
+  run.err = text.str();
+  std::filesystem::remove(err_path);
+  return run;
+}
+
+std::string FakeLibraryPath() {
+  std::string path = "LD_LIBRARY_PATH=";
+  for (const char* dir : {"cuda", "nvml", "cudart", "cublas", "cudnn", "tensorrt", "nccl"}) {
+    path += std::string(FASTPATH_FAKE_CUDA_LIB_DIR) + "/" + dir + ":";
+  }
+  return path;
+}
+
+// The `simple` model with a self-test budget.
+std::string SimpleWithBudget(const std::string& p95_ms) {
+  return R"(name: "simple"
+max_batch_size: 8
+input [
+  { name: "INPUT0" data_type: TYPE_INT32 dims: [ 16 ] },
+  { name: "INPUT1" data_type: TYPE_INT32 dims: [ 16 ] }
+]
+output [
+  { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 16 ] },
+  { name: "OUTPUT1" data_type: TYPE_INT32 dims: [ 16 ] }
+]
+instance_group [ { kind: KIND_CPU count: 1 } ]
+parameters { key: "fastpath.slo.p95_ms" value { string_value: ")" +
+         p95_ms + R"(" } }
+parameters { key: "fastpath.slo.iterations" value { string_value: "5" } }
+parameters { key: "fastpath.slo.batch_size" value { string_value: "2" } }
+parameters { key: "fastpath.slo.seed" value { string_value: "7" } }
+)";
+}
+
+void WriteSimple(testing::TempRepository& repo, const std::string& p95_ms) {
+  repo.AddVersion("simple", 1, "simple");
+  repo.WriteConfig("simple", SimpleWithBudget(p95_ms));
+}
+
+// ---- §5/§6: the start-up self-test ----
+
+class SelfTestMissDevTest : public ServerTest {
+ protected:
+  std::vector<std::string> Models() override { return {}; }
+  void PrepareRepository(testing::TempRepository& repo) override { WriteSimple(repo, "0.000001"); }
+  std::vector<std::string> ExtraArgs() override { return {"--profile", "dev"}; }
+};
+
+TEST_F(SelfTestMissDevTest, ServesButEveryViewSaysDegraded) {
+  EXPECT_EQ(http().Get("/v2/health/ready").status, 200);
+  EXPECT_EQ(http().Get("/v2/models/simple/ready").status, 200);
+  HttpResponse report = http().Get("/v2/health/admission");
+  ASSERT_EQ(report.status, 200) << report.Describe();
+  auto doc = ParseJson(report.body);
+  EXPECT_STREQ(doc["profile"].GetString(), "dev");
+  ASSERT_EQ(doc["models"].Size(), 1u) << report.body;
+  const auto& model = doc["models"][0];
+  EXPECT_STREQ(model["name"].GetString(), "simple");
+  EXPECT_STREQ(model["state"].GetString(), "DEGRADED");
+  EXPECT_THAT(model["reasons"][0].GetString(), HasSubstr("self-test missed its budget: p95 "));
+  EXPECT_FALSE(model["self_test"]["passed"].GetBool());
+  EXPECT_DOUBLE_EQ(model["self_test"]["budget"]["p95_ms"].GetDouble(), 0.000001);
+  EXPECT_EQ(model["self_test"]["measured"]["batch_size"].GetUint(), 2u);
+  EXPECT_EQ(model["self_test"]["measured"]["iterations"].GetUint(), 5u);
+  EXPECT_GT(model["self_test"]["measured"]["p95_ms"].GetDouble(), 0.000001);
+  EXPECT_TRUE(doc["capability_snapshot"].IsObject());
+  EXPECT_TRUE(doc["capability_snapshot"]["ort_version"].IsString());
+  EXPECT_THAT(server().LogTail(), HasSubstr("model 'simple' version 1 is DEGRADED"));
+  ExpectStillServing();
+}
+
+class SelfTestPassProductionTest : public ServerTest {
+ protected:
+  std::vector<std::string> Models() override { return {}; }
+  void PrepareRepository(testing::TempRepository& repo) override { WriteSimple(repo, "1000000000"); }
+  std::vector<std::string> ExtraArgs() override { return {"--profile", "production"}; }
+};
+
+TEST_F(SelfTestPassProductionTest, ReadyWithTheFiguresInTheReport) {
+  EXPECT_EQ(http().Get("/v2/health/ready").status, 200);
+  HttpResponse report = http().Get("/v2/health/admission");
+  ASSERT_EQ(report.status, 200) << report.Describe();
+  auto doc = ParseJson(report.body);
+  EXPECT_STREQ(doc["profile"].GetString(), "production");
+  EXPECT_TRUE(doc["ready"].GetBool());
+  EXPECT_TRUE(doc["reasons"].Empty()) << report.body;
+  EXPECT_STREQ(doc["models"][0]["state"].GetString(), "READY");
+  EXPECT_TRUE(doc["models"][0]["self_test"]["passed"].GetBool());
+  EXPECT_TRUE(doc["models"][0]["placement"].IsNull());
+  EXPECT_EQ(http().Post("/v2/health/admission", "").status, 405);
+  EXPECT_THAT(server().LogTail(), HasSubstr("passed its start-up self-test"));
+}
+
+TEST(AdmissionBinary, ProductionRefusesAModelThatMissesItsBudget) {
+  testing::TempRepository repo(FASTPATH_TEST_MODELS_DIR);
+  WriteSimple(repo, "0.000001");
+  const ProcessRun run = RunFastpath({"serve", "--model-repository", repo.root().string(), "--http-port", "0",
+                               "--grpc-port", "0", "--allow-metrics", "false", "--profile", "production"});
+  EXPECT_EQ(run.exit_code, 22) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("production profile: a model missed its start-up self-test budget; "
+                                 "refusing to serve:"));
+  EXPECT_THAT(run.err, HasSubstr("model 'simple' version 1: self-test missed its budget: p95 "));
+  EXPECT_THAT(run.err, HasSubstr("> budget 1e-06 ms"));
+  EXPECT_THAT(run.err, HasSubstr("measured p95 "));
+  EXPECT_THAT(run.err, HasSubstr("(budget 1e-06 ms), throughput "));
+}
+
+TEST(AdmissionBinary, ProductionRefusesAModelThatDoesNotLoad) {
+  testing::TempRepository repo(FASTPATH_TEST_MODELS_DIR);
+  WriteSimple(repo, "1000000000");
+  repo.WriteConfig("broken", "name: \"broken\"\nmax_batch_size: -3\n");
+  const ProcessRun run = RunFastpath({"serve", "--model-repository", repo.root().string(), "--http-port", "0",
+                               "--grpc-port", "0", "--allow-metrics", "false", "--profile", "production"});
+  EXPECT_EQ(run.exit_code, 23) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("production profile: a model is not READY; refusing to serve:\n  model 'broken'"));
+}
+
+TEST(AdmissionBinary, BadBudgetIsAClearReason) {
+  testing::TempRepository repo(FASTPATH_TEST_MODELS_DIR);
+  WriteSimple(repo, "fast");
+  const ProcessRun run = RunFastpath({"serve", "--model-repository", repo.root().string(), "--http-port", "0",
+                               "--grpc-port", "0", "--allow-metrics", "false", "--profile", "production"});
+  EXPECT_EQ(run.exit_code, 23) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("self-test budget: parameters: 'fastpath.slo.p95_ms' is 'fast'; it must "
+                                 "be a number greater than 0"));
+}
+
+TEST(AdmissionBinary, CpuFallbackIsRefusedInProduction) {
+  const ProcessRun run = RunFastpath({"serve", "--model-repository", "/tmp", "--profile", "production",
+                               "--allow-cpu-fallback"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, HasSubstr("--allow-cpu-fallback is refused with --profile production"));
+  const ProcessRun bad = RunFastpath({"serve", "--model-repository", "/tmp", "--profile", "staging"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--profile must be production or dev, not 'staging'"));
+}
+
+// ---- §2: the version lock ----
+
+class VersionLockTest : public ::testing::Test {
+ protected:
+  std::filesystem::path Write(const std::string& name, const std::string& text) {
+    const auto path = dir_.root() / name;
+    std::ofstream(path) << text;
+    return path;
+  }
+  ProcessRun Serve(const std::filesystem::path& lock, const std::vector<std::string>& env) {
+    std::vector<std::string> assignments = {FakeLibraryPath()};
+    assignments.insert(assignments.end(), env.begin(), env.end());
+    return RunFastpath({"serve", "--model-repository", repo_.root().string(), "--http-port", "0",
+                        "--grpc-port", "0", "--allow-metrics", "false", "--version-lock", lock.string()},
+                       assignments);
+  }
+  testing::TempRepository dir_{FASTPATH_TEST_MODELS_DIR};
+  testing::TempRepository repo_{FASTPATH_TEST_MODELS_DIR};
+};
+
+TEST_F(VersionLockTest, DoctorLockWritesWhatTheNodeHas) {
+  const auto lock = dir_.root() / "fastpath.lock.json";
+  const ProcessRun run = RunFastpath({"doctor", "--lock", lock.string()}, {FakeLibraryPath()});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("wrote version lock " + lock.string() + " pinning driver_branch, cuda_driver, "
+                                 "cuda_runtime, cudnn, tensorrt, onnxruntime, gpu_name, compute_capability"));
+  std::ifstream in(lock);
+  std::stringstream text;
+  text << in.rdbuf();
+  auto doc = ParseJson(text.str());
+  EXPECT_EQ(doc["fastpath_lock"].GetInt(), 1);
+  EXPECT_STREQ(doc["driver_branch"].GetString(), "580");
+  EXPECT_STREQ(doc["cuda_driver"].GetString(), "13.0");
+  EXPECT_STREQ(doc["cudnn"].GetString(), "9.10.2");
+  EXPECT_STREQ(doc["tensorrt"].GetString(), "10.13.0");
+  EXPECT_STREQ(doc["gpu_name"].GetString(), "Fake GPU");
+}
+
+TEST_F(VersionLockTest, DriverTooOldForTheLockIsRefused) {
+  const auto lock = dir_.root() / "lock.json";
+  ASSERT_EQ(RunFastpath({"doctor", "--lock", lock.string()}, {FakeLibraryPath()}).exit_code, 0);
+  const ProcessRun run = Serve(lock, {"FASTPATH_FAKE_CUDA_DRIVER_VERSION=12040"});
+  EXPECT_EQ(run.exit_code, 20) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("this node does not match the version lock " + lock.string() +
+                                 "; refusing to start:\n  cuda_driver: expected 13.0, found 12.4\n(exit 20"));
+}
+
+TEST_F(VersionLockTest, LibraryVersionContradictingTheLockIsRefused) {
+  const auto lock = dir_.root() / "lock.json";
+  ASSERT_EQ(RunFastpath({"doctor", "--lock", lock.string()}, {FakeLibraryPath()}).exit_code, 0);
+  const ProcessRun run = Serve(lock, {"FASTPATH_FAKE_CUDNN_VERSION=90800", "FASTPATH_FAKE_NVML_DRIVER=575.51.03"});
+  EXPECT_EQ(run.exit_code, 20) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("  driver_branch: expected 580, found 575\n"
+                                 "  cudnn: expected 9.10.2, found 9.8.0\n"));
+}
+
+TEST_F(VersionLockTest, MissingLibraryIsNamed) {
+  const auto lock = Write("lock.json", R"({"fastpath_lock": 1, "tensorrt": "10.13.0"})");
+  std::vector<std::string> assignments = {"LD_LIBRARY_PATH=" + std::string(FASTPATH_FAKE_CUDA_LIB_DIR) + "/cuda"};
+  const ProcessRun run = RunFastpath({"serve", "--model-repository", repo_.root().string(), "--http-port", "0",
+                               "--grpc-port", "0", "--version-lock", lock.string()},
+                              assignments);
+  if (run.err.find("tensorrt: expected 10.13.0, found not found") == std::string::npos &&
+      run.exit_code == 20) {
+    GTEST_SKIP() << "this machine has a real libnvinfer.so.10";
+  }
+  EXPECT_EQ(run.exit_code, 20) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("tensorrt: expected 10.13.0, found not found (no libnvinfer on the library path)"));
+}
+
+TEST_F(VersionLockTest, UnreadableOrMalformedLockHasItsOwnCode) {
+  ProcessRun run = Serve(dir_.root() / "missing.json", {});
+  EXPECT_EQ(run.exit_code, 21) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("cannot read version lock"));
+  run = Serve(Write("bad.json", R"({"fastpath_lock": 1, "cuda": "13.0"})"), {});
+  EXPECT_EQ(run.exit_code, 21) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("unknown key \"cuda\""));
+}
+
+TEST_F(VersionLockTest, MatchingLockStartsAndIsShownInTheReport) {
+  // Written and checked on this machine as it is (no fakes): it must admit itself.
+  const auto lock = dir_.root() / "lock.json";
+  ASSERT_EQ(RunFastpath({"doctor", "--lock", lock.string()}).exit_code, 0);
+  WriteSimple(repo_, "1000000000");
+  ServerProcess server(dir_.root());
+  ASSERT_TRUE(server.Start({repo_.root(), {"--version-lock", lock.string(), "--profile", "production"}}));
+  HttpClient http(server.http_port());
+  auto doc = ParseJson(http.Get("/v2/health/admission").body);
+  EXPECT_STREQ(doc["version_lock"]["file"].GetString(), lock.c_str());
+  EXPECT_THAT(server.LogTail(), HasSubstr("node admitted (pins"));
+  EXPECT_TRUE(server.Stop());
+}
+
+TEST_F(VersionLockTest, DoctorDiffNamesWhatChanged) {
+  const auto a = dir_.root() / "a.json";
+  const auto b = dir_.root() / "b.json";
+  ProcessRun snap = RunFastpath({"doctor", "--json"}, {FakeLibraryPath()});
+  ASSERT_EQ(snap.exit_code, 0);
+  std::ofstream(a) << snap.out;
+  snap = RunFastpath({"doctor", "--json"}, {FakeLibraryPath(), "FASTPATH_FAKE_CUDA_DRIVER_VERSION=12040"});
+  std::ofstream(b) << snap.out;
+
+  ProcessRun same = RunFastpath({"doctor", "--diff", a.string(), a.string()});
+  EXPECT_EQ(same.exit_code, 0) << same.err;
+  EXPECT_THAT(same.out, HasSubstr("no differences"));
+  ProcessRun diff = RunFastpath({"doctor", "--diff", a.string(), b.string()});
+  EXPECT_EQ(diff.exit_code, 1) << diff.err;
+  EXPECT_THAT(diff.out, HasSubstr("changed  driver.cuda_version"));
+  EXPECT_THAT(diff.out, HasSubstr("\"13.0\" -> \"12.4\""));
+  ProcessRun bad = RunFastpath({"doctor", "--diff", a.string(), Write("x.json", "{").string()});
+  EXPECT_EQ(bad.exit_code, 21);
+  EXPECT_THAT(bad.err, HasSubstr("x.json is not valid JSON"));
+}
+
+}  // namespace
+}  // namespace fastpath::integration

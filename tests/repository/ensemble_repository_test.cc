@@ -1,0 +1,238 @@
+// Ensembles in the repository: load order, a missing step model, explicit load and
+// unload of step models, and a request run through the EnsembleScheduler on real step
+// models (with a minimal step runner standing in for the server facade).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <future>
+
+#include "fakes/temp_repository.h"
+#include "fastpath/backends/onnxruntime/ort_backend.h"
+#include "fastpath/repository/model_repository.h"
+
+namespace fastpath::repository {
+namespace {
+
+using server::ModelState;
+using testing::TempRepository;
+
+constexpr const char* kAddOne = R"(
+backend: "onnxruntime"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+instance_group [ { kind: KIND_CPU count: 1 } ]
+)";
+constexpr const char* kDouble = R"(
+backend: "onnxruntime"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 16 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 16 ] } ]
+instance_group [ { kind: KIND_CPU count: 1 } ]
+)";
+// Named so that it sorts before its steps: start-up must still load it READY.
+constexpr const char* kPipeline = R"(
+platform: "ensemble"
+max_batch_size: 8
+input [ { name: "X" data_type: TYPE_FP32 dims: [ 16 ] } ]
+output [ { name: "Y" data_type: TYPE_FP32 dims: [ 16 ] } ]
+ensemble_scheduling {
+  step [
+    { model_name: "add_one" model_version: -1
+      input_map { key: "INPUT0" value: "X" } output_map { key: "OUTPUT0" value: "t" } },
+    { model_name: "double" model_version: -1
+      input_map { key: "INPUT0" value: "t" } output_map { key: "OUTPUT0" value: "Y" } }
+  ]
+}
+)";
+
+class EnsembleRepositoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto backend = backends::onnxruntime::CreateOrtBackend();
+    ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+    backend_ = std::move(backend).value();
+    repo_.AddVersion("add_one", 1, "add_one");
+    repo_.WriteConfig("add_one", kAddOne);
+    repo_.AddVersion("double", 1, "double");
+    repo_.WriteConfig("double", kDouble);
+    AddEnsemble("a_pipeline", kPipeline);
+  }
+  void AddEnsemble(const std::string& name, const std::string& config) {
+    repo_.WriteConfig(name, config);
+    std::filesystem::create_directories(repo_.root() / name / "1");
+  }
+  // A step runner standing in for the server: the step model's scheduler, no checks.
+  std::unique_ptr<ModelRepository> Make(ControlMode mode = ControlMode::kNone) {
+    RepositoryOptions options;
+    options.root = repo_.root();
+    options.mode = mode;
+    auto runner = [this](InferRequest request, std::function<void(StatusOr<InferResponse>)> done) {
+      if (request.model_name == fail_step_) return done(Unavailable("injected failure"));
+      auto found = self_->FindReady(request.model_name, request.model_version);
+      if (!found.ok()) return done(found.status());
+      scheduler::Job job;
+      for (const auto& out : request.outputs) job.output_names.push_back(out.name);
+      job.request = std::move(request);
+      job.arrival = scheduler::Clock::now();
+      job.done = [runtime = *found, done](StatusOr<InferResponse> r) { done(std::move(r)); };
+      (*found)->scheduler->Enqueue(std::move(job));
+    };
+    auto repo = std::make_unique<ModelRepository>(options, backend_.get(), runner);
+    self_ = repo.get();
+    return repo;
+  }
+  static bool Ready(const ModelRepository& repo, const std::string& name, bool otherwise) {
+    auto ready = repo.IsReady(name, "");
+    return ready.ok() ? *ready : otherwise;
+  }
+  const server::RepositoryEntry* Entry(const std::vector<server::RepositoryEntry>& index,
+                                       const std::string& name) {
+    for (const auto& e : index) {
+      if (e.name == name) return &e;
+    }
+    return nullptr;
+  }
+  StatusOr<InferResponse> Run(ModelRepository& repo, const std::vector<float>& x) {
+    auto found = repo.FindReady("a_pipeline", "");
+    if (!found.ok()) return found.status();
+    Tensor tensor{"X", DataType::kFp32, {1, static_cast<int64_t>(x.size())}, {}};
+    tensor.data.assign(reinterpret_cast<const char*>(x.data()), x.size() * sizeof(float));
+    scheduler::Job job;
+    job.request.model_name = "a_pipeline";
+    job.request.inputs.push_back(std::move(tensor));
+    job.output_names = {"Y"};
+    job.arrival = scheduler::Clock::now();
+    std::promise<StatusOr<InferResponse>> answer;
+    job.done = [&answer](StatusOr<InferResponse> r) { answer.set_value(std::move(r)); };
+    (*found)->scheduler->Enqueue(std::move(job));
+    return answer.get_future().get();
+  }
+
+  TempRepository repo_{FASTPATH_TEST_MODELS_DIR};
+  std::unique_ptr<backend::Backend> backend_;
+  ModelRepository* self_ = nullptr;
+  std::string fail_step_;
+};
+
+TEST_F(EnsembleRepositoryTest, LoadsReadyWhateverTheFolderOrder) {
+  auto repo = Make();
+  repo->LoadStartupModels({});
+  EXPECT_TRUE(repo->AllReady());
+  auto v = repo->FindReady("a_pipeline", "");
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ((*v)->config.platform(), "ensemble");
+  EXPECT_EQ((*v)->config.version_policy().latest().num_versions(), 1u);
+  EXPECT_EQ(repo->Index(true).size(), 3u);
+}
+
+TEST_F(EnsembleRepositoryTest, RunsTheStepsOnTheirModels) {
+  auto repo = Make();
+  repo->LoadStartupModels({});
+  std::vector<float> x(16);
+  for (int i = 0; i < 16; ++i) x[i] = static_cast<float>(i) - 4;
+  auto result = Run(*repo, x);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  ASSERT_EQ(result->outputs.size(), 1u);
+  const Tensor& y = result->outputs[0];
+  EXPECT_EQ(y.name, "Y");
+  EXPECT_EQ(y.shape, (std::vector<int64_t>{1, 16}));
+  ASSERT_EQ(y.data.size(), 16 * sizeof(float));
+  for (int i = 0; i < 16; ++i) {
+    float v = 0;
+    std::memcpy(&v, y.data.data() + i * sizeof(float), sizeof(float));
+    EXPECT_EQ(v, 2 * (x[i] + 1)) << i;
+  }
+  auto stats = (*repo->FindReady("a_pipeline", ""))->stats.Snapshot("a_pipeline", "1");
+  EXPECT_EQ(stats.inference_stats.success.count, 1u);
+  auto step_stats = (*repo->FindReady("double", ""))->stats.Snapshot("double", "1");
+  EXPECT_EQ(step_stats.inference_stats.success.count, 1u);
+}
+
+TEST_F(EnsembleRepositoryTest, AFailingStepFailsTheRequestNamingTheStep) {
+  auto repo = Make();
+  repo->LoadStartupModels({});
+  fail_step_ = "double";
+  auto result = Run(*repo, std::vector<float>(16, 1.0f));
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(result.status().message(),
+            "ensemble 'a_pipeline' step 2 (model 'double'): injected failure");
+  auto stats = (*repo->FindReady("a_pipeline", ""))->stats.Snapshot("a_pipeline", "1");
+  EXPECT_EQ(stats.inference_stats.fail.count, 1u);
+  EXPECT_EQ((*repo->FindReady("a_pipeline", ""))->scheduler->Pending(), 0u);
+}
+
+TEST_F(EnsembleRepositoryTest, MissingStepModelMakesItUnavailableWithTheReason) {
+  std::string config = kPipeline;
+  config.replace(config.find("\"double\""), 8, "\"triple\"");
+  AddEnsemble("b_broken", config);
+  auto repo = Make();
+  repo->LoadStartupModels({});
+  EXPECT_FALSE(repo->AllReady());
+  EXPECT_TRUE(repo->FindReady("a_pipeline", "").ok());  // the others still serve
+  const auto index = repo->Index(false);
+  const server::RepositoryEntry* e = Entry(index, "b_broken");
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->state, ModelState::kUnavailable);
+  EXPECT_NE(e->reason.find("ensemble 'b_broken' step 2 (model 'triple'): unknown model 'triple'"),
+            std::string::npos)
+      << e->reason;
+  auto found = repo->FindReady("b_broken", "");
+  EXPECT_EQ(found.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(found.status().message().find("triple"), std::string::npos)
+      << found.status().ToString();
+}
+
+TEST_F(EnsembleRepositoryTest, EnsembleNeedsAVersionFolder) {
+  repo_.WriteConfig("c_no_version", kPipeline);
+  auto repo = Make();
+  repo->LoadStartupModels({});
+  const auto index = repo->Index(false);
+  const server::RepositoryEntry* e = Entry(index, "c_no_version");
+  ASSERT_NE(e, nullptr);
+  EXPECT_NE(e->reason.find("an ensemble needs an empty one, e.g. c_no_version/1/"),
+            std::string::npos)
+      << e->reason;
+}
+
+TEST_F(EnsembleRepositoryTest, ExplicitLoadBringsItsStepsAndFollowsThem) {
+  auto repo = Make(ControlMode::kExplicit);
+  repo->LoadStartupModels({});
+  EXPECT_TRUE(repo->Index(true).empty());
+  ASSERT_TRUE(repo->Load("a_pipeline").ok());
+  EXPECT_TRUE(Ready(*repo, "add_one", false));
+  EXPECT_TRUE(Ready(*repo, "double", false));
+  EXPECT_TRUE(Ready(*repo, "a_pipeline", false));
+
+  ASSERT_TRUE(repo->Unload("double").ok());
+  EXPECT_FALSE(Ready(*repo, "a_pipeline", true));
+  EXPECT_FALSE(repo->IsReady("double", "").ok());  // not brought back by the ensemble
+  const auto index = repo->Index(false);
+  const server::RepositoryEntry* e = Entry(index, "a_pipeline");
+  ASSERT_NE(e, nullptr);
+  EXPECT_NE(e->reason.find("step 2 (model 'double')"), std::string::npos) << e->reason;
+
+  ASSERT_TRUE(repo->Load("double").ok());
+  EXPECT_TRUE(Ready(*repo, "a_pipeline", false));
+  EXPECT_TRUE(Run(*repo, std::vector<float>(16, 0.5f)).ok());
+
+  // A reload of a step model keeps the ensemble READY (it is re-validated).
+  ASSERT_TRUE(repo->Load("add_one").ok());
+  EXPECT_TRUE(Ready(*repo, "a_pipeline", false));
+}
+
+TEST_F(EnsembleRepositoryTest, AStepModelThatNoLongerFitsMakesItUnavailable) {
+  auto repo = Make(ControlMode::kExplicit);
+  ASSERT_TRUE(repo->Load("a_pipeline").ok());
+  // add_one now takes FP64: the ensemble's tensor X (FP32) no longer fits.
+  std::string changed = kAddOne;
+  changed.replace(changed.find("TYPE_FP32"), 9, "TYPE_FP64");
+  repo_.WriteConfig("add_one", changed);
+  EXPECT_FALSE(repo->Load("add_one").ok());  // FP64 contradicts the model file
+  // add_one itself is now UNAVAILABLE, and so the ensemble.
+  EXPECT_FALSE(Ready(*repo, "a_pipeline", true));
+}
+
+}  // namespace
+}  // namespace fastpath::repository
