@@ -84,6 +84,12 @@ void InstancePoolScheduler::WorkerLoop(backend::ModelInstance* instance) {
 
 void InstancePoolScheduler::Execute(backend::ModelInstance* instance, Job& job) {
   const Clock::time_point start = options_.now();
+  if (job.request.cancelled != nullptr && job.request.cancelled->load(std::memory_order_relaxed)) {
+    stats_->RecordFailure(Ns(start - job.arrival), server::FailureReason::kCanceled);
+    job.done(Cancelled("request for model '" + job.request.model_name +
+                       "' was cancelled while queued; it never reached the model"));
+    return;
+  }
   if (start > job.request.deadline) {
     // A timeout in the queue is a rejection, as in Triton.
     stats_->RecordFailure(Ns(start - job.arrival), server::FailureReason::kRejected);

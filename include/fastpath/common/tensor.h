@@ -2,9 +2,11 @@
 // and the inference request/response that carry them.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -65,6 +67,9 @@ struct InferRequest {
   Parameters parameters;
   // Absolute deadline; time_point::max() when the client set none.
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  // Set by the front end when the client has gone away; null when it cannot tell. A
+  // request cancelled before it reaches the model never runs.
+  std::shared_ptr<const std::atomic<bool>> cancelled;
 };
 
 struct InferResponse {

@@ -58,6 +58,9 @@ struct Job {
   std::function<void(StatusOr<InferResponse>)> done;
   Clock::time_point arrival;
   uint64_t batch_size = 1;  // elements in the batch dim (1 for models that do not batch)
+  // Triton's request parameters, read by the facade; the dynamic batcher honours them.
+  uint64_t priority = 0;              // "priority": 0 is the model's default level
+  std::chrono::microseconds timeout{0};  // "timeout": 0 is none (the queue policy decides)
 };
 
 class Scheduler {

@@ -1,0 +1,179 @@
+// The dynamic batcher: Triton's `dynamic_batching` semantics behind the Scheduler
+// interface. Requests wait in per-priority queues; whenever an instance is free, the
+// batcher cuts the longest compatible run of queued requests (up to the largest preferred
+// batch size, else max_batch_size) and sends it at once when it is full or at a preferred
+// size, otherwise when the oldest queued request has waited max_queue_delay. The batch's
+// inputs are concatenated along dim 0, the instance runs once, and the outputs are split
+// back so that every request gets exactly its own rows.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fastpath/backend/backend.h"
+#include "fastpath/common/status.h"
+#include "fastpath/scheduler/scheduler.h"
+#include "model_config.pb.h"
+
+namespace fastpath::scheduler {
+
+// Time as the batcher sees it: what time it is, and how to sleep until a time. Injected
+// so that tests move time by hand (tests/fakes/manual_scheduler_clock.h) instead of
+// sleeping.
+class SchedulerClock {
+ public:
+  virtual ~SchedulerClock() = default;
+  virtual Clock::time_point Now() const = 0;
+  // Blocks on `cv` (whose mutex `lock` holds) until it is notified or this clock reaches
+  // `until` (time_point::max(): no limit). May return early; callers re-check.
+  virtual void WaitUntil(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
+                         Clock::time_point until) = 0;
+};
+
+// The process's steady clock. Never null; lives forever.
+SchedulerClock* SteadySchedulerClock();
+
+// Triton's ModelQueuePolicy.
+struct QueuePolicy {
+  enum class TimeoutAction { kReject, kDelay };
+  TimeoutAction timeout_action = TimeoutAction::kReject;
+  std::chrono::microseconds default_timeout{0};  // 0: requests never time out in the queue
+  // A request's own "timeout" parameter may shorten the default (never lengthen it).
+  bool allow_timeout_override = false;
+  size_t max_queue_size = 0;  // 0: DynamicBatchOptions::default_max_queue_size
+};
+
+struct DynamicBatchOptions {
+  uint64_t max_batch_size = 1;                 // > 0
+  std::vector<uint64_t> preferred_batch_sizes;  // each in [1, max_batch_size]
+  std::chrono::microseconds max_queue_delay{0};
+  bool preserve_ordering = false;  // responses leave in the order the requests arrived
+  // 0: one queue, request priorities ignored. Otherwise levels 1 (served first) to
+  // priority_levels; a request's priority 0 or out of range takes default_priority_level.
+  uint64_t priority_levels = 0;
+  uint64_t default_priority_level = 0;
+  QueuePolicy default_queue_policy;
+  std::map<uint64_t, QueuePolicy> priority_queue_policies;  // level -> policy
+  // The bound of a queue whose policy sets none (the server's --max-queue-size): no
+  // queue grows without bound.
+  size_t default_max_queue_size = 1024;
+  SchedulerClock* clock = nullptr;  // null: SteadySchedulerClock(); must outlive the scheduler
+};
+
+// Reads config.dynamic_batching (which must be present; the config is validated and
+// completed, so max_batch_size > 0).
+StatusOr<DynamicBatchOptions> DynamicBatchOptionsFromConfig(const inference::ModelConfig& config,
+                                                            size_t default_max_queue_size);
+
+class DynamicBatchScheduler final : public Scheduler {
+ public:
+  // Takes ownership of the instances (one execution thread each). `stats` must outlive
+  // the scheduler. InvalidArgument when the options contradict each other.
+  static StatusOr<std::unique_ptr<DynamicBatchScheduler>> Create(
+      std::vector<std::unique_ptr<backend::ModelInstance>> instances, StatsRecorder* stats,
+      DynamicBatchOptions options);
+  ~DynamicBatchScheduler() override;
+
+  // Answers at once with Unavailable when the request's queue is full or the scheduler
+  // is stopping. With the queue empty, an instance free and no window, the request is
+  // handed to that instance before Enqueue returns.
+  void Enqueue(Job job) override;
+  // Stops accepting; what is queued is sent without waiting for its window.
+  void Stop() override;
+  size_t Pending() const override;
+  // Requests waiting in the queues (not yet handed to an instance).
+  size_t Queued() const;
+
+  // For tests with a manual clock: returns once the batcher's timer thread has looked at
+  // the queues and the clock as they are now (so what is due has been sent or rejected).
+  void SyncForTesting();
+
+ private:
+  struct Entry {
+    Job job;
+    uint64_t sequence = 0;  // arrival order, for preserve_ordering
+    Clock::time_point enqueued;
+    Clock::time_point timeout = Clock::time_point::max();  // the queue policy's
+  };
+  struct PolicyQueue {
+    QueuePolicy policy;
+    size_t max_size = 0;
+    std::deque<Entry> waiting;
+    std::deque<Entry> delayed;  // timed out under TimeoutAction::kDelay: served last
+    size_t size() const { return waiting.size() + delayed.size(); }
+  };
+  struct Batch {
+    std::vector<Entry> entries;
+  };
+  struct Worker {
+    backend::ModelInstance* instance = nullptr;
+    std::optional<Batch> batch;  // guarded by mu_; set by the batcher, taken by the thread
+    bool busy = false;           // guarded by mu_: from hand-over until the batch is done
+    std::condition_variable cv;
+    std::thread thread;
+  };
+  // A finished request waiting to be answered (outside the lock).
+  struct Answer {
+    uint64_t sequence = 0;
+    std::function<void(StatusOr<InferResponse>)> done;
+    StatusOr<InferResponse> result;
+  };
+
+  DynamicBatchScheduler(std::vector<std::unique_ptr<backend::ModelInstance>> instances,
+                        StatsRecorder* stats, DynamicBatchOptions options);
+
+  // Under mu_: drops what may no longer run (cancelled, past its deadline, timed out
+  // under REJECT) into `answers`, hands ready batches to free instances, and returns
+  // when the timer must look again.
+  Clock::time_point ScheduleLocked(std::vector<Answer>* answers);
+  void ExpireLocked(Clock::time_point now, std::vector<Answer>* answers);
+  // The run of queued requests to send now, if any; `wake` gets when to look again.
+  std::optional<Batch> CutBatchLocked(Clock::time_point now, Clock::time_point* wake);
+  void TimerLoop();
+  void WorkerLoop(Worker* worker);
+  void Execute(backend::ModelInstance* instance, Batch& batch, std::vector<Answer>* answers);
+  // Answers outside the lock, in arrival order when preserve_ordering asks for it.
+  void Deliver(std::vector<Answer> answers);
+  Answer Fail(Entry& entry, Status status, server::FailureReason reason);
+
+  std::vector<std::unique_ptr<backend::ModelInstance>> instances_;
+  StatsRecorder* stats_;
+  DynamicBatchOptions options_;
+  SchedulerClock* clock_;
+  uint64_t max_cut_size_;  // the largest preferred size, else max_batch_size (as Triton)
+
+  mutable std::mutex mu_;
+  std::vector<PolicyQueue> queues_;  // guarded by mu_; index = priority level - 1
+  size_t queued_ = 0;                // guarded by mu_
+  size_t running_ = 0;               // guarded by mu_: requests handed to instances
+  uint64_t next_sequence_ = 0;       // guarded by mu_
+  bool stopping_ = false;            // guarded by mu_
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::condition_variable timer_cv_;
+  Clock::time_point timer_wake_ = Clock::time_point::max();  // guarded by mu_
+  uint64_t sync_requested_ = 0;  // guarded by mu_
+  uint64_t sync_done_ = 0;       // guarded by mu_
+  std::condition_variable sync_cv_;
+  std::thread timer_;
+  bool timer_exited_ = false;  // guarded by mu_
+  bool joined_ = false;        // guarded by mu_
+  std::mutex stop_mu_;         // serializes Stop
+
+  // preserve_ordering: answers wait here until every earlier request is answered.
+  std::mutex deliver_mu_;
+  std::map<uint64_t, Answer> ready_;  // guarded by deliver_mu_
+  uint64_t next_to_deliver_ = 0;      // guarded by deliver_mu_
+  bool delivering_ = false;           // guarded by deliver_mu_
+};
+
+}  // namespace fastpath::scheduler

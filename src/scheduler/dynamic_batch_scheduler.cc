@@ -1,0 +1,686 @@
+#include "fastpath/scheduler/dynamic_batch_scheduler.h"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+namespace fastpath::scheduler {
+namespace {
+
+uint64_t Ns(Clock::duration d) {
+  if (d.count() < 0) return 0;
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+}
+
+class SteadyClock final : public SchedulerClock {
+ public:
+  Clock::time_point Now() const override { return Clock::now(); }
+  void WaitUntil(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
+                 Clock::time_point until) override {
+    if (until == Clock::time_point::max()) {
+      cv.wait(lock);
+    } else {
+      cv.wait_until(lock, until);
+    }
+  }
+};
+
+QueuePolicy FromProto(const inference::ModelQueuePolicy& p) {
+  QueuePolicy out;
+  out.timeout_action = p.timeout_action() == inference::ModelQueuePolicy::DELAY
+                           ? QueuePolicy::TimeoutAction::kDelay
+                           : QueuePolicy::TimeoutAction::kReject;
+  out.default_timeout = std::chrono::microseconds(p.default_timeout_microseconds());
+  out.allow_timeout_override = p.allow_timeout_override();
+  out.max_queue_size = p.max_queue_size();
+  return out;
+}
+
+bool IsCancelled(const Job& job) {
+  return job.request.cancelled != nullptr && job.request.cancelled->load(std::memory_order_relaxed);
+}
+
+uint64_t BatchOf(const Job& job) { return std::max<uint64_t>(1, job.batch_size); }
+
+// What requests must share to run in one batch: the same inputs, each with the same
+// datatype and the same shape past the batch dim.
+struct BatchSignature {
+  bool batchable = true;  // false: the request runs alone (no inputs, or a scalar input)
+  std::map<std::string, std::pair<DataType, std::vector<int64_t>>> inputs;
+
+  static BatchSignature Of(const Job& job) {
+    BatchSignature sig;
+    if (job.request.inputs.empty()) sig.batchable = false;
+    for (const Tensor& t : job.request.inputs) {
+      if (t.shape.empty()) {
+        sig.batchable = false;
+        break;
+      }
+      sig.inputs[t.name] = {t.dtype, std::vector<int64_t>(t.shape.begin() + 1, t.shape.end())};
+    }
+    return sig;
+  }
+  bool Accepts(const Job& job) const {
+    if (!batchable || job.request.inputs.size() != inputs.size()) return false;
+    for (const Tensor& t : job.request.inputs) {
+      auto it = inputs.find(t.name);
+      if (it == inputs.end() || t.shape.empty() || it->second.first != t.dtype) return false;
+      const auto& rest = it->second.second;
+      if (!std::equal(t.shape.begin() + 1, t.shape.end(), rest.begin(), rest.end())) return false;
+    }
+    return true;
+  }
+};
+
+const Tensor* FindTensor(const std::vector<Tensor>& tensors, const std::string& name) {
+  for (const Tensor& t : tensors) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+// The batch's inputs: each request's rows one after the other, in the first request's
+// input order. BYTES data concatenates as it is (each element carries its length).
+std::vector<Tensor> ConcatInputs(std::vector<Job*>& jobs) {
+  std::vector<Tensor> out;
+  for (const Tensor& first : jobs[0]->request.inputs) {
+    Tensor t;
+    t.name = first.name;
+    t.dtype = first.dtype;
+    t.shape = first.shape;
+    t.shape[0] = 0;
+    size_t bytes = 0;
+    for (Job* job : jobs) bytes += FindTensor(job->request.inputs, first.name)->data.size();
+    t.data.reserve(bytes);
+    for (Job* job : jobs) {
+      const Tensor* part = FindTensor(job->request.inputs, first.name);
+      t.shape[0] += part->shape[0];
+      t.data.append(part->data);
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+// Splits an output of the whole batch into one tensor per request, by rows.
+StatusOr<std::vector<Tensor>> SplitRows(Tensor& whole, const std::vector<uint64_t>& rows) {
+  uint64_t total = 0;
+  for (uint64_t r : rows) total += r;
+  if (whole.shape.empty() || whole.shape[0] < 0 || static_cast<uint64_t>(whole.shape[0]) != total) {
+    return Internal("output '" + whole.name + "' of the batched model has shape " +
+                    ShapeToString(whole.shape) + "; its first dim should be the batch size " +
+                    std::to_string(total));
+  }
+  const std::vector<int64_t> row_shape(whole.shape.begin() + 1, whole.shape.end());
+  FASTPATH_ASSIGN_OR_RETURN(const int64_t per_row, ElementCount(row_shape));
+  std::vector<Tensor> parts(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    parts[i].name = whole.name;
+    parts[i].dtype = whole.dtype;
+    parts[i].shape = whole.shape;
+    parts[i].shape[0] = static_cast<int64_t>(rows[i]);
+  }
+  if (whole.dtype == DataType::kBytes) {
+    FASTPATH_ASSIGN_OR_RETURN(
+        const auto elements,
+        SplitBytesElements(whole.data, per_row * static_cast<int64_t>(total), whole.name));
+    size_t next = 0;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      for (uint64_t e = 0; e < rows[i] * static_cast<uint64_t>(per_row); ++e) {
+        AppendBytesElement(&parts[i].data, elements[next++]);
+      }
+    }
+    return parts;
+  }
+  const size_t row_bytes = static_cast<size_t>(per_row) * ElementSize(whole.dtype);
+  if (whole.data.size() != row_bytes * total) {
+    return Internal("output '" + whole.name + "' holds " + std::to_string(whole.data.size()) +
+                    " bytes; shape " + ShapeToString(whole.shape) + " needs " +
+                    std::to_string(row_bytes * total));
+  }
+  size_t offset = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    parts[i].data.assign(whole.data, offset, row_bytes * rows[i]);
+    offset += row_bytes * rows[i];
+  }
+  return parts;
+}
+
+}  // namespace
+
+SchedulerClock* SteadySchedulerClock() {
+  static SteadyClock* clock = new SteadyClock();  // never destroyed: threads may outlive statics
+  return clock;
+}
+
+StatusOr<DynamicBatchOptions> DynamicBatchOptionsFromConfig(const inference::ModelConfig& config,
+                                                            size_t default_max_queue_size) {
+  if (!config.has_dynamic_batching()) {
+    return InvalidArgument("model '" + config.name() + "' has no dynamic_batching section");
+  }
+  if (config.max_batch_size() <= 0) {
+    return InvalidArgument("dynamic_batching requires max_batch_size > 0 (model '" +
+                           config.name() + "' has " + std::to_string(config.max_batch_size()) +
+                           ")");
+  }
+  const auto& db = config.dynamic_batching();
+  DynamicBatchOptions out;
+  out.max_batch_size = static_cast<uint64_t>(config.max_batch_size());
+  for (const int size : db.preferred_batch_size()) {
+    if (size < 1) {
+      return InvalidArgument("dynamic_batching: preferred_batch_size " + std::to_string(size) +
+                             " must be >= 1");
+    }
+    out.preferred_batch_sizes.push_back(static_cast<uint64_t>(size));
+  }
+  out.max_queue_delay = std::chrono::microseconds(db.max_queue_delay_microseconds());
+  out.preserve_ordering = db.preserve_ordering();
+  out.priority_levels = db.priority_levels();
+  out.default_priority_level = db.default_priority_level();
+  out.default_queue_policy = FromProto(db.default_queue_policy());
+  for (const auto& [level, policy] : db.priority_queue_policy()) {
+    out.priority_queue_policies[level] = FromProto(policy);
+  }
+  out.default_max_queue_size = default_max_queue_size;
+  return out;
+}
+
+StatusOr<std::unique_ptr<DynamicBatchScheduler>> DynamicBatchScheduler::Create(
+    std::vector<std::unique_ptr<backend::ModelInstance>> instances, StatsRecorder* stats,
+    DynamicBatchOptions options) {
+  if (instances.empty()) return InvalidArgument("the dynamic batcher needs at least one instance");
+  if (stats == nullptr) return InvalidArgument("the dynamic batcher needs a statistics recorder");
+  if (options.max_batch_size < 1) {
+    return InvalidArgument("dynamic_batching requires max_batch_size > 0");
+  }
+  for (const uint64_t size : options.preferred_batch_sizes) {
+    if (size < 1 || size > options.max_batch_size) {
+      return InvalidArgument("dynamic_batching: preferred_batch_size " + std::to_string(size) +
+                             " must be between 1 and max_batch_size " +
+                             std::to_string(options.max_batch_size));
+    }
+  }
+  if (options.priority_levels > 0 && (options.default_priority_level < 1 ||
+                                      options.default_priority_level > options.priority_levels)) {
+    return InvalidArgument("dynamic_batching: default_priority_level " +
+                           std::to_string(options.default_priority_level) +
+                           " must be between 1 and priority_levels " +
+                           std::to_string(options.priority_levels));
+  }
+  if (options.priority_levels > 1024) {
+    return InvalidArgument("dynamic_batching: priority_levels " +
+                           std::to_string(options.priority_levels) + " is more than 1024");
+  }
+  for (const auto& [level, policy] : options.priority_queue_policies) {
+    if (level < 1 || level > options.priority_levels) {
+      return InvalidArgument("dynamic_batching: priority_queue_policy key " +
+                             std::to_string(level) + " must be between 1 and priority_levels " +
+                             std::to_string(options.priority_levels));
+    }
+  }
+  return std::unique_ptr<DynamicBatchScheduler>(
+      new DynamicBatchScheduler(std::move(instances), stats, std::move(options)));
+}
+
+DynamicBatchScheduler::DynamicBatchScheduler(
+    std::vector<std::unique_ptr<backend::ModelInstance>> instances, StatsRecorder* stats,
+    DynamicBatchOptions options)
+    : instances_(std::move(instances)),
+      stats_(stats),
+      options_(std::move(options)),
+      clock_(options_.clock != nullptr ? options_.clock : SteadySchedulerClock()) {
+  max_cut_size_ = options_.max_batch_size;
+  if (!options_.preferred_batch_sizes.empty()) {
+    max_cut_size_ = *std::max_element(options_.preferred_batch_sizes.begin(),
+                                      options_.preferred_batch_sizes.end());
+  }
+  const uint64_t levels = std::max<uint64_t>(1, options_.priority_levels);
+  queues_.resize(levels);
+  for (uint64_t level = 1; level <= levels; ++level) {
+    PolicyQueue& q = queues_[level - 1];
+    auto it = options_.priority_queue_policies.find(level);
+    q.policy = it != options_.priority_queue_policies.end() ? it->second
+                                                            : options_.default_queue_policy;
+    q.max_size = q.policy.max_queue_size > 0 ? q.policy.max_queue_size
+                                             : options_.default_max_queue_size;
+  }
+  for (auto& instance : instances_) {
+    auto worker = std::make_unique<Worker>();
+    worker->instance = instance.get();
+    workers_.push_back(std::move(worker));
+  }
+  for (auto& worker : workers_) {
+    worker->thread = std::thread([this, w = worker.get()] { WorkerLoop(w); });
+  }
+  timer_ = std::thread([this] { TimerLoop(); });
+}
+
+DynamicBatchScheduler::~DynamicBatchScheduler() { Stop(); }
+
+void DynamicBatchScheduler::Enqueue(Job job) {
+  std::vector<Answer> answers;
+  std::string refusal;
+  {
+    std::lock_guard lock(mu_);
+    size_t index = 0;
+    if (options_.priority_levels > 0) {
+      uint64_t level = job.priority;
+      if (level == 0 || level > options_.priority_levels) level = options_.default_priority_level;
+      index = level - 1;
+    }
+    PolicyQueue& q = queues_[index];
+    if (stopping_) {
+      refusal = "model '" + job.request.model_name + "' is shutting down";
+    } else if (q.size() >= q.max_size) {
+      refusal = "queue of model '" + job.request.model_name + "'" +
+                (options_.priority_levels > 0 ? " at priority " + std::to_string(index + 1) : "") +
+                " is full (" + std::to_string(q.max_size) + " requests)";
+    } else {
+      Entry entry;
+      entry.sequence = next_sequence_++;
+      entry.enqueued = clock_->Now();
+      std::chrono::microseconds timeout = q.policy.default_timeout;
+      if (q.policy.allow_timeout_override && job.timeout.count() > 0 &&
+          (timeout.count() == 0 || job.timeout < timeout)) {
+        timeout = job.timeout;
+      }
+      if (timeout.count() > 0) entry.timeout = entry.enqueued + timeout;
+      entry.job = std::move(job);
+      q.waiting.push_back(std::move(entry));
+      ++queued_;
+      const Clock::time_point wake = ScheduleLocked(&answers);
+      if (wake < timer_wake_) {
+        timer_wake_ = wake;
+        timer_cv_.notify_one();
+      }
+    }
+  }
+  if (!refusal.empty()) {
+    // Never accepted, so it takes no place in the response order.
+    stats_->RecordFailure(Ns(clock_->Now() - job.arrival), server::FailureReason::kRejected);
+    job.done(Unavailable(refusal));
+    return;
+  }
+  Deliver(std::move(answers));
+}
+
+DynamicBatchScheduler::Answer DynamicBatchScheduler::Fail(Entry& entry, Status status,
+                                                          server::FailureReason reason) {
+  stats_->RecordFailure(Ns(clock_->Now() - entry.job.arrival), reason);
+  return Answer{entry.sequence, std::move(entry.job.done), std::move(status)};
+}
+
+void DynamicBatchScheduler::ExpireLocked(Clock::time_point now, std::vector<Answer>* answers) {
+  const auto never_ran = [](const Job& job) {
+    return "request for model '" + job.request.model_name + "'";
+  };
+  for (PolicyQueue& q : queues_) {
+    for (std::deque<Entry>* list : {&q.waiting, &q.delayed}) {
+      std::deque<Entry> kept;
+      for (Entry& e : *list) {
+        if (IsCancelled(e.job)) {
+          answers->push_back(Fail(e,
+                                  Cancelled(never_ran(e.job) +
+                                            " was cancelled while queued; it never reached the model"),
+                                  server::FailureReason::kCanceled));
+        } else if (now >= e.job.request.deadline) {
+          answers->push_back(Fail(e,
+                                  DeadlineExceeded(never_ran(e.job) + " passed its deadline after " +
+                                                   std::to_string(Ns(now - e.enqueued) / 1000) +
+                                                   " us in the queue; it never reached the model"),
+                                  server::FailureReason::kRejected));
+        } else if (list == &q.waiting && now >= e.timeout) {
+          if (q.policy.timeout_action == QueuePolicy::TimeoutAction::kDelay) {
+            q.delayed.push_back(std::move(e));
+            continue;
+          }
+          // Triton answers a queue-policy timeout with UNAVAILABLE.
+          answers->push_back(Fail(e,
+                                  Unavailable(never_ran(e.job) + " timed out after " +
+                                              std::to_string(Ns(now - e.enqueued) / 1000) +
+                                              " us in the queue (queue policy timeout); it "
+                                              "never reached the model"),
+                                  server::FailureReason::kRejected));
+        } else {
+          kept.push_back(std::move(e));
+          continue;
+        }
+        --queued_;
+      }
+      // `delayed` may have grown while `waiting` was scanned: keep what it holds.
+      if (list == &q.waiting) {
+        q.waiting.swap(kept);
+      } else {
+        q.delayed.swap(kept);
+      }
+    }
+  }
+}
+
+std::optional<DynamicBatchScheduler::Batch> DynamicBatchScheduler::CutBatchLocked(
+    Clock::time_point now, Clock::time_point* wake) {
+  // Walk the queued requests in serving order: priority 1 first; in a level, the
+  // requests in time before the ones delayed by their timeout.
+  struct Pick {
+    std::deque<Entry>* list;
+  };
+  std::vector<Pick> walked;
+  const BatchSignature* sig = nullptr;
+  BatchSignature first_sig;
+  uint64_t total = 0;
+  size_t best_preferred = 0;  // picks that make the largest preferred size reachable
+  bool send_now = false;
+  bool overflow = false;
+  Clock::time_point oldest = Clock::time_point::max();
+  const auto is_preferred = [&](uint64_t size) {
+    return std::find(options_.preferred_batch_sizes.begin(), options_.preferred_batch_sizes.end(),
+                     size) != options_.preferred_batch_sizes.end();
+  };
+  for (PolicyQueue& q : queues_) {
+    for (std::deque<Entry>* list : {&q.waiting, &q.delayed}) {
+      for (Entry& e : *list) {
+        const uint64_t rows = BatchOf(e.job);
+        if (sig == nullptr) {
+          first_sig = BatchSignature::Of(e.job);
+          sig = &first_sig;
+        } else if (total + rows > max_cut_size_) {
+          send_now = overflow = true;
+        } else if (!sig->Accepts(e.job)) {
+          send_now = true;  // the batch cannot grow past an incompatible request
+        }
+        if (send_now) break;
+        walked.push_back({list});
+        total += rows;
+        oldest = std::min(oldest, e.enqueued);
+        if (is_preferred(total)) best_preferred = walked.size();
+        if (total >= max_cut_size_ || !sig->batchable) {
+          send_now = true;
+          break;
+        }
+      }
+      if (send_now) break;
+    }
+    if (send_now) break;
+  }
+  if (walked.empty()) return std::nullopt;
+
+  size_t count = walked.size();
+  if (send_now) {
+    // Past the largest size allowed, prefer the largest preferred size reached (Triton).
+    if (overflow && best_preferred > 0) count = best_preferred;
+  } else if (best_preferred > 0) {
+    count = best_preferred;  // a preferred size is reachable now: no reason to wait
+  } else if (!stopping_ && options_.max_queue_delay.count() > 0 &&
+             now < oldest + options_.max_queue_delay) {
+    *wake = oldest + options_.max_queue_delay;
+    return std::nullopt;
+  }
+
+  Batch batch;
+  batch.entries.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
+    std::deque<Entry>* list = walked[i].list;
+    batch.entries.push_back(std::move(list->front()));
+    list->pop_front();
+  }
+  queued_ -= count;
+  return batch;
+}
+
+Clock::time_point DynamicBatchScheduler::ScheduleLocked(std::vector<Answer>* answers) {
+  const Clock::time_point now = clock_->Now();
+  ExpireLocked(now, answers);
+  Clock::time_point wake = Clock::time_point::max();
+  while (queued_ > 0) {
+    auto free = std::find_if(workers_.begin(), workers_.end(),
+                             [](const std::unique_ptr<Worker>& w) { return !w->busy; });
+    if (free == workers_.end()) break;  // a worker finishing looks again
+    Clock::time_point window_end = Clock::time_point::max();
+    std::optional<Batch> batch = CutBatchLocked(now, &window_end);
+    if (!batch) {
+      wake = std::min(wake, window_end);
+      break;
+    }
+    (*free)->busy = true;
+    running_ += batch->entries.size();
+    (*free)->batch = std::move(batch);
+    (*free)->cv.notify_one();
+  }
+  // Look again when a queued request times out or passes its deadline.
+  for (const PolicyQueue& q : queues_) {
+    for (const Entry& e : q.waiting) wake = std::min({wake, e.timeout, e.job.request.deadline});
+    for (const Entry& e : q.delayed) wake = std::min(wake, e.job.request.deadline);
+  }
+  if (stopping_ && queued_ == 0) {
+    timer_cv_.notify_all();
+    for (auto& w : workers_) w->cv.notify_all();
+  }
+  return wake;
+}
+
+void DynamicBatchScheduler::TimerLoop() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    const uint64_t sync = sync_requested_;
+    std::vector<Answer> answers;
+    timer_wake_ = ScheduleLocked(&answers);
+    if (!answers.empty()) {
+      lock.unlock();
+      Deliver(std::move(answers));
+      lock.lock();
+    }
+    if (sync > sync_done_) {
+      sync_done_ = sync;
+      sync_cv_.notify_all();
+    }
+    if (stopping_ && queued_ == 0) break;
+    if (sync_requested_ != sync_done_) continue;
+    clock_->WaitUntil(lock, timer_cv_, timer_wake_);
+  }
+  timer_exited_ = true;
+  sync_cv_.notify_all();
+}
+
+void DynamicBatchScheduler::SyncForTesting() {
+  std::unique_lock lock(mu_);
+  const uint64_t target = ++sync_requested_;
+  timer_cv_.notify_all();
+  sync_cv_.wait(lock, [&] { return sync_done_ >= target || timer_exited_; });
+}
+
+void DynamicBatchScheduler::WorkerLoop(Worker* worker) {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    worker->cv.wait(lock, [&] { return worker->batch.has_value() || (stopping_ && queued_ == 0); });
+    if (!worker->batch) return;
+    Batch batch = std::move(*worker->batch);
+    worker->batch.reset();
+    const size_t size = batch.entries.size();
+    lock.unlock();
+
+    std::vector<Answer> answers;
+    Execute(worker->instance, batch, &answers);
+
+    lock.lock();
+    worker->busy = false;
+    running_ -= size;
+    const Clock::time_point wake = ScheduleLocked(&answers);
+    if (wake < timer_wake_) {
+      timer_wake_ = wake;
+      timer_cv_.notify_one();
+    }
+    lock.unlock();
+    Deliver(std::move(answers));
+    lock.lock();
+  }
+}
+
+void DynamicBatchScheduler::Execute(backend::ModelInstance* instance, Batch& batch,
+                                    std::vector<Answer>* answers) {
+  const Clock::time_point start = clock_->Now();
+  // The last look before the model: what was cancelled or expired meanwhile stays out.
+  std::vector<Entry*> live;
+  for (Entry& e : batch.entries) {
+    if (IsCancelled(e.job)) {
+      answers->push_back(Fail(e,
+                              Cancelled("request for model '" + e.job.request.model_name +
+                                        "' was cancelled; it never reached the model"),
+                              server::FailureReason::kCanceled));
+    } else if (start >= e.job.request.deadline) {
+      answers->push_back(Fail(e,
+                              DeadlineExceeded("request for model '" + e.job.request.model_name +
+                                               "' passed its deadline after " +
+                                               std::to_string(Ns(start - e.enqueued) / 1000) +
+                                               " us in the queue; it never reached the model"),
+                              server::FailureReason::kRejected));
+    } else {
+      live.push_back(&e);
+    }
+  }
+  if (live.empty()) return;
+
+  StatsRecorder::Timings timings;
+  uint64_t queue_ns = 0;
+  std::vector<uint64_t> rows;
+  std::vector<Job*> jobs;
+  for (Entry* e : live) {
+    queue_ns += Ns(start - e->job.arrival);
+    rows.push_back(BatchOf(e->job));
+    jobs.push_back(&e->job);
+  }
+  timings.queue_ns = queue_ns / live.size();
+
+  // One request: its tensors go to the model as they are.
+  std::vector<Tensor> inputs;
+  std::vector<std::string> names;
+  if (live.size() == 1) {
+    inputs = std::move(jobs[0]->request.inputs);
+    names = jobs[0]->output_names;
+  } else {
+    inputs = ConcatInputs(jobs);
+    std::set<std::string> seen;
+    for (Job* job : jobs) {
+      for (const auto& name : job->output_names) {
+        if (seen.insert(name).second) names.push_back(name);
+      }
+    }
+  }
+  const Clock::time_point ready = clock_->Now();
+  timings.compute_input_ns = Ns(ready - start);
+
+  auto outputs = instance->Run(inputs, names);
+  const Clock::time_point ran = clock_->Now();
+  timings.compute_infer_ns = Ns(ran - ready);
+
+  // Per request, its outputs in the order it asked for them.
+  std::vector<std::vector<Tensor>> split(live.size());
+  Status failed = outputs.status();
+  if (failed.ok() && outputs->size() != names.size()) {
+    failed = Internal("the model returned " + std::to_string(outputs->size()) + " outputs for " +
+                      std::to_string(names.size()) + " requested");
+  }
+  if (failed.ok()) {
+    if (live.size() == 1) {
+      split[0] = std::move(outputs).value();
+    } else {
+      // The backend returns the outputs in the order of `names`.
+      std::map<std::string, std::vector<Tensor>> parts;
+      for (size_t k = 0; k < names.size(); ++k) {
+        auto pieces = SplitRows((*outputs)[k], rows);
+        if (!pieces.ok()) {
+          failed = pieces.status();
+          break;
+        }
+        parts[names[k]] = std::move(pieces).value();
+      }
+      for (size_t i = 0; failed.ok() && i < live.size(); ++i) {
+        for (const auto& name : jobs[i]->output_names) {
+          split[i].push_back(std::move(parts[name][i]));
+        }
+      }
+    }
+  }
+  if (!failed.ok()) {
+    for (Entry* e : live) answers->push_back(Fail(*e, failed, server::FailureReason::kBackend));
+    return;
+  }
+
+  const Clock::time_point end = clock_->Now();
+  timings.compute_output_ns = Ns(end - ran);
+  uint64_t request_ns = 0;
+  uint64_t elements = 0;
+  for (size_t i = 0; i < live.size(); ++i) {
+    request_ns += Ns(end - jobs[i]->arrival);
+    elements += rows[i];
+  }
+  stats_->RecordSuccess(live.size(), elements, timings, request_ns / live.size());
+
+  for (size_t i = 0; i < live.size(); ++i) {
+    InferResponse response;
+    response.model_name = jobs[i]->request.model_name;
+    response.model_version = jobs[i]->request.model_version;
+    response.id = jobs[i]->request.id;
+    response.outputs = std::move(split[i]);
+    answers->push_back(Answer{live[i]->sequence, std::move(jobs[i]->done), std::move(response)});
+  }
+}
+
+void DynamicBatchScheduler::Deliver(std::vector<Answer> answers) {
+  if (answers.empty()) return;
+  if (!options_.preserve_ordering) {
+    for (Answer& a : answers) a.done(std::move(a.result));
+    return;
+  }
+  {
+    std::lock_guard lock(deliver_mu_);
+    for (Answer& a : answers) ready_.emplace(a.sequence, std::move(a));
+    // One thread answers at a time, so that answers never overtake each other.
+    if (delivering_) return;
+    delivering_ = true;
+  }
+  for (;;) {
+    std::vector<Answer> due;
+    {
+      std::lock_guard lock(deliver_mu_);
+      for (auto it = ready_.begin(); it != ready_.end() && it->first == next_to_deliver_;
+           it = ready_.erase(it)) {
+        due.push_back(std::move(it->second));
+        ++next_to_deliver_;
+      }
+      if (due.empty()) {
+        delivering_ = false;
+        return;
+      }
+    }
+    for (Answer& a : due) a.done(std::move(a.result));
+  }
+}
+
+void DynamicBatchScheduler::Stop() {
+  std::lock_guard stop_lock(stop_mu_);
+  {
+    std::lock_guard lock(mu_);
+    if (joined_) return;
+    stopping_ = true;
+    timer_cv_.notify_all();
+    for (auto& w : workers_) w->cv.notify_all();
+  }
+  if (timer_.joinable()) timer_.join();
+  for (auto& w : workers_) {
+    if (w->thread.joinable()) w->thread.join();
+  }
+  std::lock_guard lock(mu_);
+  joined_ = true;
+}
+
+size_t DynamicBatchScheduler::Pending() const {
+  std::lock_guard lock(mu_);
+  return queued_ + running_;
+}
+
+size_t DynamicBatchScheduler::Queued() const {
+  std::lock_guard lock(mu_);
+  return queued_;
+}
+
+}  // namespace fastpath::scheduler
