@@ -8,6 +8,7 @@
 
 #include "fastpath/config/ensemble_config.h"
 #include "fastpath/config/model_config.h"
+#include "fastpath/scheduler/dynamic_batch_scheduler.h"
 
 namespace fastpath::repository {
 namespace fs = std::filesystem;
@@ -136,6 +137,16 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadVersion(
     }
   }
   if (instances.empty()) return InvalidArgument("the config declares no model instance");
+  if (runtime->config.has_dynamic_batching() && runtime->config.max_batch_size() > 0) {
+    // --max-queue-size bounds every queue whose policy sets no max_queue_size.
+    FASTPATH_ASSIGN_OR_RETURN(
+        auto batching,
+        scheduler::DynamicBatchOptionsFromConfig(runtime->config, options_.max_queue_size));
+    FASTPATH_ASSIGN_OR_RETURN(runtime->scheduler,
+                              scheduler::DynamicBatchScheduler::Create(
+                                  std::move(instances), &runtime->stats, std::move(batching)));
+    return runtime;
+  }
   scheduler::InstancePoolOptions pool;
   pool.max_queue_size = options_.max_queue_size;
   runtime->scheduler = std::make_unique<scheduler::InstancePoolScheduler>(

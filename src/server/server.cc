@@ -40,6 +40,27 @@ Status ReshapeOutputs(const inference::ModelConfig& config, std::vector<Tensor>*
   return Status::Ok();
 }
 
+// Triton's request parameters "priority" (level; 0 = the model's default) and "timeout"
+// (microseconds in the queue; 0 = none), which the dynamic batcher honours.
+Status ReadSchedulingParameters(const Parameters& parameters, scheduler::Job* job) {
+  auto read = [&](const char* key, uint64_t* out) -> Status {
+    auto it = parameters.find(key);
+    if (it == parameters.end()) return Status::Ok();
+    const int64_t* value = std::get_if<int64_t>(&it->second);
+    if (value == nullptr || *value < 0) {
+      return InvalidArgument(std::string("request parameter '") + key +
+                             "' must be a non-negative integer");
+    }
+    *out = static_cast<uint64_t>(*value);
+    return Status::Ok();
+  };
+  uint64_t timeout_us = 0;
+  FASTPATH_RETURN_IF_ERROR(read("priority", &job->priority));
+  FASTPATH_RETURN_IF_ERROR(read("timeout", &timeout_us));
+  job->timeout = std::chrono::microseconds(timeout_us);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Server::Server(ServerOptions options, std::shared_ptr<backend::Backend> backend)
@@ -191,6 +212,7 @@ void Server::RunOnModel(InferRequest request, InferCallback done) {
     }
   }
   if (Status s = ReshapeInputs(config, &request.inputs); !s.ok()) return reject(s);
+  if (Status s = ReadSchedulingParameters(request.parameters, &job); !s.ok()) return reject(s);
   request.model_version = std::to_string(runtime->version);
   job.arrival = scheduler::Clock::now();
   // Validated above: every input of a batching model shares a batch dim >= 1.

@@ -134,7 +134,12 @@ TEST_F(SelfTestPassProductionTest, ReadyWithTheFiguresInTheReport) {
   EXPECT_TRUE(doc["reasons"].Empty()) << report.body;
   EXPECT_STREQ(doc["models"][0]["state"].GetString(), "READY");
   EXPECT_TRUE(doc["models"][0]["self_test"]["passed"].GetBool());
-  EXPECT_TRUE(doc["models"][0]["placement"].IsNull());
+  // The placement audit of the one CPU instance, as the backend recorded it.
+  const auto& placement = doc["models"][0]["placement"];
+  ASSERT_TRUE(placement.IsObject()) << report.body;
+  ASSERT_EQ(placement["instances"].Size(), 1u) << report.body;
+  EXPECT_STREQ(placement["instances"][0]["providers"][0]["provider"].GetString(), "CPUExecutionProvider");
+  EXPECT_STREQ(placement["instances"][0]["degraded_reason"].GetString(), "");
   EXPECT_EQ(http().Post("/v2/health/admission", "").status, 405);
   EXPECT_THAT(server().LogTail(), HasSubstr("passed its start-up self-test"));
 }
