@@ -120,8 +120,9 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadVersion(
       devices.assign(group.gpus().begin(), group.gpus().end());
     }
     for (int device : devices) {
-      FASTPATH_ASSIGN_OR_RETURN(const backend::InstanceOptions options,
+      FASTPATH_ASSIGN_OR_RETURN(backend::InstanceOptions options,
                                 config::InstanceOptionsFor(runtime->config, group, device));
+      options.allow_cpu_fallback_for_gpu = options_.allow_cpu_fallback_for_gpu;
       for (int i = 0; i < std::max(1, group.count()); ++i) {
         FASTPATH_ASSIGN_OR_RETURN(auto instance, backend_->CreateInstance(file, options));
         if (const backend::PlacementAudit* placement = instance->placement()) {
@@ -203,6 +204,10 @@ ModelRepository::ModelState ModelRepository::LoadFromDisk(const std::string& nam
                        ? LoadEnsembleVersion(name, v, config)
                        : LoadVersion(name, v, config,
                                      {.max_batch_size_set = details.max_batch_size_set});
+    if (runtime.ok() && options_.admit) {
+      // Admission before publication: a refused version is never READY, not even briefly.
+      if (Status s = options_.admit(dir, **runtime); !s.ok()) runtime = s;
+    }
     if (runtime.ok()) {
       vs.state = server::ModelState::kReady;
       vs.runtime = std::move(runtime).value();

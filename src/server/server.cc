@@ -75,6 +75,14 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options,
   }
   if (!backend) return InvalidArgument("no backend");
   std::unique_ptr<Server> server(new Server(std::move(options), std::move(backend)));
+  // Every loaded version passes admission (the start-up self-test) before it is READY.
+  server->options_.repository.admit = [raw = server.get()](const std::filesystem::path& dir,
+                                                           repository::ModelVersion& version) {
+    return raw->Admit(dir, version);
+  };
+  const admission::Policy& policy = server->options_.policy;
+  server->options_.repository.allow_cpu_fallback_for_gpu =
+      policy.profile == admission::Profile::kDev && policy.allow_cpu_fallback;
   // Ensemble steps take the same path as a client's request (lookup, validation, the
   // step model's scheduler), minus the admission: they belong to an admitted request.
   server->repository_ = std::make_unique<repository::ModelRepository>(

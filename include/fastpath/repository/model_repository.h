@@ -9,6 +9,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -61,6 +62,13 @@ struct RepositoryOptions {
   ControlMode mode = ControlMode::kNone;
   size_t max_queue_size = 1024;  // per model version
   std::chrono::milliseconds poll_interval{15000};
+  // Admission (issue 4 §5, §6), run on every loaded version before it is published: an
+  // error refuses the version (UNAVAILABLE with that reason), OK admits it (READY). Unset:
+  // every loaded version is admitted. `model_dir` is <root>/<model> (warm-up data files).
+  std::function<Status(const std::filesystem::path& model_dir, ModelVersion& version)> admit;
+  // The dev profile's --allow-cpu-fallback, passed to every instance as
+  // backend::InstanceOptions::allow_cpu_fallback_for_gpu. False in production.
+  bool allow_cpu_fallback_for_gpu = false;
 };
 
 class ModelRepository {

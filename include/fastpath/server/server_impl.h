@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -24,6 +25,13 @@ struct ServerOptions {
   bool strict_readiness = true;
   // Largest tensor accepted, in elements; checked before anything is allocated.
   int64_t max_tensor_elements = int64_t{1} << 31;
+  // Admission (issue 4 §5, §6): the profile every loaded version is admitted under, the
+  // self-test's clock (tests inject one), and what Admission() shows beside the models.
+  admission::Policy policy;
+  admission::NowFn self_test_clock = std::chrono::steady_clock::now;
+  std::string capability_snapshot_json;  // gpu::SnapshotToJson, taken by the caller
+  std::string version_lock;              // the lock file the node was admitted under
+  std::vector<std::string> version_lock_pinned;
 };
 
 class Server final : public InferenceServer {
@@ -37,6 +45,7 @@ class Server final : public InferenceServer {
 
   bool IsLive() const override;
   bool IsReady() const override;
+  admission::AdmissionReport Admission() const override;
   ServerMetadata Metadata() const override;
   StatusOr<ModelMetadata> GetModelMetadata(const std::string& name,
                                            const std::string& version) const override;
@@ -58,6 +67,11 @@ class Server final : public InferenceServer {
  private:
   Server(ServerOptions options, std::shared_ptr<backend::Backend> backend);
   void Finish();  // one request left the server
+  // Admission (server_admission.cc): the repository's hook. Runs the version's start-up
+  // self-test through its scheduler and judges it under the profile.
+  Status Admit(const std::filesystem::path& model_dir, repository::ModelVersion& version);
+  // Validates and runs one request on a version that is not published yet.
+  Status RunBlocking(repository::ModelVersion& version, InferRequest request);
   // Validates and runs one request on its model, without the admission and in-flight
   // accounting of InferAsync: also the step runner of ensembles.
   void RunOnModel(InferRequest request, InferCallback done);
@@ -70,6 +84,19 @@ class Server final : public InferenceServer {
   std::mutex inflight_mu_;
   std::condition_variable inflight_cv_;
   size_t inflight_ = 0;  // guarded by inflight_mu_
+
+  // What Admit decided for each version, keyed by (model, version). `runtime` identifies
+  // the admitted version (never dereferenced): a record is shown only for that runtime,
+  // or for a refused version whose reason the repository still shows.
+  struct AdmissionRecord {
+    const repository::ModelVersion* runtime = nullptr;
+    std::optional<admission::SelfTestReport> self_test;
+    std::vector<std::string> degradations;  // dev profile: why it serves DEGRADED
+    std::string refused;                    // the reason it was refused; empty if admitted
+    std::string placement_json;             // the instances' placement audits
+  };
+  mutable std::mutex admission_mu_;
+  std::map<std::pair<std::string, int64_t>, AdmissionRecord> admission_records_;  // guarded
 };
 
 }  // namespace fastpath::server
