@@ -12,6 +12,16 @@ Models (every one has a dynamic batch dimension and max_batch_size 32):
     resnet50             input  FP32 [-1, 3, 224, 224] -> logits       FP32 [-1, 1000]
                          (only with --with-resnet50: ~100 MB of weights, meant for GPU runs)
 
+An image pipeline, as a Triton ensemble of three models:
+    image_preprocess     image UINT8 [-1, H, W, 3] (any H, W) -> preprocessed FP32 [-1, 3, 32, 32]
+                         (Cast, NHWC->NCHW, ImageNet mean/std, bilinear Resize to 32x32)
+    classification_postprocess  logits FP32 [-1, 10] -> scores FP32 [-1, 5] (softmax, top 5),
+                                                       classes INT64 [-1, 5]
+    image_pipeline       platform "ensemble": image_preprocess -> cnn_classifier ->
+                         classification_postprocess; IMAGE UINT8 [-1, -1, -1, 3] ->
+                         SCORES FP32 [-1, 5], CLASSES INT64 [-1, 5]. No model file: its
+                         version folder 1/ is empty, as Triton expects.
+
 Weights come from a numpy generator seeded per model, and nothing else varies between runs
 (no timestamps, fixed producer fields), so the same script writes the same bytes every time.
 A stamp next to each model records a hash of this script and of the model's arguments; a run
@@ -333,13 +343,131 @@ def resnet50():
     return model, inputs, outputs, b.params
 
 
+# ImageNet's per-channel statistics, on the 0..255 scale of a uint8 image.
+IMAGE_MEAN = [0.485 * 255, 0.456 * 255, 0.406 * 255]
+IMAGE_STD = [0.229 * 255, 0.224 * 255, 0.225 * 255]
+CLASSIFIER_SIZE = 32  # cnn_classifier's input height and width
+TOP_K = 5
+
+
+def image_preprocess():
+    """uint8 NHWC image of any size -> normalized FP32 NCHW at the classifier's size.
+
+    Normalizing before resizing gives the same result as after (bilinear weights sum to 1),
+    and it keeps the arithmetic at the input's size. No weights: the seed is unused.
+    """
+    b = GraphBuilder(seed=1101)
+    x = b.op("Cast", ["image"], "cast", to=TensorProto.FLOAT)
+    x = b.op("Transpose", [x], "nchw", perm=[0, 3, 1, 2])
+    mean = b.const("mean", np.array(IMAGE_MEAN, dtype=np.float32).reshape(1, 3, 1, 1))
+    inv_std = b.const("inv_std", (1 / np.array(IMAGE_STD, dtype=np.float32)).reshape(1, 3, 1, 1))
+    x = b.op("Mul", [b.op("Sub", [x, mean], "centered"), inv_std], "normalized")
+    # sizes = [N, C] of the input, then the classifier's [H, W].
+    shape = b.op("Shape", [x], "shape")
+    starts = b.const("starts", np.array([0], dtype=np.int64))
+    ends = b.const("ends", np.array([2], dtype=np.int64))
+    batch_channels = b.op("Slice", [shape, starts, ends], "batch_channels")
+    hw = b.const("hw", np.array([CLASSIFIER_SIZE, CLASSIFIER_SIZE], dtype=np.int64))
+    sizes = b.op("Concat", [batch_channels, hw], "sizes", axis=0)
+    b.nodes.append(helper.make_node(
+        "Resize", [x, "", "", sizes], ["preprocessed"], name="resize", mode="linear",
+        coordinate_transformation_mode="half_pixel"))
+    inputs = [("image", [-1, -1, 3], "TYPE_UINT8")]
+    outputs = [("preprocessed", [3, CLASSIFIER_SIZE, CLASSIFIER_SIZE])]
+    doc = "Image preprocessing: uint8 NHWC -> FP32 NCHW, ImageNet mean/std, bilinear resize."
+    model = b.model(
+        "image_preprocess",
+        [helper.make_tensor_value_info("image", TensorProto.UINT8,
+                                       ["batch", "height", "width", 3])],
+        [tensor("preprocessed", [3, CLASSIFIER_SIZE, CLASSIFIER_SIZE])],
+        OPSET,
+        doc,
+    )
+    return model, inputs, outputs, b.params
+
+
+def classification_postprocess():
+    """logits -> the top-k class probabilities (softmax) and their class indices."""
+    b = GraphBuilder(seed=1102)
+    probabilities = b.op("Softmax", ["logits"], "softmax", axis=-1)
+    k = b.const("k", np.array([TOP_K], dtype=np.int64))
+    b.nodes.append(helper.make_node("TopK", [probabilities, k], ["scores", "classes"],
+                                    name="topk", axis=-1, largest=1, sorted=1))
+    inputs = [("logits", [10])]
+    outputs = [("scores", [TOP_K]), ("classes", [TOP_K], "TYPE_INT64")]
+    doc = f"Classification postprocessing: softmax, then the top {TOP_K} scores and classes."
+    model = b.model(
+        "classification_postprocess",
+        [tensor("logits", [10])],
+        [tensor("scores", [TOP_K]),
+         helper.make_tensor_value_info("classes", TensorProto.INT64, ["batch", TOP_K])],
+        OPSET,
+        doc,
+    )
+    return model, inputs, outputs, b.params
+
+
 MODELS = {
     "mlp_classifier": mlp_classifier,
     "cnn_classifier": cnn_classifier,
     "transformer_encoder": transformer_encoder,
     "resnet50": resnet50,
+    "image_preprocess": image_preprocess,
+    "classification_postprocess": classification_postprocess,
 }
-DEFAULT_MODELS = ["mlp_classifier", "cnn_classifier", "transformer_encoder"]
+# Ensembles: name -> config.pbtxt text. Their step models must be written too.
+IMAGE_PIPELINE_CONFIG = f"""# Written by tools/generate_models.py; regenerate rather than edit.
+# A uint8 image of any size -> image_preprocess -> cnn_classifier -> top {TOP_K}.
+name: "image_pipeline"
+platform: "ensemble"
+max_batch_size: {MAX_BATCH_SIZE}
+input [
+  {{
+    name: "IMAGE"
+    data_type: TYPE_UINT8
+    format: FORMAT_NHWC
+    dims: [ -1, -1, 3 ]
+  }}
+]
+output [
+  {{
+    name: "SCORES"
+    data_type: TYPE_FP32
+    dims: [ {TOP_K} ]
+  }},
+  {{
+    name: "CLASSES"
+    data_type: TYPE_INT64
+    dims: [ {TOP_K} ]
+  }}
+]
+ensemble_scheduling {{
+  step [
+    {{
+      model_name: "image_preprocess"
+      model_version: -1
+      input_map {{ key: "image" value: "IMAGE" }}
+      output_map {{ key: "preprocessed" value: "preprocessed_image" }}
+    }},
+    {{
+      model_name: "cnn_classifier"
+      model_version: -1
+      input_map {{ key: "image" value: "preprocessed_image" }}
+      output_map {{ key: "logits" value: "logits" }}
+    }},
+    {{
+      model_name: "classification_postprocess"
+      model_version: -1
+      input_map {{ key: "logits" value: "logits" }}
+      output_map {{ key: "scores" value: "SCORES" }}
+      output_map {{ key: "classes" value: "CLASSES" }}
+    }}
+  ]
+}}
+"""
+ENSEMBLES = {"image_pipeline": IMAGE_PIPELINE_CONFIG}
+DEFAULT_MODELS = ["mlp_classifier", "cnn_classifier", "transformer_encoder",
+                  "image_preprocess", "classification_postprocess", "image_pipeline"]
 
 
 def config_pbtxt(name, inputs, outputs):
@@ -347,12 +475,12 @@ def config_pbtxt(name, inputs, outputs):
 
     def io(section, tensors):
         lines = [f"{section} ["]
-        for i, (tensor_name, dims) in enumerate(tensors):
+        for i, (tensor_name, dims, *data_type) in enumerate(tensors):
             sep = "," if i + 1 < len(tensors) else ""
             lines += [
                 "  {",
                 f'    name: "{tensor_name}"',
-                "    data_type: TYPE_FP32",
+                f"    data_type: {data_type[0] if data_type else 'TYPE_FP32'}",
                 f"    dims: [ {', '.join(str(d) for d in dims)} ]",
                 "  }" + sep,
             ]
@@ -372,6 +500,12 @@ def config_pbtxt(name, inputs, outputs):
         "    count: 1",
         "  }",
         "]",
+        # Window 0: a lone request runs at once; under load, the requests that queue
+        # while the instance is busy run together. Tune the window with
+        # `fastpath bench --calibrate-batching`.
+        "dynamic_batching {",
+        "  max_queue_delay_microseconds: 0",
+        "}",
     ]
     return "\n".join(lines) + "\n"
 
@@ -382,8 +516,11 @@ def validate(model, name, outputs):
     for value in inferred.graph.output:
         dims = [d.dim_value if d.HasField("dim_value") else -1 for d in
                 value.type.tensor_type.shape.dim]
-        want = dict(outputs)[value.name]
-        if dims[1:] != list(want):
+        want = {entry[0]: entry[1] for entry in outputs}[value.name]
+        # A dim that inference cannot know (the preprocessor's Resize takes computed sizes)
+        # is left to the declared graph output and to ONNX Runtime.
+        if len(dims) != len(want) + 1 or any(
+                d != -1 and d != w for d, w in zip(dims[1:], want)):
             raise SystemExit(f"generate_models: {name}: output {value.name} infers {dims}, "
                              f"config says [-1, {', '.join(map(str, want))}]")
 
@@ -411,7 +548,17 @@ def script_hash():
     return digest.hexdigest()
 
 
+def generate_ensemble(out, name):
+    """An ensemble: its config.pbtxt and the empty version folder Triton's layout wants."""
+    model_dir = os.path.join(out, name)
+    os.makedirs(os.path.join(model_dir, "1"), exist_ok=True)
+    write_if_changed(os.path.join(model_dir, "config.pbtxt"), ENSEMBLES[name].encode())
+    print(f"{name:20s} ensemble  {os.path.join(model_dir, 'config.pbtxt')}")
+
+
 def generate(out, name, force):
+    if name in ENSEMBLES:
+        return generate_ensemble(out, name)
     model_dir = os.path.join(out, name)
     onnx_path = os.path.join(model_dir, "1", "model.onnx")
     config_path = os.path.join(model_dir, "config.pbtxt")
@@ -447,8 +594,9 @@ def main():
         action="store_true",
         help="also write resnet50 (~100 MB, for GPU runs)",
     )
-    parser.add_argument("--only", nargs="+", choices=sorted(MODELS), metavar="NAME",
-                        help=f"write only these models ({', '.join(sorted(MODELS))})")
+    known = sorted(list(MODELS) + list(ENSEMBLES))
+    parser.add_argument("--only", nargs="+", choices=known, metavar="NAME",
+                        help=f"write only these models ({', '.join(known)})")
     parser.add_argument("--force", action="store_true", help="rewrite even when up to date")
     args = parser.parse_args()
 
