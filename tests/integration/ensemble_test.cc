@@ -4,6 +4,7 @@
 // and statistics; and, in explicit mode, step models loaded with the ensemble and an
 // ensemble that turns UNAVAILABLE when a step model goes.
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "integration_fixture.h"
@@ -399,6 +400,89 @@ TEST_F(EnsembleExplicitTest, StepModelsLoadWithTheEnsembleAndItFollowsThem) {
   HttpResponse r = http().Post("/v2/models/pipeline/infer", JsonRequest("X", Floats(0, 16), 1));
   ASSERT_EQ(r.status, 200) << r.Describe();
   EXPECT_EQ(JsonOutput(r.body, "Y"), Map(Floats(0, 16), [](float v) { return 2 * (v + 1); }));
+}
+
+// The example repository's image pipeline (tools/generate_models.py): a uint8 image of
+// any size through image_preprocess, cnn_classifier and classification_postprocess.
+class ExamplePipelineTest : public ServerTest {
+ protected:
+  std::vector<std::string> Models() override { return {"simple"}; }
+  void PrepareRepository(testing::TempRepository& repo) override {
+    for (const char* model :
+         {"cnn_classifier", "image_preprocess", "classification_postprocess", "image_pipeline"}) {
+      std::filesystem::copy(std::filesystem::path(FASTPATH_EXAMPLE_MODELS_DIR) / model,
+                            repo.root() / model, std::filesystem::copy_options::recursive);
+    }
+  }
+  // Runs `model` on one raw input over gRPC and returns the response.
+  inference::ModelInferResponse Infer(const std::string& model, const std::string& input,
+                                      const std::string& datatype,
+                                      const std::vector<int64_t>& shape, std::string bytes) {
+    inference::ModelInferRequest request;
+    request.set_model_name(model);
+    auto* in = request.add_inputs();
+    in->set_name(input);
+    in->set_datatype(datatype);
+    for (int64_t d : shape) in->add_shape(d);
+    request.add_raw_input_contents(std::move(bytes));
+    grpc::ClientContext ctx;
+    inference::ModelInferResponse response;
+    grpc::Status s = grpc().ModelInfer(&ctx, request, &response);
+    EXPECT_TRUE(s.ok()) << model << ": " << Describe(s) << "\n" << server().LogTail();
+    return response;
+  }
+};
+
+TEST_F(ExamplePipelineTest, TopOneIsTheClassifiersAnswerOnThePreprocessedImage) {
+  constexpr int64_t kImages = 2, kHeight = 40, kWidth = 56, kTop = 5, kClasses = 10;
+  std::string image(kImages * kHeight * kWidth * 3, '\0');
+  for (int64_t i = 0; i < static_cast<int64_t>(image.size()); ++i) {
+    const int64_t n = i / (kHeight * kWidth * 3), y = (i / (kWidth * 3)) % kHeight,
+                  x = (i / 3) % kWidth, c = i % 3;
+    image[i] = static_cast<char>((x * 5 + y * 3 + c * 70 + n * 101) % 256);
+  }
+  const std::vector<int64_t> shape = {kImages, kHeight, kWidth, 3};
+  auto pipeline = Infer("image_pipeline", "IMAGE", "UINT8", shape, image);
+  ASSERT_EQ(pipeline.outputs_size(), 2) << pipeline.ShortDebugString();
+  const auto scores = GrpcOutput(pipeline, "SCORES");
+  std::vector<int64_t> classes;
+  for (int i = 0; i < pipeline.outputs_size(); ++i) {
+    if (pipeline.outputs(i).name() == "CLASSES") {
+      EXPECT_EQ(pipeline.outputs(i).datatype(), "INT64");
+      classes = FromBytes<int64_t>(pipeline.raw_output_contents(i));
+    }
+  }
+  ASSERT_EQ(scores.size(), static_cast<size_t>(kImages * kTop));
+  ASSERT_EQ(classes.size(), static_cast<size_t>(kImages * kTop));
+
+  // The same, one model at a time.
+  auto pre = Infer("image_preprocess", "image", "UINT8", shape, image);
+  ASSERT_EQ(pre.raw_output_contents_size(), 1);
+  EXPECT_EQ(std::vector<int64_t>(pre.outputs(0).shape().begin(), pre.outputs(0).shape().end()),
+            (std::vector<int64_t>{kImages, 3, 32, 32}));
+  auto cnn =
+      Infer("cnn_classifier", "image", "FP32", {kImages, 3, 32, 32}, pre.raw_output_contents(0));
+  const auto logits = GrpcOutput(cnn, "logits");
+  ASSERT_EQ(logits.size(), static_cast<size_t>(kImages * kClasses));
+  for (int64_t n = 0; n < kImages; ++n) {
+    const float* row = logits.data() + n * kClasses;
+    const int64_t top = std::max_element(row, row + kClasses) - row;
+    EXPECT_EQ(classes[n * kTop], top) << "image " << n;
+    float max = row[top], sum = 0;
+    for (int64_t c = 0; c < kClasses; ++c) sum += std::exp(row[c] - max);
+    for (int64_t k = 0; k < kTop; ++k) {
+      const float softmax = std::exp(row[classes[n * kTop + k]] - max) / sum;
+      EXPECT_NEAR(scores[n * kTop + k], softmax, 1e-5) << "image " << n << " rank " << k;
+      if (k > 0) EXPECT_LE(scores[n * kTop + k], scores[n * kTop + k - 1]);
+    }
+  }
+
+  HttpResponse meta = http().Get("/v2/models/image_pipeline");
+  ASSERT_EQ(meta.status, 200) << meta.Describe();
+  auto doc = ParseJson(meta.body);
+  EXPECT_STREQ(doc["platform"].GetString(), "ensemble");
+  EXPECT_STREQ(doc["inputs"][0]["datatype"].GetString(), "UINT8");
+  EXPECT_EQ(ToJson(doc["inputs"][0]["shape"]), "[-1,-1,-1,3]");
 }
 
 }  // namespace
