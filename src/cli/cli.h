@@ -22,6 +22,7 @@ constexpr int kExitNvmlUnavailable = 13;   // libnvidia-ml.so.1 missing or not i
 constexpr int kExitDriverInitFailed = 14;  // cuInit failed otherwise (stub library, mismatch)
 constexpr int kExitNoCudaRuntime = 15;     // no libcudart on the library path
 constexpr int kExitDeviceUnhealthy = 16;   // uncorrected ECC errors, hardware slowdown
+constexpr int kExitNoGpuExecutionProvider = 17;  // ORT's CUDA EP library: not loadable, no device
 
 // Admission (issue 4 §2, §5, §6; docs/runbooks/admission.md says what to do about each).
 // `fastpath doctor --diff` exits 0 when the snapshots agree and 1 when they differ.

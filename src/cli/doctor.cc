@@ -25,6 +25,8 @@ static_assert(kExitNvmlUnavailable == static_cast<int>(gpu::FailureClass::kNvmlU
 static_assert(kExitDriverInitFailed == static_cast<int>(gpu::FailureClass::kDriverInitFailed));
 static_assert(kExitNoCudaRuntime == static_cast<int>(gpu::FailureClass::kNoCudaRuntime));
 static_assert(kExitDeviceUnhealthy == static_cast<int>(gpu::FailureClass::kDeviceUnhealthy));
+static_assert(kExitNoGpuExecutionProvider ==
+              static_cast<int>(gpu::FailureClass::kNoGpuExecutionProvider));
 
 constexpr const char* kDoctorUsage = R"(usage: fastpath doctor [options]
 
@@ -43,6 +45,7 @@ exit codes (with --require-gpu; without it, 0 whenever the probes ran):
   10  no driver library (libcuda.so.1)   14  the driver failed to initialize
   11  the driver sees no device          15  no CUDA runtime (libcudart)
   12  driver too old for a library       16  device unhealthy (ECC, HW slowdown)
+                                         17  ORT's CUDA execution provider unusable
    2  bad command line                   21  --diff: a snapshot is unreadable or not JSON
 )";
 
@@ -165,6 +168,34 @@ std::string RenderTable(const gpu::CapabilitySnapshot& s, const std::vector<gpu:
     Row(out, lib.name, value);
   }
 
+  out << "\nONNX Runtime execution providers\n";
+  const gpu::OnnxRuntimeInfo& o = s.onnxruntime;
+  if (!o.probed) {
+    Row(out, "status", "not probed");
+  } else if (!o.error.empty()) {
+    Row(out, "status", "FAILED: " + o.error);
+  } else {
+    Row(out, "EP library folder", o.ep_library_dir);
+    for (const gpu::EpLibraryInfo& library : o.libraries) {
+      std::string value;
+      if (!library.error.empty()) {
+        value = std::string(library.registered ? "registered, " : "") + "NOT USABLE: " + library.error;
+      } else {
+        value = "registered, " + std::to_string(library.devices.size()) + " device" +
+                (library.devices.size() == 1 ? "" : "s");
+      }
+      Row(out, library.provider, value);
+    }
+    for (const gpu::EpDeviceInfo& device : o.devices) {
+      char ids[32];
+      std::snprintf(ids, sizeof(ids), "%04x:%04x", device.vendor_id, device.device_id);
+      Row(out, device.ep_name,
+          device.device_type + ", " + (device.vendor.empty() ? "vendor unknown" : device.vendor) +
+              " (PCI " + ids + ")" +
+              (device.cuda_device_id ? ", CUDA device " + std::to_string(*device.cuda_device_id) : ""));
+    }
+  }
+
   out << "\nContainer\n";
   std::string nodes;
   for (const std::string& node : s.container.device_nodes) nodes += (nodes.empty() ? "" : " ") + node;
@@ -247,6 +278,41 @@ int WriteLock(const std::string& path, const gpu::CapabilitySnapshot& snapshot) 
   return kExitOk;
 }
 
+gpu::EpDeviceInfo ToEpDeviceInfo(const backends::onnxruntime::EpDeviceReport& report) {
+  gpu::EpDeviceInfo info;
+  info.ep_name = report.ep_name;
+  info.ep_vendor = report.ep_vendor;
+  info.device_type = report.device_type;
+  info.vendor = report.vendor;
+  info.vendor_id = report.vendor_id;
+  info.device_id = report.device_id;
+  info.cuda_device_id = report.cuda_device_id;
+  info.metadata = report.metadata;
+  return info;
+}
+
+// The ORT half of the snapshot: registers the CUDA and TensorRT EP libraries exactly as
+// `serve` would, so what doctor says about them is what a GPU model will meet.
+gpu::OnnxRuntimeInfo ProbeOnnxRuntime() {
+  const backends::onnxruntime::OrtRuntimeReport report = backends::onnxruntime::ProbeOrtRuntime();
+  gpu::OnnxRuntimeInfo info;
+  info.probed = true;
+  info.version = report.version;
+  info.ep_library_dir = report.ep_library_dir;
+  info.error = report.error;
+  for (const auto& library : report.libraries) {
+    gpu::EpLibraryInfo out;
+    out.provider = library.provider;
+    out.path = library.path;
+    out.registered = library.registered;
+    out.error = library.error;
+    for (const auto& device : library.devices) out.devices.push_back(ToEpDeviceInfo(device));
+    info.libraries.push_back(std::move(out));
+  }
+  for (const auto& device : report.devices) info.devices.push_back(ToEpDeviceInfo(device));
+  return info;
+}
+
 }  // namespace
 
 int Doctor(const std::vector<std::string>& args) {
@@ -263,6 +329,7 @@ int Doctor(const std::vector<std::string>& args) {
   gpu::CapabilitySnapshot snapshot = gpu::TakeSnapshot(gpu::ProbeEnvironment::Host());
   snapshot.fastpath_version = FASTPATH_VERSION;
   snapshot.ort_version = backends::onnxruntime::OrtVersion();
+  snapshot.onnxruntime = ProbeOnnxRuntime();
   const std::vector<gpu::Finding> findings = gpu::Assess(snapshot);
   if (!flags->lock_file.empty()) return WriteLock(flags->lock_file, snapshot);
   if (flags->json) {

@@ -40,6 +40,7 @@ const char* FailureClassName(FailureClass failure) {
     case FailureClass::kDriverInitFailed: return "driver-init-failed";
     case FailureClass::kNoCudaRuntime: return "no-cuda-runtime";
     case FailureClass::kDeviceUnhealthy: return "device-unhealthy";
+    case FailureClass::kNoGpuExecutionProvider: return "no-gpu-execution-provider";
   }
   return "unknown";
 }
@@ -129,6 +130,22 @@ std::vector<Finding> Assess(const CapabilitySnapshot& s) {
       }
       add(FailureClass::kDeviceUnhealthy,
           who + " is slowed by hardware (" + reasons + "): check cooling and power delivery.");
+    }
+  }
+  // ORT's CUDA EP library is what KIND_GPU models run through; when it cannot be used, every
+  // GPU model is refused even if the driver is fine (a missing cuDNN or cuBLAS, a wrong
+  // ORT package). TensorRT is optional, so its library is reported but is not a finding.
+  if (s.onnxruntime.probed) {
+    if (!s.onnxruntime.error.empty()) {
+      add(FailureClass::kNoGpuExecutionProvider,
+          "ONNX Runtime could not be probed: " + s.onnxruntime.error);
+    }
+    for (const EpLibraryInfo& library : s.onnxruntime.libraries) {
+      if (library.provider == "cuda" && !library.error.empty()) {
+        add(FailureClass::kNoGpuExecutionProvider,
+            "ONNX Runtime's CUDA execution provider cannot be used, so KIND_GPU models are "
+            "refused: " + library.error);
+      }
     }
   }
   return findings;

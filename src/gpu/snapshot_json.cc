@@ -120,6 +120,58 @@ void WriteNvml(Writer& w, const NvmlInfo& n) {
   w.EndObject();
 }
 
+void WriteEpDevice(Writer& w, const EpDeviceInfo& d) {
+  w.StartObject();
+  Str(w, "ep_name", d.ep_name);
+  Str(w, "ep_vendor", d.ep_vendor);
+  Str(w, "device_type", d.device_type);
+  Str(w, "vendor", d.vendor);
+  w.Key("vendor_id"); w.Uint(d.vendor_id);
+  w.Key("device_id"); w.Uint(d.device_id);
+  w.Key("cuda_device_id");
+  if (d.cuda_device_id) {
+    w.Int(*d.cuda_device_id);
+  } else {
+    w.Null();
+  }
+  w.Key("metadata");
+  w.StartObject();
+  for (const auto& [key, value] : d.metadata) Str(w, key.c_str(), value);
+  w.EndObject();
+  w.EndObject();
+}
+
+void WriteOnnxRuntime(Writer& w, const OnnxRuntimeInfo& o) {
+  if (!o.probed) {
+    w.Null();
+    return;
+  }
+  w.StartObject();
+  Str(w, "version", o.version);
+  Str(w, "ep_library_dir", o.ep_library_dir);
+  Str(w, "error", o.error);
+  w.Key("execution_providers");
+  w.StartArray();
+  for (const EpLibraryInfo& library : o.libraries) {
+    w.StartObject();
+    Str(w, "provider", library.provider);
+    Str(w, "path", library.path);
+    w.Key("registered"); w.Bool(library.registered);
+    Str(w, "error", library.error);
+    w.Key("devices");
+    w.StartArray();
+    for (const EpDeviceInfo& device : library.devices) WriteEpDevice(w, device);
+    w.EndArray();
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("ep_devices");
+  w.StartArray();
+  for (const EpDeviceInfo& device : o.devices) WriteEpDevice(w, device);
+  w.EndArray();
+  w.EndObject();
+}
+
 }  // namespace
 
 std::string SnapshotToJson(const CapabilitySnapshot& s, const std::vector<Finding>& findings) {
@@ -155,6 +207,8 @@ std::string SnapshotToJson(const CapabilitySnapshot& s, const std::vector<Findin
   Str(w, "cgroup_version", s.container.cgroup_version);
   OptUint(w, "cgroup_memory_limit_bytes", s.container.cgroup_memory_limit_bytes);
   w.EndObject();
+  w.Key("onnxruntime");
+  WriteOnnxRuntime(w, s.onnxruntime);
   w.Key("compatibility");
   w.StartObject();
   Strings(w, "compat_libraries", s.compatibility.compat_libraries);

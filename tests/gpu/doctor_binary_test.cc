@@ -115,14 +115,21 @@ TEST(DoctorBinary, RequireGpuExitCodesWithFakeLibraries) {
       {"nvml missing", {FakePath({"cuda", "cudart", "cublas", "cudnn", "tensorrt", "nccl"})}, 13, "NVML"},
       {"stub driver", {FakePath(kAllFakes), "FASTPATH_FAKE_CUDA_INIT_ERROR=34"}, 14, "stub library"},
       {"unhealthy", {FakePath(kAllFakes), "FASTPATH_FAKE_NVML_ECC_UNCORRECTED=1"}, 16, "uncorrected ECC"},
+      // The driver is fine, but ORT's CUDA EP sees no device: every KIND_GPU model would be
+      // refused, so the GPU fast path is not usable.
+      {"no CUDA EP device", {FakePath(kAllFakes), "FASTPATH_FAKE_EP_DEVICES=0"}, 17,
+       "[17 no-gpu-execution-provider] ONNX Runtime's CUDA execution provider cannot be used"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     if (c.exit_code == 13 && HostHas("libnvidia-ml.so.1")) continue;
-    const DoctorRun run = RunDoctor({"--require-gpu"}, c.assignments);
+    // ORT's EP libraries from the fake folder: the real ones need the real CUDA libraries.
+    std::vector<std::string> assignments = c.assignments;
+    assignments.push_back("FASTPATH_ORT_EP_LIBRARY_DIR=" FASTPATH_FAKE_ORT_EP_DIR);
+    const DoctorRun run = RunDoctor({"--require-gpu"}, assignments);
     EXPECT_EQ(run.exit_code, c.exit_code) << run.out << run.err;
     EXPECT_THAT(run.out, HasSubstr(c.message));
-    const DoctorRun report_only = RunDoctor({}, c.assignments);
+    const DoctorRun report_only = RunDoctor({}, assignments);
     EXPECT_EQ(report_only.exit_code, 0) << report_only.err;
   }
 }

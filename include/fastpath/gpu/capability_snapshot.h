@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -136,9 +137,40 @@ struct CompatibilityInfo {
   std::vector<std::string> problems;
 };
 
+// --- ONNX Runtime execution providers (filled in by the caller: fastpath::gpu does not
+// link ORT; the cli copies backends::onnxruntime::ProbeOrtRuntime()'s report here) ---
+struct EpDeviceInfo {
+  std::string ep_name;      // "CUDAExecutionProvider"
+  std::string ep_vendor;    // "Microsoft"
+  std::string device_type;  // "cpu", "gpu", "npu"
+  std::string vendor;       // the hardware vendor
+  uint32_t vendor_id = 0;   // PCI vendor id
+  uint32_t device_id = 0;   // PCI device id
+  std::optional<int> cuda_device_id;            // the provider's "device_id" option
+  std::map<std::string, std::string> metadata;  // the hardware device's metadata
+};
+
+struct EpLibraryInfo {
+  std::string provider;  // "cuda", "tensorrt"
+  std::string path;
+  bool registered = false;  // RegisterExecutionProviderLibrary succeeded
+  std::string error;        // empty when registered with at least one device
+  std::vector<EpDeviceInfo> devices;
+};
+
+struct OnnxRuntimeInfo {
+  bool probed = false;  // false: the caller did not probe ORT
+  std::string version;
+  std::string ep_library_dir;
+  std::vector<EpLibraryInfo> libraries;
+  std::vector<EpDeviceInfo> devices;  // every EP device ORT enumerates, the CPU's included
+  std::string error;
+};
+
 struct CapabilitySnapshot {
   std::string fastpath_version;  // filled in by the caller
   std::string ort_version;       // filled in by the caller (fastpath::gpu does not link ORT)
+  OnnxRuntimeInfo onnxruntime;   // filled in by the caller, like ort_version
   DriverInfo driver;
   NvmlInfo nvml;
   std::vector<LibraryInfo> libraries;
@@ -168,6 +200,7 @@ enum class FailureClass {
   kDriverInitFailed = 14,   // cuInit failed for another reason (stub library, mismatch, ...)
   kNoCudaRuntime = 15,      // no libcudart on the library path
   kDeviceUnhealthy = 16,    // uncorrected ECC errors, or hardware slowdown asserted
+  kNoGpuExecutionProvider = 17,  // ORT's CUDA EP library cannot be registered or sees no device
 };
 
 struct Finding {

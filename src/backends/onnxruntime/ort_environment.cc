@@ -43,9 +43,19 @@ std::filesystem::path OrtLibraryDir() {
 }
 
 std::filesystem::path ChooseLibraryDir(const OrtBackendOptions& options) {
-  if (!options.ep_library_dir.empty()) return options.ep_library_dir;
-  if (const char* env = std::getenv(kEpLibraryDirEnv); env != nullptr && *env != '\0') return env;
-  return OrtLibraryDir();
+  std::filesystem::path dir = options.ep_library_dir;
+  if (dir.empty()) {
+    const char* env = std::getenv(kEpLibraryDirEnv);
+    dir = env != nullptr && *env != '\0' ? std::filesystem::path(env) : OrtLibraryDir();
+  }
+  // ORT resolves a relative library path against its own folder, not the working
+  // directory: make it absolute here, so the path in every message is the one tried.
+  std::error_code ec;
+  if (!dir.empty() && dir.is_relative()) {
+    auto absolute = std::filesystem::absolute(dir, ec);
+    if (!ec) dir = absolute;
+  }
+  return dir;
 }
 
 std::map<std::string, std::string> ToMap(Ort::ConstKeyValuePairs pairs) {

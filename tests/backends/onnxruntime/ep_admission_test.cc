@@ -205,6 +205,28 @@ TEST(EpAdmissionTest, CudaLibraryWithoutADeviceIsRefused) {
   EXPECT_EQ(instance.status().message(), expected);
 }
 
+// The test suite's fake CUDA plugin EP registers and enumerates one device (CUDA
+// ordinal 0) but cannot run a model: device matching and the EP's own failure are errors.
+TEST(EpAdmissionTest, FakeEpDeviceMatchingAndFailure) {
+  auto backend = MakeBackend(FASTPATH_FAKE_ORT_EP_DIR);
+  ASSERT_NE(backend, nullptr);
+  InstanceOptions gpu3 = GpuOptions();
+  gpu3.device_id = 3;
+  auto instance = backend->CreateInstance(ModelPath("mlp"), gpu3);
+  ASSERT_FALSE(instance.ok());
+  EXPECT_EQ(instance.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(instance.status().message(),
+            "GPU 3 is not among the devices CUDAExecutionProvider enumerated (CUDA ordinals: 0); "
+            "check instance_group gpus and CUDA_VISIBLE_DEVICES");
+
+  // GPU 0 is appended; the session then fails in the EP, and that is the error: ORT does
+  // not get to place the model on the CPU instead.
+  instance = backend->CreateInstance(ModelPath("mlp"), GpuOptions());
+  ASSERT_FALSE(instance.ok());
+  EXPECT_THAT(instance.status().message(),
+              HasSubstr("fastpath's fake CUDA execution provider cannot run models"));
+}
+
 TEST(EpAdmissionTest, ProviderListMistakesAreRefusedBeforeLoading) {
   auto backend = MakeBackend(kOrtLibraryDir);
   ASSERT_NE(backend, nullptr);
