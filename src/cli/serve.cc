@@ -256,7 +256,8 @@ int Serve(const std::vector<std::string>& args) {
     return kExitRuntime;
   }
   std::cerr << "fastpath: ONNX Runtime " << backends::onnxruntime::OrtVersion()
-            << ", execution provider: cpu (GPU providers arrive with admission control)\n";
+            << ", execution providers per model (KIND_GPU: the config's gpu_execution_accelerator "
+               "list or cuda, through the plugin-EP API; placement logged per instance)\n";
   std::shared_ptr<backend::Backend> shared_backend = std::move(backend).value();
   auto server = server::Server::Create(flags.server, shared_backend);
   if (!server.ok()) {
