@@ -160,6 +160,8 @@ void EnsembleScheduler::Launch(const std::shared_ptr<Run>& run, const std::vecto
       request.id = run->job.request.id;
       request.parameters = run->job.request.parameters;
       request.deadline = run->job.request.deadline;
+      // A client that went away cancels the steps not yet run as well.
+      request.cancelled = run->job.request.cancelled;
       request.inputs.reserve(steps_[s].inputs.size());
       for (const auto& [input, t] : steps_[s].inputs) {
         const bool last = --run->uses_left[t] == 0;

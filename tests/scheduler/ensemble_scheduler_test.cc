@@ -1,0 +1,250 @@
+// EnsembleScheduler with a fake step runner whose steps the test answers by hand, in the
+// order it chooses: the graph runs steps as soon as their inputs are there, passes
+// tensors on, fails with the step named, and Stop waits for what it accepted.
+#include "fastpath/scheduler/ensemble_scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <thread>
+
+namespace fastpath::scheduler {
+namespace {
+
+// Records every step request; the test answers them.
+class ManualRunner {
+ public:
+  struct Call {
+    InferRequest request;
+    std::function<void(StatusOr<InferResponse>)> done;
+  };
+  StepRunner AsRunner() {
+    return [this](InferRequest request, std::function<void(StatusOr<InferResponse>)> done) {
+      calls_.push_back({std::move(request), std::move(done)});
+    };
+  }
+  std::vector<Call>& calls() { return calls_; }
+  // The models of the calls not yet answered, in call order.
+  std::vector<std::string> Pending() const {
+    std::vector<std::string> out;
+    for (const auto& c : calls_) {
+      if (c.done) out.push_back(c.request.model_name);
+    }
+    return out;
+  }
+  // Answers the call for `model` with one output per requested output: the first input's
+  // data with `suffix` appended (so the test can follow values through the graph).
+  void Answer(const std::string& model, const std::string& suffix) {
+    for (auto& c : calls_) {
+      if (c.request.model_name != model || !c.done) continue;
+      InferResponse response;
+      for (const auto& out : c.request.outputs) {
+        Tensor t = c.request.inputs.empty() ? Tensor{} : c.request.inputs[0];
+        t.name = out.name;
+        t.data += suffix;
+        response.outputs.push_back(t);
+      }
+      auto done = std::move(c.done);
+      c.done = nullptr;
+      done(std::move(response));
+      return;
+    }
+    ADD_FAILURE() << "no pending call for " << model;
+  }
+  void Fail(const std::string& model, Status status) {
+    for (auto& c : calls_) {
+      if (c.request.model_name != model || !c.done) continue;
+      auto done = std::move(c.done);
+      c.done = nullptr;
+      done(std::move(status));
+      return;
+    }
+    ADD_FAILURE() << "no pending call for " << model;
+  }
+
+ private:
+  std::vector<Call> calls_;
+};
+
+// X -> a -> A;  X -> b -> B;  (A, B) -> c -> OUT.  "a" reads X, "b" reads X too.
+EnsemblePlan Diamond() {
+  EnsemblePlan plan;
+  plan.name = "diamond";
+  plan.inputs = {"X"};
+  plan.steps = {
+      {"a", "", {{"in", "X"}}, {{"out", "A"}}},
+      {"b", "2", {{"in", "X"}}, {{"out", "B"}}},
+      {"c", "", {{"in0", "A"}, {"in1", "B"}}, {{"out", "OUT"}}},
+  };
+  return plan;
+}
+
+Job MakeJob(std::optional<StatusOr<InferResponse>>* answer, const std::string& x = "x") {
+  Job job;
+  job.request.model_name = "diamond";
+  job.request.model_version = "1";
+  job.request.id = "req-1";
+  job.request.inputs.push_back({"X", DataType::kUint8, {1, 1}, x});
+  job.output_names = {"OUT"};
+  job.arrival = Clock::now();
+  job.done = [answer](StatusOr<InferResponse> r) { *answer = std::move(r); };
+  return job;
+}
+
+TEST(EnsembleSchedulerTest, RunsStepsAsSoonAsTheirInputsAreThere) {
+  ManualRunner runner;
+  StatsRecorder stats;
+  auto scheduler = EnsembleScheduler::Create(Diamond(), runner.AsRunner(), &stats);
+  ASSERT_TRUE(scheduler.ok()) << scheduler.status().ToString();
+  std::optional<StatusOr<InferResponse>> answer;
+  (*scheduler)->Enqueue(MakeJob(&answer));
+  // a and b start together; c waits for both.
+  EXPECT_EQ(runner.Pending(), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ((*scheduler)->Pending(), 1u);
+  const auto& b_call = runner.calls()[1].request;
+  EXPECT_EQ(b_call.model_version, "2");
+  EXPECT_EQ(b_call.id, "req-1");
+  ASSERT_EQ(b_call.inputs.size(), 1u);
+  EXPECT_EQ(b_call.inputs[0].name, "in");  // renamed to the step model's input
+  EXPECT_EQ(b_call.inputs[0].data, "x");
+  ASSERT_EQ(b_call.outputs.size(), 1u);
+  EXPECT_EQ(b_call.outputs[0].name, "out");
+
+  runner.Answer("b", "+b");
+  EXPECT_EQ(runner.Pending(), (std::vector<std::string>{"a"}));
+  runner.Answer("a", "+a");
+  EXPECT_EQ(runner.Pending(), (std::vector<std::string>{"c"}));
+  const auto& c_call = runner.calls()[2].request;
+  ASSERT_EQ(c_call.inputs.size(), 2u);
+  EXPECT_EQ(c_call.inputs[0].name, "in0");
+  EXPECT_EQ(c_call.inputs[0].data, "x+a");
+  EXPECT_EQ(c_call.inputs[1].data, "x+b");
+  EXPECT_FALSE(answer.has_value());
+
+  runner.Answer("c", "+c");
+  ASSERT_TRUE(answer.has_value());
+  ASSERT_TRUE(answer->ok()) << answer->status().ToString();
+  ASSERT_EQ((*answer)->outputs.size(), 1u);
+  EXPECT_EQ((*answer)->outputs[0].name, "OUT");
+  EXPECT_EQ((*answer)->outputs[0].data, "x+a+c");
+  EXPECT_EQ((*answer)->model_name, "diamond");
+  EXPECT_EQ((*answer)->model_version, "1");
+  EXPECT_EQ((*answer)->id, "req-1");
+  EXPECT_EQ((*scheduler)->Pending(), 0u);
+  EXPECT_EQ(stats.Snapshot("diamond", "1").inference_stats.success.count, 1u);
+}
+
+TEST(EnsembleSchedulerTest, AnIntermediateTensorCanAlsoBeAnOutput) {
+  EnsemblePlan plan = Diamond();
+  ManualRunner runner;
+  StatsRecorder stats;
+  auto scheduler = EnsembleScheduler::Create(plan, runner.AsRunner(), &stats);
+  ASSERT_TRUE(scheduler.ok());
+  std::optional<StatusOr<InferResponse>> answer;
+  Job job = MakeJob(&answer);
+  job.output_names = {"A", "OUT"};  // A is read by c and returned
+  (*scheduler)->Enqueue(std::move(job));
+  runner.Answer("a", "+a");
+  runner.Answer("b", "+b");
+  runner.Answer("c", "+c");
+  ASSERT_TRUE(answer.has_value() && answer->ok());
+  ASSERT_EQ((*answer)->outputs.size(), 2u);
+  EXPECT_EQ((*answer)->outputs[0].name, "A");
+  EXPECT_EQ((*answer)->outputs[0].data, "x+a");
+  EXPECT_EQ((*answer)->outputs[1].data, "x+a+c");
+}
+
+TEST(EnsembleSchedulerTest, AFailedStepFailsTheRequestOnceEveryStartedStepIsBack) {
+  ManualRunner runner;
+  StatsRecorder stats;
+  auto scheduler = EnsembleScheduler::Create(Diamond(), runner.AsRunner(), &stats);
+  ASSERT_TRUE(scheduler.ok());
+  std::optional<StatusOr<InferResponse>> answer;
+  (*scheduler)->Enqueue(MakeJob(&answer));
+  runner.Fail("b", InvalidArgument("input 'in' is wrong"));
+  EXPECT_FALSE(answer.has_value());  // a is still running
+  runner.Answer("a", "+a");
+  EXPECT_EQ(runner.Pending(), std::vector<std::string>{});  // c never starts
+  ASSERT_TRUE(answer.has_value());
+  ASSERT_FALSE(answer->ok());
+  EXPECT_EQ(answer->status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(answer->status().message(),
+            "ensemble 'diamond' step 2 (model 'b'): input 'in' is wrong");
+  EXPECT_EQ(stats.Snapshot("diamond", "1").inference_stats.fail.count, 1u);
+  EXPECT_EQ((*scheduler)->Pending(), 0u);
+}
+
+TEST(EnsembleSchedulerTest, ARunnerThatAnswersAtOnceIsFine) {
+  // Every step answered inside the runner call (as an unknown model or a full queue is).
+  StatsRecorder stats;
+  auto scheduler = EnsembleScheduler::Create(
+      Diamond(),
+      [](InferRequest request, std::function<void(StatusOr<InferResponse>)> done) {
+        if (request.model_name == "c") return done(Unavailable("queue of model 'c' is full"));
+        InferResponse response;
+        response.outputs.push_back({"out", DataType::kUint8, {1, 1}, "y"});
+        done(std::move(response));
+      },
+      &stats);
+  ASSERT_TRUE(scheduler.ok());
+  std::optional<StatusOr<InferResponse>> answer;
+  (*scheduler)->Enqueue(MakeJob(&answer));
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(answer->status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(answer->status().message(),
+            "ensemble 'diamond' step 3 (model 'c'): queue of model 'c' is full");
+}
+
+TEST(EnsembleSchedulerTest, AMissingStepOutputIsAnErrorNotAHang) {
+  StatsRecorder stats;
+  auto scheduler = EnsembleScheduler::Create(
+      Diamond(),
+      [](InferRequest request, std::function<void(StatusOr<InferResponse>)> done) {
+        done(InferResponse{});  // no outputs at all
+      },
+      &stats);
+  ASSERT_TRUE(scheduler.ok());
+  std::optional<StatusOr<InferResponse>> answer;
+  (*scheduler)->Enqueue(MakeJob(&answer));
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(answer->status().code(), StatusCode::kInternal);
+  EXPECT_NE(answer->status().message().find("step 3 (model 'c') never received all of its inputs"),
+            std::string::npos)
+      << answer->status().ToString();
+}
+
+TEST(EnsembleSchedulerTest, CreateRefusesAPlanThatCannotRun) {
+  EnsemblePlan plan = Diamond();
+  plan.steps[2].inputs[1].second = "NOBODY";
+  StatsRecorder stats;
+  ManualRunner runner;
+  auto scheduler = EnsembleScheduler::Create(plan, runner.AsRunner(), &stats);
+  ASSERT_FALSE(scheduler.ok());
+  EXPECT_NE(scheduler.status().message().find("step 3 (model 'c') can never run"),
+            std::string::npos);
+  EXPECT_FALSE(EnsembleScheduler::Create(Diamond(), nullptr, &stats).ok());
+}
+
+TEST(EnsembleSchedulerTest, StopAnswersAcceptedRequestsAndRefusesNewOnes) {
+  ManualRunner runner;
+  StatsRecorder stats;
+  auto created = EnsembleScheduler::Create(Diamond(), runner.AsRunner(), &stats);
+  ASSERT_TRUE(created.ok());
+  std::unique_ptr<EnsembleScheduler> scheduler = std::move(created).value();
+  std::optional<StatusOr<InferResponse>> first;
+  scheduler->Enqueue(MakeJob(&first));
+  std::thread stopper([&] { scheduler->Stop(); });
+  // Stop cannot return while the request is in flight; finish it from here.
+  runner.Answer("a", "+a");
+  runner.Answer("b", "+b");
+  runner.Answer("c", "+c");
+  stopper.join();
+  ASSERT_TRUE(first.has_value() && first->ok());
+  std::optional<StatusOr<InferResponse>> late;
+  scheduler->Enqueue(MakeJob(&late));
+  ASSERT_TRUE(late.has_value());
+  EXPECT_EQ(late->status().code(), StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace fastpath::scheduler
