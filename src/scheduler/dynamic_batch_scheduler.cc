@@ -285,6 +285,8 @@ void DynamicBatchScheduler::Enqueue(Job job) {
         timeout = job.timeout;
       }
       if (timeout.count() > 0) entry.timeout = entry.enqueued + timeout;
+      earliest_expiry_ = std::min({earliest_expiry_, entry.timeout, job.request.deadline});
+      if (job.request.cancelled != nullptr) ++cancellable_;
       entry.job = std::move(job);
       q.waiting.push_back(std::move(entry));
       ++queued_;
@@ -311,6 +313,10 @@ DynamicBatchScheduler::Answer DynamicBatchScheduler::Fail(Entry& entry, Status s
 }
 
 void DynamicBatchScheduler::ExpireLocked(Clock::time_point now, std::vector<Answer>* answers) {
+  // Scanning the queues on every event would cost O(queue) per request under load.
+  if (now < earliest_expiry_ && cancellable_ == 0) return;
+  earliest_expiry_ = Clock::time_point::max();
+  cancellable_ = 0;
   const auto never_ran = [](const Job& job) {
     return "request for model '" + job.request.model_name + "'";
   };
@@ -342,6 +348,9 @@ void DynamicBatchScheduler::ExpireLocked(Clock::time_point now, std::vector<Answ
                                               "never reached the model"),
                                   server::FailureReason::kRejected));
         } else {
+          earliest_expiry_ = std::min(earliest_expiry_, e.job.request.deadline);
+          if (list == &q.waiting) earliest_expiry_ = std::min(earliest_expiry_, e.timeout);
+          if (e.job.request.cancelled != nullptr) ++cancellable_;
           kept.push_back(std::move(e));
           continue;
         }
@@ -420,6 +429,7 @@ std::optional<DynamicBatchScheduler::Batch> DynamicBatchScheduler::CutBatchLocke
   batch.entries.reserve(count);
   for (size_t i = 0; i < count; ++i) {
     std::deque<Entry>* list = walked[i].list;
+    if (list->front().job.request.cancelled != nullptr) --cancellable_;
     batch.entries.push_back(std::move(list->front()));
     list->pop_front();
   }
@@ -447,10 +457,7 @@ Clock::time_point DynamicBatchScheduler::ScheduleLocked(std::vector<Answer>* ans
     (*free)->cv.notify_one();
   }
   // Look again when a queued request times out or passes its deadline.
-  for (const PolicyQueue& q : queues_) {
-    for (const Entry& e : q.waiting) wake = std::min({wake, e.timeout, e.job.request.deadline});
-    for (const Entry& e : q.delayed) wake = std::min(wake, e.job.request.deadline);
-  }
+  wake = std::min(wake, earliest_expiry_);
   if (stopping_ && queued_ == 0) {
     timer_cv_.notify_all();
     for (auto& w : workers_) w->cv.notify_all();

@@ -155,6 +155,10 @@ class DynamicBatchScheduler final : public Scheduler {
   mutable std::mutex mu_;
   std::vector<PolicyQueue> queues_;  // guarded by mu_; index = priority level - 1
   size_t queued_ = 0;                // guarded by mu_
+  // No queued request times out or passes its deadline before this (it may be early:
+  // then the next scan recomputes it). Guarded by mu_.
+  Clock::time_point earliest_expiry_ = Clock::time_point::max();
+  size_t cancellable_ = 0;  // guarded by mu_: queued requests with a cancelled flag
   size_t running_ = 0;               // guarded by mu_: requests handed to instances
   uint64_t next_sequence_ = 0;       // guarded by mu_
   bool stopping_ = false;            // guarded by mu_
