@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -244,6 +245,55 @@ TEST(EnsembleSchedulerTest, StopAnswersAcceptedRequestsAndRefusesNewOnes) {
   scheduler->Enqueue(MakeJob(&late));
   ASSERT_TRUE(late.has_value());
   EXPECT_EQ(late->status().code(), StatusCode::kUnavailable);
+}
+
+TEST(EnsembleSchedulerTest, ManyRequestsAnsweredFromOtherThreadsEachGetTheirOwn) {
+  // Every step is answered on a thread of its own, so completions race each other and
+  // the enqueuing thread (run under TSan by tools/test.sh's tsan build).
+  std::mutex threads_mu;
+  std::vector<std::thread> threads;
+  StatsRecorder stats;
+  auto scheduler = EnsembleScheduler::Create(
+      Diamond(),
+      [&](InferRequest request, std::function<void(StatusOr<InferResponse>)> done) {
+        std::lock_guard lock(threads_mu);
+        threads.emplace_back([request = std::move(request), done = std::move(done)]() mutable {
+          InferResponse response;
+          std::string data;
+          for (const auto& in : request.inputs) data += in.data + "|";
+          response.outputs.push_back(
+              {request.outputs[0].name, DataType::kUint8, {1, 1}, data + request.model_name});
+          done(std::move(response));
+        });
+      },
+      &stats);
+  ASSERT_TRUE(scheduler.ok());
+  constexpr int kRequests = 64;
+  std::mutex answers_mu;
+  std::vector<std::optional<StatusOr<InferResponse>>> answers(kRequests);
+  for (int i = 0; i < kRequests; ++i) {
+    Job job;
+    job.request.model_name = "diamond";
+    job.request.inputs.push_back({"X", DataType::kUint8, {1, 1}, std::to_string(i)});
+    job.output_names = {"OUT"};
+    job.arrival = Clock::now();
+    job.done = [&, i](StatusOr<InferResponse> r) {
+      std::lock_guard lock(answers_mu);
+      answers[i] = std::move(r);
+    };
+    (*scheduler)->Enqueue(std::move(job));
+  }
+  (*scheduler)->Stop();  // waits for every request
+  {
+    std::lock_guard lock(threads_mu);
+    for (auto& t : threads) t.join();
+  }
+  for (int i = 0; i < kRequests; ++i) {
+    ASSERT_TRUE(answers[i].has_value() && answers[i]->ok()) << i;
+    const std::string x = std::to_string(i);
+    EXPECT_EQ((*answers[i])->outputs[0].data, x + "|a|" + x + "|b|c") << i;
+  }
+  EXPECT_EQ(stats.Snapshot("diamond", "1").inference_stats.success.count, kRequests);
 }
 
 }  // namespace
