@@ -96,6 +96,11 @@ ServerProcess::~ServerProcess() {
         grpc_field.rfind("grpc=", 0) == 0) {
       http_port_ = std::stoi(http_field.substr(5));
       grpc_port_ = std::stoi(grpc_field.substr(5));
+      metrics_port_ = 0;
+      std::string metrics_field;
+      if (in >> metrics_field && metrics_field.rfind("metrics=", 0) == 0) {
+        metrics_port_ = std::stoi(metrics_field.substr(8));
+      }
       break;
     }
     if (Clock::now() > deadline) {

@@ -46,6 +46,8 @@ class ServerProcess {
   pid_t pid() const { return pid_; }
   int http_port() const { return http_port_; }
   int grpc_port() const { return grpc_port_; }
+  // 0 when the server serves no metrics (--allow-metrics false).
+  int metrics_port() const { return metrics_port_; }
   std::string grpc_target() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
 
   // Resident set size from /proc/<pid>/status, in KiB; -1 when unreadable.
@@ -59,6 +61,7 @@ class ServerProcess {
   pid_t pid_ = -1;
   int http_port_ = 0;
   int grpc_port_ = 0;
+  int metrics_port_ = 0;
 };
 
 // The flags every test passes; kept in one place so that the binary's interface is

@@ -171,6 +171,10 @@ std::string ModelStatisticsJson(const std::vector<server::ModelStatistics>& stat
       w.EndObject();
     }
     w.EndArray();
+    // Triton always lists the model's memory use; fastpath does not track it yet.
+    WriteKey(w, "memory_usage");
+    w.StartArray();
+    w.EndArray();
     w.EndObject();
   }
   w.EndArray();
