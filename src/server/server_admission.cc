@@ -135,8 +135,9 @@ Status Server::Admit(const std::filesystem::path& model_dir, repository::ModelVe
     remember(record);
     return Status::Ok();
   }
-  const std::string miss = "self-test missed its budget: " + Join(report->misses, "; ") + " (measured " +
-                           report->Summary() + ")";
+  const std::string miss = "self-test missed its budget: " + Join(report->misses, "; ") + " at batch " +
+                           std::to_string(report->figures->batch_size) + " over " +
+                           std::to_string(report->figures->iterations) + " timed runs";
   if (options_.policy.profile == admission::Profile::kProduction) return refuse(miss);
   record.degradations.push_back(miss);
   Log("!!! " + what + " is DEGRADED (dev profile serves it anyway): " + miss);

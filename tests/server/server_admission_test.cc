@@ -1,0 +1,113 @@
+// The server's admission hook (issue 4 §5, §6) with an injected clock: the self-test's
+// latencies are synthetic, so a miss and a pass are decided by the test, never by the
+// machine's speed; the requests themselves run on the real ORT backend and scheduler.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+
+#include "fakes/temp_repository.h"
+#include "fastpath/backends/onnxruntime/ort_backend.h"
+#include "fastpath/server/server_impl.h"
+
+namespace fastpath::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr const char* kBudgetedSimple = R"(
+name: "simple"
+max_batch_size: 8
+input [
+  { name: "INPUT0" data_type: TYPE_INT32 dims: [ 16 ] },
+  { name: "INPUT1" data_type: TYPE_INT32 dims: [ 16 ] }
+]
+output [
+  { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 16 ] },
+  { name: "OUTPUT1" data_type: TYPE_INT32 dims: [ 16 ] }
+]
+instance_group [ { kind: KIND_CPU count: 1 } ]
+model_warmup {
+  name: "zeros" batch_size: 2 count: 2
+  inputs { key: "INPUT0" value { data_type: TYPE_INT32 dims: [ 16 ] zero_data: true } }
+  inputs { key: "INPUT1" value { data_type: TYPE_INT32 dims: [ 16 ] random_data: true } }
+}
+parameters { key: "fastpath.slo.p95_ms" value { string_value: "1" } }
+parameters { key: "fastpath.slo.iterations" value { string_value: "4" } }
+parameters { key: "fastpath.slo.warmup_iterations" value { string_value: "1" } }
+)";
+
+class ServerAdmissionTest : public ::testing::Test {
+ protected:
+  // Each reading of the clock moves it by `step`: one timed run reads it twice, so every
+  // run "takes" exactly `step`.
+  std::unique_ptr<Server> Start(admission::Profile profile, std::chrono::microseconds step) {
+    repo_.AddVersion("simple", 1, "simple");
+    repo_.WriteConfig("simple", kBudgetedSimple);
+    ServerOptions options;
+    options.repository.root = repo_.root();
+    options.policy.profile = profile;
+    options.capability_snapshot_json = R"({"ort_version": "test"})";
+    auto ticks = std::make_shared<std::atomic<int64_t>>(0);
+    options.self_test_clock = [ticks, step] {
+      return std::chrono::steady_clock::time_point(step * ticks->fetch_add(1));
+    };
+    auto backend = backends::onnxruntime::CreateOrtBackend();
+    EXPECT_TRUE(backend.ok());
+    auto server = Server::Create(options, std::move(backend).value());
+    EXPECT_TRUE(server.ok()) << server.status().ToString();
+    return server.ok() ? std::move(server).value() : nullptr;
+  }
+  testing::TempRepository repo_{FASTPATH_TEST_MODELS_DIR};
+};
+
+TEST_F(ServerAdmissionTest, WithinBudgetIsReady) {
+  auto server = Start(admission::Profile::kProduction, std::chrono::microseconds(500));
+  ASSERT_NE(server, nullptr);
+  EXPECT_TRUE(server->IsReady());
+  const admission::AdmissionReport report = server->Admission();
+  EXPECT_TRUE(report.ready);
+  ASSERT_EQ(report.models.size(), 1u);
+  const admission::ModelAdmission& m = report.models[0];
+  EXPECT_EQ(m.state, admission::AdmissionState::kReady);
+  ASSERT_TRUE(m.self_test.has_value());
+  EXPECT_TRUE(m.self_test->passed());
+  EXPECT_EQ(m.self_test->warmup_runs, 3u);  // model_warmup count 2, then 1 untimed
+  EXPECT_DOUBLE_EQ(m.self_test->figures->p95_ms, 0.5);
+  EXPECT_EQ(m.self_test->figures->iterations, 4u);
+  EXPECT_EQ(report.snapshot_json, R"({"ort_version": "test"})");
+}
+
+TEST_F(ServerAdmissionTest, ProductionRefusesAMiss) {
+  auto server = Start(admission::Profile::kProduction, std::chrono::microseconds(5000));
+  ASSERT_NE(server, nullptr);
+  EXPECT_FALSE(server->IsReady());
+  EXPECT_FALSE(*server->IsModelReady("simple", ""));
+  const admission::AdmissionReport report = server->Admission();
+  EXPECT_FALSE(report.ready);
+  ASSERT_EQ(report.models.size(), 1u);
+  const admission::ModelAdmission& m = report.models[0];
+  EXPECT_EQ(m.state, admission::AdmissionState::kUnavailable);
+  ASSERT_EQ(m.reasons.size(), 1u);
+  EXPECT_THAT(m.reasons[0], HasSubstr("self-test missed its budget: p95 5 ms > budget 1 ms"));
+  ASSERT_TRUE(m.self_test.has_value());  // the figures stay with the refused version
+  EXPECT_FALSE(m.self_test->passed());
+  EXPECT_DOUBLE_EQ(m.self_test->figures->p95_ms, 5.0);
+  ASSERT_EQ(report.reasons.size(), 1u);
+  EXPECT_THAT(report.reasons[0], HasSubstr("model 'simple' version 1 is not READY: self-test missed"));
+}
+
+TEST_F(ServerAdmissionTest, DevServesAMissDegraded) {
+  auto server = Start(admission::Profile::kDev, std::chrono::microseconds(5000));
+  ASSERT_NE(server, nullptr);
+  EXPECT_TRUE(server->IsReady());
+  EXPECT_TRUE(*server->IsModelReady("simple", ""));
+  const admission::AdmissionReport report = server->Admission();
+  ASSERT_EQ(report.models.size(), 1u);
+  EXPECT_EQ(report.models[0].state, admission::AdmissionState::kDegraded);
+  EXPECT_THAT(report.models[0].reasons[0], HasSubstr("p95 5 ms > budget 1 ms"));
+  EXPECT_THAT(admission::ReportToJson(report), HasSubstr("\"state\": \"DEGRADED\""));
+}
+
+}  // namespace
+}  // namespace fastpath::server
