@@ -147,9 +147,8 @@ Status CheckPlacement(const PlacementAudit& audit, const InstanceOptions& option
   std::string refused_nodes;
   int refused = 0;
   for (const PlacedNode& node : cpu->compute) {
-    const bool allowed =
-        std::find(options.allowed_cpu_ops.begin(), options.allowed_cpu_ops.end(), node.op_type) !=
-        options.allowed_cpu_ops.end();
+    const bool allowed = std::find(options.allowed_cpu_ops.begin(), options.allowed_cpu_ops.end(),
+                                   node.op_type) != options.allowed_cpu_ops.end();
     if (allowed) continue;
     ++refused_ops[node.op_type];
     // Name a few nodes, enough to find them in the graph; the count says the rest.
@@ -164,11 +163,10 @@ Status CheckPlacement(const PlacementAudit& audit, const InstanceOptions& option
   return FailedPrecondition(
       std::to_string(refused) + " compute-bearing node" + (refused == 1 ? " was" : "s were") +
       " placed on " + std::string(kCpuProviderName) + " instead of " + ProviderNameList(options) +
-      ": " + OpTypeList(refused_ops) + " (nodes " + refused_nodes +
-      (refused > 5 ? ", ..." : "") +
+      ": " + OpTypeList(refused_ops) + " (nodes " + refused_nodes + (refused > 5 ? ", ..." : "") +
       "); a GPU instance must not compute on the CPU. If this is intended, allow the op types "
-      "with parameters { key: \"" + std::string(kAllowCpuOpsParameter) +
-      "\" value { string_value: \"" + op_names + "\" } }");
+      "with parameters { key: \"" +
+      std::string(kAllowCpuOpsParameter) + "\" value { string_value: \"" + op_names + "\" } }");
 }
 
 std::string PlacementSummary(const PlacementAudit& audit) {
@@ -177,8 +175,8 @@ std::string PlacementSummary(const PlacementAudit& audit) {
   std::string out;
   for (const auto& p : audit.providers) {
     if (!out.empty()) out += ", ";
-    out += p.provider + " " + std::to_string(p.nodes) + (p.nodes == 1 ? " node" : " nodes") +
-           " (" + std::to_string(p.compute_nodes) + " compute";
+    out += p.provider + " " + std::to_string(p.nodes) + (p.nodes == 1 ? " node" : " nodes") + " (" +
+           std::to_string(p.compute_nodes) + " compute";
     if (mixed && p.provider == kCpuProviderName) out += ": " + OpTypeList(p.op_types);
     out += ")";
   }
@@ -196,9 +194,8 @@ StatusOr<std::vector<std::string>> ParseAllowedCpuOps(std::string_view text) {
   size_t start = 0;
   while (true) {
     const size_t comma = text.find(',', start);
-    const std::string_view entry =
-        Trim(text.substr(start, comma == std::string_view::npos ? std::string_view::npos
-                                                                 : comma - start));
+    const std::string_view entry = Trim(text.substr(
+        start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
     if (!IsIdentifier(entry)) {
       return InvalidArgument(
           "parameters: '" + std::string(kAllowCpuOpsParameter) + "' is '" + std::string(text) +

@@ -53,7 +53,8 @@ StatusOr<std::vector<ProviderChoice>> GpuExecutionProviders(const inference::Mod
     }
     if (*provider == backend::ExecutionProvider::kCpu) {
       if (i + 1 != listed.size()) {
-        return InvalidArgument(what + ": \"cpu\" must come last (ONNX Runtime places on the CPU "
+        return InvalidArgument(what +
+                               ": \"cpu\" must come last (ONNX Runtime places on the CPU "
                                "only what the providers before it decline)");
       }
       if (listed.size() == 1) {

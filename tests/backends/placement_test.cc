@@ -30,13 +30,13 @@ PlacementAudit MixedAudit() {
 }
 
 TEST(PlacementTest, ComputeOps) {
-  for (const char* op : {"MatMul", "Gemm", "Conv", "ConvTranspose", "Attention",
-                         "MultiHeadAttention", "LSTM", "GRU", "Einsum", "FusedConv",
-                         "MatMulNBits", "QLinearConv"}) {
+  for (const char* op :
+       {"MatMul", "Gemm", "Conv", "ConvTranspose", "Attention", "MultiHeadAttention", "LSTM", "GRU",
+        "Einsum", "FusedConv", "MatMulNBits", "QLinearConv"}) {
     EXPECT_TRUE(IsComputeOp(op)) << op;
   }
-  for (const char* op : {"Shape", "Gather", "Reshape", "Relu", "Add", "Softmax", "Concat",
-                         "matmul", ""}) {
+  for (const char* op :
+       {"Shape", "Gather", "Reshape", "Relu", "Add", "Softmax", "Concat", "matmul", ""}) {
     EXPECT_FALSE(IsComputeOp(op)) << op;
   }
 }

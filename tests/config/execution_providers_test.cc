@@ -36,8 +36,7 @@ void ExpectInvalid(const std::string& text, const std::string& message) {
 }
 
 TEST(ExecutionProvidersTest, KindGpuDefaultsToCuda) {
-  auto options =
-      InstanceOptionsFor(Parse(""), Group(inference::ModelInstanceGroup::KIND_GPU), 1);
+  auto options = InstanceOptionsFor(Parse(""), Group(inference::ModelInstanceGroup::KIND_GPU), 1);
   ASSERT_TRUE(options.ok()) << options.status().ToString();
   EXPECT_THAT(options->providers, ElementsAre(ExecutionProvider::kCuda));
   EXPECT_EQ(options->device_id, 1);
@@ -50,22 +49,27 @@ TEST(ExecutionProvidersTest, OrderedProvidersWithTheirOptions) {
   const inference::ModelConfig config = Parse(R"pb(
     optimization {
       execution_accelerators {
-        gpu_execution_accelerator [
-          {
+          gpu_execution_accelerator
+          [ {
             name: "tensorrt"
             parameters { key: "trt_fp16_enable" value: "1" }
             parameters { key: "trt_max_workspace_size" value: "1073741824" }
-          },
-          { name: "cuda" parameters { key: "arena_extend_strategy" value: "kSameAsRequested" } }
-        ]
-      }
+          }
+            , {
+              name: "cuda"
+              parameters { key: "arena_extend_strategy" value: "kSameAsRequested" }
+            }] }
     }
-    parameters { key: "fastpath.allow_cpu_ops" value { string_value: "NonMaxSuppression, TopK" } }
+    parameters {
+      key: "fastpath.allow_cpu_ops"
+      value { string_value: "NonMaxSuppression, TopK" }
+    }
   )pb");
   ASSERT_TRUE(ValidateModelConfig(config).ok()) << ValidateModelConfig(config).ToString();
   auto options = InstanceOptionsFor(config, Group(inference::ModelInstanceGroup::KIND_GPU), 0);
   ASSERT_TRUE(options.ok()) << options.status().ToString();
-  EXPECT_THAT(options->providers, ElementsAre(ExecutionProvider::kTensorRt, ExecutionProvider::kCuda));
+  EXPECT_THAT(options->providers,
+              ElementsAre(ExecutionProvider::kTensorRt, ExecutionProvider::kCuda));
   EXPECT_THAT(options->provider_options,
               ElementsAre(Pair(ExecutionProvider::kCuda,
                                ElementsAre(Pair("arena_extend_strategy", "kSameAsRequested"))),
@@ -83,7 +87,11 @@ TEST(ExecutionProvidersTest, OrderedProvidersWithTheirOptions) {
 TEST(ExecutionProvidersTest, CpuLastIsAcceptedByTheConfig) {
   // Whether it may be used is the profile's decision, made by the backend.
   const inference::ModelConfig config = Parse(R"pb(
-    optimization { execution_accelerators { gpu_execution_accelerator [ { name: "cuda" }, { name: "cpu" } ] } }
+    optimization {
+      execution_accelerators { gpu_execution_accelerator
+                               [ { name: "cuda" }
+                                 , { name: "cpu" }] }
+    }
   )pb");
   EXPECT_TRUE(ValidateModelConfig(config).ok());
   auto options = InstanceOptionsFor(config, Group(inference::ModelInstanceGroup::KIND_GPU), 0);
@@ -92,30 +100,61 @@ TEST(ExecutionProvidersTest, CpuLastIsAcceptedByTheConfig) {
 }
 
 TEST(ExecutionProvidersTest, MistakesNameTheEntry) {
-  ExpectInvalid(R"pb(optimization { execution_accelerators { gpu_execution_accelerator { name: "CUDA" } } })pb",
+  ExpectInvalid(R"pb(optimization {
+                       execution_accelerators { gpu_execution_accelerator { name: "CUDA" } }
+                     })pb",
                 "optimization.execution_accelerators.gpu_execution_accelerator[0]: unknown "
                 "execution accelerator 'CUDA'; fastpath knows \"tensorrt\", \"cuda\" and \"cpu\"");
-  ExpectInvalid(R"pb(optimization { execution_accelerators { gpu_execution_accelerator [ { name: "cuda" }, { name: "cuda" } ] } })pb",
+  ExpectInvalid(R"pb(optimization {
+                       execution_accelerators { gpu_execution_accelerator
+                                                [ { name: "cuda" }
+                                                  , { name: "cuda" }] }
+                     })pb",
                 "optimization.execution_accelerators.gpu_execution_accelerator[1]: 'cuda' is "
                 "listed twice");
-  ExpectInvalid(R"pb(optimization { execution_accelerators { gpu_execution_accelerator [ { name: "cpu" }, { name: "cuda" } ] } })pb",
+  ExpectInvalid(R"pb(optimization {
+                       execution_accelerators { gpu_execution_accelerator
+                                                [ { name: "cpu" }
+                                                  , { name: "cuda" }] }
+                     })pb",
                 "optimization.execution_accelerators.gpu_execution_accelerator[0]: \"cpu\" must "
                 "come last (ONNX Runtime places on the CPU only what the providers before it "
                 "decline)");
-  ExpectInvalid(R"pb(optimization { execution_accelerators { gpu_execution_accelerator { name: "cpu" } } })pb",
+  ExpectInvalid(R"pb(optimization {
+                       execution_accelerators { gpu_execution_accelerator { name: "cpu" } }
+                     })pb",
                 "optimization.execution_accelerators.gpu_execution_accelerator[0]: \"cpu\" alone "
                 "is not a GPU instance; use kind: KIND_CPU");
-  ExpectInvalid(R"pb(optimization { execution_accelerators { gpu_execution_accelerator [ { name: "cuda" }, { name: "cpu" parameters { key: "x" value: "1" } } ] } })pb",
+  ExpectInvalid(R"pb(optimization {
+                       execution_accelerators { gpu_execution_accelerator
+                                                [ { name: "cuda" }
+                                                  , {
+                                                    name: "cpu"
+                                                    parameters { key: "x" value: "1" }
+                                                  }] }
+                     })pb",
                 "optimization.execution_accelerators.gpu_execution_accelerator[1]: \"cpu\" takes "
                 "no parameters");
-  ExpectInvalid(R"pb(optimization { execution_accelerators { gpu_execution_accelerator { name: "cuda" parameters { key: "" value: "1" } } } })pb",
+  ExpectInvalid(R"pb(optimization {
+                       execution_accelerators {
+                         gpu_execution_accelerator {
+                           name: "cuda"
+                           parameters { key: "" value: "1" }
+                         }
+                       }
+                     })pb",
                 "optimization.execution_accelerators.gpu_execution_accelerator[0]: a parameter key "
                 "is empty");
-  ExpectInvalid(R"pb(optimization { execution_accelerators { cpu_execution_accelerator { name: "openvino" } } })pb",
+  ExpectInvalid(R"pb(optimization {
+                       execution_accelerators { cpu_execution_accelerator { name: "openvino" } }
+                     })pb",
                 "optimization.execution_accelerators.cpu_execution_accelerator[0]: 'openvino' is "
                 "not available: KIND_CPU instances run on ONNX Runtime's CPU provider, and "
                 "fastpath has no CPU accelerator built in");
-  ExpectInvalid(R"pb(parameters { key: "fastpath.allow_cpu_ops" value { string_value: "TopK,,Einsum" } })pb",
+  ExpectInvalid(R"pb(parameters {
+                       key: "fastpath.allow_cpu_ops"
+                       value { string_value: "TopK,,Einsum" }
+                     })pb",
                 "parameters: 'fastpath.allow_cpu_ops' is 'TopK,,Einsum'; it has an empty entry "
                 "(write ONNX op types separated by commas, e.g. \"NonMaxSuppression,TopK\")");
 }

@@ -27,7 +27,8 @@ class OrtBackend final : public backend::Backend {
           // symbolic dims resolved the way Run will see them.
           FASTPATH_ASSIGN_OR_RETURN(Ort::SessionOptions options,
                                     MakeInspectSessionOptions(log_id_));
-          FASTPATH_ASSIGN_OR_RETURN(Ort::Session session, OpenSession(env_->env(), model_file, options));
+          FASTPATH_ASSIGN_OR_RETURN(Ort::Session session,
+                                    OpenSession(env_->env(), model_file, options));
           auto signature = ReadSignature(session);
           if (!signature.ok()) {
             return signature.status().WithContext("model '" + model_file.string() + "'");

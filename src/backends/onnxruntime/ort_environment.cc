@@ -130,10 +130,20 @@ OrtEnvironment::OrtEnvironment(Ort::Env env, std::filesystem::path library_dir)
 
 StatusOr<std::shared_ptr<OrtEnvironment>> OrtEnvironment::Get(const OrtBackendOptions& options) {
   std::lock_guard<std::mutex> lock(g_environment_mu);
-  if (auto live = g_environment.lock()) return live;
+  if (auto live = g_environment.lock()) {
+    // One environment, one EP library folder: a backend that asks for another one would
+    // otherwise silently get the first one's libraries.
+    if (!options.ep_library_dir.empty() && ChooseLibraryDir(options) != live->library_dir()) {
+      return FailedPrecondition(
+          "this process's ONNX Runtime environment already loads execution "
+          "provider libraries from '" +
+          live->library_dir().string() + "'; a second backend cannot use '" +
+          options.ep_library_dir.string() + "'");
+    }
+    return live;
+  }
   return CatchOrtExceptions(
-      "creating the ONNX Runtime environment",
-      [&]() -> StatusOr<std::shared_ptr<OrtEnvironment>> {
+      "creating the ONNX Runtime environment", [&]() -> StatusOr<std::shared_ptr<OrtEnvironment>> {
         Ort::Env env(ToOrtLoggingLevel(options.log_severity), options.log_id.c_str());
         std::shared_ptr<OrtEnvironment> created(
             new OrtEnvironment(std::move(env), ChooseLibraryDir(options)));
@@ -159,18 +169,19 @@ EpLibraryState OrtEnvironment::Register(backend::ExecutionProvider provider) {
     return state;
   }
   if (library_dir_.empty()) {
-    state.status = FailedPrecondition(
-        "cannot tell where the " + name + " execution provider library is: the folder of "
-        "libonnxruntime is unknown; set " + kEpLibraryDirEnv);
+    state.status = FailedPrecondition("cannot tell where the " + name +
+                                      " execution provider library is: the folder of "
+                                      "libonnxruntime is unknown; set " +
+                                      kEpLibraryDirEnv);
     return state;
   }
   state.path = library_dir_ / EpLibraryFileName(provider);
   std::error_code ec;
   if (!std::filesystem::is_regular_file(state.path, ec)) {
-    state.status = FailedPrecondition(
-        "the " + name + " execution provider library '" + state.path.string() +
-        "' does not exist (install ONNX Runtime's GPU package there, or point " +
-        kEpLibraryDirEnv + " at the folder that has it)");
+    state.status =
+        FailedPrecondition("the " + name + " execution provider library '" + state.path.string() +
+                           "' does not exist (install ONNX Runtime's GPU package there, or point " +
+                           kEpLibraryDirEnv + " at the folder that has it)");
     return state;
   }
   const std::string registration_name = "fastpath." + name;
@@ -208,8 +219,8 @@ EpLibraryState OrtEnvironment::Register(backend::ExecutionProvider provider) {
   }
   if (state.devices.empty()) {
     state.status = FailedPrecondition(
-        "the " + name + " execution provider library '" + state.path.string() +
-        "' loaded, but " + ort_name +
+        "the " + name + " execution provider library '" + state.path.string() + "' loaded, but " +
+        ort_name +
         " enumerated no device: ONNX Runtime sees no usable NVIDIA GPU (no driver, a stub "
         "libcuda, no /dev/nvidia* device in the container, or NVIDIA_VISIBLE_DEVICES / "
         "CUDA_VISIBLE_DEVICES hiding it; `fastpath doctor` shows which)");

@@ -85,13 +85,12 @@ StatusOr<std::unique_ptr<OrtModelInstance>> OrtModelInstance::Create(
     degraded += (degraded.empty() ? "" : "; ") + verdict.message();
   }
   placement->degraded_reason = std::move(degraded);
-  return CatchOrtExceptions(
-      "creating the instance of '" + model_file.string() + "'",
-      [&]() -> StatusOr<std::unique_ptr<OrtModelInstance>> {
-        return std::unique_ptr<OrtModelInstance>(
-            new OrtModelInstance(std::move(env), std::move(session), std::move(signature).value(),
-                                 std::move(placement).value(), model_file.string()));
-      });
+  return CatchOrtExceptions("creating the instance of '" + model_file.string() + "'",
+                            [&]() -> StatusOr<std::unique_ptr<OrtModelInstance>> {
+                              return std::unique_ptr<OrtModelInstance>(new OrtModelInstance(
+                                  std::move(env), std::move(session), std::move(signature).value(),
+                                  std::move(placement).value(), model_file.string()));
+                            });
 }
 
 OrtModelInstance::OrtModelInstance(std::shared_ptr<OrtEnvironment> env, Ort::Session session,

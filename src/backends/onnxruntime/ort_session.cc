@@ -116,8 +116,8 @@ Status ApplyExecutionProviders(const backend::InstanceOptions& options, OrtEnvir
   }
   // The list as a whole first, so that its mistakes are reported before any library is
   // loaded and whatever the machine has.
-  const bool gpu = std::any_of(options.providers.begin(), options.providers.end(),
-                               backend::IsGpuProvider);
+  const bool gpu =
+      std::any_of(options.providers.begin(), options.providers.end(), backend::IsGpuProvider);
   bool cpu_listed = false;
   for (size_t i = 0; i < options.providers.size(); ++i) {
     const backend::ExecutionProvider provider = options.providers[i];

@@ -74,8 +74,8 @@ std::string LoadDriverStandIn() {
 
 // The CUDA EP library's other dependencies come from the CUDA toolkit.
 std::string MissingCudaToolkitLibrary() {
-  for (const char* soname : {"libcudart.so.13", "libcublas.so.13", "libcublasLt.so.13",
-                             "libcurand.so.10"}) {
+  for (const char* soname :
+       {"libcudart.so.13", "libcublas.so.13", "libcublasLt.so.13", "libcurand.so.10"}) {
     if (dlopen(soname, RTLD_LAZY) == nullptr) return soname;
   }
   return "";
@@ -95,8 +95,8 @@ TEST(EpAdmissionTest, CpuSessionAuditPutsEveryNodeOnTheCpu) {
   EXPECT_EQ(cpu.provider, "CPUExecutionProvider");
   EXPECT_EQ(cpu.nodes, 5);
   EXPECT_EQ(cpu.compute_nodes, 2);
-  EXPECT_THAT(cpu.op_types, UnorderedElementsAre(Pair("Gemm", 2), Pair("Relu", 1),
-                                                 Pair("Shape", 1), Pair("Gather", 1)));
+  EXPECT_THAT(cpu.op_types, UnorderedElementsAre(Pair("Gemm", 2), Pair("Relu", 1), Pair("Shape", 1),
+                                                 Pair("Gather", 1)));
   EXPECT_EQ(backend::PlacementSummary(*audit), "CPUExecutionProvider 5 nodes (2 compute)");
   EXPECT_TRUE(audit->degraded_reason.empty());
 }
@@ -225,6 +225,24 @@ TEST(EpAdmissionTest, FakeEpDeviceMatchingAndFailure) {
   ASSERT_FALSE(instance.ok());
   EXPECT_THAT(instance.status().message(),
               HasSubstr("fastpath's fake CUDA execution provider cannot run models"));
+}
+
+TEST(EpAdmissionTest, OneEpLibraryFolderPerProcess) {
+  auto first = MakeBackend(kOrtLibraryDir);
+  ASSERT_NE(first, nullptr);
+  OrtBackendOptions other;
+  other.ep_library_dir = FASTPATH_FAKE_ORT_EP_DIR;
+  auto second = CreateOrtBackend(other);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(second.status().message(),
+            "this process's ONNX Runtime environment already loads execution provider libraries "
+            "from '" +
+                kOrtLibraryDir.string() + "'; a second backend cannot use '" +
+                std::string(FASTPATH_FAKE_ORT_EP_DIR) + "'");
+  // The same folder, or none named, shares the environment.
+  EXPECT_NE(MakeBackend(kOrtLibraryDir), nullptr);
+  EXPECT_NE(MakeBackend(), nullptr);
 }
 
 TEST(EpAdmissionTest, ProviderListMistakesAreRefusedBeforeLoading) {

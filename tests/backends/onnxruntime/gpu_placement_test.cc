@@ -6,8 +6,8 @@
 
 #include <cmath>
 #include <cstring>
-#include <iostream>
 #include <filesystem>
+#include <iostream>
 #include <vector>
 
 #include "fastpath/backend/backend.h"

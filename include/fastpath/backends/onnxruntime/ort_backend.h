@@ -41,8 +41,8 @@ inline constexpr const char* kEpLibraryDirEnv = "FASTPATH_ORT_EP_LIBRARY_DIR";
 
 // One OrtEpDevice: an execution provider paired with a hardware device.
 struct EpDeviceReport {
-  std::string ep_name;    // "CUDAExecutionProvider"
-  std::string ep_vendor;  // "Microsoft"
+  std::string ep_name;      // "CUDAExecutionProvider"
+  std::string ep_vendor;    // "Microsoft"
   std::string device_type;  // "cpu", "gpu", "npu"
   std::string vendor;       // the hardware vendor, e.g. "NVIDIA"
   uint32_t vendor_id = 0;   // PCI vendor id (0x10de for NVIDIA)
@@ -79,7 +79,8 @@ OrtRuntimeReport ProbeOrtRuntime(const OrtBackendOptions& options = {});
 // Creates the backend and its Ort::Env. The backend owns the Env; every instance it
 // creates keeps the Env alive through a shared reference, so instances may outlive the
 // backend object. ORT keeps one environment per process underneath: a second backend
-// shares it, and the first backend's logging options win.
+// shares it, and the first backend's logging options and EP library folder win (asking
+// for a different ep_library_dir while the first lives is FailedPrecondition).
 //
 // Fails with FailedPrecondition when the loaded libonnxruntime is older than the headers
 // fastpath was built with, and with Internal when ORT cannot create its environment.
