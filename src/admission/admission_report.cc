@@ -40,31 +40,46 @@ void Embedded(Writer& w, const std::string& json) {
 
 void WriteSelfTest(Writer& w, const SelfTestReport& r) {
   w.StartObject();
-  w.Key("passed"); w.Bool(r.passed());
-  w.Key("summary"); Str(w, r.Summary());
+  w.Key("passed");
+  w.Bool(r.passed());
+  w.Key("summary");
+  Str(w, r.Summary());
   w.Key("budget");
   w.StartObject();
-  w.Key("p95_ms"); OptDouble(w, r.budget.p95_ms);
-  w.Key("min_throughput"); OptDouble(w, r.budget.min_throughput);
-  w.Key("iterations"); w.Uint(r.budget.iterations);
-  w.Key("warmup_iterations"); w.Uint(r.budget.warmup_iterations);
-  w.Key("seed"); w.Uint64(r.budget.seed);
+  w.Key("p95_ms");
+  OptDouble(w, r.budget.p95_ms);
+  w.Key("min_throughput");
+  OptDouble(w, r.budget.min_throughput);
+  w.Key("iterations");
+  w.Uint(r.budget.iterations);
+  w.Key("warmup_iterations");
+  w.Uint(r.budget.warmup_iterations);
+  w.Key("seed");
+  w.Uint64(r.budget.seed);
   w.EndObject();
-  w.Key("warmup_runs"); w.Uint(r.warmup_runs);
+  w.Key("warmup_runs");
+  w.Uint(r.warmup_runs);
   w.Key("measured");
   if (r.figures) {
     w.StartObject();
-    w.Key("batch_size"); w.Uint(r.figures->batch_size);
-    w.Key("iterations"); w.Uint(r.figures->iterations);
-    w.Key("p50_ms"); w.Double(r.figures->p50_ms);
-    w.Key("p95_ms"); w.Double(r.figures->p95_ms);
-    w.Key("max_ms"); w.Double(r.figures->max_ms);
-    w.Key("throughput"); w.Double(r.figures->throughput);
+    w.Key("batch_size");
+    w.Uint(r.figures->batch_size);
+    w.Key("iterations");
+    w.Uint(r.figures->iterations);
+    w.Key("p50_ms");
+    w.Double(r.figures->p50_ms);
+    w.Key("p95_ms");
+    w.Double(r.figures->p95_ms);
+    w.Key("max_ms");
+    w.Double(r.figures->max_ms);
+    w.Key("throughput");
+    w.Double(r.figures->throughput);
     w.EndObject();
   } else {
     w.Null();
   }
-  w.Key("misses"); Strings(w, r.misses);
+  w.Key("misses");
+  Strings(w, r.misses);
   w.EndObject();
 }
 
@@ -82,9 +97,12 @@ const char* ProfileName(Profile profile) {
 
 const char* AdmissionStateName(AdmissionState state) {
   switch (state) {
-    case AdmissionState::kReady: return "READY";
-    case AdmissionState::kDegraded: return "DEGRADED";
-    case AdmissionState::kUnavailable: return "UNAVAILABLE";
+    case AdmissionState::kReady:
+      return "READY";
+    case AdmissionState::kDegraded:
+      return "DEGRADED";
+    case AdmissionState::kUnavailable:
+      return "UNAVAILABLE";
   }
   return "UNAVAILABLE";
 }
@@ -93,40 +111,54 @@ std::string ReportToJson(const AdmissionReport& report) {
   rapidjson::StringBuffer buffer;
   Writer w(buffer);
   w.StartObject();
-  w.Key("profile"); w.String(ProfileName(report.policy.profile));
-  w.Key("allow_cpu_fallback"); w.Bool(report.policy.allow_cpu_fallback);
-  w.Key("live"); w.Bool(report.live);
-  w.Key("ready"); w.Bool(report.ready);
-  w.Key("reasons"); Strings(w, report.reasons);
+  w.Key("profile");
+  w.String(ProfileName(report.policy.profile));
+  w.Key("allow_cpu_fallback");
+  w.Bool(report.policy.allow_cpu_fallback);
+  w.Key("live");
+  w.Bool(report.live);
+  w.Key("ready");
+  w.Bool(report.ready);
+  w.Key("reasons");
+  Strings(w, report.reasons);
   w.Key("version_lock");
   if (report.version_lock.empty()) {
     w.Null();
   } else {
     w.StartObject();
-    w.Key("file"); Str(w, report.version_lock);
-    w.Key("pinned"); Strings(w, report.pinned);
-    w.Key("admitted"); w.Bool(true);  // a mismatch never gets this far: serve exits
+    w.Key("file");
+    Str(w, report.version_lock);
+    w.Key("pinned");
+    Strings(w, report.pinned);
+    w.Key("admitted");
+    w.Bool(true);  // a mismatch never gets this far: serve exits
     w.EndObject();
   }
   w.Key("models");
   w.StartArray();
   for (const ModelAdmission& m : report.models) {
     w.StartObject();
-    w.Key("name"); Str(w, m.name);
-    w.Key("version"); Str(w, m.version);
-    w.Key("state"); w.String(AdmissionStateName(m.state));
-    w.Key("reasons"); Strings(w, m.reasons);
+    w.Key("name");
+    Str(w, m.name);
+    w.Key("version");
+    Str(w, m.version);
+    w.Key("state");
+    w.String(AdmissionStateName(m.state));
+    w.Key("reasons");
+    Strings(w, m.reasons);
     w.Key("self_test");
     if (m.self_test) {
       WriteSelfTest(w, *m.self_test);
     } else {
       w.Null();
     }
-    w.Key("placement"); Embedded(w, m.placement_json);
+    w.Key("placement");
+    Embedded(w, m.placement_json);
     w.EndObject();
   }
   w.EndArray();
-  w.Key("capability_snapshot"); Embedded(w, report.snapshot_json);
+  w.Key("capability_snapshot");
+  Embedded(w, report.snapshot_json);
   w.EndObject();
   return std::string(buffer.GetString(), buffer.GetSize()) + "\n";
 }

@@ -28,18 +28,21 @@ Status BadValue(const std::string& key, const std::string& value, const std::str
 StatusOr<double> ParsePositive(const std::string& key, const std::string& text) {
   double value = 0;
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || !std::isfinite(value) ||
-      value <= 0) {
+  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() ||
+      !std::isfinite(value) || value <= 0) {
     return BadValue(key, text, "a number greater than 0");
   }
   return value;
 }
 
-StatusOr<uint64_t> ParseUnsigned(const std::string& key, const std::string& text, uint64_t lo, uint64_t hi) {
+StatusOr<uint64_t> ParseUnsigned(const std::string& key, const std::string& text, uint64_t lo,
+                                 uint64_t hi) {
   uint64_t value = 0;
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || value < lo || value > hi) {
-    return BadValue(key, text, "an integer between " + std::to_string(lo) + " and " + std::to_string(hi));
+  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || value < lo ||
+      value > hi) {
+    return BadValue(key, text,
+                    "an integer between " + std::to_string(lo) + " and " + std::to_string(hi));
   }
   return value;
 }
@@ -84,11 +87,13 @@ StatusOr<Tensor> MakeTensor(const std::string& name, const InputSource& source, 
   tensor.shape.insert(tensor.shape.end(), source.dims.begin(), source.dims.end());
   for (int64_t d : source.dims) {
     if (d < 0) {
-      return InvalidArgument("input '" + name + "' has a dynamic shape " + ShapeToString(source.dims) +
+      return InvalidArgument("input '" + name + "' has a dynamic shape " +
+                             ShapeToString(source.dims) +
                              "; declare a model_warmup with concrete dims for the self-test");
     }
   }
-  FASTPATH_ASSIGN_OR_RETURN(const int64_t elements, ElementCount(tensor.shape, kMaxSelfTestElements));
+  FASTPATH_ASSIGN_OR_RETURN(const int64_t elements,
+                            ElementCount(tensor.shape, kMaxSelfTestElements));
   const size_t size = ElementSize(source.dtype);
   switch (source.kind) {
     case InputSource::Kind::kZero:
@@ -109,11 +114,13 @@ StatusOr<Tensor> MakeTensor(const std::string& name, const InputSource& source, 
       bytes << in.rdbuf();
       const std::string one = bytes.str();  // one batch element, as Triton reads it
       const int64_t per_element = batch > 0 ? elements / batch : elements;
-      if (source.dtype != DataType::kBytes && one.size() != static_cast<size_t>(per_element) * size) {
+      if (source.dtype != DataType::kBytes &&
+          one.size() != static_cast<size_t>(per_element) * size) {
         return InvalidArgument("input '" + name + "': warm-up data " + path.string() + " has " +
                                std::to_string(one.size()) + " bytes; one batch element of " +
-                               ShapeToString(source.dims) + " " + std::string(DataTypeName(source.dtype)) +
-                               " needs " + std::to_string(per_element * static_cast<int64_t>(size)));
+                               ShapeToString(source.dims) + " " +
+                               std::string(DataTypeName(source.dtype)) + " needs " +
+                               std::to_string(per_element * static_cast<int64_t>(size)));
       }
       for (uint32_t i = 0; i < std::max<uint32_t>(batch, 1); ++i) tensor.data += one;
       break;
@@ -130,14 +137,19 @@ StatusOr<std::map<std::string, InputSource>> WarmupSources(const inference::Mode
     s.dtype = config::FromConfigDataType(input.data_type());
     s.dims.assign(input.dims().begin(), input.dims().end());
     switch (input.input_data_type_case()) {
-      case inference::ModelWarmup::Input::kZeroData: s.kind = InputSource::Kind::kZero; break;
-      case inference::ModelWarmup::Input::kRandomData: s.kind = InputSource::Kind::kRandom; break;
+      case inference::ModelWarmup::Input::kZeroData:
+        s.kind = InputSource::Kind::kZero;
+        break;
+      case inference::ModelWarmup::Input::kRandomData:
+        s.kind = InputSource::Kind::kRandom;
+        break;
       case inference::ModelWarmup::Input::kInputDataFile:
         s.kind = InputSource::Kind::kFile;
         s.file = input.input_data_file();
         break;
       default:
-        return InvalidArgument("input '" + name + "': set one of zero_data, random_data or input_data_file");
+        return InvalidArgument("input '" + name +
+                               "': set one of zero_data, random_data or input_data_file");
     }
     sources[name] = std::move(s);
   }
@@ -145,14 +157,16 @@ StatusOr<std::map<std::string, InputSource>> WarmupSources(const inference::Mode
 }
 
 StatusOr<InferRequest> MakeRequest(const inference::ModelConfig& config,
-                                   const std::map<std::string, InputSource>& sources, uint32_t batch,
-                                   uint64_t seed, const std::filesystem::path& model_dir) {
+                                   const std::map<std::string, InputSource>& sources,
+                                   uint32_t batch, uint64_t seed,
+                                   const std::filesystem::path& model_dir) {
   InferRequest request;
   request.model_name = config.name();
   request.id = "fastpath-self-test";
   for (const auto& [name, source] : sources) {
-    FASTPATH_ASSIGN_OR_RETURN(Tensor tensor,
-                              MakeTensor(name, source, config.max_batch_size() > 0 ? batch : 0, seed, model_dir));
+    FASTPATH_ASSIGN_OR_RETURN(
+        Tensor tensor,
+        MakeTensor(name, source, config.max_batch_size() > 0 ? batch : 0, seed, model_dir));
     request.inputs.push_back(std::move(tensor));
   }
   return request;
@@ -171,13 +185,15 @@ StatusOr<SelfTestBudget> ParseBudget(const inference::ModelConfig& config) {
     } else if (key == kSloMinThroughput) {
       FASTPATH_ASSIGN_OR_RETURN(budget.min_throughput, ParsePositive(key, value));
     } else if (key == kSloBatchSize) {
-      const uint64_t max_batch = config.max_batch_size() > 0 ? static_cast<uint64_t>(config.max_batch_size()) : 1;
+      const uint64_t max_batch =
+          config.max_batch_size() > 0 ? static_cast<uint64_t>(config.max_batch_size()) : 1;
       auto parsed = ParseUnsigned(key, value, 1, UINT32_MAX);
       if (!parsed.ok()) return parsed.status();
       if (*parsed > max_batch) {
         return BadValue(key, value,
                         "between 1 and " + std::to_string(max_batch) +
-                            (config.max_batch_size() > 0 ? " (max_batch_size)" : " (the model does not batch)"));
+                            (config.max_batch_size() > 0 ? " (max_batch_size)"
+                                                         : " (the model does not batch)"));
       }
       budget.batch_size = static_cast<uint32_t>(*parsed);
       tuning_set = true;
@@ -194,13 +210,14 @@ StatusOr<SelfTestBudget> ParseBudget(const inference::ModelConfig& config) {
       tuning_set = true;
     } else {
       return InvalidArgument("parameters: unknown key '" + key + "' (known: " + kSloP95Ms + ", " +
-                             kSloMinThroughput + ", " + kSloBatchSize + ", " + kSloIterations + ", " +
-                             kSloWarmupIterations + ", " + kSloSeed + ")");
+                             kSloMinThroughput + ", " + kSloBatchSize + ", " + kSloIterations +
+                             ", " + kSloWarmupIterations + ", " + kSloSeed + ")");
     }
   }
   if (tuning_set && !budget.declared()) {
-    return InvalidArgument(std::string("parameters: fastpath.slo.* settings without a budget; set ") +
-                           kSloP95Ms + " and/or " + kSloMinThroughput);
+    return InvalidArgument(
+        std::string("parameters: fastpath.slo.* settings without a budget; set ") + kSloP95Ms +
+        " and/or " + kSloMinThroughput);
   }
   return budget;
 }
@@ -213,29 +230,56 @@ std::string SeededData(DataType dtype, int64_t elements, uint64_t seed, const st
   for (size_t i = 0; i < n; ++i) {
     const uint64_t r = rng.Next();
     const double unit = static_cast<double>(r >> 11) * 0x1.0p-53;  // [0, 1)
-    const uint64_t small = r >> 60;                                 // [0, 16)
+    const uint64_t small = r >> 60;                                // [0, 16)
     switch (dtype) {
-      case DataType::kBool: Append<uint8_t>(&out, static_cast<uint8_t>(r >> 63)); break;
-      case DataType::kUint8: Append<uint8_t>(&out, static_cast<uint8_t>(small)); break;
-      case DataType::kUint16: Append<uint16_t>(&out, static_cast<uint16_t>(small)); break;
-      case DataType::kUint32: Append<uint32_t>(&out, static_cast<uint32_t>(small)); break;
-      case DataType::kUint64: Append<uint64_t>(&out, small); break;
-      case DataType::kInt8: Append<int8_t>(&out, static_cast<int8_t>(small)); break;
-      case DataType::kInt16: Append<int16_t>(&out, static_cast<int16_t>(small)); break;
-      case DataType::kInt32: Append<int32_t>(&out, static_cast<int32_t>(small)); break;
-      case DataType::kInt64: Append<int64_t>(&out, static_cast<int64_t>(small)); break;
+      case DataType::kBool:
+        Append<uint8_t>(&out, static_cast<uint8_t>(r >> 63));
+        break;
+      case DataType::kUint8:
+        Append<uint8_t>(&out, static_cast<uint8_t>(small));
+        break;
+      case DataType::kUint16:
+        Append<uint16_t>(&out, static_cast<uint16_t>(small));
+        break;
+      case DataType::kUint32:
+        Append<uint32_t>(&out, static_cast<uint32_t>(small));
+        break;
+      case DataType::kUint64:
+        Append<uint64_t>(&out, small);
+        break;
+      case DataType::kInt8:
+        Append<int8_t>(&out, static_cast<int8_t>(small));
+        break;
+      case DataType::kInt16:
+        Append<int16_t>(&out, static_cast<int16_t>(small));
+        break;
+      case DataType::kInt32:
+        Append<int32_t>(&out, static_cast<int32_t>(small));
+        break;
+      case DataType::kInt64:
+        Append<int64_t>(&out, static_cast<int64_t>(small));
+        break;
       // Exponent fixed at 2^-1 and a random mantissa: [0.5, 1) without a float conversion.
-      case DataType::kFp16: Append<uint16_t>(&out, static_cast<uint16_t>((14u << 10) | (r >> 54))); break;
-      case DataType::kBf16: Append<uint16_t>(&out, static_cast<uint16_t>((126u << 7) | (r >> 57))); break;
-      case DataType::kFp32: Append<float>(&out, static_cast<float>(unit)); break;
-      case DataType::kFp64: Append<double>(&out, unit); break;
+      case DataType::kFp16:
+        Append<uint16_t>(&out, static_cast<uint16_t>((14u << 10) | (r >> 54)));
+        break;
+      case DataType::kBf16:
+        Append<uint16_t>(&out, static_cast<uint16_t>((126u << 7) | (r >> 57)));
+        break;
+      case DataType::kFp32:
+        Append<float>(&out, static_cast<float>(unit));
+        break;
+      case DataType::kFp64:
+        Append<double>(&out, unit);
+        break;
       case DataType::kBytes: {
         std::string word;
         for (int c = 0; c < 8; ++c) word += static_cast<char>('a' + ((r >> (c * 5)) % 26));
         AppendBytesElement(&out, word);
         break;
       }
-      case DataType::kInvalid: break;
+      case DataType::kInvalid:
+        break;
     }
   }
   return out;
@@ -252,16 +296,19 @@ StatusOr<SelfTestPlan> MakeSelfTestPlan(const inference::ModelConfig& config,
                              (warmup.name().empty() ? "" : " '" + warmup.name() + "'");
     auto sources = WarmupSources(warmup);
     if (!sources.ok()) return InvalidArgument(what + ": " + sources.status().message());
-    auto request = MakeRequest(config, *sources, std::max<uint32_t>(warmup.batch_size(), 1), budget.seed, model_dir);
+    auto request = MakeRequest(config, *sources, std::max<uint32_t>(warmup.batch_size(), 1),
+                               budget.seed, model_dir);
     if (!request.ok()) return InvalidArgument(what + ": " + request.status().message());
-    plan.warmups.push_back({warmup.name().empty() ? "model_warmup[" + std::to_string(i) + "]" : warmup.name(),
-                            std::max<uint32_t>(warmup.count(), 1), std::move(request).value()});
+    plan.warmups.push_back(
+        {warmup.name().empty() ? "model_warmup[" + std::to_string(i) + "]" : warmup.name(),
+         std::max<uint32_t>(warmup.count(), 1), std::move(request).value()});
   }
   if (!budget.declared()) return plan;
 
   plan.batch_size = budget.batch_size > 0 ? budget.batch_size
-                    : config.model_warmup_size() > 0 ? std::max<uint32_t>(config.model_warmup(0).batch_size(), 1)
-                                                     : 1;
+                    : config.model_warmup_size() > 0
+                        ? std::max<uint32_t>(config.model_warmup(0).batch_size(), 1)
+                        : 1;
   if (config.max_batch_size() <= 0) plan.batch_size = 1;
   std::map<std::string, InputSource> sources;
   if (config.model_warmup_size() > 0) {
@@ -281,7 +328,8 @@ StatusOr<SelfTestPlan> MakeSelfTestPlan(const inference::ModelConfig& config,
   return plan;
 }
 
-SelfTestFigures ComputeFigures(const std::vector<std::chrono::nanoseconds>& latencies, uint32_t batch_size) {
+SelfTestFigures ComputeFigures(const std::vector<std::chrono::nanoseconds>& latencies,
+                               uint32_t batch_size) {
   SelfTestFigures f;
   f.iterations = static_cast<uint32_t>(latencies.size());
   f.batch_size = batch_size;
@@ -307,7 +355,8 @@ SelfTestFigures ComputeFigures(const std::vector<std::chrono::nanoseconds>& late
 std::vector<std::string> CheckBudget(const SelfTestBudget& budget, const SelfTestFigures& figures) {
   std::vector<std::string> misses;
   if (budget.p95_ms && figures.p95_ms > *budget.p95_ms) {
-    misses.push_back("p95 " + Number(figures.p95_ms) + " ms > budget " + Number(*budget.p95_ms) + " ms");
+    misses.push_back("p95 " + Number(figures.p95_ms) + " ms > budget " + Number(*budget.p95_ms) +
+                     " ms");
   }
   if (budget.min_throughput && figures.throughput < *budget.min_throughput) {
     misses.push_back("throughput " + Number(figures.throughput) + "/s < budget " +
@@ -322,8 +371,8 @@ std::string SelfTestReport::Summary() const {
   if (budget.p95_ms) out += " (budget " + Number(*budget.p95_ms) + " ms)";
   out += ", throughput " + Number(figures->throughput) + "/s";
   if (budget.min_throughput) out += " (budget >= " + Number(*budget.min_throughput) + "/s)";
-  out += ", batch " + std::to_string(figures->batch_size) + ", " + std::to_string(figures->iterations) +
-         " timed runs";
+  out += ", batch " + std::to_string(figures->batch_size) + ", " +
+         std::to_string(figures->iterations) + " timed runs";
   return out;
 }
 
@@ -333,8 +382,9 @@ StatusOr<SelfTestReport> RunSelfTest(const SelfTestPlan& plan, const RunFn& run,
   for (const WarmupStep& step : plan.warmups) {
     for (uint32_t i = 0; i < step.count; ++i) {
       if (Status s = run(step.request); !s.ok()) {
-        return Status(s.code(), "warm-up '" + step.name + "' run " + std::to_string(i + 1) + " of " +
-                                    std::to_string(step.count) + " failed: " + s.message());
+        return Status(s.code(), "warm-up '" + step.name + "' run " + std::to_string(i + 1) +
+                                    " of " + std::to_string(step.count) +
+                                    " failed: " + s.message());
       }
       ++report.warmup_runs;
     }
@@ -342,7 +392,8 @@ StatusOr<SelfTestReport> RunSelfTest(const SelfTestPlan& plan, const RunFn& run,
   if (!plan.timed) return report;
   for (uint32_t i = 0; i < plan.budget.warmup_iterations; ++i) {
     if (Status s = run(*plan.timed); !s.ok()) {
-      return Status(s.code(), "self-test warm-up run " + std::to_string(i + 1) + " failed: " + s.message());
+      return Status(s.code(),
+                    "self-test warm-up run " + std::to_string(i + 1) + " failed: " + s.message());
     }
     ++report.warmup_runs;
   }
@@ -353,7 +404,8 @@ StatusOr<SelfTestReport> RunSelfTest(const SelfTestPlan& plan, const RunFn& run,
     Status s = run(*plan.timed);
     const auto end = now();
     if (!s.ok()) {
-      return Status(s.code(), "self-test timed run " + std::to_string(i + 1) + " failed: " + s.message());
+      return Status(s.code(),
+                    "self-test timed run " + std::to_string(i + 1) + " failed: " + s.message());
     }
     latencies.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(end - start));
   }

@@ -54,10 +54,13 @@ StatusOr<Leaves> Parse(const std::string& text, const std::string& name) {
   rapidjson::Document doc;
   doc.Parse(text.c_str(), text.size());
   if (doc.HasParseError()) {
-    return InvalidArgument(name + " is not valid JSON: " + rapidjson::GetParseError_En(doc.GetParseError()) +
-                           " (at byte " + std::to_string(doc.GetErrorOffset()) + ")");
+    return InvalidArgument(
+        name + " is not valid JSON: " + rapidjson::GetParseError_En(doc.GetParseError()) +
+        " (at byte " + std::to_string(doc.GetErrorOffset()) + ")");
   }
-  if (!doc.IsObject()) return InvalidArgument(name + " is not a JSON object (expected `fastpath doctor --json` output)");
+  if (!doc.IsObject())
+    return InvalidArgument(name +
+                           " is not a JSON object (expected `fastpath doctor --json` output)");
   Leaves leaves;
   Flatten(doc, "", &leaves);
   return leaves;
@@ -66,7 +69,8 @@ StatusOr<Leaves> Parse(const std::string& text, const std::string& name) {
 }  // namespace
 
 StatusOr<std::vector<SnapshotChange>> DiffSnapshots(const std::string& a, const std::string& name_a,
-                                                    const std::string& b, const std::string& name_b) {
+                                                    const std::string& b,
+                                                    const std::string& name_b) {
   FASTPATH_ASSIGN_OR_RETURN(const Leaves before, Parse(a, name_a));
   FASTPATH_ASSIGN_OR_RETURN(const Leaves after, Parse(b, name_b));
   std::map<std::string, const std::string*> after_by_path;
@@ -94,8 +98,8 @@ std::string RenderChanges(const std::vector<SnapshotChange>& changes, const std:
   if (changes.empty()) return "no differences between " + name_a + " and " + name_b + "\n";
   size_t width = 4;
   for (const SnapshotChange& c : changes) width = std::max(width, c.path.size());
-  std::string out = std::to_string(changes.size()) + " difference" + (changes.size() == 1 ? "" : "s") +
-                    " from " + name_a + " to " + name_b + ":\n";
+  std::string out = std::to_string(changes.size()) + " difference" +
+                    (changes.size() == 1 ? "" : "s") + " from " + name_a + " to " + name_b + ":\n";
   auto pad = [](std::string text, size_t n) {
     if (text.size() < n) text.resize(n, ' ');
     return text;

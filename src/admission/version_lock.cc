@@ -38,7 +38,8 @@ const gpu::LibraryInfo* FindLibrary(const gpu::CapabilitySnapshot& s, const std:
   return nullptr;
 }
 
-std::optional<std::string> LibraryVersion(const gpu::CapabilitySnapshot& s, const std::string& name) {
+std::optional<std::string> LibraryVersion(const gpu::CapabilitySnapshot& s,
+                                          const std::string& name) {
   const gpu::LibraryInfo* lib = FindLibrary(s, name);
   if (lib == nullptr || !lib->found || lib->version.empty()) return std::nullopt;
   return lib->version;
@@ -53,7 +54,8 @@ std::string ComputeCapability(const gpu::DriverDevice& device) {
 std::string WhyMissing(const std::string& key, const gpu::CapabilitySnapshot& s) {
   if (key == "driver_branch") {
     if (!s.nvml.library_found) return "not found (libnvidia-ml.so.1 cannot be loaded)";
-    if (!s.nvml.initialized) return "not found (NVML failed to initialize: " + s.nvml.init_error + ")";
+    if (!s.nvml.initialized)
+      return "not found (NVML failed to initialize: " + s.nvml.init_error + ")";
     return "not found (NVML reports no driver version)";
   }
   if (key == "cuda_driver") {
@@ -68,7 +70,8 @@ std::string WhyMissing(const std::string& key, const gpu::CapabilitySnapshot& s)
   if (key == "onnxruntime") return "not found";
   const std::string lib = key == "cuda_runtime" ? "cudart" : key;
   const gpu::LibraryInfo* info = FindLibrary(s, lib);
-  if (info != nullptr && info->found) return "unknown (" + info->path + " does not report its version)";
+  if (info != nullptr && info->found)
+    return "unknown (" + info->path + " does not report its version)";
   return "not found (no lib" + (lib == "tensorrt" ? std::string("nvinfer") : lib) +
          " on the library path)";
 }
@@ -125,7 +128,8 @@ StatusOr<VersionLock> ParseLock(const std::string& text, const std::string& sour
   auto format = doc.FindMember(kFormatKey);
   if (format == doc.MemberEnd() || !format->value.IsInt() || format->value.GetInt() != kFormat) {
     return InvalidArgument("version lock " + source + ": \"" + kFormatKey + "\" must be " +
-                           std::to_string(kFormat) + " (write the file with `fastpath doctor --lock`)");
+                           std::to_string(kFormat) +
+                           " (write the file with `fastpath doctor --lock`)");
   }
   VersionLock lock;
   for (auto it = doc.MemberBegin(); it != doc.MemberEnd(); ++it) {
@@ -137,9 +141,10 @@ StatusOr<VersionLock> ParseLock(const std::string& text, const std::string& sour
     }
     if (component == nullptr) {
       std::string known;
-      for (const Component& c : kComponents) known += (known.empty() ? "" : ", ") + std::string(c.key);
-      return InvalidArgument("version lock " + source + ": unknown key \"" + key + "\" (known: " +
-                             known + ")");
+      for (const Component& c : kComponents)
+        known += (known.empty() ? "" : ", ") + std::string(c.key);
+      return InvalidArgument("version lock " + source + ": unknown key \"" + key +
+                             "\" (known: " + known + ")");
     }
     if (it->value.IsNull()) continue;
     if (!it->value.IsString() || it->value.GetStringLength() == 0) {
@@ -175,9 +180,10 @@ std::vector<LockMismatch> CheckLock(const VersionLock& lock, const gpu::Capabili
       for (const gpu::DriverDevice& dev : s.driver.devices) {
         const std::string value = key == "gpu_name" ? dev.name : ComputeCapability(dev);
         if (value != *expected) {
-          out.push_back({key, *expected,
-                         value + (s.driver.devices.size() > 1 ? " (GPU " + std::to_string(dev.ordinal) + ")"
-                                                              : "")});
+          out.push_back(
+              {key, *expected,
+               value + (s.driver.devices.size() > 1 ? " (GPU " + std::to_string(dev.ordinal) + ")"
+                                                    : "")});
         }
       }
       continue;

@@ -34,15 +34,20 @@ std::string PlacementJson(const std::vector<backend::PlacementAudit>& audits) {
   w.StartArray();
   for (const backend::PlacementAudit& audit : audits) {
     w.StartObject();
-    w.Key("summary"); str(backend::PlacementSummary(audit));
-    w.Key("total_nodes"); w.Int(audit.total_nodes);
+    w.Key("summary");
+    str(backend::PlacementSummary(audit));
+    w.Key("total_nodes");
+    w.Int(audit.total_nodes);
     w.Key("providers");
     w.StartArray();
     for (const backend::ProviderPlacement& p : audit.providers) {
       w.StartObject();
-      w.Key("provider"); str(p.provider);
-      w.Key("nodes"); w.Int(p.nodes);
-      w.Key("compute_nodes"); w.Int(p.compute_nodes);
+      w.Key("provider");
+      str(p.provider);
+      w.Key("nodes");
+      w.Int(p.nodes);
+      w.Key("compute_nodes");
+      w.Int(p.compute_nodes);
       w.Key("op_types");
       w.StartObject();
       for (const auto& [op, count] : p.op_types) {
@@ -57,7 +62,8 @@ std::string PlacementJson(const std::vector<backend::PlacementAudit>& audits) {
     w.StartArray();
     for (const std::string& op : audit.allowed_cpu_ops) str(op);
     w.EndArray();
-    w.Key("degraded_reason"); str(audit.degraded_reason);
+    w.Key("degraded_reason");
+    str(audit.degraded_reason);
     w.EndObject();
   }
   w.EndArray();
@@ -72,7 +78,8 @@ Status Server::RunBlocking(repository::ModelVersion& version, InferRequest reque
   // the config, reshape, then the version's scheduler, so the self-test times the path
   // requests take and not a shortcut around it.
   const inference::ModelConfig& config = version.config;
-  FASTPATH_RETURN_IF_ERROR(config::ValidateInferInputs(config, request.inputs, options_.max_tensor_elements));
+  FASTPATH_RETURN_IF_ERROR(
+      config::ValidateInferInputs(config, request.inputs, options_.max_tensor_elements));
   scheduler::Job job;
   for (const auto& out : config.output()) job.output_names.push_back(out.name());
   for (auto& tensor : request.inputs) {
@@ -88,13 +95,16 @@ Status Server::RunBlocking(repository::ModelVersion& version, InferRequest reque
   job.request = std::move(request);
   std::promise<Status> answered;
   std::future<Status> result = answered.get_future();
-  job.done = [&answered](StatusOr<InferResponse> response) { answered.set_value(response.status()); };
+  job.done = [&answered](StatusOr<InferResponse> response) {
+    answered.set_value(response.status());
+  };
   version.scheduler->Enqueue(std::move(job));
   return result.get();
 }
 
 Status Server::Admit(const std::filesystem::path& model_dir, repository::ModelVersion& version) {
-  const std::string what = "model '" + version.model_name + "' version " + std::to_string(version.version);
+  const std::string what =
+      "model '" + version.model_name + "' version " + std::to_string(version.version);
   AdmissionRecord record;
   record.runtime = &version;
   record.placement_json = PlacementJson(version.placements);
@@ -135,8 +145,8 @@ Status Server::Admit(const std::filesystem::path& model_dir, repository::ModelVe
     remember(record);
     return Status::Ok();
   }
-  const std::string miss = "self-test missed its budget: " + Join(report->misses, "; ") + " at batch " +
-                           std::to_string(report->figures->batch_size) + " over " +
+  const std::string miss = "self-test missed its budget: " + Join(report->misses, "; ") +
+                           " at batch " + std::to_string(report->figures->batch_size) + " over " +
                            std::to_string(report->figures->iterations) + " timed runs";
   if (options_.policy.profile == admission::Profile::kProduction) return refuse(miss);
   record.degradations.push_back(miss);
@@ -172,7 +182,8 @@ admission::AdmissionReport Server::Admission() const {
     }
     if (entry.state == ModelState::kReady) {
       auto runtime = repository_->FindReady(entry.name, entry.version);
-      if (record != nullptr && (!runtime.ok() || record->runtime != runtime->get())) record = nullptr;
+      if (record != nullptr && (!runtime.ok() || record->runtime != runtime->get()))
+        record = nullptr;
       m.state = admission::AdmissionState::kReady;
       if (record != nullptr && !record->degradations.empty()) {
         m.state = admission::AdmissionState::kDegraded;

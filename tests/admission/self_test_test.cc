@@ -47,9 +47,9 @@ TEST(SelfTestBudget, NoKeysNoBudget) {
 }
 
 TEST(SelfTestBudget, ParsesEveryKey) {
-  auto budget = ParseBudget(Config(Param(kSloP95Ms, "0.000001") + Param(kSloMinThroughput, "250.5") +
-                                   Param(kSloBatchSize, "4") + Param(kSloIterations, "50") +
-                                   Param(kSloWarmupIterations, "0") + Param(kSloSeed, "42")));
+  auto budget = ParseBudget(Config(
+      Param(kSloP95Ms, "0.000001") + Param(kSloMinThroughput, "250.5") + Param(kSloBatchSize, "4") +
+      Param(kSloIterations, "50") + Param(kSloWarmupIterations, "0") + Param(kSloSeed, "42")));
   ASSERT_TRUE(budget.ok()) << budget.status().ToString();
   EXPECT_DOUBLE_EQ(*budget->p95_ms, 0.000001);
   EXPECT_DOUBLE_EQ(*budget->min_throughput, 250.5);
@@ -60,16 +60,20 @@ TEST(SelfTestBudget, ParsesEveryKey) {
 }
 
 TEST(SelfTestBudget, BadValuesNameTheKey) {
-  auto error = [](const std::string& params) { return ParseBudget(Config(params)).status().message(); };
+  auto error = [](const std::string& params) {
+    return ParseBudget(Config(params)).status().message();
+  };
   EXPECT_EQ(error(Param(kSloP95Ms, "fast")),
             "parameters: 'fastpath.slo.p95_ms' is 'fast'; it must be a number greater than 0");
   EXPECT_THAT(error(Param(kSloP95Ms, "0")), HasSubstr("greater than 0"));
   EXPECT_THAT(error(Param(kSloP95Ms, "inf")), HasSubstr("greater than 0"));
-  EXPECT_THAT(error(Param(kSloP95Ms, "1") + Param(kSloIterations, "0")),
-              HasSubstr("'fastpath.slo.iterations' is '0'; it must be an integer between 1 and 10000"));
+  EXPECT_THAT(
+      error(Param(kSloP95Ms, "1") + Param(kSloIterations, "0")),
+      HasSubstr("'fastpath.slo.iterations' is '0'; it must be an integer between 1 and 10000"));
   EXPECT_THAT(error(Param(kSloP95Ms, "1") + Param(kSloBatchSize, "9")),
               HasSubstr("between 1 and 8 (max_batch_size)"));
-  EXPECT_THAT(error(Param("fastpath.slo.p99_ms", "1")), HasSubstr("unknown key 'fastpath.slo.p99_ms'"));
+  EXPECT_THAT(error(Param("fastpath.slo.p99_ms", "1")),
+              HasSubstr("unknown key 'fastpath.slo.p99_ms'"));
   EXPECT_THAT(error(Param(kSloIterations, "5")), HasSubstr("settings without a budget"));
 }
 
@@ -113,11 +117,10 @@ TEST(SelfTestPlan, NoBudgetNoWarmupIsEmpty) {
 }
 
 TEST(SelfTestPlan, ModelWarmupZeroRandomAndFile) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "fastpath_self_test_plan";
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / "fastpath_self_test_plan";
   std::filesystem::create_directories(dir / "warmup");
-  {
-    std::ofstream(dir / "warmup" / "ids.bin", std::ios::binary) << std::string(16, '\0');
-  }
+  { std::ofstream(dir / "warmup" / "ids.bin", std::ios::binary) << std::string(16, '\0'); }
   auto plan = MakeSelfTestPlan(Config(R"(model_warmup {
   name: "w" batch_size: 2 count: 3
   inputs { key: "x" value { data_type: TYPE_FP32 dims: [ 4 ] zero_data: true } }
@@ -145,7 +148,8 @@ TEST(SelfTestPlan, ModelWarmupZeroRandomAndFile) {
                               dir, {});
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(), HasSubstr("model_warmup[0] 'w': input 'ids': warm-up data"));
-  EXPECT_THAT(bad.status().message(), HasSubstr("has 5 bytes; one batch element of [2] INT64 needs 16"));
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("has 5 bytes; one batch element of [2] INT64 needs 16"));
   std::filesystem::remove_all(dir);
 }
 
@@ -157,9 +161,10 @@ output { name: "y" data_type: TYPE_FP32 dims: [ -1 ] })",
   ASSERT_TRUE(config.ok());
   auto plan = MakeSelfTestPlan(*config, "/nonexistent", Budget(1.0));
   ASSERT_FALSE(plan.ok());
-  EXPECT_EQ(plan.status().message(),
-            "self-test: input 'x' has a dynamic shape [-1]; declare a model_warmup with concrete dims "
-            "for the self-test");
+  EXPECT_EQ(
+      plan.status().message(),
+      "self-test: input 'x' has a dynamic shape [-1]; declare a model_warmup with concrete dims "
+      "for the self-test");
 }
 
 TEST(SelfTestFigures, NearestRankPercentiles) {
@@ -200,16 +205,16 @@ SelfTestPlan Plan(SelfTestBudget budget) {
 TEST(SelfTest, WithinBudgetPasses) {
   FakeModel model;
   model.latencies = {std::chrono::microseconds(400)};
-  auto report = RunSelfTest(Plan(Budget(1.0, 0, 10, 2000)), model.Run(),
-                            model.Now());
+  auto report = RunSelfTest(Plan(Budget(1.0, 0, 10, 2000)), model.Run(), model.Now());
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   EXPECT_TRUE(report->passed());
   EXPECT_EQ(report->warmup_runs, 3u);
   EXPECT_EQ(model.runs, 13u);
   EXPECT_DOUBLE_EQ(report->figures->p95_ms, 0.4);
   EXPECT_DOUBLE_EQ(report->figures->throughput, 2500.0);
-  EXPECT_EQ(report->Summary(),
-            "p95 0.4 ms (budget 1 ms), throughput 2500/s (budget >= 2000/s), batch 1, 10 timed runs");
+  EXPECT_EQ(
+      report->Summary(),
+      "p95 0.4 ms (budget 1 ms), throughput 2500/s (budget >= 2000/s), batch 1, 10 timed runs");
 }
 
 TEST(SelfTest, SlowTailMissesTheP95Budget) {

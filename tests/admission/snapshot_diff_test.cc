@@ -39,14 +39,12 @@ TEST(SnapshotDiff, NamesEveryAddedRemovedAndChangedLeaf) {
     lines.push_back(std::string(kind) + c.path + " " + c.before + "|" + c.after);
   }
   // Libraries are matched by name, not by position: cudnn did not change.
-  EXPECT_THAT(lines, ::testing::ElementsAre("~driver.cuda_version \"13.0\"|\"12.4\"",
-                                            "-libraries[nccl].name \"nccl\"|",
-                                            "-libraries[nccl].version \"2.27.5\"|",
-                                            "-findings []|",
-                                            "+libraries[tensorrt].name |\"tensorrt\"",
-                                            "+libraries[tensorrt].version |\"10.13.0\"",
-                                            "+findings[0].class |\"driver-too-old\"",
-                                            "+findings[0].exit_code |12"));
+  EXPECT_THAT(lines, ::testing::ElementsAre(
+                         "~driver.cuda_version \"13.0\"|\"12.4\"",
+                         "-libraries[nccl].name \"nccl\"|", "-libraries[nccl].version \"2.27.5\"|",
+                         "-findings []|", "+libraries[tensorrt].name |\"tensorrt\"",
+                         "+libraries[tensorrt].version |\"10.13.0\"",
+                         "+findings[0].class |\"driver-too-old\"", "+findings[0].exit_code |12"));
   const std::string table = RenderChanges(*changes, "a", "b");
   EXPECT_THAT(table, HasSubstr("8 differences from a to b"));
   EXPECT_THAT(table, HasSubstr("changed  driver.cuda_version"));

@@ -63,9 +63,12 @@ TEST(VersionLock, MalformedFilesAreClearErrors) {
   EXPECT_THAT(error("[]"), HasSubstr("must be a JSON object"));
   EXPECT_THAT(error("{\"cudnn\": \"9\"}"), HasSubstr("\"fastpath_lock\" must be 1"));
   EXPECT_THAT(error("{\"fastpath_lock\": 2}"), HasSubstr("\"fastpath_lock\" must be 1"));
-  EXPECT_THAT(error("{\"fastpath_lock\": 1, \"cudnnn\": \"9\"}"), HasSubstr("unknown key \"cudnnn\""));
-  EXPECT_THAT(error("{\"fastpath_lock\": 1, \"cudnn\": 9}"), HasSubstr("\"cudnn\" must be a non-empty string"));
-  EXPECT_THAT(error("{\"fastpath_lock\": 1, \"cudnn\": \"\"}"), HasSubstr("\"cudnn\" must be a non-empty string"));
+  EXPECT_THAT(error("{\"fastpath_lock\": 1, \"cudnnn\": \"9\"}"),
+              HasSubstr("unknown key \"cudnnn\""));
+  EXPECT_THAT(error("{\"fastpath_lock\": 1, \"cudnn\": 9}"),
+              HasSubstr("\"cudnn\" must be a non-empty string"));
+  EXPECT_THAT(error("{\"fastpath_lock\": 1, \"cudnn\": \"\"}"),
+              HasSubstr("\"cudnn\" must be a non-empty string"));
   EXPECT_FALSE(ReadLockFile("/nonexistent/lock.json").ok());
 }
 
@@ -100,11 +103,21 @@ TEST(VersionLock, MissingComponentsSayWhy) {
   bare.ort_version = "1.29.0";
   bare.libraries = {{"cudart", false, "", "", "", {}, ""}, {"cudnn", false, "", "", "", {}, ""}};
   const std::string text = DescribeMismatches(CheckLock(lock, bare));
-  EXPECT_THAT(text, HasSubstr("driver_branch: expected 580, found not found (libnvidia-ml.so.1 cannot be loaded)"));
-  EXPECT_THAT(text, HasSubstr("cuda_driver: expected 13.0, found not found (libcuda.so.1 cannot be loaded)"));
-  EXPECT_THAT(text, HasSubstr("cuda_runtime: expected 13.0, found not found (no libcudart on the library path)"));
-  EXPECT_THAT(text, HasSubstr("tensorrt: expected 10.13.0, found not found (no libnvinfer on the library path)"));
-  EXPECT_THAT(text, HasSubstr("gpu_name: expected NVIDIA H100 80GB HBM3, found not found (libcuda.so.1"));
+  EXPECT_THAT(
+      text,
+      HasSubstr(
+          "driver_branch: expected 580, found not found (libnvidia-ml.so.1 cannot be loaded)"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("cuda_driver: expected 13.0, found not found (libcuda.so.1 cannot be loaded)"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("cuda_runtime: expected 13.0, found not found (no libcudart on the library path)"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("tensorrt: expected 10.13.0, found not found (no libnvinfer on the library path)"));
+  EXPECT_THAT(text,
+              HasSubstr("gpu_name: expected NVIDIA H100 80GB HBM3, found not found (libcuda.so.1"));
 }
 
 TEST(VersionLock, EveryDeviceMustMatchTheGpuPin) {

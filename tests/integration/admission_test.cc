@@ -3,14 +3,13 @@
 // versions), refusing or labelling a model that misses its start-up budget (an impossibly
 // small 1 ns p95, so no timing can make it pass; an impossibly large one to pass), and the
 // admission report on /v2/health/admission.
+#include <gmock/gmock.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
 #include <sstream>
-
-#include <gmock/gmock.h>
 
 #include "integration_fixture.h"
 
@@ -27,7 +26,8 @@ struct ProcessRun {
 
 // Runs `env <assignments> fastpath <args>` to its exit (at most 120 s: a serve that fails
 // to refuse would otherwise never return).
-ProcessRun RunFastpath(const std::vector<std::string>& args, const std::vector<std::string>& assignments = {}) {
+ProcessRun RunFastpath(const std::vector<std::string>& args,
+                       const std::vector<std::string>& assignments = {}) {
   const std::string err_path = std::filesystem::temp_directory_path() /
                                ("fastpath_admission_err_" + std::to_string(::getpid()));
   std::string command = "env";
@@ -120,7 +120,9 @@ TEST_F(SelfTestMissDevTest, ServesButEveryViewSaysDegraded) {
 class SelfTestPassProductionTest : public ServerTest {
  protected:
   std::vector<std::string> Models() override { return {}; }
-  void PrepareRepository(testing::TempRepository& repo) override { WriteSimple(repo, "1000000000"); }
+  void PrepareRepository(testing::TempRepository& repo) override {
+    WriteSimple(repo, "1000000000");
+  }
   std::vector<std::string> ExtraArgs() override { return {"--profile", "production"}; }
 };
 
@@ -138,7 +140,8 @@ TEST_F(SelfTestPassProductionTest, ReadyWithTheFiguresInTheReport) {
   const auto& placement = doc["models"][0]["placement"];
   ASSERT_TRUE(placement.IsObject()) << report.body;
   ASSERT_EQ(placement["instances"].Size(), 1u) << report.body;
-  EXPECT_STREQ(placement["instances"][0]["providers"][0]["provider"].GetString(), "CPUExecutionProvider");
+  EXPECT_STREQ(placement["instances"][0]["providers"][0]["provider"].GetString(),
+               "CPUExecutionProvider");
   EXPECT_STREQ(placement["instances"][0]["degraded_reason"].GetString(), "");
   EXPECT_EQ(http().Post("/v2/health/admission", "").status, 405);
   EXPECT_THAT(server().LogTail(), HasSubstr("passed its start-up self-test"));
@@ -147,11 +150,13 @@ TEST_F(SelfTestPassProductionTest, ReadyWithTheFiguresInTheReport) {
 TEST(AdmissionBinary, ProductionRefusesAModelThatMissesItsBudget) {
   testing::TempRepository repo(FASTPATH_TEST_MODELS_DIR);
   WriteSimple(repo, "0.000001");
-  const ProcessRun run = RunFastpath({"serve", "--model-repository", repo.root().string(), "--http-port", "0",
-                               "--grpc-port", "0", "--allow-metrics", "false", "--profile", "production"});
+  const ProcessRun run =
+      RunFastpath({"serve", "--model-repository", repo.root().string(), "--http-port", "0",
+                   "--grpc-port", "0", "--allow-metrics", "false", "--profile", "production"});
   EXPECT_EQ(run.exit_code, 22) << run.err;
-  EXPECT_THAT(run.err, HasSubstr("production profile: a model missed its start-up self-test budget; "
-                                 "refusing to serve:"));
+  EXPECT_THAT(run.err,
+              HasSubstr("production profile: a model missed its start-up self-test budget; "
+                        "refusing to serve:"));
   EXPECT_THAT(run.err, HasSubstr("model 'simple' version 1: self-test missed its budget: p95 "));
   EXPECT_THAT(run.err, HasSubstr("> budget 1e-06 ms"));
   EXPECT_THAT(run.err, HasSubstr("measured p95 "));
@@ -162,28 +167,34 @@ TEST(AdmissionBinary, ProductionRefusesAModelThatDoesNotLoad) {
   testing::TempRepository repo(FASTPATH_TEST_MODELS_DIR);
   WriteSimple(repo, "1000000000");
   repo.WriteConfig("broken", "name: \"broken\"\nmax_batch_size: -3\n");
-  const ProcessRun run = RunFastpath({"serve", "--model-repository", repo.root().string(), "--http-port", "0",
-                               "--grpc-port", "0", "--allow-metrics", "false", "--profile", "production"});
+  const ProcessRun run =
+      RunFastpath({"serve", "--model-repository", repo.root().string(), "--http-port", "0",
+                   "--grpc-port", "0", "--allow-metrics", "false", "--profile", "production"});
   EXPECT_EQ(run.exit_code, 23) << run.err;
-  EXPECT_THAT(run.err, HasSubstr("production profile: a model is not READY; refusing to serve:\n  model 'broken'"));
+  EXPECT_THAT(
+      run.err,
+      HasSubstr("production profile: a model is not READY; refusing to serve:\n  model 'broken'"));
 }
 
 TEST(AdmissionBinary, BadBudgetIsAClearReason) {
   testing::TempRepository repo(FASTPATH_TEST_MODELS_DIR);
   WriteSimple(repo, "fast");
-  const ProcessRun run = RunFastpath({"serve", "--model-repository", repo.root().string(), "--http-port", "0",
-                               "--grpc-port", "0", "--allow-metrics", "false", "--profile", "production"});
+  const ProcessRun run =
+      RunFastpath({"serve", "--model-repository", repo.root().string(), "--http-port", "0",
+                   "--grpc-port", "0", "--allow-metrics", "false", "--profile", "production"});
   EXPECT_EQ(run.exit_code, 23) << run.err;
-  EXPECT_THAT(run.err, HasSubstr("self-test budget: parameters: 'fastpath.slo.p95_ms' is 'fast'; it must "
-                                 "be a number greater than 0"));
+  EXPECT_THAT(run.err,
+              HasSubstr("self-test budget: parameters: 'fastpath.slo.p95_ms' is 'fast'; it must "
+                        "be a number greater than 0"));
 }
 
 TEST(AdmissionBinary, CpuFallbackIsRefusedInProduction) {
-  const ProcessRun run = RunFastpath({"serve", "--model-repository", "/tmp", "--profile", "production",
-                               "--allow-cpu-fallback"});
+  const ProcessRun run = RunFastpath(
+      {"serve", "--model-repository", "/tmp", "--profile", "production", "--allow-cpu-fallback"});
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_THAT(run.err, HasSubstr("--allow-cpu-fallback is refused with --profile production"));
-  const ProcessRun bad = RunFastpath({"serve", "--model-repository", "/tmp", "--profile", "staging"});
+  const ProcessRun bad =
+      RunFastpath({"serve", "--model-repository", "/tmp", "--profile", "staging"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_THAT(bad.err, HasSubstr("--profile must be production or dev, not 'staging'"));
 }
@@ -200,9 +211,10 @@ class VersionLockTest : public ::testing::Test {
   ProcessRun Serve(const std::filesystem::path& lock, const std::vector<std::string>& env) {
     std::vector<std::string> assignments = {FakeLibraryPath()};
     assignments.insert(assignments.end(), env.begin(), env.end());
-    return RunFastpath({"serve", "--model-repository", repo_.root().string(), "--http-port", "0",
-                        "--grpc-port", "0", "--allow-metrics", "false", "--version-lock", lock.string()},
-                       assignments);
+    return RunFastpath(
+        {"serve", "--model-repository", repo_.root().string(), "--http-port", "0", "--grpc-port",
+         "0", "--allow-metrics", "false", "--version-lock", lock.string()},
+        assignments);
   }
   testing::TempRepository dir_{FASTPATH_TEST_MODELS_DIR};
   testing::TempRepository repo_{FASTPATH_TEST_MODELS_DIR};
@@ -212,8 +224,11 @@ TEST_F(VersionLockTest, DoctorLockWritesWhatTheNodeHas) {
   const auto lock = dir_.root() / "fastpath.lock.json";
   const ProcessRun run = RunFastpath({"doctor", "--lock", lock.string()}, {FakeLibraryPath()});
   ASSERT_EQ(run.exit_code, 0) << run.err;
-  EXPECT_THAT(run.out, HasSubstr("wrote version lock " + lock.string() + " pinning driver_branch, cuda_driver, "
-                                 "cuda_runtime, cudnn, tensorrt, onnxruntime, gpu_name, compute_capability"));
+  EXPECT_THAT(
+      run.out,
+      HasSubstr("wrote version lock " + lock.string() +
+                " pinning driver_branch, cuda_driver, "
+                "cuda_runtime, cudnn, tensorrt, onnxruntime, gpu_name, compute_capability"));
   std::ifstream in(lock);
   std::stringstream text;
   text << in.rdbuf();
@@ -231,14 +246,17 @@ TEST_F(VersionLockTest, DriverTooOldForTheLockIsRefused) {
   ASSERT_EQ(RunFastpath({"doctor", "--lock", lock.string()}, {FakeLibraryPath()}).exit_code, 0);
   const ProcessRun run = Serve(lock, {"FASTPATH_FAKE_CUDA_DRIVER_VERSION=12040"});
   EXPECT_EQ(run.exit_code, 20) << run.err;
-  EXPECT_THAT(run.err, HasSubstr("this node does not match the version lock " + lock.string() +
-                                 "; refusing to start:\n  cuda_driver: expected 13.0, found 12.4\n(exit 20"));
+  EXPECT_THAT(
+      run.err,
+      HasSubstr("this node does not match the version lock " + lock.string() +
+                "; refusing to start:\n  cuda_driver: expected 13.0, found 12.4\n(exit 20"));
 }
 
 TEST_F(VersionLockTest, LibraryVersionContradictingTheLockIsRefused) {
   const auto lock = dir_.root() / "lock.json";
   ASSERT_EQ(RunFastpath({"doctor", "--lock", lock.string()}, {FakeLibraryPath()}).exit_code, 0);
-  const ProcessRun run = Serve(lock, {"FASTPATH_FAKE_CUDNN_VERSION=90800", "FASTPATH_FAKE_NVML_DRIVER=575.51.03"});
+  const ProcessRun run =
+      Serve(lock, {"FASTPATH_FAKE_CUDNN_VERSION=90800", "FASTPATH_FAKE_NVML_DRIVER=575.51.03"});
   EXPECT_EQ(run.exit_code, 20) << run.err;
   EXPECT_THAT(run.err, HasSubstr("  driver_branch: expected 580, found 575\n"
                                  "  cudnn: expected 9.10.2, found 9.8.0\n"));
@@ -246,16 +264,20 @@ TEST_F(VersionLockTest, LibraryVersionContradictingTheLockIsRefused) {
 
 TEST_F(VersionLockTest, MissingLibraryIsNamed) {
   const auto lock = Write("lock.json", R"({"fastpath_lock": 1, "tensorrt": "10.13.0"})");
-  std::vector<std::string> assignments = {"LD_LIBRARY_PATH=" + std::string(FASTPATH_FAKE_CUDA_LIB_DIR) + "/cuda"};
-  const ProcessRun run = RunFastpath({"serve", "--model-repository", repo_.root().string(), "--http-port", "0",
-                               "--grpc-port", "0", "--version-lock", lock.string()},
-                              assignments);
+  std::vector<std::string> assignments = {
+      "LD_LIBRARY_PATH=" + std::string(FASTPATH_FAKE_CUDA_LIB_DIR) + "/cuda"};
+  const ProcessRun run =
+      RunFastpath({"serve", "--model-repository", repo_.root().string(), "--http-port", "0",
+                   "--grpc-port", "0", "--version-lock", lock.string()},
+                  assignments);
   if (run.err.find("tensorrt: expected 10.13.0, found not found") == std::string::npos &&
       run.exit_code == 20) {
     GTEST_SKIP() << "this machine has a real libnvinfer.so.10";
   }
   EXPECT_EQ(run.exit_code, 20) << run.err;
-  EXPECT_THAT(run.err, HasSubstr("tensorrt: expected 10.13.0, found not found (no libnvinfer on the library path)"));
+  EXPECT_THAT(
+      run.err,
+      HasSubstr("tensorrt: expected 10.13.0, found not found (no libnvinfer on the library path)"));
 }
 
 TEST_F(VersionLockTest, UnreadableOrMalformedLockHasItsOwnCode) {
@@ -273,7 +295,8 @@ TEST_F(VersionLockTest, MatchingLockStartsAndIsShownInTheReport) {
   ASSERT_EQ(RunFastpath({"doctor", "--lock", lock.string()}).exit_code, 0);
   WriteSimple(repo_, "1000000000");
   ServerProcess server(dir_.root());
-  ASSERT_TRUE(server.Start({repo_.root(), {"--version-lock", lock.string(), "--profile", "production"}}));
+  ASSERT_TRUE(
+      server.Start({repo_.root(), {"--version-lock", lock.string(), "--profile", "production"}}));
   HttpClient http(server.http_port());
   auto doc = ParseJson(http.Get("/v2/health/admission").body);
   EXPECT_STREQ(doc["version_lock"]["file"].GetString(), lock.c_str());
@@ -287,7 +310,8 @@ TEST_F(VersionLockTest, DoctorDiffNamesWhatChanged) {
   ProcessRun snap = RunFastpath({"doctor", "--json"}, {FakeLibraryPath()});
   ASSERT_EQ(snap.exit_code, 0);
   std::ofstream(a) << snap.out;
-  snap = RunFastpath({"doctor", "--json"}, {FakeLibraryPath(), "FASTPATH_FAKE_CUDA_DRIVER_VERSION=12040"});
+  snap = RunFastpath({"doctor", "--json"},
+                     {FakeLibraryPath(), "FASTPATH_FAKE_CUDA_DRIVER_VERSION=12040"});
   std::ofstream(b) << snap.out;
 
   ProcessRun same = RunFastpath({"doctor", "--diff", a.string(), a.string()});

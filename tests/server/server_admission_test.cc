@@ -94,7 +94,8 @@ TEST_F(ServerAdmissionTest, ProductionRefusesAMiss) {
   EXPECT_FALSE(m.self_test->passed());
   EXPECT_DOUBLE_EQ(m.self_test->figures->p95_ms, 5.0);
   ASSERT_EQ(report.reasons.size(), 1u);
-  EXPECT_THAT(report.reasons[0], HasSubstr("model 'simple' version 1 is not READY: self-test missed"));
+  EXPECT_THAT(report.reasons[0],
+              HasSubstr("model 'simple' version 1 is not READY: self-test missed"));
 }
 
 TEST_F(ServerAdmissionTest, DevServesAMissDegraded) {

@@ -46,9 +46,9 @@ struct AdmissionReport {
   bool ready = false;
   std::vector<std::string> reasons;  // server-level: shutting down, models not ready, ...
   std::vector<ModelAdmission> models;
-  std::string version_lock;          // the lock file checked at start-up; empty when none
-  std::vector<std::string> pinned;   // the components it pins
-  std::string snapshot_json;         // gpu::SnapshotToJson; empty when not taken
+  std::string version_lock;         // the lock file checked at start-up; empty when none
+  std::vector<std::string> pinned;  // the components it pins
+  std::string snapshot_json;        // gpu::SnapshotToJson; empty when not taken
 };
 
 // {"profile", "allow_cpu_fallback", "live", "ready", "reasons", "version_lock":

@@ -59,16 +59,16 @@ struct SelfTestBudget {
 StatusOr<SelfTestBudget> ParseBudget(const inference::ModelConfig& config);
 
 struct WarmupStep {
-  std::string name;     // the model_warmup's name, or "self-test"
-  uint32_t count = 1;   // how many times it runs
+  std::string name;    // the model_warmup's name, or "self-test"
+  uint32_t count = 1;  // how many times it runs
   InferRequest request;
 };
 
 struct SelfTestPlan {
   SelfTestBudget budget;
-  std::vector<WarmupStep> warmups;   // the config's model_warmup entries, in order
-  uint32_t batch_size = 1;           // of the timed requests
-  std::optional<InferRequest> timed; // set when the budget is declared
+  std::vector<WarmupStep> warmups;    // the config's model_warmup entries, in order
+  uint32_t batch_size = 1;            // of the timed requests
+  std::optional<InferRequest> timed;  // set when the budget is declared
   bool empty() const { return warmups.empty() && !timed; }
 };
 
@@ -103,9 +103,9 @@ std::vector<std::string> CheckBudget(const SelfTestBudget& budget, const SelfTes
 
 struct SelfTestReport {
   SelfTestBudget budget;
-  uint32_t warmup_runs = 0;               // untimed runs (model_warmup and warmup_iterations)
-  std::optional<SelfTestFigures> figures; // set when a budget was declared
-  std::vector<std::string> misses;        // CheckBudget's lines
+  uint32_t warmup_runs = 0;                // untimed runs (model_warmup and warmup_iterations)
+  std::optional<SelfTestFigures> figures;  // set when a budget was declared
+  std::vector<std::string> misses;         // CheckBudget's lines
   bool passed() const { return misses.empty(); }
   // "p95 0.412 ms (budget 10.000 ms), throughput 2425.1/s (budget >= 100.0/s), batch 1, 20 runs"
   std::string Summary() const;

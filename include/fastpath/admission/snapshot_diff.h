@@ -24,7 +24,8 @@ struct SnapshotChange {
 // matched by name, other arrays by index. Fails when either text is not valid JSON (the
 // message names `name_a` / `name_b` and the offset).
 StatusOr<std::vector<SnapshotChange>> DiffSnapshots(const std::string& a, const std::string& name_a,
-                                                    const std::string& b, const std::string& name_b);
+                                                    const std::string& b,
+                                                    const std::string& name_b);
 
 // A table for people: one line per change, "changed  driver.cuda_version  "13.0" -> "12.4"".
 std::string RenderChanges(const std::vector<SnapshotChange>& changes, const std::string& name_a,

@@ -48,12 +48,13 @@ StatusOr<VersionLock> ReadLockFile(const std::string& path);
 struct LockMismatch {
   std::string component;  // the JSON key, e.g. "cudnn"
   std::string expected;
-  std::string found;      // "not found (...)" when the machine lacks the component
+  std::string found;  // "not found (...)" when the machine lacks the component
 };
 
 // Every pinned component whose value on this machine differs, in VersionLock's order.
 // Empty: the node is admitted.
-std::vector<LockMismatch> CheckLock(const VersionLock& lock, const gpu::CapabilitySnapshot& snapshot);
+std::vector<LockMismatch> CheckLock(const VersionLock& lock,
+                                    const gpu::CapabilitySnapshot& snapshot);
 
 // "  cudnn: expected 9.10.2, found 9.8.0\n" per mismatch.
 std::string DescribeMismatches(const std::vector<LockMismatch>& mismatches);
