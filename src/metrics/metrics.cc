@@ -1,11 +1,19 @@
 #include "fastpath/metrics/metrics.h"
 
-#include <prometheus/exposer.h>
 #include <prometheus/text_serializer.h>
 
 #include <array>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
 #include <exception>
 #include <iostream>
+#include <memory>
+#include <optional>
+#include <thread>
 #include <utility>
 
 namespace fastpath::metrics {
@@ -177,39 +185,161 @@ std::string RenderText(const prometheus::Collectable& collectable) {
   return prometheus::TextSerializer().Serialize(collectable.Collect());
 }
 
+// The listener: one Asio thread, one coroutine-free session per connection. Scrapes are
+// rare and small, so a single thread serves them all, one at a time. prometheus-cpp's own
+// Exposer (civetweb) would do, but civetweb polls its sockets in 2-second quanta, and every
+// server stop (each integration test) waited for that.
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = beast::http;
+using tcp = net::ip::tcp;
+
+constexpr auto kIdleTimeout = std::chrono::seconds(60);
+constexpr uint64_t kMaxRequestBytes = 64 * 1024;  // a scrape has no body
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, const ServerCollector& collector)
+      : stream_(std::move(socket)), collector_(collector) {}
+
+  void Read() {
+    parser_.emplace();
+    parser_->body_limit(kMaxRequestBytes);
+    parser_->header_limit(static_cast<uint32_t>(kMaxRequestBytes));
+    stream_.expires_after(kIdleTimeout);
+    bhttp::async_read(stream_, buffer_, *parser_,
+                      [self = shared_from_this()](beast::error_code ec, size_t) {
+                        self->OnRead(ec);
+                      });
+  }
+
+ private:
+  void OnRead(beast::error_code ec) {
+    if (ec) {
+      // The client closed, timed out, or sent something that is not HTTP: nothing to answer
+      // but a malformed request, which gets a 400 before the connection closes.
+      if (ec != bhttp::error::end_of_stream && ec != beast::error::timeout &&
+          ec != net::error::operation_aborted && ec != net::error::connection_reset) {
+        Respond(bhttp::status::bad_request, "malformed request: " + ec.message() + "\n", false,
+                11);
+      }
+      return;
+    }
+    const auto& req = parser_->get();
+    const std::string_view target(req.target().data(), req.target().size());
+    const std::string_view path = target.substr(0, target.find('?'));
+    if (path != "/metrics") {
+      Respond(bhttp::status::not_found, "only /metrics is served here\n", req.keep_alive(),
+              req.version());
+    } else if (req.method() != bhttp::verb::get && req.method() != bhttp::verb::head) {
+      Respond(bhttp::status::method_not_allowed, "/metrics answers GET\n", req.keep_alive(),
+              req.version());
+    } else {
+      std::string body;
+      try {
+        body = RenderText(collector_);
+      } catch (const std::exception& e) {
+        Respond(bhttp::status::internal_server_error,
+                std::string("metrics could not be rendered: ") + e.what() + "\n", false,
+                req.version());
+        return;
+      }
+      Respond(bhttp::status::ok, std::move(body), req.keep_alive(), req.version(),
+              req.method() == bhttp::verb::head);
+    }
+  }
+
+  void Respond(bhttp::status status, std::string body, bool keep_alive, unsigned version,
+               bool head = false) {
+    auto res = std::make_shared<bhttp::response<bhttp::string_body>>(status, version);
+    res->set(bhttp::field::server, "fastpath");
+    res->set(bhttp::field::content_type, status == bhttp::status::ok
+                                             ? "text/plain; version=0.0.4; charset=utf-8"
+                                             : "text/plain; charset=utf-8");
+    res->keep_alive(keep_alive);
+    if (status == bhttp::status::method_not_allowed) res->set(bhttp::field::allow, "GET, HEAD");
+    res->body() = std::move(body);
+    res->prepare_payload();
+    if (head) res->body().clear();  // Content-Length stays that of the GET answer
+    stream_.expires_after(kIdleTimeout);
+    bhttp::async_write(stream_, *res,
+                       [self = shared_from_this(), res, keep_alive](beast::error_code ec, size_t) {
+                         if (ec || !keep_alive) {
+                           beast::error_code ignored;
+                           self->stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+                           return;
+                         }
+                         self->Read();
+                       });
+  }
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<bhttp::request_parser<bhttp::empty_body>> parser_;
+  const ServerCollector& collector_;
+};
+
+}  // namespace
+
 struct MetricsServer::Impl {
-  // Declared before the exposer so that the exposer, which holds a weak_ptr to it and
-  // calls it from its threads, is destroyed (threads joined) first.
-  std::shared_ptr<ServerCollector> collector;
-  std::unique_ptr<prometheus::Exposer> exposer;
+  explicit Impl(const server::InferenceServer& server) : collector(server) {}
+
+  void Accept() {
+    acceptor.async_accept(net::make_strand(io), [this](beast::error_code ec, tcp::socket socket) {
+      if (ec == net::error::operation_aborted) return;
+      if (!ec) std::make_shared<Session>(std::move(socket), collector)->Read();
+      Accept();  // a failed accept (e.g. out of descriptors) does not stop the listener
+    });
+  }
+
+  ServerCollector collector;
+  net::io_context io{1};
+  tcp::acceptor acceptor{io};
+  std::thread thread;
 };
 
 MetricsServer::MetricsServer(std::unique_ptr<Impl> impl, int port)
     : impl_(std::move(impl)), port_(port) {}
 
 MetricsServer::~MetricsServer() {
-  if (impl_) impl_->exposer.reset();  // stop serving before the collector goes away
+  if (!impl_) return;
+  // Stops at once: open connections are dropped, a scrape in progress is abandoned.
+  impl_->io.stop();
+  if (impl_->thread.joinable()) impl_->thread.join();
 }
 
 StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const server::InferenceServer& server,
                                                              const MetricsOptions& options) {
-  // civetweb's listening_ports syntax: IPv6 addresses go in brackets.
-  const bool ipv6 = options.address.find(':') != std::string::npos;
-  const std::string bind = (ipv6 ? "[" + options.address + "]" : options.address) + ":" +
-                           std::to_string(options.port);
-  auto impl = std::make_unique<Impl>();
-  impl->collector = std::make_shared<ServerCollector>(server);
-  try {
-    impl->exposer = std::make_unique<prometheus::Exposer>(bind, options.threads);
-    impl->exposer->RegisterCollectable(impl->collector, "/metrics");
-    const std::vector<int> ports = impl->exposer->GetListeningPorts();
-    if (ports.empty()) return Unavailable("metrics endpoint " + bind + " is not listening");
-    const int port = ports.front();
-    return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(impl), port));
-  } catch (const std::exception& e) {
-    // CivetServer throws when it cannot bind (port taken, bad address).
-    return Unavailable("cannot serve metrics on " + bind + ": " + e.what());
+  beast::error_code ec;
+  const net::ip::address address = net::ip::make_address(options.address, ec);
+  if (ec) return InvalidArgument("metrics address '" + options.address + "' is not an IP address");
+  const std::string where = options.address + ":" + std::to_string(options.port);
+  auto impl = std::make_unique<Impl>(server);
+  const tcp::endpoint endpoint(address, static_cast<unsigned short>(options.port));
+  auto& acceptor = impl->acceptor;
+  if (acceptor.open(endpoint.protocol(), ec); ec) {
+    return Unavailable("cannot serve metrics on " + where + ": " + ec.message());
   }
+  if (acceptor.set_option(net::socket_base::reuse_address(true), ec); ec) {
+    return Unavailable("cannot serve metrics on " + where + ": " + ec.message());
+  }
+  if (acceptor.bind(endpoint, ec); ec) {
+    return Unavailable("cannot serve metrics on " + where + ": " + ec.message());
+  }
+  if (acceptor.listen(net::socket_base::max_listen_connections, ec); ec) {
+    return Unavailable("cannot serve metrics on " + where + ": " + ec.message());
+  }
+  const int port = acceptor.local_endpoint(ec).port();
+  if (ec) return Unavailable("cannot serve metrics on " + where + ": " + ec.message());
+  impl->Accept();
+  try {
+    impl->thread = std::thread([raw = impl.get()] { raw->io.run(); });
+  } catch (const std::exception& e) {
+    return Unavailable(std::string("cannot start the metrics thread: ") + e.what());
+  }
+  return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(impl), port));
 }
 
 }  // namespace fastpath::metrics

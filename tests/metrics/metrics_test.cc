@@ -4,6 +4,7 @@
 #include <prometheus/text_serializer.h>
 
 #include <boost/asio/connect.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -210,24 +211,35 @@ struct Fetched {
   std::string body;
 };
 
-Fetched Get(int port, const std::string& target) {
+// Sends each request on one keep-alive connection and reads every answer.
+std::vector<Fetched> Send(int port, const std::vector<std::pair<http::verb, std::string>>& requests) {
   asio::io_context io;
   asio::ip::tcp::socket socket(io);
   socket.connect({asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)});
-  http::request<http::empty_body> req{http::verb::get, target, 11};
-  req.set(http::field::host, "127.0.0.1");
-  http::write(socket, req);
+  std::vector<Fetched> out;
   beast::flat_buffer buffer;
-  http::response<http::string_body> res;
-  http::read(socket, buffer, res);
-  return {static_cast<int>(res.result_int()), std::string(res[http::field::content_type]),
-          res.body()};
+  for (const auto& [verb, target] : requests) {
+    http::request<http::empty_body> req{verb, target, 11};
+    req.set(http::field::host, "127.0.0.1");
+    http::write(socket, req);
+    http::response_parser<http::string_body> parser;
+    parser.skip(verb == http::verb::head);
+    http::read(socket, buffer, parser);
+    const auto& res = parser.get();
+    out.push_back({static_cast<int>(res.result_int()), std::string(res[http::field::content_type]),
+                   res.body()});
+  }
+  return out;
+}
+
+Fetched Get(int port, const std::string& target) {
+  return Send(port, {{http::verb::get, target}}).front();
 }
 
 TEST(MetricsServerTest, ServesMetricsOnAnEphemeralPort) {
   StatsServer fake;
   fake.SetStatistics(std::vector<server::ModelStatistics>{SampleStats()});
-  auto metrics = MetricsServer::Start(fake, {"127.0.0.1", 0, 1});
+  auto metrics = MetricsServer::Start(fake, {"127.0.0.1", 0});
   ASSERT_TRUE(metrics.ok()) << metrics.status().ToString();
   ASSERT_GT((*metrics)->port(), 0);
   const Fetched r = Get((*metrics)->port(), "/metrics");
@@ -238,11 +250,72 @@ TEST(MetricsServerTest, ServesMetricsOnAnEphemeralPort) {
   EXPECT_EQ(e.Get(Key("nv_inference_request_failure", ",reason=\"REJECTED\"")), 3);
 }
 
+TEST(MetricsServerTest, KeepAliveScrapesSeeNewValuesAndOtherPathsAreRefused) {
+  StatsServer fake;
+  fake.SetStatistics(std::vector<server::ModelStatistics>{SampleStats()});
+  auto metrics = MetricsServer::Start(fake, {"127.0.0.1", 0});
+  ASSERT_TRUE(metrics.ok()) << metrics.status().ToString();
+  auto first = Send((*metrics)->port(), {{http::verb::get, "/metrics"},
+                                         {http::verb::get, "/metrics?name[]=x"},
+                                         {http::verb::head, "/metrics"},
+                                         {http::verb::get, "/v2/health/ready"},
+                                         {http::verb::post, "/metrics"}});
+  ASSERT_EQ(first.size(), 5u);
+  EXPECT_EQ(first[0].status, 200);
+  EXPECT_EQ(first[1].status, 200);  // a query string is ignored
+  EXPECT_EQ(first[2].status, 200);
+  EXPECT_EQ(first[2].body, "");
+  EXPECT_EQ(first[3].status, 404);
+  EXPECT_EQ(first[4].status, 405);
+
+  auto more = SampleStats();
+  more.inference_stats.success.count = 11;
+  fake.SetStatistics(std::vector<server::ModelStatistics>{more});
+  EXPECT_EQ(Parse(Get((*metrics)->port(), "/metrics").body).Get(Key("nv_inference_request_success")),
+            11);
+}
+
+TEST(MetricsServerTest, GarbageIsAnsweredWith400) {
+  StatsServer fake;
+  auto metrics = MetricsServer::Start(fake, {"127.0.0.1", 0});
+  ASSERT_TRUE(metrics.ok()) << metrics.status().ToString();
+  asio::io_context io;
+  asio::ip::tcp::socket socket(io);
+  socket.connect({asio::ip::make_address("127.0.0.1"),
+                  static_cast<unsigned short>((*metrics)->port())});
+  asio::write(socket, asio::buffer(std::string("NOT HTTP AT ALL\r\n\r\n")));
+  beast::flat_buffer buffer;
+  http::response<http::string_body> res;
+  http::read(socket, buffer, res);
+  EXPECT_EQ(res.result_int(), 400u);
+  EXPECT_NE(res.body().find("malformed"), std::string::npos) << res.body();
+}
+
+TEST(MetricsServerTest, StopsWithAConnectionStillOpen) {
+  StatsServer fake;
+  auto metrics = MetricsServer::Start(fake, {"127.0.0.1", 0});
+  ASSERT_TRUE(metrics.ok()) << metrics.status().ToString();
+  asio::io_context io;
+  asio::ip::tcp::socket idle(io);
+  idle.connect({asio::ip::make_address("127.0.0.1"),
+                static_cast<unsigned short>((*metrics)->port())});
+  metrics->reset();  // must not wait for the idle client
+  SUCCEED();
+}
+
+TEST(MetricsServerTest, BadAddressIsInvalidArgument) {
+  StatsServer fake;
+  auto metrics = MetricsServer::Start(fake, {"not-an-address", 0});
+  ASSERT_FALSE(metrics.ok());
+  EXPECT_EQ(metrics.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(metrics.status().message().find("not-an-address"), std::string::npos);
+}
+
 TEST(MetricsServerTest, PortInUseIsAnErrorNotACrash) {
   StatsServer fake;
-  auto first = MetricsServer::Start(fake, {"127.0.0.1", 0, 1});
+  auto first = MetricsServer::Start(fake, {"127.0.0.1", 0});
   ASSERT_TRUE(first.ok()) << first.status().ToString();
-  auto second = MetricsServer::Start(fake, {"127.0.0.1", (*first)->port(), 1});
+  auto second = MetricsServer::Start(fake, {"127.0.0.1", (*first)->port()});
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(second.status().message().find(std::to_string((*first)->port())), std::string::npos)

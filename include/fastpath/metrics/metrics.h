@@ -45,14 +45,14 @@ std::string RenderText(const prometheus::Collectable& collectable);
 struct MetricsOptions {
   std::string address = "0.0.0.0";
   int port = 8002;  // 0 picks a free port; port() tells which
-  size_t threads = 2;
 };
 
-// Serves GET /metrics over HTTP (prometheus-cpp's Exposer). Stops listening when destroyed.
+// Serves GET /metrics over HTTP/1.1 (Boost.Beast, one thread of its own; the text comes from
+// RenderText). Anything else is 404/405. Stops at once when destroyed.
 class MetricsServer {
  public:
-  // `server` is not owned and must outlive the MetricsServer. Fails (Unavailable) when the
-  // address cannot be bound.
+  // `server` is not owned and must outlive the MetricsServer. Fails with InvalidArgument for
+  // an address that is not an IP address, Unavailable when it cannot be bound.
   static StatusOr<std::unique_ptr<MetricsServer>> Start(const server::InferenceServer& server,
                                                        const MetricsOptions& options);
   ~MetricsServer();

@@ -1,0 +1,97 @@
+// StatsRecorder: what one model version's statistics hold after successes and failures,
+// including what the Prometheus metrics read (failure reasons, latency histograms).
+#include <gtest/gtest.h>
+
+#include "fastpath/scheduler/scheduler.h"
+
+namespace fastpath::scheduler {
+namespace {
+
+using server::FailureReason;
+using server::kLatencyBucketBoundsUs;
+
+size_t Reason(FailureReason r) { return static_cast<size_t>(r); }
+
+// Index of the histogram bucket whose upper bound is `us`.
+size_t BucketOf(uint64_t us) {
+  for (size_t i = 0; i < kLatencyBucketBoundsUs.size(); ++i) {
+    if (kLatencyBucketBoundsUs[i] == us) return i;
+  }
+  ADD_FAILURE() << us << " us is not a bucket bound";
+  return 0;
+}
+
+TEST(StatsRecorderTest, SuccessFeedsCountsDurationsHistogramsAndBatchStats) {
+  StatsRecorder recorder;
+  StatsRecorder::Timings t;
+  t.queue_ns = 200'000;          // 200 us
+  t.compute_input_ns = 1'000;
+  t.compute_infer_ns = 3'000'000;  // 3 ms
+  t.compute_output_ns = 2'000;
+  // One execution of 3 requests holding 5 batch elements, each request 4 ms end to end.
+  recorder.RecordSuccess(3, 5, t, 4'000'000);
+  recorder.RecordSuccess(1, 1, t, 4'000'000);
+
+  const server::ModelStatistics s = recorder.Snapshot("m", "2");
+  EXPECT_EQ(s.name, "m");
+  EXPECT_EQ(s.version, "2");
+  EXPECT_EQ(s.inference_count, 6u);
+  EXPECT_EQ(s.execution_count, 2u);
+  EXPECT_GT(s.last_inference_ms, 0u);
+  EXPECT_EQ(s.inference_stats.success.count, 4u);
+  EXPECT_EQ(s.inference_stats.success.ns, 4u * 4'000'000);
+  EXPECT_EQ(s.inference_stats.queue.count, 4u);
+  EXPECT_EQ(s.inference_stats.queue.ns, 4u * 200'000);
+  EXPECT_EQ(s.inference_stats.compute_infer.ns, 4u * 3'000'000);
+  EXPECT_EQ(s.inference_stats.fail.count, 0u);
+
+  // Per request for request and queue latency, per execution for compute_infer.
+  EXPECT_EQ(s.request_latency.count, 4u);
+  EXPECT_EQ(s.request_latency.sum_ns, 4u * 4'000'000);
+  EXPECT_EQ(s.request_latency.buckets[BucketOf(5000)], 4u);
+  EXPECT_EQ(s.queue_latency.count, 4u);
+  EXPECT_EQ(s.queue_latency.buckets[BucketOf(250)], 4u);
+  EXPECT_EQ(s.compute_infer_latency.count, 2u);
+  EXPECT_EQ(s.compute_infer_latency.buckets[BucketOf(5000)], 2u);
+
+  ASSERT_EQ(s.batch_stats.size(), 2u);
+  for (const auto& b : s.batch_stats) {
+    EXPECT_TRUE(b.batch_size == 5 || b.batch_size == 1) << b.batch_size;
+    EXPECT_EQ(b.compute_infer.count, 1u);  // executions of that size
+    EXPECT_EQ(b.compute_infer.ns, 3'000'000u);
+  }
+}
+
+TEST(StatsRecorderTest, FailuresAreCountedByReason) {
+  StatsRecorder recorder;
+  recorder.RecordFailure(10, FailureReason::kRejected);
+  recorder.RecordFailure(20, FailureReason::kRejected);
+  recorder.RecordFailure(30, FailureReason::kBackend);
+  recorder.RecordFailure(40, FailureReason::kCanceled);
+  recorder.RecordFailure(50);  // no reason given: OTHER
+  const server::ModelStatistics s = recorder.Snapshot("m", "1");
+  EXPECT_EQ(s.inference_stats.fail.count, 5u);
+  EXPECT_EQ(s.inference_stats.fail.ns, 150u);
+  EXPECT_EQ(s.failures[Reason(FailureReason::kRejected)], 2u);
+  EXPECT_EQ(s.failures[Reason(FailureReason::kBackend)], 1u);
+  EXPECT_EQ(s.failures[Reason(FailureReason::kCanceled)], 1u);
+  EXPECT_EQ(s.failures[Reason(FailureReason::kOther)], 1u);
+  // Failures are not latencies of served requests.
+  EXPECT_EQ(s.request_latency.count, 0u);
+  EXPECT_EQ(s.inference_stats.success.count, 0u);
+}
+
+TEST(LatencyHistogramTest, BoundsAreInclusiveAndTheLastBucketIsUnbounded) {
+  server::LatencyHistogram h;
+  h.Observe(0);
+  h.Observe(50'000);      // exactly the first bound
+  h.Observe(50'001);      // just above it
+  h.Observe(kLatencyBucketBoundsUs.back() * 1000 + 1, 3);
+  EXPECT_EQ(h.buckets[0], 2u);
+  EXPECT_EQ(h.buckets[1], 1u);
+  EXPECT_EQ(h.buckets.back(), 3u);
+  EXPECT_EQ(h.count, 6u);
+}
+
+}  // namespace
+}  // namespace fastpath::scheduler
