@@ -20,6 +20,11 @@
 #   FASTPATH_GPU_CHECK_JOBS    build parallelism (default: nproc)
 #   FASTPATH_GPU_CHECK_P95_MS  the self-test's p95 budget at batch 1 (default 50)
 #   FASTPATH_GPU_CHECK_SKIP_BUILD=1  use the existing binary
+# Needs the build dependencies (tools/setup.sh's Debian packages) and .deps/onnxruntime-1.29.0
+# with its CUDA EP library on the machine; nothing is fetched when they are present. Note for
+# the device tool's H200 image: it has CMake, ninja, python3 with onnx and numpy, but not the
+# Debian -dev packages, and .deps (about 250 MB, the CUDA EP library alone 230 MB) is over the
+# tool's 64 MiB carry limit, so there the tree cannot be built or served as is.
 # Time budget: every step runs under `timeout`; the whole script stays well under 8 minutes
 # on a 16-core machine (release build about 3-4 min cold, model 30 s, serve 30 s, bench 30 s).
 set -euo pipefail
