@@ -1,5 +1,6 @@
 #include "fastpath/scheduler/ensemble_scheduler.h"
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <utility>
@@ -115,7 +116,12 @@ void EnsembleScheduler::Enqueue(Job job) {
   // The request's inputs become the ensemble input tensors (moved, not copied).
   for (auto& tensor : job.request.inputs) {
     auto it = tensor_index_.find(tensor.name);
-    if (it != tensor_index_.end()) run->values[it->second] = std::move(tensor);
+    // Only ensemble inputs: a request never supplies what a step produces.
+    if (it != tensor_index_.end() &&
+        std::find(input_tensors_.begin(), input_tensors_.end(), it->second) !=
+            input_tensors_.end()) {
+      run->values[it->second] = std::move(tensor);
+    }
   }
   job.request.inputs.clear();
   for (const auto& name : job.output_names) {
