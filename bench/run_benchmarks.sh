@@ -51,19 +51,37 @@ FASTPATH="$ROOT/$BUILD/src/cli/fastpath"
 BUILD_TYPE="$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$BUILD/CMakeCache.txt")"
 /usr/bin/python3 tools/generate_models.py --out "$MODELS_DIR" --only "${EXAMPLE_MODELS[@]}"
 
-# Two repositories: the example configs as generated (no dynamic batching), and the same
-# models with dynamic batching (max_batch_size 32, a ${DELAY_US} us window).
+# Two repositories of the example models: without dynamic batching (the block removed) and
+# with it (max_batch_size 32 as generated, a ${DELAY_US} us window).
 PLAIN="$WORK/plain"
 BATCHED="$WORK/batched"
-for repo in "$PLAIN" "$BATCHED"; do
-  for m in "${EXAMPLE_MODELS[@]}"; do
+write_config() {  # SOURCE DEST DELAY_US|none
+  /usr/bin/python3 - "$@" <<'PY'
+import re, sys
+src, dst, delay = sys.argv[1:]
+text = open(src).read()
+# Drop any dynamic_batching { ... } block (braces balanced).
+m = re.search(r"^dynamic_batching\s*\{", text, re.M)
+if m:
+    depth, i = 0, m.end() - 1
+    while i < len(text):
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        i += 1
+        if depth == 0:
+            break
+    text = text[:m.start()] + text[i:].lstrip("\n")
+if delay != "none":
+    text = text.rstrip("\n") + "\ndynamic_batching {\n  max_queue_delay_microseconds: %s\n}\n" % delay
+open(dst, "w").write(text)
+PY
+}
+for m in "${EXAMPLE_MODELS[@]}"; do
+  for repo in "$PLAIN" "$BATCHED"; do
     mkdir -p "$repo/$m/1"
     ln -s "$ROOT/$MODELS_DIR/$m/1/model.onnx" "$repo/$m/1/model.onnx"
-    cp "$MODELS_DIR/$m/config.pbtxt" "$repo/$m/config.pbtxt"
   done
-done
-for m in "${EXAMPLE_MODELS[@]}"; do
-  printf 'dynamic_batching {\n  max_queue_delay_microseconds: %s\n}\n' "$DELAY_US" >>"$BATCHED/$m/config.pbtxt"
+  write_config "$MODELS_DIR/$m/config.pbtxt" "$PLAIN/$m/config.pbtxt" none
+  write_config "$MODELS_DIR/$m/config.pbtxt" "$BATCHED/$m/config.pbtxt" "$DELAY_US"
 done
 
 # Starts `fastpath serve` on a repository; sets HTTP_PORT, GRPC_PORT, SERVER_PID.
@@ -96,12 +114,16 @@ COMMANDS="$RESULTS/commands.txt"
 : >"$COMMANDS"
 bench() {
   # Records the command (with the ports as placeholders) and runs it.
-  local shown="fastpath bench $*"
+  local shown="fastpath bench" a
+  for a in "$@"; do
+    if [[ "$a" =~ ^[-A-Za-z0-9_./:,=\$]+$ ]]; then shown+=" $a"; else shown+=" '$a'"; fi
+  done
   shown="${shown//127.0.0.1:$HTTP_PORT/127.0.0.1:\$HTTP_PORT}"
   shown="${shown//127.0.0.1:$GRPC_PORT/127.0.0.1:\$GRPC_PORT}"
   shown="${shown//$WORK\//\$WORK\/}"
   shown="${shown//$ROOT\//}"
   echo "$shown" >>"$COMMANDS"
+  echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$COMMANDS"
   "$FASTPATH" bench "$@"
 }
 

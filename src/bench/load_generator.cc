@@ -20,6 +20,8 @@ struct WorkerLog {
   std::map<std::string, uint64_t> errors;
   std::map<std::string, std::string> samples;
   uint64_t late = 0;
+  int64_t cpu_ns = 0;
+  uint64_t cpu_runs = 0;
 };
 
 struct Window {
@@ -28,12 +30,18 @@ struct Window {
   std::map<std::string, std::string> samples;
   uint64_t late = 0;
   double seconds = 0;
+  int64_t cpu_ns = 0;
+  uint64_t cpu_runs = 0;
 };
 
 void Record(WorkerLog& log, const InferOutcome& outcome, int64_t latency_ns) {
   std::lock_guard<std::mutex> lock(log.mu);
   if (outcome.ok) {
     log.latencies_ns.push_back(latency_ns);
+    if (outcome.cpu_ns > 0) {
+      log.cpu_ns += outcome.cpu_ns;
+      ++log.cpu_runs;
+    }
   } else {
     ++log.errors[outcome.kind];
     log.samples.emplace(outcome.kind, outcome.message);
@@ -107,6 +115,10 @@ class LoadRun {
       log->samples.clear();
       w.late += log->late;
       log->late = 0;
+      w.cpu_ns += log->cpu_ns;
+      w.cpu_runs += log->cpu_runs;
+      log->cpu_ns = 0;
+      log->cpu_runs = 0;
     }
     return w;
   }
@@ -222,6 +234,17 @@ StatusOr<BenchPoint> Measure(Target& target, const MeasureOptions& options, bool
     for (const auto& [k, m] : w.samples) point.error_samples.emplace(k, m);
     point.late_sends += w.late;
     point.measured_seconds += w.seconds;
+  }
+  int64_t cpu_ns = 0;
+  uint64_t cpu_runs = 0;
+  for (size_t i = windows.size() - used; i < windows.size(); ++i) {
+    cpu_ns += windows[i].cpu_ns;
+    cpu_runs += windows[i].cpu_runs;
+  }
+  if (cpu_runs > 0 && cpu_ns > 0) {
+    // Every session computes on its own thread: `concurrency` runs at a time.
+    const double mean_cpu_s = static_cast<double>(cpu_ns) / cpu_runs / 1e9;
+    point.cpu_ceiling_ips = static_cast<double>(point.concurrency) * options.batch_size / mean_cpu_s;
   }
   point.latency = Summarize(std::move(latencies));
   point.requests = point.latency.count;

@@ -112,6 +112,12 @@ void WritePoint(Writer& w, const BenchPoint& p) {
   for (const auto& [kind, message] : p.error_samples) Str(w, kind.c_str(), message);
   w.EndObject();
   U64(w, "late_sends", p.late_sends);
+  Key(w, "cpu_ceiling_ips");
+  if (p.cpu_ceiling_ips) {
+    w.Double(std::round(*p.cpu_ceiling_ips * 1000.0) / 1000.0);
+  } else {
+    w.Null();
+  }
   I64(w, "trials", p.trials);
   Key(w, "stable");
   w.Bool(p.stable);
@@ -186,6 +192,8 @@ void WriteReport(Writer& w, const BenchReport& r) {
   w.EndArray();
   WriteOptionalDouble(w, "best_in_process_ips", r.best_in_process_ips);
   WriteOptionalDouble(w, "efficiency", r.efficiency);
+  WriteOptionalDouble(w, "best_in_process_cpu_ceiling_ips", r.best_in_process_cpu_ceiling_ips);
+  WriteOptionalDouble(w, "efficiency_vs_cpu_ceiling", r.efficiency_vs_cpu_ceiling);
   Key(w, "calibration");
   if (r.calibration) {
     WriteCalibration(w, *r.calibration);
@@ -257,6 +265,7 @@ Status ReadPoint(const Value& v, const std::string& where, BenchPoint* p) {
     }
   }
   p->late_sends = GetU64(v, "late_sends");
+  p->cpu_ceiling_ips = GetOptNum(v, "cpu_ceiling_ips");
   p->trials = static_cast<int>(GetI64(v, "trials"));
   p->stable = GetBool(v, "stable");
   p->measured_seconds = GetNum(v, "measured_seconds");
@@ -427,8 +436,14 @@ std::string BatchingConfigSnippet(const CalibrationCandidate& c) {
 void ComputeEfficiency(BenchReport* report) {
   report->best_in_process_ips.reset();
   report->efficiency.reset();
+  report->best_in_process_cpu_ceiling_ips.reset();
+  report->efficiency_vs_cpu_ceiling.reset();
   for (const auto& p : report->in_process) {
     if (p.requests == 0) continue;
+    if (p.cpu_ceiling_ips &&
+        (!report->best_in_process_cpu_ceiling_ips || *p.cpu_ceiling_ips > *report->best_in_process_cpu_ceiling_ips)) {
+      report->best_in_process_cpu_ceiling_ips = p.cpu_ceiling_ips;
+    }
     if (!report->best_in_process_ips || p.throughput_ips > *report->best_in_process_ips) {
       report->best_in_process_ips = p.throughput_ips;
     }
@@ -438,6 +453,12 @@ void ComputeEfficiency(BenchReport* report) {
     if (report->best_in_process_ips && *report->best_in_process_ips > 0 && p.requests > 0) {
       p.efficiency = p.throughput_ips / *report->best_in_process_ips;
       if (!report->efficiency || *p.efficiency > *report->efficiency) report->efficiency = p.efficiency;
+    }
+    if (report->best_in_process_cpu_ceiling_ips && *report->best_in_process_cpu_ceiling_ips > 0 && p.requests > 0) {
+      const double e = p.throughput_ips / *report->best_in_process_cpu_ceiling_ips;
+      if (!report->efficiency_vs_cpu_ceiling || e > *report->efficiency_vs_cpu_ceiling) {
+        report->efficiency_vs_cpu_ceiling = e;
+      }
     }
   }
 }
@@ -486,6 +507,8 @@ StatusOr<std::vector<BenchReport>> ReadReportsJson(std::string_view text, std::s
     FASTPATH_RETURN_IF_ERROR(ReadPoints(run, "in_process", where, &r.in_process));
     r.best_in_process_ips = GetOptNum(run, "best_in_process_ips");
     r.efficiency = GetOptNum(run, "efficiency");
+    r.best_in_process_cpu_ceiling_ips = GetOptNum(run, "best_in_process_cpu_ceiling_ips");
+    r.efficiency_vs_cpu_ceiling = GetOptNum(run, "efficiency_vs_cpu_ceiling");
     if (auto it = run.FindMember("calibration"); it != run.MemberEnd() && it->value.IsObject()) {
       const Value& c = it->value;
       CalibrationResult cal;
@@ -568,6 +591,8 @@ std::string RenderTable(const BenchReport& r) {
         std::snprintf(line, sizeof(line), "  %8s  %10s  %9s", "-", "-", "-");
       }
       out << line << "  " << (p.errors == 0 ? "0" : ErrorsText(p));
+    } else if (p.cpu_ceiling_ips) {
+      out << "  cpu-time ceiling " << Fmt("%.1f", *p.cpu_ceiling_ips) << " infer/s";
     }
     if (!p.stable) out << "  (not stable after " << p.trials << " windows)";
     if (p.late_sends > 0) out << "  (" << p.late_sends << " sends late: raise --max-threads)";
@@ -602,6 +627,11 @@ std::string RenderTable(const BenchReport& r) {
   if (r.best_in_process_ips && r.efficiency) {
     out << "\nefficiency (best server infer/s / best in-process infer/s): " << Fmt("%.3f", *r.efficiency)
         << " (in-process best " << Fmt("%.1f", *r.best_in_process_ips) << " infer/s)\n";
+    if (r.efficiency_vs_cpu_ceiling && r.best_in_process_cpu_ceiling_ips) {
+      out << "efficiency vs the in-process CPU-time ceiling: " << Fmt("%.3f", *r.efficiency_vs_cpu_ceiling)
+          << " (ceiling " << Fmt("%.1f", *r.best_in_process_cpu_ceiling_ips)
+          << " infer/s: the runs' own CPU time, not counting time descheduled)\n";
+    }
   }
   if (r.calibration) {
     const auto& c = *r.calibration;

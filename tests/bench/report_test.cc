@@ -162,6 +162,18 @@ TEST(EfficiencyTest, ServerThroughputOverTheBestInProcess) {
   EXPECT_DOUBLE_EQ(*r.points[0].efficiency, 0.5);
   EXPECT_DOUBLE_EQ(*r.points[1].efficiency, 0.9);
   EXPECT_DOUBLE_EQ(*r.efficiency, 0.9);
+  EXPECT_FALSE(r.efficiency_vs_cpu_ceiling);  // no in-process point measured CPU time
+  BenchReport cpu = r;
+  cpu.in_process[0].cpu_ceiling_ips = 1800;
+  ComputeEfficiency(&cpu);
+  ASSERT_TRUE(cpu.best_in_process_cpu_ceiling_ips);
+  EXPECT_DOUBLE_EQ(*cpu.best_in_process_cpu_ceiling_ips, 1800);
+  ASSERT_TRUE(cpu.efficiency_vs_cpu_ceiling);
+  EXPECT_DOUBLE_EQ(*cpu.efficiency_vs_cpu_ceiling, 0.5);
+  auto back = ReadReportsJson(ReportsToJson({cpu}), "cpu.json");
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ((*back)[0].in_process[0].cpu_ceiling_ips, std::optional<double>(1800));
+  EXPECT_EQ((*back)[0].efficiency_vs_cpu_ceiling, std::optional<double>(0.5));
   BenchReport no_ceiling = r;
   no_ceiling.in_process.clear();
   ComputeEfficiency(&no_ceiling);

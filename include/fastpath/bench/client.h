@@ -41,6 +41,9 @@ struct InferOutcome {
   bool ok = true;
   std::string kind;
   std::string message;
+  // In-process with one ORT thread: the CPU time the run took on the calling thread
+  // (excludes time descheduled); 0 when unknown.
+  int64_t cpu_ns = 0;
 };
 
 class InferSession {

@@ -69,6 +69,9 @@ struct BenchPoint {
   std::map<std::string, uint64_t> errors_by_kind;  // "http_503", "grpc_UNAVAILABLE", "connect", ...
   std::map<std::string, std::string> error_samples; // kind -> first message seen
   uint64_t late_sends = 0;     // request_rate mode: sends that missed their slot by > 1 ms
+  // In-process with one ORT thread: inferences/s from the runs' CPU time (what the runs
+  // would reach on an otherwise idle core); unset elsewhere.
+  std::optional<double> cpu_ceiling_ips;
   int trials = 0;              // windows measured
   bool stable = false;
   double measured_seconds = 0; // length of the windows the numbers come from
@@ -116,6 +119,10 @@ struct BenchReport {
   std::vector<BenchPoint> in_process;  // ORT directly, per batch size
   std::optional<double> best_in_process_ips;
   std::optional<double> efficiency;    // best server throughput_ips / best in-process
+  // The same against the best in-process CPU-time ceiling: robust on a busy machine, where a
+  // CPU-bound loop is descheduled more than a server thread that sleeps between batches.
+  std::optional<double> best_in_process_cpu_ceiling_ips;
+  std::optional<double> efficiency_vs_cpu_ceiling;
   std::optional<CalibrationResult> calibration;
 };
 
