@@ -159,9 +159,8 @@ StatusOr<DynamicBatchOptions> DynamicBatchOptionsFromConfig(const inference::Mod
     return InvalidArgument("model '" + config.name() + "' has no dynamic_batching section");
   }
   if (config.max_batch_size() <= 0) {
-    return InvalidArgument("dynamic_batching requires max_batch_size > 0 (model '" +
-                           config.name() + "' has " + std::to_string(config.max_batch_size()) +
-                           ")");
+    return InvalidArgument("dynamic_batching requires max_batch_size > 0 (model '" + config.name() +
+                           "' has " + std::to_string(config.max_batch_size()) + ")");
   }
   const auto& db = config.dynamic_batching();
   DynamicBatchOptions out;
@@ -239,10 +238,10 @@ DynamicBatchScheduler::DynamicBatchScheduler(
   for (uint64_t level = 1; level <= levels; ++level) {
     PolicyQueue& q = queues_[level - 1];
     auto it = options_.priority_queue_policies.find(level);
-    q.policy = it != options_.priority_queue_policies.end() ? it->second
-                                                            : options_.default_queue_policy;
-    q.max_size = q.policy.max_queue_size > 0 ? q.policy.max_queue_size
-                                             : options_.default_max_queue_size;
+    q.policy =
+        it != options_.priority_queue_policies.end() ? it->second : options_.default_queue_policy;
+    q.max_size =
+        q.policy.max_queue_size > 0 ? q.policy.max_queue_size : options_.default_max_queue_size;
   }
   for (auto& instance : instances_) {
     auto worker = std::make_unique<Worker>();
@@ -325,16 +324,18 @@ void DynamicBatchScheduler::ExpireLocked(Clock::time_point now, std::vector<Answ
       std::deque<Entry> kept;
       for (Entry& e : *list) {
         if (IsCancelled(e.job)) {
-          answers->push_back(Fail(e,
-                                  Cancelled(never_ran(e.job) +
-                                            " was cancelled while queued; it never reached the model"),
-                                  server::FailureReason::kCanceled));
+          answers->push_back(
+              Fail(e,
+                   Cancelled(never_ran(e.job) +
+                             " was cancelled while queued; it never reached the model"),
+                   server::FailureReason::kCanceled));
         } else if (now >= e.job.request.deadline) {
-          answers->push_back(Fail(e,
-                                  DeadlineExceeded(never_ran(e.job) + " passed its deadline after " +
-                                                   std::to_string(Ns(now - e.enqueued) / 1000) +
-                                                   " us in the queue; it never reached the model"),
-                                  server::FailureReason::kRejected));
+          answers->push_back(
+              Fail(e,
+                   DeadlineExceeded(never_ran(e.job) + " passed its deadline after " +
+                                    std::to_string(Ns(now - e.enqueued) / 1000) +
+                                    " us in the queue; it never reached the model"),
+                   server::FailureReason::kRejected));
         } else if (list == &q.waiting && now >= e.timeout) {
           if (q.policy.timeout_action == QueuePolicy::TimeoutAction::kDelay) {
             q.delayed.push_back(std::move(e));

@@ -112,7 +112,8 @@ TEST_F(DynamicBatchingTest, ConcurrentHttpAndGrpcClientsShareABatchAndGetTheirOw
         EXPECT_TRUE(status.ok()) << Describe(status);
         EXPECT_EQ(response.id(), std::to_string(client));
         ExpectSimpleGrpcResponse(response, a, b);
-        outputs.assign(response.raw_output_contents().begin(), response.raw_output_contents().end());
+        outputs.assign(response.raw_output_contents().begin(),
+                       response.raw_output_contents().end());
       } else {
         HttpClient http(server().http_port());
         HttpResponse r =

@@ -142,7 +142,8 @@ TEST_F(InstanceGroupTest, CountCpuInstancesEachWithItsOwnThread) {
   ASSERT_NE(v, nullptr);
   ASSERT_EQ(backend_->created.size(), 3u);
   for (const auto& o : backend_->created) {
-    EXPECT_EQ(o.providers, std::vector<backend::ExecutionProvider>{backend::ExecutionProvider::kCpu});
+    EXPECT_EQ(o.providers,
+              std::vector<backend::ExecutionProvider>{backend::ExecutionProvider::kCpu});
   }
   ExpectConcurrentRuns(*v, 3);
 }

@@ -12,8 +12,8 @@
 #include <mutex>
 #include <set>
 
-#include "fastpath/config/model_config.h"
 #include "fakes/manual_scheduler_clock.h"
+#include "fastpath/config/model_config.h"
 
 namespace fastpath::scheduler {
 namespace {
@@ -459,12 +459,14 @@ TEST_F(DynamicBatchSchedulerTest, FullQueueRejectsAtOnce) {
   ASSERT_TRUE(answers_.Has(3));  // answered inside Enqueue
   const auto refused = answers_.Get(3);
   EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
-  EXPECT_NE(refused.status().message().find("full"), std::string::npos) << refused.status().message();
+  EXPECT_NE(refused.status().message().find("full"), std::string::npos)
+      << refused.status().message();
   model_.Open();
   ExpectOk(1);
   ExpectOk(2);
-  EXPECT_EQ(stats_.Snapshot("m", "1").failures[static_cast<size_t>(server::FailureReason::kRejected)],
-            1u);
+  EXPECT_EQ(
+      stats_.Snapshot("m", "1").failures[static_cast<size_t>(server::FailureReason::kRejected)],
+      1u);
 }
 
 TEST_F(DynamicBatchSchedulerTest, ServerBoundAppliesWhenThePolicySetsNone) {
@@ -497,7 +499,7 @@ TEST_F(DynamicBatchSchedulerTest, PriorityLevelsHaveTheirOwnPolicies) {
   EXPECT_EQ(answers_.Get(5).status().code(), StatusCode::kUnavailable);  // level 2 is full
   Advance(microseconds(300));
   EXPECT_EQ(answers_.Get(4).status().code(), StatusCode::kUnavailable);  // level 2 timed out
-  EXPECT_FALSE(answers_.Has(1));                                        // level 1 has no timeout
+  EXPECT_FALSE(answers_.Has(1));                                         // level 1 has no timeout
   model_.Open();
   for (int id = 1; id <= 3; ++id) ExpectOk(id);
 }
@@ -575,7 +577,8 @@ TEST_F(DynamicBatchSchedulerTest, BytesTensorsAreSplitPerRequest) {
   for (int id = 1; id <= 4; ++id) {
     Job job = MakeJob(id);
     Tensor in{"IN", DataType::kBytes, {id, 1}, {}};
-    for (int r = 0; r < id; ++r) AppendBytesElement(&in.data, std::to_string(id) + ":" + std::string(r * 7, 'x'));
+    for (int r = 0; r < id; ++r)
+      AppendBytesElement(&in.data, std::to_string(id) + ":" + std::string(r * 7, 'x'));
     job.request.inputs = {in};
     job.batch_size = static_cast<uint64_t>(id);
     job.output_names = {"ECHO"};
@@ -603,7 +606,8 @@ TEST_F(DynamicBatchSchedulerTest, DifferentShapesAreNeverBatchedTogether) {
   answers_.WaitCount(9);
   for (const auto& run : model_.Runs()) {
     for (int id : run.ids) {
-      EXPECT_EQ(run.shape[1], id % 3 == 0 ? 3 : 2) << "request " << id << " in a batch of another shape";
+      EXPECT_EQ(run.shape[1], id % 3 == 0 ? 3 : 2)
+          << "request " << id << " in a batch of another shape";
     }
   }
   for (int id = 1; id <= 9; ++id) ExpectOk(id, 1, id % 3 == 0 ? 3 : 2);
@@ -690,22 +694,24 @@ TEST_F(DynamicBatchSchedulerTest, ABatchGoesToTheFirstFreeInstance) {
 }
 
 TEST(DynamicBatchOptionsTest, ReadFromConfig) {
-  auto config = config::ParseModelConfig(R"pb(
-    name: "m"
-    max_batch_size: 16
-    dynamic_batching {
-      preferred_batch_size: [ 4, 8 ]
-      max_queue_delay_microseconds: 500
-      preserve_ordering: true
-      priority_levels: 2
-      default_priority_level: 2
-      default_queue_policy { timeout_action: DELAY default_timeout_microseconds: 7 }
-      priority_queue_policy {
-        key: 1
-        value { max_queue_size: 3 allow_timeout_override: true }
-      }
-    }
-  )pb", "config.pbtxt");
+  auto config = config::ParseModelConfig(
+      R"pb(
+        name: "m"
+        max_batch_size: 16
+        dynamic_batching {
+          preferred_batch_size: [ 4, 8 ]
+          max_queue_delay_microseconds: 500
+          preserve_ordering: true
+          priority_levels: 2
+          default_priority_level: 2
+          default_queue_policy { timeout_action: DELAY default_timeout_microseconds: 7 }
+          priority_queue_policy {
+            key: 1
+            value { max_queue_size: 3 allow_timeout_override: true }
+          }
+        }
+      )pb",
+      "config.pbtxt");
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   auto o = DynamicBatchOptionsFromConfig(*config, 99);
   ASSERT_TRUE(o.ok()) << o.status().ToString();

@@ -54,7 +54,7 @@ struct QueuePolicy {
 };
 
 struct DynamicBatchOptions {
-  uint64_t max_batch_size = 1;                 // > 0
+  uint64_t max_batch_size = 1;                  // > 0
   std::vector<uint64_t> preferred_batch_sizes;  // each in [1, max_batch_size]
   std::chrono::microseconds max_queue_delay{0};
   bool preserve_ordering = false;  // responses leave in the order the requests arrived
@@ -158,15 +158,15 @@ class DynamicBatchScheduler final : public Scheduler {
   // No queued request times out or passes its deadline before this (it may be early:
   // then the next scan recomputes it). Guarded by mu_.
   Clock::time_point earliest_expiry_ = Clock::time_point::max();
-  size_t cancellable_ = 0;  // guarded by mu_: queued requests with a cancelled flag
-  size_t running_ = 0;               // guarded by mu_: requests handed to instances
-  uint64_t next_sequence_ = 0;       // guarded by mu_
-  bool stopping_ = false;            // guarded by mu_
+  size_t cancellable_ = 0;      // guarded by mu_: queued requests with a cancelled flag
+  size_t running_ = 0;          // guarded by mu_: requests handed to instances
+  uint64_t next_sequence_ = 0;  // guarded by mu_
+  bool stopping_ = false;       // guarded by mu_
   std::vector<std::unique_ptr<Worker>> workers_;
   std::condition_variable timer_cv_;
   Clock::time_point timer_wake_ = Clock::time_point::max();  // guarded by mu_
-  uint64_t sync_requested_ = 0;  // guarded by mu_
-  uint64_t sync_done_ = 0;       // guarded by mu_
+  uint64_t sync_requested_ = 0;                              // guarded by mu_
+  uint64_t sync_done_ = 0;                                   // guarded by mu_
   std::condition_variable sync_cv_;
   std::thread timer_;
   bool timer_exited_ = false;  // guarded by mu_
