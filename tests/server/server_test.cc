@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <future>
+#include <thread>
 
 #include "fakes/temp_repository.h"
 #include "fastpath/backends/onnxruntime/ort_backend.h"
@@ -153,8 +154,45 @@ TEST_F(ServerTest, StatisticsCountSuccessesAndFailures) {
   EXPECT_EQ((*stats)[0].execution_count, 2u);
   EXPECT_EQ((*stats)[0].inference_stats.success.count, 2u);  // requests
   EXPECT_EQ((*stats)[0].inference_stats.fail.count, 1u);
+  // A request the config refuses is Triton's reason OTHER; histograms see the successes.
+  EXPECT_EQ((*stats)[0].failures[static_cast<size_t>(FailureReason::kOther)], 1u);
+  EXPECT_EQ((*stats)[0].request_latency.count, 2u);
+  EXPECT_EQ((*stats)[0].queue_latency.count, 2u);
   EXPECT_EQ(server_->GetModelStatistics("nope", "").status().code(), StatusCode::kNotFound);
   EXPECT_EQ(server_->GetModelStatistics("", "")->size(), 1u);
+}
+
+// The pending count (nv_inference_pending_request_count) is the scheduler's queued plus
+// running requests. The first request's callback holds its instance (it runs on the
+// instance's thread), so the second one waits in the queue: a state, not a race.
+TEST_F(ServerTest, PendingCountsQueuedAndRunningRequests) {
+  auto pending = [&] {
+    auto stats = server_->GetModelStatistics("simple", "");
+    EXPECT_TRUE(stats.ok());
+    return stats.ok() && !stats->empty() ? (*stats)[0].pending_request_count : ~uint64_t{0};
+  };
+  EXPECT_EQ(pending(), 0u);
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::promise<void> first_running;
+  std::promise<bool> first_ok, second_ok;
+  server_->InferAsync(SimpleRequest(), [&, released](StatusOr<InferResponse> r) {
+    first_running.set_value();
+    released.wait();
+    first_ok.set_value(r.ok());
+  });
+  first_running.get_future().wait();
+  EXPECT_EQ(pending(), 1u);
+  server_->InferAsync(SimpleRequest(), [&](StatusOr<InferResponse> r) { second_ok.set_value(r.ok()); });
+  EXPECT_EQ(pending(), 2u);
+  release.set_value();
+  EXPECT_TRUE(first_ok.get_future().get());
+  EXPECT_TRUE(second_ok.get_future().get());
+  // The worker counts a job finished just after its callback returns: wait for that state.
+  for (int i = 0; i < 5000 && pending() != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(pending(), 0u);
 }
 
 TEST_F(ServerTest, ModelControlIsRefusedOutsideExplicitMode) {
