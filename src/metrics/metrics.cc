@@ -90,48 +90,48 @@ ClientMetric BatchSizeHistogram(const server::ModelStatistics& s) {
 
 std::vector<MetricFamily> StatisticsFamilies(const std::vector<server::ModelStatistics>& stats) {
   // Triton's names and help texts where the meaning is the same.
-  MetricFamily success = Family("nv_inference_request_success",
-                                "Number of successful inference requests, all batch sizes",
-                                MetricType::Counter);
-  MetricFamily failure = Family("nv_inference_request_failure",
-                                "Number of failed inference requests, all batch sizes",
-                                MetricType::Counter);
-  MetricFamily count = Family("nv_inference_count", "Number of inferences performed",
-                              MetricType::Counter);
+  MetricFamily success =
+      Family("nv_inference_request_success",
+             "Number of successful inference requests, all batch sizes", MetricType::Counter);
+  MetricFamily failure =
+      Family("nv_inference_request_failure", "Number of failed inference requests, all batch sizes",
+             MetricType::Counter);
+  MetricFamily count =
+      Family("nv_inference_count", "Number of inferences performed", MetricType::Counter);
   MetricFamily exec = Family("nv_inference_exec_count", "Number of model executions performed",
                              MetricType::Counter);
-  MetricFamily request_us = Family("nv_inference_request_duration_us",
-                                   "Cumulative inference request duration in microseconds",
-                                   MetricType::Counter);
-  MetricFamily queue_us = Family("nv_inference_queue_duration_us",
-                                 "Cumulative inference queuing duration in microseconds",
-                                 MetricType::Counter);
-  MetricFamily input_us = Family("nv_inference_compute_input_duration_us",
-                                 "Cumulative compute input duration in microseconds",
-                                 MetricType::Counter);
-  MetricFamily infer_us = Family("nv_inference_compute_infer_duration_us",
-                                 "Cumulative compute inference duration in microseconds",
-                                 MetricType::Counter);
-  MetricFamily output_us = Family("nv_inference_compute_output_duration_us",
-                                  "Cumulative inference compute output duration in microseconds",
-                                  MetricType::Counter);
+  MetricFamily request_us =
+      Family("nv_inference_request_duration_us",
+             "Cumulative inference request duration in microseconds", MetricType::Counter);
+  MetricFamily queue_us =
+      Family("nv_inference_queue_duration_us",
+             "Cumulative inference queuing duration in microseconds", MetricType::Counter);
+  MetricFamily input_us =
+      Family("nv_inference_compute_input_duration_us",
+             "Cumulative compute input duration in microseconds", MetricType::Counter);
+  MetricFamily infer_us =
+      Family("nv_inference_compute_infer_duration_us",
+             "Cumulative compute inference duration in microseconds", MetricType::Counter);
+  MetricFamily output_us =
+      Family("nv_inference_compute_output_duration_us",
+             "Cumulative inference compute output duration in microseconds", MetricType::Counter);
   MetricFamily pending = Family("nv_inference_pending_request_count",
                                 "Instantaneous number of pending requests awaiting execution "
                                 "per-model",
                                 MetricType::Gauge);
-  MetricFamily request_hist = Family(
-      "fastpath_inference_request_latency_us",
-      "Latency of successful inference requests inside the server, in microseconds",
-      MetricType::Histogram);
+  MetricFamily request_hist =
+      Family("fastpath_inference_request_latency_us",
+             "Latency of successful inference requests inside the server, in microseconds",
+             MetricType::Histogram);
   MetricFamily queue_hist = Family("fastpath_inference_queue_latency_us",
                                    "Time successful requests waited in the queue, in microseconds",
                                    MetricType::Histogram);
-  MetricFamily infer_hist = Family("fastpath_inference_compute_infer_latency_us",
-                                   "Duration of model executions, in microseconds",
-                                   MetricType::Histogram);
-  MetricFamily batch_hist = Family("fastpath_inference_batch_size",
-                                   "Batch size (elements) of each model execution",
-                                   MetricType::Histogram);
+  MetricFamily infer_hist =
+      Family("fastpath_inference_compute_infer_latency_us",
+             "Duration of model executions, in microseconds", MetricType::Histogram);
+  MetricFamily batch_hist =
+      Family("fastpath_inference_batch_size", "Batch size (elements) of each model execution",
+             MetricType::Histogram);
 
   for (const auto& s : stats) {
     const auto labels = ModelLabels(s);
@@ -160,9 +160,9 @@ std::vector<MetricFamily> StatisticsFamilies(const std::vector<server::ModelStat
     batch_hist.metric.push_back(BatchSizeHistogram(s));
   }
   std::vector<MetricFamily> out;
-  for (MetricFamily* f : {&success, &failure, &count, &exec, &request_us, &queue_us, &input_us,
-                          &infer_us, &output_us, &pending, &request_hist, &queue_hist,
-                          &infer_hist, &batch_hist}) {
+  for (MetricFamily* f :
+       {&success, &failure, &count, &exec, &request_us, &queue_us, &input_us, &infer_us, &output_us,
+        &pending, &request_hist, &queue_hist, &infer_hist, &batch_hist}) {
     // A family without samples would be a bare HELP/TYPE header; leave it out.
     if (!f->metric.empty()) out.push_back(std::move(*f));
   }
@@ -209,10 +209,9 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->body_limit(kMaxRequestBytes);
     parser_->header_limit(static_cast<uint32_t>(kMaxRequestBytes));
     stream_.expires_after(kIdleTimeout);
-    bhttp::async_read(stream_, buffer_, *parser_,
-                      [self = shared_from_this()](beast::error_code ec, size_t) {
-                        self->OnRead(ec);
-                      });
+    bhttp::async_read(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
   }
 
  private:
@@ -222,8 +221,7 @@ class Session : public std::enable_shared_from_this<Session> {
       // but a malformed request, which gets a 400 before the connection closes.
       if (ec != bhttp::error::end_of_stream && ec != beast::error::timeout &&
           ec != net::error::operation_aborted && ec != net::error::connection_reset) {
-        Respond(bhttp::status::bad_request, "malformed request: " + ec.message() + "\n", false,
-                11);
+        Respond(bhttp::status::bad_request, "malformed request: " + ec.message() + "\n", false, 11);
       }
       return;
     }
@@ -311,7 +309,7 @@ MetricsServer::~MetricsServer() {
 }
 
 StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const server::InferenceServer& server,
-                                                             const MetricsOptions& options) {
+                                                              const MetricsOptions& options) {
   beast::error_code ec;
   const net::ip::address address = net::ip::make_address(options.address, ec);
   if (ec) return InvalidArgument("metrics address '" + options.address + "' is not an IP address");

@@ -184,22 +184,23 @@ TEST_F(MetricsTest, RefusedRequestsAreCountedAsRejected) {
     std::vector<std::unique_ptr<grpc::ClientContext>> contexts(kBurst);
     std::vector<inference::ModelInferResponse> responses(kBurst);
     std::vector<inference::ModelInferRequest> requests;
-    for (int i = 0; i < kBurst; ++i) requests.push_back(SimpleGrpcRequest(Iota(i, 16), Iota(1, 16)));
+    for (int i = 0; i < kBurst; ++i)
+      requests.push_back(SimpleGrpcRequest(Iota(i, 16), Iota(1, 16)));
     for (int i = 0; i < kBurst; ++i) {
       contexts[i] = std::make_unique<grpc::ClientContext>();
-      grpc().async()->ModelInfer(contexts[i].get(), &requests[i], &responses[i],
-                                 [&](grpc::Status status) {
-                                   std::lock_guard lock(mu);
-                                   if (status.ok()) {
-                                     ++ok;
-                                   } else if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-                                     ++refused;
-                                   } else {
-                                     unexpected.push_back(Describe(status));
-                                   }
-                                   ++answered;
-                                   cv.notify_all();
-                                 });
+      grpc().async()->ModelInfer(
+          contexts[i].get(), &requests[i], &responses[i], [&](grpc::Status status) {
+            std::lock_guard lock(mu);
+            if (status.ok()) {
+              ++ok;
+            } else if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+              ++refused;
+            } else {
+              unexpected.push_back(Describe(status));
+            }
+            ++answered;
+            cv.notify_all();
+          });
     }
     std::unique_lock lock(mu);
     ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(60), [&] { return answered == kBurst; }))

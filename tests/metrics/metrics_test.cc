@@ -4,8 +4,8 @@
 #include <prometheus/text_serializer.h>
 
 #include <boost/asio/connect.hpp>
-#include <boost/asio/write.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <map>
@@ -96,11 +96,11 @@ server::ModelStatistics SampleStats() {
   s.batch_stats.push_back({36, {}, {1, 100}, {}});
   s.failures[static_cast<size_t>(server::FailureReason::kRejected)] = 3;
   s.failures[static_cast<size_t>(server::FailureReason::kBackend)] = 1;
-  s.request_latency.Observe(40'000);      // 40 us: the first bucket (le 50)
-  s.request_latency.Observe(50'000);      // exactly 50 us: still le 50
-  s.request_latency.Observe(3'000'000);   // 3 ms: le 5000
+  s.request_latency.Observe(40'000);             // 40 us: the first bucket (le 50)
+  s.request_latency.Observe(50'000);             // exactly 50 us: still le 50
+  s.request_latency.Observe(3'000'000);          // 3 ms: le 5000
   s.request_latency.Observe(20'000'000'000ull);  // 20 s: only +Inf
-  s.queue_latency.Observe(200'000, 5);    // 200 us, five requests
+  s.queue_latency.Observe(200'000, 5);           // 200 us, five requests
   s.pending_request_count = 7;
   return s;
 }
@@ -112,7 +112,8 @@ std::string Key(const std::string& name, const std::string& extra = "") {
 }
 
 TEST(StatisticsFamiliesTest, TritonCountersAndGaugeWithModelAndVersionLabels) {
-  const Exposition e = Parse(prometheus::TextSerializer().Serialize(StatisticsFamilies({SampleStats()})));
+  const Exposition e =
+      Parse(prometheus::TextSerializer().Serialize(StatisticsFamilies({SampleStats()})));
   EXPECT_EQ(e.Get(Key("nv_inference_request_success")), 5);
   EXPECT_EQ(e.Get(Key("nv_inference_count")), 40);
   EXPECT_EQ(e.Get(Key("nv_inference_exec_count")), 3);
@@ -133,7 +134,8 @@ TEST(StatisticsFamiliesTest, TritonCountersAndGaugeWithModelAndVersionLabels) {
 }
 
 TEST(StatisticsFamiliesTest, FailureCounterHasEveryReasonEvenAtZero) {
-  const Exposition e = Parse(prometheus::TextSerializer().Serialize(StatisticsFamilies({SampleStats()})));
+  const Exposition e =
+      Parse(prometheus::TextSerializer().Serialize(StatisticsFamilies({SampleStats()})));
   EXPECT_EQ(e.Get(Key("nv_inference_request_failure", ",reason=\"REJECTED\"")), 3);
   EXPECT_EQ(e.Get(Key("nv_inference_request_failure", ",reason=\"CANCELED\"")), 0);
   EXPECT_EQ(e.Get(Key("nv_inference_request_failure", ",reason=\"BACKEND\"")), 1);
@@ -141,7 +143,8 @@ TEST(StatisticsFamiliesTest, FailureCounterHasEveryReasonEvenAtZero) {
 }
 
 TEST(StatisticsFamiliesTest, LatencyHistogramsAreCumulativeWithInf) {
-  const Exposition e = Parse(prometheus::TextSerializer().Serialize(StatisticsFamilies({SampleStats()})));
+  const Exposition e =
+      Parse(prometheus::TextSerializer().Serialize(StatisticsFamilies({SampleStats()})));
   const std::string h = "fastpath_inference_request_latency_us";
   EXPECT_EQ(e.types.at(h), "histogram");
   EXPECT_EQ(e.Get(Key(h + "_count")), 4);
@@ -160,7 +163,8 @@ TEST(StatisticsFamiliesTest, LatencyHistogramsAreCumulativeWithInf) {
 }
 
 TEST(StatisticsFamiliesTest, BatchSizeHistogramComesFromBatchStats) {
-  const Exposition e = Parse(prometheus::TextSerializer().Serialize(StatisticsFamilies({SampleStats()})));
+  const Exposition e =
+      Parse(prometheus::TextSerializer().Serialize(StatisticsFamilies({SampleStats()})));
   const std::string b = "fastpath_inference_batch_size";
   EXPECT_EQ(e.types.at(b), "histogram");
   EXPECT_EQ(e.Get(Key(b + "_count")), 3);  // executions
@@ -183,9 +187,7 @@ TEST(StatisticsFamiliesTest, OneSeriesPerModelVersion) {
   EXPECT_EQ(e.Get("nv_inference_request_success{model=\"mlp\",version=\"4\"}"), 9);
 }
 
-TEST(StatisticsFamiliesTest, NoModelsNoFamilies) {
-  EXPECT_TRUE(StatisticsFamilies({}).empty());
-}
+TEST(StatisticsFamiliesTest, NoModelsNoFamilies) { EXPECT_TRUE(StatisticsFamilies({}).empty()); }
 
 TEST(ServerCollectorTest, ReadsTheFacadeOnEveryScrape) {
   StatsServer fake;
@@ -212,7 +214,8 @@ struct Fetched {
 };
 
 // Sends each request on one keep-alive connection and reads every answer.
-std::vector<Fetched> Send(int port, const std::vector<std::pair<http::verb, std::string>>& requests) {
+std::vector<Fetched> Send(int port,
+                          const std::vector<std::pair<http::verb, std::string>>& requests) {
   asio::io_context io;
   asio::ip::tcp::socket socket(io);
   socket.connect({asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)});
@@ -271,8 +274,8 @@ TEST(MetricsServerTest, KeepAliveScrapesSeeNewValuesAndOtherPathsAreRefused) {
   auto more = SampleStats();
   more.inference_stats.success.count = 11;
   fake.SetStatistics(std::vector<server::ModelStatistics>{more});
-  EXPECT_EQ(Parse(Get((*metrics)->port(), "/metrics").body).Get(Key("nv_inference_request_success")),
-            11);
+  EXPECT_EQ(
+      Parse(Get((*metrics)->port(), "/metrics").body).Get(Key("nv_inference_request_success")), 11);
 }
 
 TEST(MetricsServerTest, GarbageIsAnsweredWith400) {
@@ -281,8 +284,8 @@ TEST(MetricsServerTest, GarbageIsAnsweredWith400) {
   ASSERT_TRUE(metrics.ok()) << metrics.status().ToString();
   asio::io_context io;
   asio::ip::tcp::socket socket(io);
-  socket.connect({asio::ip::make_address("127.0.0.1"),
-                  static_cast<unsigned short>((*metrics)->port())});
+  socket.connect(
+      {asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>((*metrics)->port())});
   asio::write(socket, asio::buffer(std::string("NOT HTTP AT ALL\r\n\r\n")));
   beast::flat_buffer buffer;
   http::response<http::string_body> res;
@@ -297,8 +300,8 @@ TEST(MetricsServerTest, StopsWithAConnectionStillOpen) {
   ASSERT_TRUE(metrics.ok()) << metrics.status().ToString();
   asio::io_context io;
   asio::ip::tcp::socket idle(io);
-  idle.connect({asio::ip::make_address("127.0.0.1"),
-                static_cast<unsigned short>((*metrics)->port())});
+  idle.connect(
+      {asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>((*metrics)->port())});
   metrics->reset();  // must not wait for the idle client
   SUCCEED();
 }

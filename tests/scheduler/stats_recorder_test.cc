@@ -24,7 +24,7 @@ size_t BucketOf(uint64_t us) {
 TEST(StatsRecorderTest, SuccessFeedsCountsDurationsHistogramsAndBatchStats) {
   StatsRecorder recorder;
   StatsRecorder::Timings t;
-  t.queue_ns = 200'000;          // 200 us
+  t.queue_ns = 200'000;  // 200 us
   t.compute_input_ns = 1'000;
   t.compute_infer_ns = 3'000'000;  // 3 ms
   t.compute_output_ns = 2'000;
@@ -84,8 +84,8 @@ TEST(StatsRecorderTest, FailuresAreCountedByReason) {
 TEST(LatencyHistogramTest, BoundsAreInclusiveAndTheLastBucketIsUnbounded) {
   server::LatencyHistogram h;
   h.Observe(0);
-  h.Observe(50'000);      // exactly the first bound
-  h.Observe(50'001);      // just above it
+  h.Observe(50'000);  // exactly the first bound
+  h.Observe(50'001);  // just above it
   h.Observe(kLatencyBucketBoundsUs.back() * 1000 + 1, 3);
   EXPECT_EQ(h.buckets[0], 2u);
   EXPECT_EQ(h.buckets[1], 1u);

@@ -54,7 +54,7 @@ class MetricsServer {
   // `server` is not owned and must outlive the MetricsServer. Fails with InvalidArgument for
   // an address that is not an IP address, Unavailable when it cannot be bound.
   static StatusOr<std::unique_ptr<MetricsServer>> Start(const server::InferenceServer& server,
-                                                       const MetricsOptions& options);
+                                                        const MetricsOptions& options);
   ~MetricsServer();
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;
