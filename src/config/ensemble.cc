@@ -14,8 +14,6 @@
 namespace fastpath::config {
 namespace {
 
-using internal::DimsString;
-
 std::string Quoted(const std::string& s) { return "'" + s + "'"; }
 
 // Where an ensemble tensor comes from: an ensemble input, or step `step`'s output.
@@ -86,9 +84,10 @@ Status CheckConsistent(const std::string& ensemble, const std::string& tensor, c
     return InvalidArgument(what + a.source + " is " + inference::DataType_Name(a.type) + " but " +
                            b.source + " is " + inference::DataType_Name(b.type));
   }
-  // A step that does not batch may take [-1, d...] from an ensemble that does: compare
-  // the dims as written, and failing that the full shapes.
-  if (!DimsAgree(a.dims, b.dims) && !DimsAgree(a.full_dims, b.full_dims)) {
+  // Full shapes, batch dim included: a step that does not batch may take [-1, d...] from
+  // an ensemble that does (its dims then spell the -1), but never [d...], since the
+  // tensor it gets has the batch dim.
+  if (!DimsAgree(a.full_dims, b.full_dims)) {
     return InvalidArgument(what + a.source + " has shape " + ShapeToString(a.full_dims) + " but " +
                            b.source + " has shape " + ShapeToString(b.full_dims));
   }

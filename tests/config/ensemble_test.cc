@@ -319,6 +319,27 @@ TEST_F(EnsembleConfigTest, NonBatchingStepTakesTheFullShape) {
   EXPECT_TRUE(ValidateEnsembleSteps(Parse(kDiamond), Lookup()).ok());
 }
 
+TEST_F(EnsembleConfigTest, NonBatchingStepWithoutTheBatchDimDoesNotFit) {
+  // It would get [n, 16] where it takes [16].
+  models_["double"] = Parse(R"pb(
+    name: "double"
+    platform: "onnxruntime_onnx"
+    max_batch_size: 0
+    input {
+      name: "INPUT0"
+      data_type: TYPE_FP32
+      dims: [ 16 ]
+    }
+    output {
+      name: "OUTPUT0"
+      data_type: TYPE_FP32
+      dims: [ 16 ]
+    })pb");
+  ExpectInvalid(ValidateEnsembleSteps(Parse(kDiamond), Lookup()),
+                "ensemble input 'X' has shape [-1,16]",
+                "step 2 (model 'double') input 'INPUT0' has shape [16]");
+}
+
 TEST_F(EnsembleConfigTest, StepBatchesLessThanTheEnsemble) {
   auto c = Diamond([&](auto& c) { c.set_max_batch_size(16); });
   ExpectInvalid(ValidateEnsembleSteps(c, Lookup()), "allows batches of 16",

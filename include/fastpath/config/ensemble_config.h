@@ -60,8 +60,8 @@ using StepModelLookup =
 // - input_map keys are inputs of the step model and cover its required inputs;
 // - output_map keys are outputs of the step model;
 // - every ensemble tensor has one datatype wherever it appears, and shapes that agree
-//   where both sides fix a dim (compared without, then with, the batch dim so that a
-//   non-batching step may take [-1, ...] from a batching ensemble).
+//   where both sides fix a dim, compared with the batch dim (so a step that does not
+//   batch may take [-1, d...] from a batching ensemble, but not [d...]).
 Status ValidateEnsembleSteps(const inference::ModelConfig& config, const StepModelLookup& lookup);
 
 // What completion means for an ensemble (there is no model file): the default
