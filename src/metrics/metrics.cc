@@ -5,6 +5,7 @@
 #include <array>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -185,8 +186,8 @@ std::string RenderText(const prometheus::Collectable& collectable) {
   return prometheus::TextSerializer().Serialize(collectable.Collect());
 }
 
-// The listener: one Asio thread, one coroutine-free session per connection. Scrapes are
-// rare and small, so a single thread serves them all, one at a time. prometheus-cpp's own
+// The listener: one Asio thread, one session per connection. Scrapes are rare and small, so
+// a single thread serves them all, one at a time. prometheus-cpp's own
 // Exposer (civetweb) would do, but civetweb polls its sockets in 2-second quanta, and every
 // server stop (each integration test) waited for that.
 namespace {
@@ -287,14 +288,23 @@ struct MetricsServer::Impl {
   void Accept() {
     acceptor.async_accept(net::make_strand(io), [this](beast::error_code ec, tcp::socket socket) {
       if (ec == net::error::operation_aborted) return;
-      if (!ec) std::make_shared<Session>(std::move(socket), collector)->Read();
-      Accept();  // a failed accept (e.g. out of descriptors) does not stop the listener
+      if (!ec) {
+        std::make_shared<Session>(std::move(socket), collector)->Read();
+        Accept();
+        return;
+      }
+      // A failed accept (e.g. out of descriptors) does not stop the listener, nor spin it.
+      retry.expires_after(std::chrono::milliseconds(100));
+      retry.async_wait([this](beast::error_code wait_ec) {
+        if (!wait_ec) Accept();
+      });
     });
   }
 
   ServerCollector collector;
   net::io_context io{1};
   tcp::acceptor acceptor{io};
+  net::steady_timer retry{io};
   std::thread thread;
 };
 
