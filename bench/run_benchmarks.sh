@@ -12,7 +12,9 @@
 # missing), FASTPATH_JOBS (build parallelism, default 2), FASTPATH_BENCH_WINDOW_MS (window
 # length, default 2000), FASTPATH_BENCH_MAX_TRIALS (default 6), FASTPATH_BENCH_RESULTS
 # (default bench/results), FASTPATH_BENCH_SKIP_PEER=1 (no Node.js peer),
-# FASTPATH_BENCH_QUEUE_DELAY_US (the batched configuration's window, default 1000).
+# FASTPATH_BENCH_QUEUE_DELAY_US (the batched configuration's window, default 1000),
+# FASTPATH_BENCH_PARTS (which measurements, default "1 2 3 4"; the results of the others are
+# kept).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -24,6 +26,8 @@ MAX_TRIALS="${FASTPATH_BENCH_MAX_TRIALS:-6}"
 DELAY_US="${FASTPATH_BENCH_QUEUE_DELAY_US:-1000}"
 MODELS_DIR="models/example"
 EXAMPLE_MODELS=(mlp_classifier cnn_classifier transformer_encoder)
+PARTS=" ${FASTPATH_BENCH_PARTS:-1 2 3 4} "
+part() { [[ "$PARTS" == *" $1 "* ]]; }
 mkdir -p "$RESULTS"
 WORK="$(mktemp -d /tmp/fastpath-bench-XXXXXX)"
 PIDS=()
@@ -111,7 +115,7 @@ stop_server() {
 
 COMMON=(--warmup-ms 1000 --measurement-interval-ms "$WINDOW_MS" --max-trials "$MAX_TRIALS" --seed 1)
 COMMANDS="$RESULTS/commands.txt"
-: >"$COMMANDS"
+touch "$COMMANDS"
 bench() {
   # Records the command (with the ports as placeholders) and runs it.
   local shown="fastpath bench" a
@@ -127,11 +131,23 @@ bench() {
   "$FASTPATH" bench "$@"
 }
 
-rm -f "$RESULTS"/*.json "$RESULTS"/*.csv
+# Each part rewrites its own files only.
+part 1 && rm -f "$RESULTS"/efficiency.*
+part 2 && rm -f "$RESULTS"/overhead.*
+part 3 && rm -f "$RESULTS"/batching.* "$RESULTS"/calibration.*
+part 4 && rm -f "$RESULTS"/peer.*
+# commands.txt: keep the lines of the parts not rerun.
+for p in 1 2 3 4; do
+  part "$p" && sed -i "/^# part $p\$/,/^# end part $p\$/d" "$COMMANDS"
+done
 
 # ---- 1. Server efficiency: cnn at c=32 (dynamic batching) / best in-process batch ----
-log "1. server efficiency (cnn_classifier, c=32, HTTP binary and gRPC, vs in-process ORT)"
+if part 1 || part 4; then
 start_server "$BATCHED" batched
+fi
+if part 1; then
+echo "# part 1" >>"$COMMANDS"
+log "1. server efficiency (cnn_classifier, c=32, HTTP binary and gRPC, vs in-process ORT)"
 bench -m cnn_classifier -u "127.0.0.1:$HTTP_PORT" --encoding binary --concurrency 32 \
   --in-process --model-repository "$BATCHED" --batch-sizes 1,2,4,8,16,32 "${COMMON[@]}" \
   --label "cnn http binary, dynamic batching" --json "$RESULTS/efficiency.json" --csv "$RESULTS/efficiency.csv"
@@ -139,30 +155,47 @@ bench -m cnn_classifier -i grpc -u "127.0.0.1:$GRPC_PORT" --concurrency 32 \
   --in-process --model-repository "$BATCHED" --batch-sizes 1,2,4,8,16,32 "${COMMON[@]}" \
   --label "cnn grpc, dynamic batching" --json "$RESULTS/efficiency.json" --csv "$RESULTS/efficiency.csv" --append \
   --svg "$RESULTS/efficiency.svg"
+echo "# end part 1" >>"$COMMANDS"
+fi
 
 # ---- 4 (fastpath side, batched). Peer comparison at c=1,16,32 ----
+if part 4; then
+echo "# part 4" >>"$COMMANDS"
 log "4. peer comparison: fastpath with dynamic batching (cnn_classifier, HTTP binary)"
 bench -m cnn_classifier -u "127.0.0.1:$HTTP_PORT" --concurrency 1,16,32 "${COMMON[@]}" \
   --label "fastpath, dynamic batching" --json "$RESULTS/peer.json" --csv "$RESULTS/peer.csv"
-stop_server
+echo "# end part 4" >>"$COMMANDS"
+fi
+if part 1 || part 4; then stop_server; fi
 
 # ---- 2. Protocol overhead: mlp p50 at c=1 minus in-process p50 at batch 1 ----
+if part 2 || part 4; then start_server "$PLAIN" plain; fi
+if part 2; then
+echo "# part 2" >>"$COMMANDS"
 log "2. protocol overhead (mlp_classifier, c=1, no batcher)"
-start_server "$PLAIN" plain
 bench -m mlp_classifier -u "127.0.0.1:$HTTP_PORT" --encoding binary --concurrency 1 \
   --in-process --model-repository "$PLAIN" --batch-sizes 1 "${COMMON[@]}" \
   --label "mlp http binary" --json "$RESULTS/overhead.json" --csv "$RESULTS/overhead.csv"
 bench -m mlp_classifier -i grpc -u "127.0.0.1:$GRPC_PORT" --concurrency 1 \
   --in-process --model-repository "$PLAIN" --batch-sizes 1 "${COMMON[@]}" \
   --label "mlp grpc" --json "$RESULTS/overhead.json" --csv "$RESULTS/overhead.csv" --append
+echo "# end part 2" >>"$COMMANDS"
+fi
 
+if part 4; then
+echo "# part 4" >>"$COMMANDS"
 log "4. peer comparison: fastpath without dynamic batching"
 bench -m cnn_classifier -u "127.0.0.1:$HTTP_PORT" --concurrency 1,16,32 "${COMMON[@]}" \
   --label "fastpath, no batching" --json "$RESULTS/peer.json" --csv "$RESULTS/peer.csv" --append
-stop_server
+echo "# end part 4" >>"$COMMANDS"
+fi
+if part 2 || part 4; then stop_server; fi
 
 # ---- 4 (peer side). Node.js http + onnxruntime-node, unbatched ----
-if [[ -z "${FASTPATH_BENCH_SKIP_PEER:-}" ]]; then
+if part 4 && ! command -v node >/dev/null; then
+  echo "run_benchmarks: no node on PATH: skipping the Node.js peer (tools/setup.sh installs nodejs/npm)" >&2
+elif part 4 && [[ -z "${FASTPATH_BENCH_SKIP_PEER:-}" ]]; then
+  echo "# part 4" >>"$COMMANDS"
   log "4. peer comparison: Node.js peer"
   PEER_DIR="bench/peer/node"
   if [[ ! -d "$PEER_DIR/node_modules/onnxruntime-node" ]]; then
@@ -181,14 +214,17 @@ if [[ -z "${FASTPATH_BENCH_SKIP_PEER:-}" ]]; then
     --label "node http + onnxruntime-node" --json "$RESULTS/peer.json" --csv "$RESULTS/peer.csv" --append
   kill -TERM "$PEER_PID" 2>/dev/null || true
   wait "$PEER_PID" 2>/dev/null || true
+  echo "# end part 4" >>"$COMMANDS"
 fi
-"$FASTPATH" bench plot --svg "$RESULTS/peer.svg" --title "cnn_classifier: fastpath vs a hand-written Node.js peer" \
+part 4 && "$FASTPATH" bench plot --svg "$RESULTS/peer.svg" --title "cnn_classifier: fastpath vs a hand-written Node.js peer" \
   "$RESULTS/peer.json"
 
 # ---- 3. Batching gain: c=32 with / without dynamic batching, each example model ----
 # --calibrate-batching starts fastpath serve per configuration: the baseline (no dynamic
 # batching) and max_batch_size 32 with windows of 0 and DELAY_US.
+part 3 && echo "# part 3" >>"$COMMANDS"
 for m in "${EXAMPLE_MODELS[@]}"; do
+  part 3 || break
   log "3. batching gain ($m, c=32, HTTP binary)"
   HTTP_PORT=none GRPC_PORT=none bench -m "$m" --calibrate-batching --slo-p99-ms 1000 --model-repository "$MODELS_DIR" \
     --concurrency 32 --max-batch-sizes 32 --queue-delays-us "0,$DELAY_US" "${COMMON[@]}" \
@@ -196,10 +232,13 @@ for m in "${EXAMPLE_MODELS[@]}"; do
 done
 
 # ---- Calibration example: the SLO-driven choice for the cnn ----
+if part 3; then
 log "calibration example (cnn_classifier, p99 <= 40 ms at c=32)"
 HTTP_PORT=none GRPC_PORT=none bench -m cnn_classifier --calibrate-batching --slo-p99-ms 40 \
   --model-repository "$MODELS_DIR" --concurrency 32 --max-batch-sizes 8,32 --queue-delays-us 0,1000,5000 \
   "${COMMON[@]}" --json "$RESULTS/calibration.json" | tee "$RESULTS/calibration.txt"
+echo "# end part 3" >>"$COMMANDS"
+fi
 
 /usr/bin/python3 bench/summarize.py --results "$RESULTS" --build-type "${BUILD_TYPE:-unknown}" \
   >"$RESULTS/summary.md"

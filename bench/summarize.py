@@ -133,6 +133,8 @@ def main():
         w("```sh")
         with open(cmds) as f:
             for line in f:
+                if line.startswith("# part ") or line.startswith("# end part "):
+                    continue  # section markers of run_benchmarks.sh
                 w(line.rstrip())
         w("```")
     print("\n".join(out))

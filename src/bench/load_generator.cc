@@ -40,7 +40,7 @@ void Record(WorkerLog& log, const InferOutcome& outcome, int64_t latency_ns) {
     log.latencies_ns.push_back(latency_ns);
     if (outcome.cpu_ns > 0) {
       log.cpu_ns += outcome.cpu_ns;
-      ++log.cpu_runs;
+      log.cpu_runs += outcome.cpu_runs;
     }
   } else {
     ++log.errors[outcome.kind];

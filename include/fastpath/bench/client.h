@@ -41,9 +41,11 @@ struct InferOutcome {
   bool ok = true;
   std::string kind;
   std::string message;
-  // In-process with one ORT thread: the CPU time the run took on the calling thread
-  // (excludes time descheduled); 0 when unknown.
+  // In-process with one ORT thread: the calling thread's CPU time over the last `cpu_runs`
+  // runs (excludes time descheduled); 0 when not measured on this call. Read every few runs
+  // only, so that the clock reads stay out of the per-run latency.
   int64_t cpu_ns = 0;
+  uint64_t cpu_runs = 0;
 };
 
 class InferSession {
