@@ -170,12 +170,46 @@ std::vector<MetricFamily> StatisticsFamilies(const std::vector<server::ModelStat
   return out;
 }
 
+std::vector<MetricFamily> AdmissionFamilies(const admission::AdmissionReport& report) {
+  MetricFamily ready = Family("fastpath_server_ready",
+                              "1 when the server is ready: every model admitted and its self-test "
+                              "passed (GET /v2/health/ready answers 200)",
+                              MetricType::Gauge);
+  ClientMetric server_ready;
+  server_ready.gauge.value = report.ready ? 1 : 0;
+  ready.metric.push_back(std::move(server_ready));
+  std::vector<MetricFamily> out;
+  out.push_back(std::move(ready));
+  if (report.models.empty()) return out;
+
+  MetricFamily state = Family("fastpath_model_state",
+                              "1 for the model's admission state (READY, DEGRADED: served below "
+                              "its proven fast path, UNAVAILABLE), 0 for the others",
+                              MetricType::Gauge);
+  for (const admission::ModelAdmission& model : report.models) {
+    for (const auto candidate :
+         {admission::AdmissionState::kReady, admission::AdmissionState::kDegraded,
+          admission::AdmissionState::kUnavailable}) {
+      ClientMetric m;
+      m.label = {{"model", model.name},
+                 {"version", model.version},
+                 {"state", admission::AdmissionStateName(candidate)}};
+      m.gauge.value = model.state == candidate ? 1 : 0;
+      state.metric.push_back(std::move(m));
+    }
+  }
+  out.push_back(std::move(state));
+  return out;
+}
+
 std::vector<MetricFamily> ServerCollector::Collect() const {
   // Runs on the exposer's thread: nothing may escape into the HTTP library.
   try {
     auto stats = server_.GetModelStatistics("", "");
     if (!stats.ok()) return {};
-    return StatisticsFamilies(*stats);
+    std::vector<MetricFamily> out = StatisticsFamilies(*stats);
+    for (MetricFamily& f : AdmissionFamilies(server_.Admission())) out.push_back(std::move(f));
+    return out;
   } catch (const std::exception& e) {
     std::cerr << "fastpath: metrics collection failed: " << e.what() << "\n";
     return {};

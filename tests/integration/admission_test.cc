@@ -114,6 +114,14 @@ TEST_F(SelfTestMissDevTest, ServesButEveryViewSaysDegraded) {
   EXPECT_TRUE(doc["capability_snapshot"].IsObject());
   EXPECT_TRUE(doc["capability_snapshot"]["ort_version"].IsString());
   EXPECT_THAT(server().LogTail(), HasSubstr("model 'simple' version 1 is DEGRADED"));
+  ASSERT_GT(server().metrics_port(), 0);
+  HttpResponse metrics = HttpClient(server().metrics_port()).Get("/metrics");
+  ASSERT_EQ(metrics.status, 200) << metrics.Describe();
+  EXPECT_THAT(metrics.body, HasSubstr("fastpath_model_state{model=\"simple\",version=\"1\","
+                                      "state=\"DEGRADED\"} 1"));
+  EXPECT_THAT(metrics.body, HasSubstr("fastpath_model_state{model=\"simple\",version=\"1\","
+                                      "state=\"READY\"} 0"));
+  EXPECT_THAT(metrics.body, HasSubstr("fastpath_server_ready 1"));
   ExpectStillServing();
 }
 

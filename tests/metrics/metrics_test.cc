@@ -192,13 +192,61 @@ TEST(StatisticsFamiliesTest, NoModelsNoFamilies) { EXPECT_TRUE(StatisticsFamilie
 TEST(ServerCollectorTest, ReadsTheFacadeOnEveryScrape) {
   StatsServer fake;
   ServerCollector collector(fake);
-  EXPECT_EQ(RenderText(collector), "");
+  EXPECT_FALSE(Parse(RenderText(collector)).Has(Key("nv_inference_request_success")));
   fake.SetStatistics(std::vector<server::ModelStatistics>{SampleStats()});
   EXPECT_EQ(Parse(RenderText(collector)).Get(Key("nv_inference_request_success")), 5);
   auto more = SampleStats();
   more.inference_stats.success.count = 6;
   fake.SetStatistics(std::vector<server::ModelStatistics>{more});
   EXPECT_EQ(Parse(RenderText(collector)).Get(Key("nv_inference_request_success")), 6);
+}
+
+admission::AdmissionReport SampleAdmission() {
+  admission::AdmissionReport report;
+  report.ready = false;
+  admission::ModelAdmission slow;
+  slow.name = "mlp";
+  slow.version = "3";
+  slow.state = admission::AdmissionState::kDegraded;
+  slow.reasons = {"self-test missed its budget"};
+  admission::ModelAdmission broken;
+  broken.name = "cnn";  // failed before any version was loaded
+  broken.state = admission::AdmissionState::kUnavailable;
+  report.models = {slow, broken};
+  return report;
+}
+
+TEST(AdmissionFamiliesTest, OneStateGaugePerModelWithTheCurrentStateAtOne) {
+  prometheus::TextSerializer serializer;
+  const Exposition e = Parse(serializer.Serialize(AdmissionFamilies(SampleAdmission())));
+  EXPECT_EQ(e.types.at("fastpath_server_ready"), "gauge");
+  EXPECT_EQ(e.types.at("fastpath_model_state"), "gauge");
+  EXPECT_EQ(e.Get("fastpath_server_ready"), 0);
+  EXPECT_EQ(e.Get(Key("fastpath_model_state", ",state=\"DEGRADED\"")), 1);
+  EXPECT_EQ(e.Get(Key("fastpath_model_state", ",state=\"READY\"")), 0);
+  EXPECT_EQ(e.Get(Key("fastpath_model_state", ",state=\"UNAVAILABLE\"")), 0);
+  EXPECT_EQ(e.Get("fastpath_model_state{model=\"cnn\",version=\"\",state=\"UNAVAILABLE\"}"), 1);
+  EXPECT_EQ(e.Get("fastpath_model_state{model=\"cnn\",version=\"\",state=\"READY\"}"), 0);
+}
+
+TEST(AdmissionFamiliesTest, NoModelsStillSaysWhetherTheServerIsReady) {
+  admission::AdmissionReport report;
+  report.ready = true;
+  const auto families = AdmissionFamilies(report);
+  ASSERT_EQ(families.size(), 1u);
+  EXPECT_EQ(families[0].name, "fastpath_server_ready");
+  EXPECT_EQ(families[0].metric.at(0).gauge.value, 1);
+}
+
+TEST(ServerCollectorTest, ScrapesCarryTheFacadesAdmission) {
+  class AdmittingServer : public StatsServer {
+   public:
+    admission::AdmissionReport Admission() const override { return SampleAdmission(); }
+  } fake;
+  fake.SetStatistics(std::vector<server::ModelStatistics>{SampleStats()});
+  const Exposition e = Parse(RenderText(ServerCollector(fake)));
+  EXPECT_EQ(e.Get(Key("nv_inference_request_success")), 5);
+  EXPECT_EQ(e.Get(Key("fastpath_model_state", ",state=\"DEGRADED\"")), 1);
 }
 
 TEST(ServerCollectorTest, FacadeErrorYieldsNoFamilies) {

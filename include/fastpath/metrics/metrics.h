@@ -23,6 +23,11 @@ namespace fastpath::metrics {
 //   nv_inference_pending_request_count (gauge),
 //   fastpath_inference_request_latency_us, fastpath_inference_queue_latency_us,
 //   fastpath_inference_compute_infer_latency_us and fastpath_inference_batch_size (histograms).
+// And admission (issue 4 §5, §6), from the facade's Admission():
+//   fastpath_server_ready (gauge, 1 when /v2/health/ready answers 200),
+//   fastpath_model_state{model,version,state} (gauge, 1 for the model's state among READY,
+//   DEGRADED and UNAVAILABLE, 0 for the others), so that `fastpath_model_state{state=
+//   "DEGRADED"} == 1` is the alert for a model served below its proven fast path.
 class ServerCollector final : public prometheus::Collectable {
  public:
   // `server` is not owned and must outlive the collector.
@@ -38,6 +43,9 @@ class ServerCollector final : public prometheus::Collectable {
 // mapping can be tested without a server.
 std::vector<prometheus::MetricFamily> StatisticsFamilies(
     const std::vector<server::ModelStatistics>& stats);
+
+// The admission families for this report; also part of ServerCollector::Collect.
+std::vector<prometheus::MetricFamily> AdmissionFamilies(const admission::AdmissionReport& report);
 
 // The Prometheus text exposition of `collectable`'s families (prometheus::TextSerializer).
 std::string RenderText(const prometheus::Collectable& collectable);
