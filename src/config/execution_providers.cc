@@ -1,6 +1,9 @@
 // The execution providers a model's instances use: Triton's
 // optimization.execution_accelerators, read the fastpath way (the list is the list, in
 // order; nothing is added behind the config's back), and the CPU-op allowance.
+#include <charconv>
+#include <cstdint>
+#include <limits>
 #include <set>
 #include <string>
 
@@ -21,6 +24,34 @@ std::optional<backend::ExecutionProvider> ProviderByName(std::string_view name) 
     if (name == backend::ExecutionProviderName(ep)) return ep;
   }
   return std::nullopt;
+}
+
+// The CUDA EP options fastpath checks itself, so that a typo is refused when the config is
+// loaded rather than by ORT (or not at all) when the first instance is created.
+Status CheckCudaOption(const std::string& what, const std::string& key, const std::string& value) {
+  const auto bad = [&](const std::string& allowed) {
+    return InvalidArgument(what + ": parameter '" + key + "' is '" + value + "'; " + allowed);
+  };
+  if (key == "arena_extend_strategy") {
+    if (value != "kNextPowerOfTwo" && value != "kSameAsRequested") {
+      return bad("it must be \"kNextPowerOfTwo\" or \"kSameAsRequested\"");
+    }
+  } else if (key == "gpu_mem_limit") {
+    // Bytes, as ORT reads them: a decimal size_t. 0 and anything unparsable are refused.
+    uint64_t bytes = 0;
+    const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), bytes);
+    if (value.empty() || ec != std::errc() || ptr != value.data() + value.size() || bytes == 0) {
+      return bad("it must be the arena's limit in bytes, an integer between 1 and " +
+                 std::to_string(std::numeric_limits<uint64_t>::max()));
+    }
+  } else if (key == "user_compute_stream" || key == "has_user_compute_stream") {
+    return bad(
+        "fastpath gives every instance its own CUDA stream (its session creates it), and a "
+        "stream shared between instances would serialize them; remove the parameter");
+  } else if (key == "device_id") {
+    return bad("the GPU comes from instance_group's gpus; remove the parameter");
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -67,6 +98,9 @@ StatusOr<std::vector<ProviderChoice>> GpuExecutionProviders(const inference::Mod
     ProviderChoice choice{*provider, {}};
     for (const auto& [key, value] : accelerator.parameters()) {
       if (key.empty()) return InvalidArgument(what + ": a parameter key is empty");
+      if (*provider == backend::ExecutionProvider::kCuda) {
+        FASTPATH_RETURN_IF_ERROR(CheckCudaOption(what, key, value));
+      }
       choice.options.emplace(key, value);
     }
     out.push_back(std::move(choice));

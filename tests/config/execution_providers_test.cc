@@ -166,5 +166,54 @@ TEST(ExecutionProvidersTest, UnsupportedOptimizationFieldsAreRefusedByName) {
   EXPECT_THAT(parsed.status().message(), ::testing::HasSubstr("'cuda'"));
 }
 
+std::string CudaWith(const std::string& key, const std::string& value) {
+  return "optimization { execution_accelerators { gpu_execution_accelerator { name: \"cuda\" "
+         "parameters { key: \"" +
+         key + "\" value: \"" + value + "\" } } } }";
+}
+
+// The CUDA EP arena (issue 4 §4): checked when the config is loaded, passed to the EP as is.
+TEST(ExecutionProvidersTest, CudaArenaOptionsAreCheckedAndPassed) {
+  const inference::ModelConfig config = Parse(R"pb(
+    optimization {
+      execution_accelerators {
+        gpu_execution_accelerator {
+          name: "cuda"
+          parameters { key: "arena_extend_strategy" value: "kNextPowerOfTwo" }
+          parameters { key: "gpu_mem_limit" value: "2147483648" }
+        }
+      }
+    })pb");
+  ASSERT_TRUE(ValidateModelConfig(config).ok());
+  auto options = InstanceOptionsFor(config, Group(inference::ModelInstanceGroup::KIND_GPU), 0);
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  EXPECT_THAT(options->provider_options[ExecutionProvider::kCuda],
+              ElementsAre(Pair("arena_extend_strategy", "kNextPowerOfTwo"),
+                          Pair("gpu_mem_limit", "2147483648")));
+  EXPECT_TRUE(
+      ValidateModelConfig(Parse(CudaWith("arena_extend_strategy", "kSameAsRequested"))).ok());
+
+  const std::string field = "optimization.execution_accelerators.gpu_execution_accelerator[0]: ";
+  ExpectInvalid(CudaWith("arena_extend_strategy", "kNextPowerOf2"),
+                field +
+                    "parameter 'arena_extend_strategy' is 'kNextPowerOf2'; it must be "
+                    "\"kNextPowerOfTwo\" or \"kSameAsRequested\"");
+  const std::string limit_allowed =
+      "; it must be the arena's limit in bytes, an integer between 1 and 18446744073709551615";
+  for (const char* bad : {"", "0", "-1", "2GB", "1.5", "18446744073709551616"}) {
+    ExpectInvalid(CudaWith("gpu_mem_limit", bad),
+                  field + "parameter 'gpu_mem_limit' is '" + bad + "'" + limit_allowed);
+  }
+  ExpectInvalid(CudaWith("has_user_compute_stream", "1"),
+                field +
+                    "parameter 'has_user_compute_stream' is '1'; fastpath gives every instance "
+                    "its own CUDA stream (its session creates it), and a stream shared between "
+                    "instances would serialize them; remove the parameter");
+  ExpectInvalid(CudaWith("device_id", "1"),
+                field +
+                    "parameter 'device_id' is '1'; the GPU comes from instance_group's gpus; "
+                    "remove the parameter");
+}
+
 }  // namespace
 }  // namespace fastpath::config

@@ -98,6 +98,13 @@ Status AppendGpuProvider(const backend::InstanceOptions& options,
       it != options.provider_options.end()) {
     ep_options.insert(it->second.begin(), it->second.end());
   }
+  if (provider == backend::ExecutionProvider::kCuda) {
+    // One CUDA stream per instance: without a user stream the CUDA EP creates its own
+    // compute stream for each session, and fastpath creates one session per instance, so
+    // instances never queue behind each other on a shared stream. Said explicitly here
+    // (the config may not set it: config/execution_providers.cc refuses a user stream).
+    ep_options["has_user_compute_stream"] = "0";
+  }
   return CatchOrtExceptions(
       "appending the " + name + " execution provider for GPU " + std::to_string(options.device_id),
       [&]() -> Status {

@@ -227,6 +227,23 @@ TEST(EpAdmissionTest, FakeEpDeviceMatchingAndFailure) {
               HasSubstr("fastpath's fake CUDA execution provider cannot run models"));
 }
 
+// The CUDA arena options reach the EP as ORT provider options, and every instance asks
+// for its own stream (no user stream): the fake EP's error lists the options it was given.
+TEST(EpAdmissionTest, CudaArenaOptionsAndOwnStreamReachTheEp) {
+  auto backend = MakeBackend(FASTPATH_FAKE_ORT_EP_DIR);
+  ASSERT_NE(backend, nullptr);
+  InstanceOptions options = GpuOptions();
+  options.provider_options[ExecutionProvider::kCuda] = {
+      {"arena_extend_strategy", "kSameAsRequested"}, {"gpu_mem_limit", "1073741824"}};
+  auto instance = backend->CreateInstance(ModelPath("mlp"), options);
+  ASSERT_FALSE(instance.ok());
+  const std::string prefix = "ep.cuda.";  // ORT's prefix for the EP's options
+  EXPECT_THAT(instance.status().message(),
+              HasSubstr("(options: " + prefix + "arena_extend_strategy=kSameAsRequested " + prefix +
+                        "device_id=0 " + prefix + "gpu_mem_limit=1073741824 " + prefix +
+                        "has_user_compute_stream=0)"));
+}
+
 TEST(EpAdmissionTest, OneEpLibraryFolderPerProcess) {
   auto first = MakeBackend(kOrtLibraryDir);
   ASSERT_NE(first, nullptr);

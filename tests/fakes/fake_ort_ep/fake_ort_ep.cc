@@ -11,6 +11,8 @@
 #include <onnxruntime_c_api.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <map>
 #include <string>
 
 namespace {
@@ -47,11 +49,29 @@ OrtStatus* ORT_API_CALL GetSupportedDevices(OrtEpFactory* factory,
   return nullptr;
 }
 
+// Fails, and says which provider options reached it: the session's "ep.*" config entries
+// (ORT adds the options given to AppendExecutionProvider_V2 with an "ep.<ep name>." prefix),
+// sorted, so that tests can check what fastpath passed to the EP.
 OrtStatus* ORT_API_CALL CreateEp(OrtEpFactory*, const OrtHardwareDevice* const*,
-                                 const OrtKeyValuePairs* const*, size_t, const OrtSessionOptions*,
-                                 const OrtLogger*, OrtEp**) noexcept {
-  return g_api->CreateStatus(ORT_NOT_IMPLEMENTED,
-                             "fastpath's fake CUDA execution provider cannot run models");
+                                 const OrtKeyValuePairs* const*, size_t,
+                                 const OrtSessionOptions* session_options, const OrtLogger*,
+                                 OrtEp**) noexcept {
+  std::map<std::string, std::string> seen;
+  OrtKeyValuePairs* entries = nullptr;
+  if (g_api->GetSessionOptionsConfigEntries(session_options, &entries) == nullptr) {
+    const char* const* keys = nullptr;
+    const char* const* values = nullptr;
+    size_t count = 0;
+    g_api->GetKeyValuePairs(entries, &keys, &values, &count);
+    for (size_t i = 0; i < count; ++i) {
+      if (std::strncmp(keys[i], "ep.", 3) == 0) seen[keys[i]] = values[i];
+    }
+    g_api->ReleaseKeyValuePairs(entries);
+  }
+  std::string message = "fastpath's fake CUDA execution provider cannot run models (options:";
+  for (const auto& [key, value] : seen) message += " " + key + "=" + value;
+  message += ")";
+  return g_api->CreateStatus(ORT_NOT_IMPLEMENTED, message.c_str());
 }
 
 void ORT_API_CALL ReleaseEp(OrtEpFactory*, OrtEp*) noexcept {}
