@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "fastpath/common/status.h"
+#include "fastpath/gpu/capability_snapshot.h"
 
 namespace fastpath::cli {
 
@@ -15,27 +16,32 @@ constexpr int kExitUsage = 2;    // bad command line
 
 // `fastpath doctor --require-gpu` exits with the class of the most fundamental problem it
 // found (the values of gpu::FailureClass); without --require-gpu it reports and exits 0.
-constexpr int kExitNoDriverLibrary = 10;   // libcuda.so.1 cannot be loaded
-constexpr int kExitNoDevice = 11;          // the driver loads but sees no device
-constexpr int kExitDriverTooOld = 12;      // the driver's CUDA is older than a library needs
-constexpr int kExitNvmlUnavailable = 13;   // libnvidia-ml.so.1 missing or not initializing
-constexpr int kExitDriverInitFailed = 14;  // cuInit failed otherwise (stub library, mismatch)
-constexpr int kExitNoCudaRuntime = 15;     // no libcudart on the library path
-constexpr int kExitDeviceUnhealthy = 16;   // uncorrected ECC errors, hardware slowdown
+constexpr int kExitNoDriverLibrary = 10;         // libcuda.so.1 cannot be loaded
+constexpr int kExitNoDevice = 11;                // the driver loads but sees no device
+constexpr int kExitDriverTooOld = 12;            // the driver's CUDA is older than a library needs
+constexpr int kExitNvmlUnavailable = 13;         // libnvidia-ml.so.1 missing or not initializing
+constexpr int kExitDriverInitFailed = 14;        // cuInit failed otherwise (stub library, mismatch)
+constexpr int kExitNoCudaRuntime = 15;           // no libcudart on the library path
+constexpr int kExitDeviceUnhealthy = 16;         // uncorrected ECC errors, hardware slowdown
 constexpr int kExitNoGpuExecutionProvider = 17;  // ORT's CUDA EP library: not loadable, no device
 
 // Admission (issue 4 §2, §5, §6; docs/runbooks/admission.md says what to do about each).
 // `fastpath doctor --diff` exits 0 when the snapshots agree and 1 when they differ.
 constexpr int kExitSnapshotsDiffer = 1;
 constexpr int kExitVersionLockMismatch = 20;  // serve: a component the lock pins differs here
-constexpr int kExitBadLockFile = 21;          // a lock file or --diff snapshot is unreadable/invalid
-constexpr int kExitSelfTestFailed = 22;       // serve, production: a model missed its budget
-constexpr int kExitModelNotAdmitted = 23;     // serve, production: a model is not READY at start
+constexpr int kExitBadLockFile = 21;       // a lock file or --diff snapshot is unreadable/invalid
+constexpr int kExitSelfTestFailed = 22;    // serve, production: a model missed its budget
+constexpr int kExitModelNotAdmitted = 23;  // serve, production: a model is not READY at start
 
 int Serve(const std::vector<std::string>& args);
 int Doctor(const std::vector<std::string>& args);
 // `fastpath bench` (src/cli/bench.cc): exit 0 measured, 1 server/model unreachable, 2 usage.
 int Bench(const std::vector<std::string>& args);
+
+// What `doctor` reports and `serve` keeps for /v2/health/admission and checks the lock
+// against: the driver, NVML, CUDA libraries and container probes, and ONNX Runtime with the
+// execution-provider libraries registered exactly as a GPU model will meet them.
+gpu::CapabilitySnapshot TakeNodeSnapshot();
 
 // Writes via a temporary file and rename, so a reader never sees half a file.
 Status WriteFileAtomically(const std::string& path, const std::string& content);

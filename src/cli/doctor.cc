@@ -65,7 +65,8 @@ StatusOr<DoctorFlags> ParseDoctorFlags(const std::vector<std::string>& args) {
       if (i + 1 >= args.size()) return InvalidArgument("--lock needs a file name");
       flags.lock_file = args[++i];
     } else if (flag == "--diff") {
-      if (i + 2 >= args.size()) return InvalidArgument("--diff needs two snapshot files (doctor --json outputs)");
+      if (i + 2 >= args.size())
+        return InvalidArgument("--diff needs two snapshot files (doctor --json outputs)");
       flags.diff_files = {args[i + 1], args[i + 2]};
       i += 2;
     } else if (flag == "--json") {
@@ -104,7 +105,8 @@ void Row(std::ostream& out, const std::string& label, const std::string& value) 
   out << padded << " " << value << "\n";
 }
 
-std::string RenderTable(const gpu::CapabilitySnapshot& s, const std::vector<gpu::Finding>& findings) {
+std::string RenderTable(const gpu::CapabilitySnapshot& s,
+                        const std::vector<gpu::Finding>& findings) {
   std::ostringstream out;
   out << "fastpath " << s.fastpath_version << " doctor, ONNX Runtime " << s.ort_version << "\n\n";
 
@@ -137,20 +139,26 @@ std::string RenderTable(const gpu::CapabilitySnapshot& s, const std::vector<gpu:
     for (const gpu::NvmlDevice& dev : n.devices) {
       const std::string gpu = "GPU " + std::to_string(dev.index);
       Row(out, gpu, dev.name);
-      Row(out, "  MIG", OnOff(dev.mig_enabled) +
-                         (dev.mig_instances ? ", " + std::to_string(*dev.mig_instances) + " instances" : ""));
-      Row(out, "  ECC", OnOff(dev.ecc_enabled) +
-                         (dev.ecc_enabled.value_or(false)
-                              ? ", volatile errors: " + Or(dev.ecc_corrected_volatile, "") + " corrected, " +
-                                    Or(dev.ecc_uncorrected_volatile, "") + " uncorrected"
-                              : ""));
+      Row(out, "  MIG",
+          OnOff(dev.mig_enabled) +
+              (dev.mig_instances ? ", " + std::to_string(*dev.mig_instances) + " instances" : ""));
+      Row(out, "  ECC",
+          OnOff(dev.ecc_enabled) +
+              (dev.ecc_enabled.value_or(false)
+                   ? ", volatile errors: " + Or(dev.ecc_corrected_volatile, "") + " corrected, " +
+                         Or(dev.ecc_uncorrected_volatile, "") + " uncorrected"
+                   : ""));
       Row(out, "  power limit",
           dev.power_limit_mw ? std::to_string(*dev.power_limit_mw / 1000) + " W" : "not supported");
-      Row(out, "  clocks", "SM " + Or(dev.sm_clock_mhz, " MHz") + ", memory " + Or(dev.mem_clock_mhz, " MHz"));
+      Row(out, "  clocks",
+          "SM " + Or(dev.sm_clock_mhz, " MHz") + ", memory " + Or(dev.mem_clock_mhz, " MHz"));
       std::string reasons;
-      for (const std::string& r : dev.clock_event_reason_names) reasons += (reasons.empty() ? "" : ", ") + r;
+      for (const std::string& r : dev.clock_event_reason_names)
+        reasons += (reasons.empty() ? "" : ", ") + r;
       Row(out, "  clock event reasons",
-          !dev.clock_event_reasons ? "not supported" : reasons.empty() ? "none" : reasons);
+          !dev.clock_event_reasons ? "not supported"
+          : reasons.empty()        ? "none"
+                                   : reasons);
       if (!dev.error.empty()) Row(out, "  error", dev.error);
     }
     if (!n.error.empty()) Row(out, "error", n.error);
@@ -179,7 +187,8 @@ std::string RenderTable(const gpu::CapabilitySnapshot& s, const std::vector<gpu:
     for (const gpu::EpLibraryInfo& library : o.libraries) {
       std::string value;
       if (!library.error.empty()) {
-        value = std::string(library.registered ? "registered, " : "") + "NOT USABLE: " + library.error;
+        value =
+            std::string(library.registered ? "registered, " : "") + "NOT USABLE: " + library.error;
       } else {
         value = "registered, " + std::to_string(library.devices.size()) + " device" +
                 (library.devices.size() == 1 ? "" : "s");
@@ -192,13 +201,15 @@ std::string RenderTable(const gpu::CapabilitySnapshot& s, const std::vector<gpu:
       Row(out, device.ep_name,
           device.device_type + ", " + (device.vendor.empty() ? "vendor unknown" : device.vendor) +
               " (PCI " + ids + ")" +
-              (device.cuda_device_id ? ", CUDA device " + std::to_string(*device.cuda_device_id) : ""));
+              (device.cuda_device_id ? ", CUDA device " + std::to_string(*device.cuda_device_id)
+                                     : ""));
     }
   }
 
   out << "\nContainer\n";
   std::string nodes;
-  for (const std::string& node : s.container.device_nodes) nodes += (nodes.empty() ? "" : " ") + node;
+  for (const std::string& node : s.container.device_nodes)
+    nodes += (nodes.empty() ? "" : " ") + node;
   Row(out, "/dev/nvidia*", nodes.empty() ? "none" : nodes);
   Row(out, "NVIDIA_VISIBLE_DEVICES", EnvValue(s.container.nvidia_visible_devices));
   Row(out, "CUDA_VISIBLE_DEVICES", EnvValue(s.container.cuda_visible_devices));
@@ -212,10 +223,12 @@ std::string RenderTable(const gpu::CapabilitySnapshot& s, const std::vector<gpu:
 
   out << "\nCompatibility\n";
   std::string compat;
-  for (const std::string& lib : s.compatibility.compat_libraries) compat += (compat.empty() ? "" : " ") + lib;
-  Row(out, "cuda-compat", compat.empty() ? "not installed"
-                                         : compat + (s.compatibility.compat_driver_loaded ? " (in use)"
-                                                                                          : " (not in use)"));
+  for (const std::string& lib : s.compatibility.compat_libraries)
+    compat += (compat.empty() ? "" : " ") + lib;
+  Row(out, "cuda-compat",
+      compat.empty()
+          ? "not installed"
+          : compat + (s.compatibility.compat_driver_loaded ? " (in use)" : " (not in use)"));
   Row(out, "driver vs libraries", s.compatibility.problems.empty() ? "ok" : "MISMATCH (see below)");
 
   out << "\n";
@@ -227,7 +240,8 @@ std::string RenderTable(const gpu::CapabilitySnapshot& s, const std::vector<gpu:
       out << "  [" << static_cast<int>(f.failure) << " " << gpu::FailureClassName(f.failure) << "] "
           << f.message << "\n";
     }
-    out << "With --require-gpu, doctor exits " << static_cast<int>(findings.front().failure) << ".\n";
+    out << "With --require-gpu, doctor exits " << static_cast<int>(findings.front().failure)
+        << ".\n";
   }
   return out.str();
 }
@@ -269,8 +283,8 @@ int WriteLock(const std::string& path, const gpu::CapabilitySnapshot& snapshot) 
   const std::vector<std::string> pinned = admission::PinnedComponents(lock);
   std::string pins;
   for (const std::string& p : pinned) pins += (pins.empty() ? "" : ", ") + p;
-  std::cout << "fastpath doctor: wrote version lock " << path << " pinning " << (pins.empty() ? "nothing" : pins)
-            << "\n";
+  std::cout << "fastpath doctor: wrote version lock " << path << " pinning "
+            << (pins.empty() ? "nothing" : pins) << "\n";
   if (pinned.size() < 8) {
     std::cout << "  the components this machine lacks are null (not pinned); "
                  "write the lock on a node of the pool it is meant for\n";
@@ -315,6 +329,14 @@ gpu::OnnxRuntimeInfo ProbeOnnxRuntime() {
 
 }  // namespace
 
+gpu::CapabilitySnapshot TakeNodeSnapshot() {
+  gpu::CapabilitySnapshot snapshot = gpu::TakeSnapshot(gpu::ProbeEnvironment::Host());
+  snapshot.fastpath_version = FASTPATH_VERSION;
+  snapshot.ort_version = backends::onnxruntime::OrtVersion();
+  snapshot.onnxruntime = ProbeOnnxRuntime();
+  return snapshot;
+}
+
 int Doctor(const std::vector<std::string>& args) {
   StatusOr<DoctorFlags> flags = ParseDoctorFlags(args);
   if (!flags.ok()) {
@@ -326,10 +348,7 @@ int Doctor(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   if (!flags->diff_files.empty()) return Diff(flags->diff_files[0], flags->diff_files[1]);
-  gpu::CapabilitySnapshot snapshot = gpu::TakeSnapshot(gpu::ProbeEnvironment::Host());
-  snapshot.fastpath_version = FASTPATH_VERSION;
-  snapshot.ort_version = backends::onnxruntime::OrtVersion();
-  snapshot.onnxruntime = ProbeOnnxRuntime();
+  const gpu::CapabilitySnapshot snapshot = TakeNodeSnapshot();
   const std::vector<gpu::Finding> findings = gpu::Assess(snapshot);
   if (!flags->lock_file.empty()) return WriteLock(flags->lock_file, snapshot);
   if (flags->json) {

@@ -49,7 +49,8 @@ constexpr const char* kServeUsage = R"(usage: fastpath serve --model-repository 
                                 with port 0)
 )";
 
-StatusOr<int64_t> ParseInt(const std::string& flag, const std::string& text, int64_t lo, int64_t hi) {
+StatusOr<int64_t> ParseInt(const std::string& flag, const std::string& text, int64_t lo,
+                           int64_t hi) {
   int64_t value = 0;
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || ptr != text.data() + text.size() || value < lo || value > hi) {
@@ -143,9 +144,11 @@ StatusOr<ServeFlags> ParseServeFlags(const std::vector<std::string>& args) {
     }
   }
   if (!have_repo) return InvalidArgument("--model-repository is required");
-  if (flags.server.policy.profile == admission::Profile::kProduction && flags.server.policy.allow_cpu_fallback) {
-    return InvalidArgument("--allow-cpu-fallback is refused with --profile production: there the CPU "
-                           "never runs a GPU model");
+  if (flags.server.policy.profile == admission::Profile::kProduction &&
+      flags.server.policy.allow_cpu_fallback) {
+    return InvalidArgument(
+        "--allow-cpu-fallback is refused with --profile production: there the CPU "
+        "never runs a GPU model");
   }
   if (flags.server.repository.mode != repository::ControlMode::kExplicit &&
       !flags.server.startup_models.empty()) {
@@ -157,9 +160,7 @@ StatusOr<ServeFlags> ParseServeFlags(const std::vector<std::string>& args) {
 // The node-level admission, before any model loads: the capability snapshot (kept for
 // /v2/health/admission) and the version lock. Returns the exit code, kExitOk to go on.
 int AdmitNode(ServeFlags* flags) {
-  gpu::CapabilitySnapshot snapshot = gpu::TakeSnapshot(gpu::ProbeEnvironment::Host());
-  snapshot.fastpath_version = FASTPATH_VERSION;
-  snapshot.ort_version = backends::onnxruntime::OrtVersion();
+  const gpu::CapabilitySnapshot snapshot = TakeNodeSnapshot();
   const std::vector<gpu::Finding> findings = gpu::Assess(snapshot);
   flags->server.capability_snapshot_json = gpu::SnapshotToJson(snapshot, findings);
   const admission::Policy& policy = flags->server.policy;
@@ -168,11 +169,13 @@ int AdmitNode(ServeFlags* flags) {
                     ? ": any degradation is fatal; the CPU never runs a GPU model\n"
                     : ": degraded models serve, labelled DEGRADED\n");
   if (policy.allow_cpu_fallback) {
-    std::cerr << "fastpath: !!! --allow-cpu-fallback: GPU models may run on the CPU (10-30x slower); "
-                 "each one that does is labelled DEGRADED\n";
+    std::cerr
+        << "fastpath: !!! --allow-cpu-fallback: GPU models may run on the CPU (10-30x slower); "
+           "each one that does is labelled DEGRADED\n";
   }
   for (const gpu::Finding& f : findings) {
-    std::cerr << "fastpath: GPU fast path: [" << gpu::FailureClassName(f.failure) << "] " << f.message << "\n";
+    std::cerr << "fastpath: GPU fast path: [" << gpu::FailureClassName(f.failure) << "] "
+              << f.message << "\n";
   }
   if (flags->version_lock.empty()) return kExitOk;
   auto lock = admission::ReadLockFile(flags->version_lock);
@@ -184,14 +187,15 @@ int AdmitNode(ServeFlags* flags) {
   if (!mismatches.empty()) {
     std::cerr << "fastpath serve: this node does not match the version lock " << flags->version_lock
               << "; refusing to start:\n"
-              << admission::DescribeMismatches(mismatches)
-              << "(exit " << kExitVersionLockMismatch << "; see docs/runbooks/admission.md)\n";
+              << admission::DescribeMismatches(mismatches) << "(exit " << kExitVersionLockMismatch
+              << "; see docs/runbooks/admission.md)\n";
     return kExitVersionLockMismatch;
   }
   flags->server.version_lock = flags->version_lock;
   flags->server.version_lock_pinned = admission::PinnedComponents(*lock);
   std::string pins;
-  for (const std::string& p : flags->server.version_lock_pinned) pins += (pins.empty() ? "" : ", ") + p;
+  for (const std::string& p : flags->server.version_lock_pinned)
+    pins += (pins.empty() ? "" : ", ") + p;
   std::cerr << "fastpath: version lock " << flags->version_lock << ": node admitted (pins "
             << (pins.empty() ? "nothing" : pins) << ")\n";
   return kExitOk;
@@ -204,11 +208,14 @@ int JudgeStartup(const admission::AdmissionReport& report) {
   bool missed_budget = false;
   std::string refused;
   for (const admission::ModelAdmission& m : report.models) {
-    const std::string what = "model '" + m.name + "'" + (m.version.empty() ? "" : " version " + m.version);
+    const std::string what =
+        "model '" + m.name + "'" + (m.version.empty() ? "" : " version " + m.version);
     if (m.state == admission::AdmissionState::kDegraded) {
-      for (const std::string& r : m.reasons) std::cerr << "fastpath: !!! " << what << " is DEGRADED: " << r << "\n";
+      for (const std::string& r : m.reasons)
+        std::cerr << "fastpath: !!! " << what << " is DEGRADED: " << r << "\n";
     }
-    if (m.state != admission::AdmissionState::kUnavailable || (m.reasons.size() == 1 && m.reasons[0] == "unloaded")) {
+    if (m.state != admission::AdmissionState::kUnavailable ||
+        (m.reasons.size() == 1 && m.reasons[0] == "unloaded")) {
       continue;
     }
     refused += "  " + what + ": " + (m.reasons.empty() ? "UNAVAILABLE" : m.reasons.front()) + "\n";
@@ -252,7 +259,8 @@ int Serve(const std::vector<std::string>& args) {
 
   auto backend = backends::onnxruntime::CreateOrtBackend();
   if (!backend.ok()) {
-    std::cerr << "fastpath serve: ONNX Runtime is unusable: " << backend.status().ToString() << "\n";
+    std::cerr << "fastpath serve: ONNX Runtime is unusable: " << backend.status().ToString()
+              << "\n";
     return kExitRuntime;
   }
   std::cerr << "fastpath: ONNX Runtime " << backends::onnxruntime::OrtVersion()
@@ -320,7 +328,8 @@ int Serve(const std::vector<std::string>& args) {
   grpc_stop.join();
   metrics_server.reset();  // served through the drain; closed last
   if (left > 0) {
-    std::cerr << "fastpath: " << left << " requests outlived the grace period; answered them before exit\n";
+    std::cerr << "fastpath: " << left
+              << " requests outlived the grace period; answered them before exit\n";
   }
   std::cerr << "fastpath: stopped\n";
   return 0;

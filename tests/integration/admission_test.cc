@@ -113,6 +113,12 @@ TEST_F(SelfTestMissDevTest, ServesButEveryViewSaysDegraded) {
   EXPECT_GT(model["self_test"]["measured"]["p95_ms"].GetDouble(), 0.000001);
   EXPECT_TRUE(doc["capability_snapshot"].IsObject());
   EXPECT_TRUE(doc["capability_snapshot"]["ort_version"].IsString());
+  // The same ONNX Runtime probe as doctor's: the provider libraries and what they enumerate.
+  const auto& ort = doc["capability_snapshot"]["onnxruntime"];
+  ASSERT_TRUE(ort.IsObject()) << report.body;
+  ASSERT_TRUE(ort["execution_providers"].IsArray()) << report.body;
+  EXPECT_EQ(ort["execution_providers"].Size(), 2u) << report.body;
+  EXPECT_STREQ(ort["execution_providers"][0]["provider"].GetString(), "cuda");
   EXPECT_THAT(server().LogTail(), HasSubstr("model 'simple' version 1 is DEGRADED"));
   ASSERT_GT(server().metrics_port(), 0);
   HttpResponse metrics = HttpClient(server().metrics_port()).Get("/metrics");
