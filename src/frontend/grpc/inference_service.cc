@@ -1,5 +1,7 @@
 #include "inference_service.h"
 
+#include <atomic>
+#include <memory>
 #include <string>
 #include <thread>
 #include <utility>
@@ -79,6 +81,21 @@ grpc::ServerUnaryReactor* FinishOffThread(grpc::CallbackServerContext* context, 
   return reactor;
 }
 
+// A ModelInfer call: remembers whether the client went away (cancelled, or its
+// deadline passed) in a flag the request carries, so that a request still queued when
+// that happens never reaches the model. gRPC owns it; it deletes itself in OnDone,
+// which comes only after Finish, and Finish is called exactly once (by the facade's
+// callback, or at once for a request that never reached the facade).
+class InferCallReactor final : public grpc::ServerUnaryReactor {
+ public:
+  const std::shared_ptr<std::atomic<bool>>& cancelled() const { return cancelled_; }
+  void OnCancel() override { cancelled_->store(true, std::memory_order_relaxed); }
+  void OnDone() override { delete this; }
+
+ private:
+  std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
+};
+
 }  // namespace
 
 grpc::ServerUnaryReactor* GrpcInferenceServiceImpl::ServerLive(
@@ -146,7 +163,7 @@ grpc::ServerUnaryReactor* GrpcInferenceServiceImpl::ModelMetadata(
 grpc::ServerUnaryReactor* GrpcInferenceServiceImpl::ModelInfer(
     grpc::CallbackServerContext* context, const inference::ModelInferRequest* request,
     inference::ModelInferResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto* reactor = new InferCallReactor();
   StatusOr<InferRequest> parsed = Internal("request not parsed");
   RequestEcho echo;
   const grpc::Status net = Guarded([&] {
@@ -166,6 +183,7 @@ grpc::ServerUnaryReactor* GrpcInferenceServiceImpl::ModelInfer(
     return reactor;
   }
   parsed->deadline = grpc_internal::SteadyDeadline(context->deadline());
+  parsed->cancelled = reactor->cancelled();
   // `reactor` and `response` stay valid until Finish has been called and gRPC has run
   // OnDone, so the callback may use them from any thread, even before InferAsync returns.
   server_.InferAsync(std::move(parsed).value(),

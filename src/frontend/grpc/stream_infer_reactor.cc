@@ -127,6 +127,7 @@ void StreamInferReactor::Dispatch(inference::ModelInferRequest request) {
     return;
   }
   parsed->deadline = SteadyDeadline(context_->deadline());
+  parsed->cancelled = cancelled_;
   // The callback may run right here, on this thread, before InferAsync returns: it only
   // takes mu_, which is not held now.
   server_.InferAsync(std::move(parsed).value(),
@@ -189,6 +190,8 @@ void StreamInferReactor::Drain() {
   }
   Run(actions);
 }
+
+void StreamInferReactor::OnCancel() { cancelled_->store(true, std::memory_order_relaxed); }
 
 void StreamInferReactor::OnDone() {
   registry_.Remove(this);

@@ -75,6 +75,9 @@ class StreamInferReactor final
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
+  // The client cancelled the call (or its deadline passed): the requests of this stream
+  // still queued never reach the model.
+  void OnCancel() override;
   void OnDone() override;
 
   // Refuses new requests and ends the call once the ones already running are answered
@@ -114,6 +117,8 @@ class StreamInferReactor final
   const int64_t max_message_bytes_;
   StreamRegistry& registry_;
   std::atomic<int> refs_{1};  // gRPC's
+  // Set by OnCancel; every request of the stream carries it.
+  const std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
 
   // Touched only between a StartRead and its OnReadDone, which gRPC serializes.
   inference::ModelInferRequest read_buf_;

@@ -190,11 +190,11 @@ EndpointRouter::EndpointRouter(server::InferenceServer& server, size_t max_body_
                                BlockingExecutor blocking)
     : server_(server), max_body_bytes_(max_body_bytes), blocking_(std::move(blocking)) {}
 
-void EndpointRouter::Handle(Request&& request, ReplyFn reply) {
+void EndpointRouter::Handle(Request&& request, ReplyFn reply, ClientGone client_gone) {
   auto once = std::make_shared<ReplyOnce>(std::move(reply));
   ReplyFn reply_once = [once](HttpReply r) { (*once)(std::move(r)); };
   try {
-    Route(request, reply_once);
+    Route(request, reply_once, client_gone);
   } catch (const std::exception& e) {
     (*once)(ErrorReply(500, std::string("internal error: ") + e.what()));
   } catch (...) {
@@ -202,7 +202,7 @@ void EndpointRouter::Handle(Request&& request, ReplyFn reply) {
   }
 }
 
-void EndpointRouter::Route(Request& request, const ReplyFn& reply) {
+void EndpointRouter::Route(Request& request, const ReplyFn& reply, const ClientGone& client_gone) {
   auto segments_or = SplitPath(std::string_view(request.target().data(), request.target().size()));
   if (!segments_or || segments_or->empty() || (*segments_or)[0] != "v2") return reply(NotFoundReply());
   const std::vector<std::string>& s = *segments_or;
@@ -273,7 +273,7 @@ void EndpointRouter::Route(Request& request, const ReplyFn& reply) {
   }
   if (action == "infer") {
     if (!post) return reply(MethodNotAllowedReply());
-    return HandleInfer(request, model, version, reply);
+    return HandleInfer(request, model, version, reply, client_gone);
   }
   if (action == "ready") {
     if (!get) return reply(MethodNotAllowedReply());
@@ -303,7 +303,7 @@ void EndpointRouter::Route(Request& request, const ReplyFn& reply) {
 }
 
 void EndpointRouter::HandleInfer(Request& request, const std::string& model, const std::string& version,
-                                 const ReplyFn& reply) {
+                                 const ReplyFn& reply, const ClientGone& client_gone) {
   if (Status s = DecodeContentEncoding(request, max_body_bytes_); !s.ok()) return reply(ErrorReply(s));
   auto header_length = ParseInferHeaderLength(request);
   if (!header_length.ok()) return reply(ErrorReply(header_length.status()));
@@ -320,6 +320,7 @@ void EndpointRouter::HandleInfer(Request& request, const std::string& model, con
   InferRequest infer = std::move(decoded->request);
   infer.model_name = model;
   infer.model_version = version;
+  infer.cancelled = client_gone;
   std::string request_id = infer.id;
   server_.InferAsync(
       std::move(infer),

@@ -3,8 +3,10 @@
 // (http_server.cc) feeds it requests and writes what it replies.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -28,6 +30,10 @@ struct HttpReply {
 // Called exactly once per request, possibly on a facade thread, possibly before
 // EndpointRouter::Handle returns.
 using ReplyFn = std::function<void(HttpReply)>;
+// Set by the connection code once the client has gone away while its request is in
+// flight; null where it cannot tell. An inference request carries it to the facade, so
+// that a request still queued then never reaches the model.
+using ClientGone = std::shared_ptr<const std::atomic<bool>>;
 // Runs a task that may block (model load/unload) away from the event-loop threads.
 using BlockingExecutor = std::function<void(std::function<void()>)>;
 
@@ -39,12 +45,12 @@ class EndpointRouter {
   // Handles one complete request (the body is consumed: inference parses it in place).
   // This is the front end's one safety net: an exception escaping any handler becomes a
   // 500 JSON error, unless a reply was already sent.
-  void Handle(Request&& request, ReplyFn reply);
+  void Handle(Request&& request, ReplyFn reply, ClientGone client_gone = nullptr);
 
  private:
-  void Route(Request& request, const ReplyFn& reply);
+  void Route(Request& request, const ReplyFn& reply, const ClientGone& client_gone);
   void HandleInfer(Request& request, const std::string& model, const std::string& version,
-                   const ReplyFn& reply);
+                   const ReplyFn& reply, const ClientGone& client_gone);
   void HandleRepositoryIndex(Request& request, const ReplyFn& reply);
   void HandleRepositoryControl(Request& request, const std::string& model, bool load,
                                const ReplyFn& reply);

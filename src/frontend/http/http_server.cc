@@ -9,8 +9,12 @@
 // While a request waits for its reply the core's `pending` map owns the session.
 #include "fastpath/frontend/http_server.h"
 
+#include <sys/socket.h>
+#include <sys/types.h>
+
 #include <array>
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
 #include <cstdint>
 #include <future>
@@ -146,6 +150,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   }
 
   void OnReply(http::HttpReply reply) {
+    StopWatchingClient();
     if (closed_) return;
     const bool keep_alive = keep_alive_ && !core_->draining;
     auto res = std::make_shared<bhttp::response<bhttp::string_body>>();
@@ -220,9 +225,53 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     // The facade may take its time: no timeout while the reply is computed.
     stream_.expires_never();
     core_->AwaitReply(id_, shared_from_this());
-    core_->router->Handle(parser_->release(), [core = core_, id = id_](http::HttpReply reply) {
-      core->Deliver(id, std::move(reply));
-    });
+    auto gone = std::make_shared<std::atomic<bool>>(false);
+    client_gone_ = gone;
+    watching_ = true;
+    WatchClient();
+    core_->router->Handle(
+        parser_->release(),
+        [core = core_, id = id_](http::HttpReply reply) { core->Deliver(id, std::move(reply)); },
+        std::move(gone));
+  }
+
+  // While a request is in flight nothing reads the socket, so a client that hangs up
+  // would go unnoticed until its reply is written. Waiting for readability (no read)
+  // notices it: a peek that finds end-of-stream (or a reset) marks the request's flag,
+  // and a request still queued then never reaches the model. A peek that finds bytes
+  // is a pipelined request: the client is still there, and watching stops (it would
+  // only wake again at once). A client that half-closes its side after sending and
+  // still waits for the reply looks gone too; HTTP/1.1 clients do not do that.
+  void WatchClient() {
+    stream_.socket().async_wait(tcp::socket::wait_read,
+                                [self = shared_from_this(), generation = watch_generation_](
+                                    beast::error_code ec) { self->OnClientReadable(ec, generation); });
+  }
+
+  void OnClientReadable(beast::error_code ec, uint64_t generation) {
+    if (!watching_ || generation != watch_generation_) return;  // the reply came first
+    if (ec == net::error::operation_aborted) return;
+    bool gone = static_cast<bool>(ec);
+    if (!gone) {
+      char byte = 0;
+      const ssize_t n =
+          ::recv(stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+        return WatchClient();  // woken without data: wait again
+      }
+      gone = n <= 0;
+    }
+    watching_ = false;
+    if (gone && client_gone_) client_gone_->store(true, std::memory_order_relaxed);
+  }
+
+  void StopWatchingClient() {
+    client_gone_.reset();
+    if (!watching_) return;
+    watching_ = false;
+    ++watch_generation_;
+    beast::error_code ignored;
+    stream_.socket().cancel(ignored);  // only the wait is outstanding while a reply is due
   }
 
   void RejectTooLarge() {
@@ -297,6 +346,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   unsigned version_ = 11;
   bool keep_alive_ = true;
   std::array<char, 4096> discard_{};
+  // The in-flight request's "client gone" flag, and whether its socket is watched.
+  std::shared_ptr<std::atomic<bool>> client_gone_;
+  bool watching_ = false;
+  uint64_t watch_generation_ = 0;  // a wait from an earlier request finds it changed
 };
 
 void ServerCore::Deliver(uint64_t id, http::HttpReply reply) {

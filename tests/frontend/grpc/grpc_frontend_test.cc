@@ -1125,6 +1125,135 @@ TEST_F(GrpcFrontendTest, ShutdownWithIdleStreamsLetsUnaryCallsFinish) {
   ASSERT_EQ(shutdown.wait_for(kHangGuard), std::future_status::ready);
 }
 
+// ---------------------------------------------------------------- cancellation
+
+// Stands in for a scheduler whose instances are all busy: a request for model "queued"
+// stays queued until its client goes away (the request's `cancelled` flag), and is then
+// answered CANCELLED without running, as the batcher does. Other requests are echoed.
+class QueuedUntilCancelled {
+ public:
+  FakeInferenceServer::Handler handler() {
+    return [this](const InferRequest& request) -> StatusOr<InferResponse> {
+      if (request.model_name != "queued") return IdentityHandler(request);
+      {
+        std::lock_guard lock(mu_);
+        ++entered_;
+        cv_.notify_all();
+      }
+      const auto give_up = std::chrono::steady_clock::now() + kHangGuard;
+      const auto gone = [&] { return request.cancelled && request.cancelled->load(); };
+      // The flag is a plain atomic (nothing to wait on): look at it until it is set.
+      while (!gone() && std::chrono::steady_clock::now() < give_up) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      std::lock_guard lock(mu_);
+      if (gone()) {
+        ++cancelled_;
+      } else {
+        ++ran_;
+      }
+      cv_.notify_all();
+      if (gone()) return Cancelled("cancelled while queued; it never reached the model");
+      return IdentityHandler(request);
+    };
+  }
+  [[nodiscard]] bool WaitEntered(int n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, kHangGuard, [&] { return entered_ >= n; });
+  }
+  // True once `n` queued requests were dropped because their client went away.
+  [[nodiscard]] bool WaitCancelled(int n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, kHangGuard, [&] { return cancelled_ >= n; });
+  }
+  int ran() {
+    std::lock_guard lock(mu_);
+    return ran_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int entered_ = 0;
+  int cancelled_ = 0;
+  int ran_ = 0;
+};
+
+ModelInferRequest QueuedRequest(const std::string& id) {
+  ModelInferRequest r;
+  r.set_model_name("queued");
+  r.set_id(id);
+  auto* in = r.add_inputs();
+  in->set_name("INPUT0");
+  in->set_datatype("INT32");
+  in->add_shape(1);
+  r.add_raw_input_contents(Bytes<int32_t>({7}));
+  return r;
+}
+
+class GrpcCancellationTest : public GrpcFrontendTest {
+ protected:
+  void SetUp() override {
+    GrpcFrontendTest::SetUp();
+    fake_.AddModel(MakeModel("queued"));
+    fake_.SetAsync(true);
+    fake_.SetHandler(queue_.handler());
+  }
+  // The call after a cancelled one is answered as usual.
+  void ExpectNextCallAnswered() {
+    ModelInferResponse response;
+    const grpc::Status status = Infer(RawRequest("INT32", {1}, Bytes<int32_t>({5})), &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    ASSERT_EQ(response.raw_output_contents_size(), 1);
+    EXPECT_EQ(response.raw_output_contents(0), Bytes<int32_t>({5}));
+  }
+
+  QueuedUntilCancelled queue_;
+};
+
+TEST_F(GrpcCancellationTest, UnaryCallCancelledByItsClientMarksItsRequest) {
+  grpc::ClientContext context;
+  ModelInferResponse response;
+  auto call = std::async(std::launch::async, [&] {
+    return stub_->ModelInfer(&context, QueuedRequest("c0"), &response);
+  });
+  ASSERT_TRUE(queue_.WaitEntered(1));
+  context.TryCancel();
+  ASSERT_EQ(call.wait_for(kHangGuard), std::future_status::ready);
+  EXPECT_EQ(call.get().error_code(), grpc::StatusCode::CANCELLED);
+  ASSERT_TRUE(queue_.WaitCancelled(1)) << "the server never saw the cancellation";
+  EXPECT_EQ(queue_.ran(), 0);
+  ExpectNextCallAnswered();
+}
+
+// gRPC cancels a call whose deadline passes: its request is dropped like a cancelled one
+// (and the scheduler also drops it by the deadline the front end passes on).
+TEST_F(GrpcCancellationTest, UnaryCallPastItsDeadlineMarksItsRequest) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(300));
+  ModelInferResponse response;
+  const grpc::Status status = stub_->ModelInfer(&context, QueuedRequest("d0"), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << status.error_message();
+  ASSERT_TRUE(queue_.WaitCancelled(1)) << "the server never saw the deadline pass";
+  EXPECT_EQ(queue_.ran(), 0);
+  ExpectNextCallAnswered();
+}
+
+TEST_F(GrpcCancellationTest, CancelledStreamMarksItsQueuedRequests) {
+  {
+    OpenStream stream(*stub_);
+    ASSERT_TRUE(stream.Write(QueuedRequest("s0")));
+    ASSERT_TRUE(stream.Write(QueuedRequest("s1")));
+    ASSERT_TRUE(queue_.WaitEntered(2));
+  }  // cancels the call
+  ASSERT_TRUE(queue_.WaitCancelled(2)) << "the server never saw the stream cancelled";
+  EXPECT_EQ(queue_.ran(), 0);
+  ExpectNextCallAnswered();
+  // A stream whose client half-closes is not cancelled: its requests run.
+  const StreamResult result = RunStream(*stub_, StreamRequests(3, -1));
+  ExpectStreamAnswers(result, 3, {});
+}
+
 TEST_F(GrpcFrontendTest, StartFailsOnATakenPort) {
   GrpcOptions options;
   options.address = "127.0.0.1";

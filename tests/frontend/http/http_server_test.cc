@@ -1,6 +1,7 @@
 // The HTTP front end over real sockets, against the scriptable fake facade.
 #include <algorithm>  // before the fake, which uses std::find
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <future>
@@ -787,6 +788,111 @@ TEST(HttpServerStart, BindFailureIsAStatus) {
   auto third = HttpServer::Start(fake, options);
   ASSERT_FALSE(third.ok());
   EXPECT_EQ(third.status().code(), StatusCode::kInvalidArgument);
+}
+
+// --- a client that hangs up while its request is in flight ---
+
+constexpr auto kHangGuard = std::chrono::seconds(20);
+
+// Stands in for a scheduler whose instances are all busy: a request for model "queued"
+// stays queued until its client goes away (the request's `cancelled` flag) and is then
+// answered CANCELLED without running, as the batcher does; or it runs once Release()
+// lets it (the first Release the first such request, and so on). Other requests are
+// echoed.
+class QueuedUntilCancelled {
+ public:
+  FakeInferenceServer::Handler handler() {
+    return [this](const InferRequest& request) -> StatusOr<InferResponse> {
+      if (request.model_name != "queued") return Echo(request);
+      int ticket = 0;
+      {
+        std::lock_guard lock(mu_);
+        ticket = ++entered_;
+        cv_.notify_all();
+      }
+      const auto give_up = std::chrono::steady_clock::now() + kHangGuard;
+      const auto gone = [&] { return request.cancelled && request.cancelled->load(); };
+      // The flag is a plain atomic (nothing to wait on): look at it until it is set.
+      while (!gone() && released_ < ticket && std::chrono::steady_clock::now() < give_up) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      std::lock_guard lock(mu_);
+      const bool dropped = gone();
+      ++(dropped ? cancelled_ : ran_);
+      cv_.notify_all();
+      if (dropped) return Cancelled("cancelled while queued; it never reached the model");
+      return Echo(request);
+    };
+  }
+  [[nodiscard]] bool WaitEntered(int n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, kHangGuard, [&] { return entered_ >= n; });
+  }
+  // True once `n` queued requests were dropped because their client went away.
+  [[nodiscard]] bool WaitCancelled(int n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, kHangGuard, [&] { return cancelled_ >= n; });
+  }
+  void Release() { ++released_; }
+  int ran() {
+    std::lock_guard lock(mu_);
+    return ran_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<int> released_{0};
+  int entered_ = 0;
+  int cancelled_ = 0;
+  int ran_ = 0;
+};
+
+class HttpCancellationTest : public HttpFrontendTest {
+ protected:
+  void SetUp() override {
+    HttpFrontendTest::SetUp();
+    auto queued = SimpleModel();
+    queued.metadata.name = "queued";
+    queued.config.set_name("queued");
+    fake_.AddModel(queued);
+    fake_.SetAsync(true);
+    fake_.SetHandler(queue_.handler());
+  }
+  static std::string QueuedRequest() {
+    return RawRequest("POST", "/v2/models/queued/infer",
+                      {{"Content-Length", std::to_string(kBody42.size())}}, kBody42);
+  }
+
+  QueuedUntilCancelled queue_;
+};
+
+TEST_F(HttpCancellationTest, ClientThatHangsUpMarksItsQueuedRequest) {
+  TestClient gone(server_->port());
+  ASSERT_TRUE(gone.Write(QueuedRequest()));
+  ASSERT_TRUE(queue_.WaitEntered(1));
+  gone.Close();
+  ASSERT_TRUE(queue_.WaitCancelled(1)) << "the server never noticed the client hang up";
+  EXPECT_EQ(queue_.ran(), 0);
+  // The next client is answered as usual.
+  ExpectStillServing();
+}
+
+TEST_F(HttpCancellationTest, PipelinedRequestIsNotAHangUp) {
+  TestClient c(server_->port());
+  ASSERT_TRUE(c.Write(QueuedRequest() + RawRequest("GET", "/v2/health/live", {}, "")));
+  ASSERT_TRUE(queue_.WaitEntered(1));
+  queue_.Release();
+  const Reply first = c.Read();
+  EXPECT_EQ(first.status, 200) << first.error << first.body;
+  EXPECT_EQ(Json(first.body)["outputs"][0]["data"][0].GetInt(), 42);
+  EXPECT_EQ(c.Read().status, 200);
+  EXPECT_EQ(queue_.ran(), 1);
+  // The connection stays usable, and a later hang-up on it is still noticed.
+  ASSERT_TRUE(c.Write(QueuedRequest()));
+  ASSERT_TRUE(queue_.WaitEntered(2));
+  c.Close();
+  ASSERT_TRUE(queue_.WaitCancelled(1));
 }
 
 }  // namespace

@@ -20,6 +20,11 @@ TestClient::TestClient(int port) : socket_(ioc_) {
   ::setsockopt(socket_.native_handle(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }
 
+void TestClient::Close() {
+  boost::system::error_code ignored;
+  socket_.close(ignored);
+}
+
 Reply TestClient::Read() {
   Reply out;
   bhttp::response_parser<bhttp::string_body> parser;

@@ -45,6 +45,8 @@ class TestClient {
   Reply Read();
   // True when the server has closed the connection (a read sees end of stream).
   bool ServerClosed();
+  // Hangs up: the connection is closed without waiting for any answer.
+  void Close();
 
  private:
   boost::asio::io_context ioc_;
