@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
+#include <memory>
 #include <future>
 #include <thread>
 
@@ -212,6 +214,75 @@ TEST_F(ServerTest, ShutdownAnswersInFlightAndRefusesNew) {
   for (auto& r : results) EXPECT_TRUE(r.get_future().get().ok());
   EXPECT_FALSE(server_->IsReady());
   EXPECT_EQ(Infer(SimpleRequest()).status().code(), StatusCode::kUnavailable);
+}
+
+// A request whose client goes away while it waits in the queue never reaches the
+// model: it is answered CANCELLED and counted as Triton's failure reason CANCELED, and
+// the request behind it is answered as usual. The first request's callback holds the
+// one instance (it runs on the instance's thread), so the others wait in the queue.
+void ExpectCancelledWhileQueuedNeverRuns(Server& server, InferRequest request) {
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::promise<void> first_running;
+  std::promise<bool> first_ok;
+  server.InferAsync(request, [&, released](StatusOr<InferResponse> r) {
+    first_running.set_value();
+    released.wait();
+    first_ok.set_value(r.ok());
+  });
+  first_running.get_future().wait();
+
+  auto gone = std::make_shared<std::atomic<bool>>(false);
+  InferRequest cancelled = request;
+  cancelled.id = "gone";
+  cancelled.cancelled = gone;
+  std::promise<StatusOr<InferResponse>> cancelled_result;
+  server.InferAsync(cancelled, [&](StatusOr<InferResponse> r) {
+    cancelled_result.set_value(std::move(r));
+  });
+  gone->store(true);  // the front end saw the client go away
+  InferRequest next = request;
+  next.id = "next";
+  std::promise<StatusOr<InferResponse>> next_result;
+  server.InferAsync(next, [&](StatusOr<InferResponse> r) { next_result.set_value(std::move(r)); });
+  release.set_value();
+
+  EXPECT_TRUE(first_ok.get_future().get());
+  const StatusOr<InferResponse> dropped = cancelled_result.get_future().get();
+  EXPECT_EQ(dropped.status().code(), StatusCode::kCancelled) << dropped.status().ToString();
+  EXPECT_NE(dropped.status().message().find("never reached the model"), std::string::npos)
+      << dropped.status().message();
+  const StatusOr<InferResponse> answered = next_result.get_future().get();
+  ASSERT_TRUE(answered.ok()) << answered.status().ToString();
+  EXPECT_EQ(answered->id, "next");
+  ASSERT_EQ(answered->outputs.size(), 2u);
+  auto sum = Int32Values(answered->outputs[0]);
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(sum[i], 3 * i - 5);
+
+  auto stats = server.GetModelStatistics("simple", "");
+  ASSERT_TRUE(stats.ok());
+  ASSERT_EQ(stats->size(), 1u);
+  EXPECT_EQ((*stats)[0].execution_count, 2u) << "the cancelled request ran";
+  EXPECT_EQ((*stats)[0].inference_stats.success.count, 2u);
+  EXPECT_EQ((*stats)[0].inference_stats.fail.count, 1u);
+  EXPECT_EQ((*stats)[0].failures[static_cast<size_t>(FailureReason::kCanceled)], 1u);
+}
+
+TEST_F(ServerTest, CancelledWhileQueuedNeverRunsAndIsCounted) {
+  ExpectCancelledWhileQueuedNeverRuns(*server_, SimpleRequest());
+}
+
+TEST_F(ServerTest, CancelledWhileQueuedInTheDynamicBatcherNeverRunsAndIsCounted) {
+  server_.reset();
+  repo_.WriteConfig("simple", std::string(kSimpleConfig) + "dynamic_batching { }\n");
+  ServerOptions options;
+  options.repository.root = repo_.root();
+  auto backend = backends::onnxruntime::CreateOrtBackend();
+  ASSERT_TRUE(backend.ok());
+  auto server = Server::Create(options, std::move(backend).value());
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  server_ = std::move(server).value();
+  ExpectCancelledWhileQueuedNeverRuns(*server_, SimpleRequest());
 }
 
 }  // namespace
