@@ -70,9 +70,8 @@ std::string TypeName(int type) {
 
 // Shared by inputs and outputs: `what` is "input 'x'" or "output 'y'".
 Status ValidateTensorEntry(const std::string& what, int data_type,
-                           const google::protobuf::RepeatedField<int64_t>& dims,
-                           bool has_reshape, const inference::ModelTensorReshape& reshape,
-                           bool complete) {
+                           const google::protobuf::RepeatedField<int64_t>& dims, bool has_reshape,
+                           const inference::ModelTensorReshape& reshape, bool complete) {
   // Before completion an unwritten data_type or dims is filled from the model later.
   const bool data_type_pending = !complete && data_type == inference::TYPE_INVALID;
   if (!data_type_pending &&
@@ -84,7 +83,8 @@ Status ValidateTensorEntry(const std::string& what, int data_type,
   // dims would leave the protocol shape undefined.
   if (dims.empty() && !has_reshape && !complete) return Status::Ok();
   if (dims.empty()) {
-    return InvalidArgument(what + ": dims must not be empty (for a scalar write dims: [ 1 ] "
+    return InvalidArgument(what +
+                           ": dims must not be empty (for a scalar write dims: [ 1 ] "
                            "and reshape: { shape: [ ] })");
   }
   for (int i = 0; i < dims.size(); ++i) {
@@ -138,12 +138,14 @@ Status ValidateInstanceGroups(const inference::ModelConfig& config) {
         break;
       case inference::ModelInstanceGroup::KIND_AUTO:
         return InvalidArgument(
-            what + ": kind is KIND_AUTO (the default when kind is not written), which fastpath "
-                   "refuses: it never picks CPU or GPU on its own. Write kind: KIND_CPU or "
-                   "kind: KIND_GPU");
+            what +
+            ": kind is KIND_AUTO (the default when kind is not written), which fastpath "
+            "refuses: it never picks CPU or GPU on its own. Write kind: KIND_CPU or "
+            "kind: KIND_GPU");
       case inference::ModelInstanceGroup::KIND_MODEL:
-        return InvalidArgument(what + ": kind KIND_MODEL is not supported (it lets the backend "
-                                      "place instances); write kind: KIND_CPU or kind: KIND_GPU");
+        return InvalidArgument(what +
+                               ": kind KIND_MODEL is not supported (it lets the backend "
+                               "place instances); write kind: KIND_CPU or kind: KIND_GPU");
       default:
         return InvalidArgument(what + ": kind " + internal::KindName(group.kind()) +
                                " is not a valid kind; write KIND_CPU or KIND_GPU");
@@ -195,6 +197,13 @@ Status ValidateDynamicBatching(const inference::ModelConfig& config, bool comple
           "priority_levels > 0");
     }
   } else {
+    // The batcher keeps one queue per level; Triton's configs use a handful.
+    constexpr uint64_t kMaxPriorityLevels = 1024;
+    if (db.priority_levels() > kMaxPriorityLevels) {
+      return InvalidArgument("dynamic_batching: priority_levels " +
+                             std::to_string(db.priority_levels()) + " is more than " +
+                             std::to_string(kMaxPriorityLevels));
+    }
     if (db.default_priority_level() < 1 || db.default_priority_level() > db.priority_levels()) {
       return InvalidArgument("dynamic_batching: default_priority_level " +
                              std::to_string(db.default_priority_level()) +
@@ -255,10 +264,10 @@ Status ValidateWarmup(const inference::ModelConfig& config, bool complete) {
     const int64_t max_batch = config.max_batch_size() > 0 ? config.max_batch_size() : 1;
     const bool mbs_pending = !complete && config.max_batch_size() == 0;
     if (warmup.batch_size() < 1 || (!mbs_pending && warmup.batch_size() > max_batch)) {
-      return InvalidArgument(what + ": batch_size " + std::to_string(warmup.batch_size()) +
-                             " must be between 1 and " + std::to_string(max_batch) +
-                             (config.max_batch_size() > 0 ? " (max_batch_size)"
-                                                          : " (the model does not batch)"));
+      return InvalidArgument(
+          what + ": batch_size " + std::to_string(warmup.batch_size()) + " must be between 1 and " +
+          std::to_string(max_batch) +
+          (config.max_batch_size() > 0 ? " (max_batch_size)" : " (the model does not batch)"));
     }
     for (const auto& [name, input] : warmup.inputs()) {
       const std::string in = what + " input '" + name + "'";
@@ -315,41 +324,71 @@ Status ValidateWarmup(const inference::ModelConfig& config, bool complete) {
 
 DataType FromConfigDataType(inference::DataType type) {
   switch (type) {
-    case inference::TYPE_BOOL: return DataType::kBool;
-    case inference::TYPE_UINT8: return DataType::kUint8;
-    case inference::TYPE_UINT16: return DataType::kUint16;
-    case inference::TYPE_UINT32: return DataType::kUint32;
-    case inference::TYPE_UINT64: return DataType::kUint64;
-    case inference::TYPE_INT8: return DataType::kInt8;
-    case inference::TYPE_INT16: return DataType::kInt16;
-    case inference::TYPE_INT32: return DataType::kInt32;
-    case inference::TYPE_INT64: return DataType::kInt64;
-    case inference::TYPE_FP16: return DataType::kFp16;
-    case inference::TYPE_FP32: return DataType::kFp32;
-    case inference::TYPE_FP64: return DataType::kFp64;
-    case inference::TYPE_STRING: return DataType::kBytes;
-    case inference::TYPE_BF16: return DataType::kBf16;
-    default: return DataType::kInvalid;
+    case inference::TYPE_BOOL:
+      return DataType::kBool;
+    case inference::TYPE_UINT8:
+      return DataType::kUint8;
+    case inference::TYPE_UINT16:
+      return DataType::kUint16;
+    case inference::TYPE_UINT32:
+      return DataType::kUint32;
+    case inference::TYPE_UINT64:
+      return DataType::kUint64;
+    case inference::TYPE_INT8:
+      return DataType::kInt8;
+    case inference::TYPE_INT16:
+      return DataType::kInt16;
+    case inference::TYPE_INT32:
+      return DataType::kInt32;
+    case inference::TYPE_INT64:
+      return DataType::kInt64;
+    case inference::TYPE_FP16:
+      return DataType::kFp16;
+    case inference::TYPE_FP32:
+      return DataType::kFp32;
+    case inference::TYPE_FP64:
+      return DataType::kFp64;
+    case inference::TYPE_STRING:
+      return DataType::kBytes;
+    case inference::TYPE_BF16:
+      return DataType::kBf16;
+    default:
+      return DataType::kInvalid;
   }
 }
 
 inference::DataType ToConfigDataType(DataType type) {
   switch (type) {
-    case DataType::kBool: return inference::TYPE_BOOL;
-    case DataType::kUint8: return inference::TYPE_UINT8;
-    case DataType::kUint16: return inference::TYPE_UINT16;
-    case DataType::kUint32: return inference::TYPE_UINT32;
-    case DataType::kUint64: return inference::TYPE_UINT64;
-    case DataType::kInt8: return inference::TYPE_INT8;
-    case DataType::kInt16: return inference::TYPE_INT16;
-    case DataType::kInt32: return inference::TYPE_INT32;
-    case DataType::kInt64: return inference::TYPE_INT64;
-    case DataType::kFp16: return inference::TYPE_FP16;
-    case DataType::kFp32: return inference::TYPE_FP32;
-    case DataType::kFp64: return inference::TYPE_FP64;
-    case DataType::kBytes: return inference::TYPE_STRING;
-    case DataType::kBf16: return inference::TYPE_BF16;
-    case DataType::kInvalid: break;
+    case DataType::kBool:
+      return inference::TYPE_BOOL;
+    case DataType::kUint8:
+      return inference::TYPE_UINT8;
+    case DataType::kUint16:
+      return inference::TYPE_UINT16;
+    case DataType::kUint32:
+      return inference::TYPE_UINT32;
+    case DataType::kUint64:
+      return inference::TYPE_UINT64;
+    case DataType::kInt8:
+      return inference::TYPE_INT8;
+    case DataType::kInt16:
+      return inference::TYPE_INT16;
+    case DataType::kInt32:
+      return inference::TYPE_INT32;
+    case DataType::kInt64:
+      return inference::TYPE_INT64;
+    case DataType::kFp16:
+      return inference::TYPE_FP16;
+    case DataType::kFp32:
+      return inference::TYPE_FP32;
+    case DataType::kFp64:
+      return inference::TYPE_FP64;
+    case DataType::kBytes:
+      return inference::TYPE_STRING;
+    case DataType::kBf16:
+      return inference::TYPE_BF16;
+    case DataType::kInvalid:
+      break;
   }
   return inference::TYPE_INVALID;
 }
@@ -416,10 +455,9 @@ Status Validate(const inference::ModelConfig& config, bool complete) {
     FASTPATH_RETURN_IF_ERROR(ValidateTensorEntry(what, input.data_type(), input.dims(),
                                                  input.has_reshape(), input.reshape(), complete));
     if (input.format() != inference::ModelInput::FORMAT_NONE && input.dims_size() != 3) {
-      return InvalidArgument(what + ": format " +
-                             inference::ModelInput::Format_Name(input.format()) +
-                             " needs 3 dims (without the batch dim), dims are " +
-                             DimsString(input.dims()));
+      return InvalidArgument(
+          what + ": format " + inference::ModelInput::Format_Name(input.format()) +
+          " needs 3 dims (without the batch dim), dims are " + DimsString(input.dims()));
     }
   }
   names.clear();

@@ -18,11 +18,19 @@ inference::ModelConfig Parse(std::string_view text) {
 
 // Valid: batching MLP on the CPU.
 constexpr std::string_view kBase = R"pb(
-name: "mlp"
-max_batch_size: 8
-input { name: "x" data_type: TYPE_FP32 dims: [ 4 ] }
-output { name: "y" data_type: TYPE_FP32 dims: [ 3 ] }
-instance_group { kind: KIND_CPU count: 1 }
+  name: "mlp"
+  max_batch_size: 8
+  input {
+    name: "x"
+    data_type: TYPE_FP32
+    dims: [ 4 ]
+  }
+  output {
+    name: "y"
+    data_type: TYPE_FP32
+    dims: [ 3 ]
+  }
+  instance_group { kind: KIND_CPU count: 1 }
 )pb";
 
 // Both validations on kBase with `extra` appended: on a config that lacks nothing the
@@ -79,7 +87,7 @@ TEST(ValidateModelConfigTest, Dims) {
   ExpectInvalid(ValidateModelConfig(c), "input 'x': dims [-2] has -2 at index 0");
   c.mutable_input(0)->clear_dims();
   ExpectInvalid(ValidateCompletedModelConfig(c), "input 'x': dims must not be empty");
-  EXPECT_TRUE(ValidateModelConfig(c).ok());  // completion fills dims from the model
+  EXPECT_TRUE(ValidateModelConfig(c).ok());             // completion fills dims from the model
   c.mutable_input(0)->mutable_reshape()->add_shape(4);  // ... but not when reshape is written
   ExpectInvalid(ValidateModelConfig(c), "input 'x': dims must not be empty");
   c = Parse(kBase);
@@ -116,30 +124,37 @@ TEST(ValidateModelConfigTest, DataTypeSet) {
 
 TEST(ValidateModelConfigTest, Reshape) {
   EXPECT_TRUE(
-      ValidateWith("input { name: \"img\" data_type: TYPE_UINT8 dims: [ 12 ] reshape { shape: [ 3, 4 ] } }")
+      ValidateWith(
+          "input { name: \"img\" data_type: TYPE_UINT8 dims: [ 12 ] reshape { shape: [ 3, 4 ] } }")
           .ok());
-  EXPECT_TRUE(ValidateWith("input { name: \"s\" data_type: TYPE_FP32 dims: [ 1 ] reshape { } }").ok());
   EXPECT_TRUE(
-      ValidateWith("input { name: \"v\" data_type: TYPE_FP32 dims: [ -1, 6 ] reshape { shape: [ 2, -1, 3 ] } }")
-          .ok());
+      ValidateWith("input { name: \"s\" data_type: TYPE_FP32 dims: [ 1 ] reshape { } }").ok());
+  EXPECT_TRUE(ValidateWith("input { name: \"v\" data_type: TYPE_FP32 dims: [ -1, 6 ] reshape { "
+                           "shape: [ 2, -1, 3 ] } }")
+                  .ok());
   ExpectInvalid(
-      ValidateWith("input { name: \"img\" data_type: TYPE_UINT8 dims: [ 12 ] reshape { shape: [ 3, 5 ] } }"),
+      ValidateWith(
+          "input { name: \"img\" data_type: TYPE_UINT8 dims: [ 12 ] reshape { shape: [ 3, 5 ] } }"),
       "input 'img': reshape shape [3,5] does not hold the same elements as dims [12]");
   ExpectInvalid(
-      ValidateWith("input { name: \"v\" data_type: TYPE_FP32 dims: [ -1, 6 ] reshape { shape: [ 6 ] } }"),
+      ValidateWith(
+          "input { name: \"v\" data_type: TYPE_FP32 dims: [ -1, 6 ] reshape { shape: [ 6 ] } }"),
       "reshape shape [6]");
   ExpectInvalid(
-      ValidateWith("output { name: \"o\" data_type: TYPE_FP32 dims: [ 4 ] reshape { shape: [ 2, -3 ] } }"),
+      ValidateWith(
+          "output { name: \"o\" data_type: TYPE_FP32 dims: [ 4 ] reshape { shape: [ 2, -3 ] } }"),
       "output 'o': reshape shape [2,-3] has -3");
 }
 
 TEST(ValidateModelConfigTest, InputFormatNeedsThreeDims) {
-  ExpectInvalid(ValidateWith("input { name: \"i\" data_type: TYPE_FP32 format: FORMAT_NHWC dims: [ 4, 4 ] }"),
-                "format FORMAT_NHWC needs 3 dims");
+  ExpectInvalid(
+      ValidateWith("input { name: \"i\" data_type: TYPE_FP32 format: FORMAT_NHWC dims: [ 4, 4 ] }"),
+      "format FORMAT_NHWC needs 3 dims");
 }
 
 TEST(ValidateModelConfigTest, FileNamesStayInsideTheModelFolder) {
-  ExpectInvalid(ValidateWith("default_model_filename: \"../../etc/passwd\""), "default_model_filename");
+  ExpectInvalid(ValidateWith("default_model_filename: \"../../etc/passwd\""),
+                "default_model_filename");
   inference::ModelConfig c = Parse(kBase);
   c.mutable_output(0)->set_label_filename("/etc/labels");
   ExpectInvalid(ValidateModelConfig(c), "label_filename");
@@ -199,6 +214,9 @@ TEST(ValidateModelConfigTest, DynamicBatching) {
   ExpectInvalid(ValidateWith("dynamic_batching { priority_levels: 2 default_priority_level: 1 "
                              "priority_queue_policy { key: 5 value: { } } }"),
                 "priority_queue_policy key 5");
+  ExpectInvalid(ValidateWith("dynamic_batching { priority_levels: 1000000 "
+                             "default_priority_level: 1 }"),
+                "priority_levels 1000000 is more than 1024");
 }
 
 TEST(ValidateModelConfigTest, VersionPolicy) {
@@ -211,9 +229,10 @@ TEST(ValidateModelConfigTest, VersionPolicy) {
 }
 
 TEST(ValidateModelConfigTest, ThreadParameters) {
-  EXPECT_TRUE(ValidateWith("parameters { key: \"intra_op_thread_count\" value { string_value: \"8\" } }"
-                           "parameters { key: \"some_other_key\" value { string_value: \"x\" } }")
-                  .ok());
+  EXPECT_TRUE(
+      ValidateWith("parameters { key: \"intra_op_thread_count\" value { string_value: \"8\" } }"
+                   "parameters { key: \"some_other_key\" value { string_value: \"x\" } }")
+          .ok());
   for (const char* bad : {"0", "-1", "abc", "", "1.5", " 2", "999999999999", "2048"}) {
     const std::string text =
         std::string("parameters { key: \"inter_op_thread_count\" value { string_value: \"") + bad +
