@@ -26,6 +26,7 @@
 #include <vector>
 
 #include <boost/asio/dispatch.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -372,8 +373,8 @@ void ServerCore::Deliver(uint64_t id, http::HttpReply reply) {
 class HttpServerImpl {
  public:
   HttpServerImpl(server::InferenceServer& server, const HttpOptions& options)
-      : ioc_(std::max(options.threads, 1)),
-        acceptor_(net::make_strand(ioc_)),
+      : iocs_(MakeEventLoops(std::max(options.threads, 1))),
+        acceptor_(net::make_strand(*iocs_[0])),
         core_(std::make_shared<ServerCore>(options)) {
     core_->router = std::make_unique<http::EndpointRouter>(
         server, options.max_body_bytes,
@@ -404,7 +405,9 @@ class HttpServerImpl {
     Accept();
     const int n = std::max(core_->options.threads, 1);
     threads_.reserve(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) threads_.emplace_back([this] { ioc_.run(); });
+    for (int i = 0; i < n; ++i) {
+      threads_.emplace_back([loop = iocs_[static_cast<size_t>(i)].get()] { loop->run(); });
+    }
     running_ = true;
   }
 
@@ -425,7 +428,7 @@ class HttpServerImpl {
     if (running_) {
       for (auto& session : core_->LiveSessions()) session->CloseIfIdle();
       core_->WaitNoneInFlight(deadline);
-      ioc_.stop();
+      for (auto& loop : iocs_) loop->stop();
       for (auto& t : threads_) t.join();
       threads_.clear();
     }
@@ -458,7 +461,10 @@ class HttpServerImpl {
   }
 
   void Accept() {
-    acceptor_.async_accept(net::make_strand(ioc_), [this](beast::error_code ec, tcp::socket socket) {
+    // Connections are dealt to the event loops in turn; next_loop_ is touched only on the
+    // acceptor's strand.
+    net::io_context& loop = *iocs_[next_loop_++ % iocs_.size()];
+    acceptor_.async_accept(net::make_strand(loop), [this](beast::error_code ec, tcp::socket socket) {
       if (!acceptor_.is_open()) return;
       if (!ec) {
         beast::error_code ignored;
@@ -472,8 +478,26 @@ class HttpServerImpl {
     });
   }
 
-  // Destroyed last: every socket and queued handler belongs to it.
-  net::io_context ioc_;
+  // One event loop per thread, each connection on one of them for its whole life. One
+  // io_context shared by several threads costs a cross-thread wake-up (an eventfd
+  // interrupt of the thread in epoll_wait, and contention on the context's lock) for
+  // nearly every handler a request runs, which at concurrency 1 is most of the HTTP
+  // front end's latency; a loop per thread wakes another thread only when the facade
+  // answers from its own thread. Kept running by work guards until Shutdown stops them.
+  static std::vector<std::unique_ptr<net::io_context>> MakeEventLoops(int n) {
+    std::vector<std::unique_ptr<net::io_context>> loops;
+    for (int i = 0; i < n; ++i) loops.push_back(std::make_unique<net::io_context>(1));
+    return loops;
+  }
+
+  // Destroyed last: every socket and queued handler belongs to one of them.
+  std::vector<std::unique_ptr<net::io_context>> iocs_;
+  std::vector<net::executor_work_guard<net::io_context::executor_type>> work_ = [this] {
+    std::vector<net::executor_work_guard<net::io_context::executor_type>> guards;
+    for (auto& loop : iocs_) guards.push_back(net::make_work_guard(*loop));
+    return guards;
+  }();
+  size_t next_loop_ = 0;
   tcp::acceptor acceptor_;
   net::thread_pool blocking_pool_{1};
   std::shared_ptr<ServerCore> core_;
