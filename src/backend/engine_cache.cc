@@ -8,6 +8,8 @@
 #include <sstream>
 #include <system_error>
 
+#include "fastpath/backend/backend.h"
+
 namespace fastpath::backend {
 namespace {
 
@@ -293,6 +295,38 @@ StatusOr<EngineCacheDecision> ChooseEngineDir(const EngineCacheOptions& options,
   }
   decision.stale_reason = reason + "; rebuilt under key " + key.Id();
   return decision;
+}
+
+StatusOr<TrtEngineCachePlan> PlanTrtEngineCache(const InstanceOptions& options,
+                                                const fs::path& model_file) {
+  const EngineCacheOptions& cache = options.engine_cache;
+  const std::string what = "TensorRT engine cache of model '" + cache.model_name + "' version " +
+                           std::to_string(cache.model_version);
+  if (cache.tensorrt_version.empty()) {
+    return FailedPrecondition(what +
+                              ": the TensorRT version is unknown (libnvinfer was not found; "
+                              "`fastpath doctor` shows the library search), so no engine can "
+                              "be keyed");
+  }
+  if (cache.compute_capability.empty()) {
+    return FailedPrecondition(what + ": the compute capability of GPU " +
+                              std::to_string(options.device_id) +
+                              " is unknown (the driver does not report it), so no engine can "
+                              "be keyed");
+  }
+  std::map<std::string, std::string> trt_options;
+  if (const auto it = options.provider_options.find(ExecutionProvider::kTensorRt);
+      it != options.provider_options.end()) {
+    trt_options = it->second;
+  }
+  TrtEngineCachePlan plan;
+  FASTPATH_ASSIGN_OR_RETURN(plan.key.model_sha256, Sha256File(model_file));
+  plan.key.tensorrt_version = cache.tensorrt_version;
+  plan.key.compute_capability = cache.compute_capability;
+  FASTPATH_ASSIGN_OR_RETURN(plan.key.precision, TrtPrecision(trt_options));
+  FASTPATH_ASSIGN_OR_RETURN(plan.key.shape_profile, TrtShapeProfile(trt_options));
+  FASTPATH_ASSIGN_OR_RETURN(plan.decision, ChooseEngineDir(cache, plan.key));
+  return plan;
 }
 
 }  // namespace fastpath::backend

@@ -2,11 +2,13 @@
 // (documented in README.md): orchestrators act on them.
 #pragma once
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "fastpath/common/status.h"
 #include "fastpath/gpu/capability_snapshot.h"
+#include "fastpath/repository/model_repository.h"
 
 namespace fastpath::cli {
 
@@ -38,10 +40,22 @@ int Doctor(const std::vector<std::string>& args);
 // `fastpath bench` (src/cli/bench.cc): exit 0 measured, 1 server/model unreachable, 2 usage.
 int Bench(const std::vector<std::string>& args);
 
+// `fastpath build-engines` (src/cli/build_engines.cc): prebuilds TensorRT engines. Exit 0
+// built, 1 a model failed, 2 usage, 17 (kExitNoGpuExecutionProvider) TensorRT unusable here.
+int BuildEngines(const std::vector<std::string>& args);
+
 // What `doctor` reports and `serve` keeps for /v2/health/admission and checks the lock
 // against: the driver, NVML, CUDA libraries and container probes, and ONNX Runtime with the
 // execution-provider libraries registered exactly as a GPU model will meet them.
 gpu::CapabilitySnapshot TakeNodeSnapshot();
+
+// The TensorRT engine cache of serve and build-engines: root `engine_cache` (empty:
+// <repository>/.engine-cache), the TensorRT version (libnvinfer) and each GPU's compute
+// capability (the driver) from `snapshot`.
+void SetEngineCacheFromSnapshot(const gpu::CapabilitySnapshot& snapshot,
+                                const std::filesystem::path& repository,
+                                const std::filesystem::path& engine_cache,
+                                repository::RepositoryOptions* options);
 
 // Writes via a temporary file and rename, so a reader never sees half a file.
 Status WriteFileAtomically(const std::string& path, const std::string& content);

@@ -29,6 +29,7 @@ commands:
   serve     serve a model repository over KServe v2 HTTP and gRPC
   doctor    print this machine's GPU capability snapshot (driver, NVML, CUDA libraries)
   bench     measure a served model: latency percentiles, throughput, batching (perf_analyzer-like)
+  build-engines  prebuild a repository's TensorRT engines into the keyed engine cache
   version   print the version
 
 Run `fastpath <command> --help` for a command's options.
@@ -47,6 +48,7 @@ int main(int argc, char** argv) {
   if (command == "serve") return fastpath::cli::Serve(args);
   if (command == "doctor") return fastpath::cli::Doctor(args);
   if (command == "bench") return fastpath::cli::Bench(args);
+  if (command == "build-engines") return fastpath::cli::BuildEngines(args);
   if (command == "version" || command == "--version") {
     std::cout << "fastpath " << FASTPATH_VERSION << "\n";
     return 0;

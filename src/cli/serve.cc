@@ -32,6 +32,8 @@ constexpr const char* kServeUsage = R"(usage: fastpath serve --model-repository 
                                 CPU, labelled DEGRADED in the log and /v2/health/admission
   --version-lock FILE           refuse to start (exit 20) unless this node matches the lock
                                 written by `fastpath doctor --lock`
+  --engine-cache DIR            TensorRT engine cache root, keyed per model version (default
+                                DIR/.engine-cache of the repository; see build-engines)
   --http-port N                 KServe v2 HTTP/REST port (default 8000; 0 picks a free port)
   --grpc-port N                 KServe v2 gRPC port (default 8001; 0 picks a free port)
   --allow-metrics BOOL          serve Prometheus metrics at /metrics (default true)
@@ -75,6 +77,7 @@ struct ServeFlags {
   std::chrono::seconds grace{30};
   std::string port_file;
   std::string version_lock;
+  std::string engine_cache;
 };
 
 StatusOr<ServeFlags> ParseServeFlags(const std::vector<std::string>& args) {
@@ -97,7 +100,9 @@ StatusOr<ServeFlags> ParseServeFlags(const std::vector<std::string>& args) {
     } else {
       return InvalidArgument("flag " + flag + " needs a value");
     }
-    if (flag == "--profile") {
+    if (flag == "--engine-cache") {
+      flags.engine_cache = value;
+    } else if (flag == "--profile") {
       FASTPATH_ASSIGN_OR_RETURN(flags.server.policy.profile, admission::ParseProfile(value));
     } else if (flag == "--version-lock") {
       flags.version_lock = value;
@@ -163,6 +168,8 @@ int AdmitNode(ServeFlags* flags) {
   const gpu::CapabilitySnapshot snapshot = TakeNodeSnapshot();
   const std::vector<gpu::Finding> findings = gpu::Assess(snapshot);
   flags->server.capability_snapshot_json = gpu::SnapshotToJson(snapshot, findings);
+  SetEngineCacheFromSnapshot(snapshot, flags->server.repository.root, flags->engine_cache,
+                             &flags->server.repository);
   const admission::Policy& policy = flags->server.policy;
   std::cerr << "fastpath: profile " << admission::ProfileName(policy.profile)
             << (policy.profile == admission::Profile::kProduction

@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 
+#include "fastpath/backend/engine_cache.h"
 #include "fastpath/backend/placement.h"
 #include "fastpath/config/model_config.h"
 
@@ -101,7 +102,19 @@ StatusOr<std::vector<ProviderChoice>> GpuExecutionProviders(const inference::Mod
       if (*provider == backend::ExecutionProvider::kCuda) {
         FASTPATH_RETURN_IF_ERROR(CheckCudaOption(what, key, value));
       }
+      if (key == backend::kTrtEngineCacheEnable || key == backend::kTrtEngineCachePath) {
+        return InvalidArgument(what + ": parameter '" + key +
+                               "' is set by fastpath, which keys the TensorRT engine cache "
+                               "itself (serve and build-engines --engine-cache DIR); remove it");
+      }
       choice.options.emplace(key, value);
+    }
+    if (*provider == backend::ExecutionProvider::kTensorRt) {
+      // The options that make up the engine cache's key must be readable.
+      for (const Status& status : {backend::TrtPrecision(choice.options).status(),
+                                   backend::TrtShapeProfile(choice.options).status()}) {
+        if (!status.ok()) return InvalidArgument(what + ": " + status.message());
+      }
     }
     out.push_back(std::move(choice));
   }

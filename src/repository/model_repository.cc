@@ -123,6 +123,13 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadVersion(
       FASTPATH_ASSIGN_OR_RETURN(backend::InstanceOptions options,
                                 config::InstanceOptionsFor(runtime->config, group, device));
       options.allow_cpu_fallback_for_gpu = options_.allow_cpu_fallback_for_gpu;
+      options.engine_cache = options_.trt_engine_cache;
+      options.engine_cache.model_name = name;
+      options.engine_cache.model_version = version;
+      if (auto cc = options_.compute_capabilities.find(device);
+          cc != options_.compute_capabilities.end()) {
+        options.engine_cache.compute_capability = cc->second;
+      }
       for (int i = 0; i < std::max(1, group.count()); ++i) {
         FASTPATH_ASSIGN_OR_RETURN(auto instance, backend_->CreateInstance(file, options));
         if (const backend::PlacementAudit* placement = instance->placement()) {

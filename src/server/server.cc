@@ -83,6 +83,9 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options,
   const admission::Policy& policy = server->options_.policy;
   server->options_.repository.allow_cpu_fallback_for_gpu =
       policy.profile == admission::Profile::kDev && policy.allow_cpu_fallback;
+  // Production refuses TensorRT engines built under another key; dev rebuilds them.
+  server->options_.repository.trt_engine_cache.rebuild_stale =
+      policy.profile == admission::Profile::kDev;
   // Ensemble steps take the same path as a client's request (lookup, validation, the
   // step model's scheduler), minus the admission: they belong to an admitted request.
   server->repository_ = std::make_unique<repository::ModelRepository>(

@@ -109,10 +109,11 @@ Status Server::Admit(const std::filesystem::path& model_dir, repository::ModelVe
   record.runtime = &version;
   record.placement_json = PlacementJson(version.placements);
   // A GPU instance the placement policy would refuse serves only under --allow-cpu-fallback
-  // (dev); it is labelled DEGRADED like a missed budget.
+  // (dev), and TensorRT engines built under another key are rebuilt only in dev; either is
+  // labelled DEGRADED like a missed budget.
   for (const backend::PlacementAudit& audit : version.placements) {
     if (audit.degraded_reason.empty()) continue;
-    record.degradations.push_back("GPU model running on the CPU (--allow-cpu-fallback): " +
+    record.degradations.push_back("GPU fast path degraded (dev profile): " +
                                   audit.degraded_reason);
     Log("!!! " + what + " is DEGRADED: " + record.degradations.back());
   }

@@ -8,6 +8,8 @@
 
 #include <fstream>
 
+#include "fastpath/backend/backend.h"
+
 namespace fastpath::backend {
 namespace {
 
@@ -195,6 +197,47 @@ TEST(EngineCacheTest, UnreadableManifestIsAnError) {
   auto decision = ChooseEngineDir(Options(root.path()), Key());
   ASSERT_FALSE(decision.ok());
   EXPECT_THAT(decision.status().message(), HasSubstr("line 1: 'garbage' is not one of"));
+}
+
+// What an instance that lists "tensorrt" gets: the key from its model file, its TensorRT
+// options and the machine; the folder from ChooseEngineDir.
+TEST(EngineCacheTest, PlanKeysTheInstance) {
+  TempDir root;
+  const fs::path model = root.path() / "model.onnx";
+  std::ofstream(model, std::ios::binary) << "model bytes";
+  InstanceOptions options;
+  options.providers = {ExecutionProvider::kTensorRt, ExecutionProvider::kCuda};
+  options.device_id = 1;
+  options.provider_options[ExecutionProvider::kTensorRt] = {{"trt_fp16_enable", "1"}};
+  options.engine_cache = Options(root.path() / "cache");
+
+  auto unknown_trt = PlanTrtEngineCache(options, model);
+  EXPECT_EQ(unknown_trt.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(unknown_trt.status().message(),
+            "TensorRT engine cache of model 'resnet50' version 1: the TensorRT version is unknown "
+            "(libnvinfer was not found; `fastpath doctor` shows the library search), so no "
+            "engine can be keyed");
+  options.engine_cache.tensorrt_version = "10.13.0";
+  auto unknown_cc = PlanTrtEngineCache(options, model);
+  EXPECT_EQ(unknown_cc.status().message(),
+            "TensorRT engine cache of model 'resnet50' version 1: the compute capability of GPU 1 "
+            "is unknown (the driver does not report it), so no engine can be keyed");
+  options.engine_cache.compute_capability = "9.0";
+
+  auto plan = PlanTrtEngineCache(options, model);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->key, Key());
+  EXPECT_EQ(plan->decision.dir, root.path() / "cache" / "resnet50" / "1" / Key().Id());
+
+  // The same model built as fp32 is another key: production refuses it, naming precision.
+  EngineCacheKey fp32 = Key();
+  fp32.precision = "fp32";
+  ASSERT_TRUE(WriteManifest(plan->decision.dir.parent_path() / fp32.Id(), fp32).ok());
+  auto refused = PlanTrtEngineCache(options, model);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("(" + fp32.Id() + ": precision fp32 (here fp16))"));
+  EXPECT_EQ(Sha256File(root.path() / "nope").status().code(), StatusCode::kNotFound);
 }
 
 }  // namespace

@@ -215,5 +215,40 @@ TEST(ExecutionProvidersTest, CudaArenaOptionsAreCheckedAndPassed) {
                     "remove the parameter");
 }
 
+std::string TrtWith(const std::string& parameters) {
+  return "optimization { execution_accelerators { gpu_execution_accelerator { name: "
+         "\"tensorrt\" " +
+         parameters + " } } }";
+}
+
+// The TensorRT options the engine cache is keyed by must be readable, and the cache's own
+// options are fastpath's to set.
+TEST(ExecutionProvidersTest, TensorRtEngineCacheOptions) {
+  EXPECT_TRUE(ValidateModelConfig(Parse(TrtWith(R"(parameters { key: "trt_fp16_enable" value: "1" }
+                                   parameters { key: "trt_profile_min_shapes" value: "X:1x4" }
+                                   parameters { key: "trt_profile_opt_shapes" value: "X:4x4" }
+                                   parameters { key: "trt_profile_max_shapes" value: "X:8x4" })")))
+                  .ok());
+  const std::string field = "optimization.execution_accelerators.gpu_execution_accelerator[0]: ";
+  ExpectInvalid(TrtWith(R"(parameters { key: "trt_engine_cache_path" value: "/tmp/x" })"),
+                field +
+                    "parameter 'trt_engine_cache_path' is set by fastpath, which keys the "
+                    "TensorRT engine cache itself (serve and build-engines --engine-cache DIR); "
+                    "remove it");
+  ExpectInvalid(TrtWith(R"(parameters { key: "trt_engine_cache_enable" value: "1" })"),
+                field +
+                    "parameter 'trt_engine_cache_enable' is set by fastpath, which keys the "
+                    "TensorRT engine cache itself (serve and build-engines --engine-cache DIR); "
+                    "remove it");
+  ExpectInvalid(
+      TrtWith(R"(parameters { key: "trt_int8_enable" value: "on" })"),
+      field + "TensorRT option 'trt_int8_enable' is 'on'; it must be 0, 1, true or false");
+  ExpectInvalid(TrtWith(R"(parameters { key: "trt_profile_max_shapes" value: "X:8x4" })"),
+                field +
+                    "a TensorRT shape profile needs trt_profile_min_shapes, trt_profile_opt_shapes "
+                    "and trt_profile_max_shapes; missing: trt_profile_min_shapes, "
+                    "trt_profile_opt_shapes");
+}
+
 }  // namespace
 }  // namespace fastpath::config

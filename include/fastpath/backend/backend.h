@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "fastpath/backend/engine_cache.h"
 #include "fastpath/backend/placement.h"
 #include "fastpath/common/status.h"
 #include "fastpath/common/tensor.h"
@@ -57,6 +58,9 @@ struct InstanceOptions {
   // production profile): "cpu" beside a GPU provider is refused, and so is any GPU
   // instance whose compute landed on the CPU.
   bool allow_cpu_fallback_for_gpu = false;
+  // Where a "tensorrt" instance keeps its engines (engine_cache.h); an empty root leaves
+  // the TensorRT EP's own cache options alone (the config cannot set them).
+  EngineCacheOptions engine_cache;
 };
 
 inline bool IsGpuProvider(ExecutionProvider ep) { return ep != ExecutionProvider::kCpu; }

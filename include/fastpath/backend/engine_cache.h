@@ -17,6 +17,7 @@
 // are tested without a GPU.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -95,5 +96,18 @@ struct EngineCacheDecision {
 // cannot be read is an error naming it.
 StatusOr<EngineCacheDecision> ChooseEngineDir(const EngineCacheOptions& options,
                                               const EngineCacheKey& key);
+
+struct InstanceOptions;
+
+// What a "tensorrt" instance's session needs: its key and folder. The key hashes
+// `model_file` and takes precision and shape profile from the instance's TensorRT
+// options, TensorRT version and compute capability from options.engine_cache (unknown:
+// FailedPrecondition saying so, since an engine cannot be keyed without them).
+struct TrtEngineCachePlan {
+  EngineCacheKey key;
+  EngineCacheDecision decision;
+};
+StatusOr<TrtEngineCachePlan> PlanTrtEngineCache(const InstanceOptions& options,
+                                                const std::filesystem::path& model_file);
 
 }  // namespace fastpath::backend

@@ -1,6 +1,9 @@
 #include "ort_instance.h"
 
+#include <algorithm>
 #include <cstring>
+#include <optional>
+#include <system_error>
 #include <utility>
 
 #include "ort_environment.h"
@@ -66,10 +69,36 @@ StatusOr<std::unique_ptr<OrtModelInstance>> OrtModelInstance::Create(
     std::shared_ptr<OrtEnvironment> env, const std::filesystem::path& model_file,
     const backend::InstanceOptions& options, const std::string& log_id) {
   std::string degraded;  // a GPU provider skipped under the dev profile's opt-in
+  // TensorRT engines: the keyed folder becomes the EP's engine cache (when the provider
+  // can be registered at all; otherwise ApplyExecutionProviders reports why it cannot).
+  backend::InstanceOptions effective = options;
+  std::optional<backend::TrtEngineCachePlan> engines;
+  const bool trt = std::find(options.providers.begin(), options.providers.end(),
+                             backend::ExecutionProvider::kTensorRt) != options.providers.end();
+  if (trt && !options.engine_cache.root.empty() &&
+      env->Library(backend::ExecutionProvider::kTensorRt).status.ok()) {
+    auto plan = backend::PlanTrtEngineCache(options, model_file);
+    if (!plan.ok()) return plan.status().WithContext("model '" + model_file.string() + "'");
+    std::error_code ec;
+    std::filesystem::create_directories(plan->decision.dir, ec);
+    if (ec) {
+      return Internal("cannot create the TensorRT engine folder '" + plan->decision.dir.string() +
+                      "': " + ec.message());
+    }
+    auto& trt_options = effective.provider_options[backend::ExecutionProvider::kTensorRt];
+    trt_options[std::string(backend::kTrtEngineCacheEnable)] = "1";
+    trt_options[std::string(backend::kTrtEngineCachePath)] = plan->decision.dir.string();
+    degraded = plan->decision.stale_reason;  // dev: stale engines are rebuilt, and said so
+    engines = std::move(plan).value();
+  }
   FASTPATH_ASSIGN_OR_RETURN(Ort::SessionOptions session_options,
-                            MakeInstanceSessionOptions(options, env.get(), log_id, &degraded));
+                            MakeInstanceSessionOptions(effective, env.get(), log_id, &degraded));
   FASTPATH_ASSIGN_OR_RETURN(Ort::Session session,
                             OpenSession(env->env(), model_file, session_options));
+  if (engines && !engines->decision.found) {
+    // The session built its engines into the folder: record the key they were built under.
+    FASTPATH_RETURN_IF_ERROR(backend::WriteManifest(engines->decision.dir, engines->key));
+  }
   auto signature = ReadSignature(session);
   if (!signature.ok()) {
     return signature.status().WithContext("model '" + model_file.string() + "'");
