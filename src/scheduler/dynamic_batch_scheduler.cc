@@ -258,6 +258,7 @@ DynamicBatchScheduler::~DynamicBatchScheduler() { Stop(); }
 
 void DynamicBatchScheduler::Enqueue(Job job) {
   std::vector<Answer> answers;
+  std::vector<Worker*> handed;
   std::string refusal;
   {
     std::lock_guard lock(mu_);
@@ -289,13 +290,14 @@ void DynamicBatchScheduler::Enqueue(Job job) {
       entry.job = std::move(job);
       q.waiting.push_back(std::move(entry));
       ++queued_;
-      const Clock::time_point wake = ScheduleLocked(&answers);
+      const Clock::time_point wake = ScheduleLocked(&answers, &handed);
       if (wake < timer_wake_) {
         timer_wake_ = wake;
         timer_cv_.notify_one();
       }
     }
   }
+  WakeWorkers(handed);
   if (!refusal.empty()) {
     // Never accepted, so it takes no place in the response order.
     stats_->RecordFailure(Ns(clock_->Now() - job.arrival), server::FailureReason::kRejected);
@@ -438,7 +440,8 @@ std::optional<DynamicBatchScheduler::Batch> DynamicBatchScheduler::CutBatchLocke
   return batch;
 }
 
-Clock::time_point DynamicBatchScheduler::ScheduleLocked(std::vector<Answer>* answers) {
+Clock::time_point DynamicBatchScheduler::ScheduleLocked(std::vector<Answer>* answers,
+                                                        std::vector<Worker*>* handed) {
   const Clock::time_point now = clock_->Now();
   ExpireLocked(now, answers);
   Clock::time_point wake = Clock::time_point::max();
@@ -455,7 +458,7 @@ Clock::time_point DynamicBatchScheduler::ScheduleLocked(std::vector<Answer>* ans
     (*free)->busy = true;
     running_ += batch->entries.size();
     (*free)->batch = std::move(batch);
-    (*free)->cv.notify_one();
+    handed->push_back(free->get());
   }
   // Look again when a queued request times out or passes its deadline.
   wake = std::min(wake, earliest_expiry_);
@@ -471,9 +474,11 @@ void DynamicBatchScheduler::TimerLoop() {
   for (;;) {
     const uint64_t sync = sync_requested_;
     std::vector<Answer> answers;
-    timer_wake_ = ScheduleLocked(&answers);
-    if (!answers.empty()) {
+    std::vector<Worker*> handed;
+    timer_wake_ = ScheduleLocked(&answers, &handed);
+    if (!answers.empty() || !handed.empty()) {
       lock.unlock();
+      WakeWorkers(handed);
       Deliver(std::move(answers));
       lock.lock();
     }
@@ -487,6 +492,10 @@ void DynamicBatchScheduler::TimerLoop() {
   }
   timer_exited_ = true;
   sync_cv_.notify_all();
+}
+
+void DynamicBatchScheduler::WakeWorkers(const std::vector<Worker*>& handed) {
+  for (Worker* w : handed) w->cv.notify_one();
 }
 
 void DynamicBatchScheduler::SyncForTesting() {
@@ -512,12 +521,14 @@ void DynamicBatchScheduler::WorkerLoop(Worker* worker) {
     lock.lock();
     worker->busy = false;
     running_ -= size;
-    const Clock::time_point wake = ScheduleLocked(&answers);
+    std::vector<Worker*> handed;
+    const Clock::time_point wake = ScheduleLocked(&answers, &handed);
     if (wake < timer_wake_) {
       timer_wake_ = wake;
       timer_cv_.notify_one();
     }
     lock.unlock();
+    WakeWorkers(handed);
     Deliver(std::move(answers));
     lock.lock();
   }

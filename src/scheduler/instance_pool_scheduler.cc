@@ -25,13 +25,18 @@ InstancePoolScheduler::InstancePoolScheduler(
 InstancePoolScheduler::~InstancePoolScheduler() { Stop(); }
 
 void InstancePoolScheduler::Enqueue(Job job) {
+  bool accepted = false;
   {
     std::lock_guard lock(mu_);
     if (!stopping_ && queue_.size() < options_.max_queue_size) {
       queue_.push_back(std::move(job));
-      cv_.notify_one();
-      return;
+      accepted = true;
     }
+  }
+  if (accepted) {
+    // After the unlock: a worker woken under the lock would at once block on it.
+    cv_.notify_one();
+    return;
   }
   // Answer outside the lock: the callback may do real work (write a response).
   const uint64_t waited = Ns(options_.now() - job.arrival);

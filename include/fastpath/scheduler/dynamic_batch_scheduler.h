@@ -133,9 +133,13 @@ class DynamicBatchScheduler final : public Scheduler {
                         StatsRecorder* stats, DynamicBatchOptions options);
 
   // Under mu_: drops what may no longer run (cancelled, past its deadline, timed out
-  // under REJECT) into `answers`, hands ready batches to free instances, and returns
-  // when the timer must look again.
-  Clock::time_point ScheduleLocked(std::vector<Answer>* answers);
+  // under REJECT) into `answers`, hands ready batches to free instances (added to
+  // `handed`: the caller wakes them with WakeWorkers once mu_ is released, so that a
+  // woken thread does not at once block on the lock its waker still holds), and
+  // returns when the timer must look again.
+  Clock::time_point ScheduleLocked(std::vector<Answer>* answers, std::vector<Worker*>* handed);
+  // Not under mu_. Workers live until the destructor has joined them.
+  void WakeWorkers(const std::vector<Worker*>& handed);
   void ExpireLocked(Clock::time_point now, std::vector<Answer>* answers);
   // The run of queued requests to send now, if any; `wake` gets when to look again.
   std::optional<Batch> CutBatchLocked(Clock::time_point now, Clock::time_point* wake);
