@@ -260,6 +260,13 @@ void DynamicBatchScheduler::Enqueue(Job job) {
   std::vector<Answer> answers;
   std::vector<Worker*> handed;
   std::string refusal;
+  // Whether this request may run on this thread (decided before the lock: the flag
+  // is the caller's, the last run time a relaxed hint).
+  const bool may_run_here =
+      job.request.caller_may_run_model && options_.caller_run_limit.count() > 0 &&
+      last_single_run_ns_.load(std::memory_order_relaxed) <= Ns(options_.caller_run_limit);
+  Worker* here = nullptr;
+  std::optional<Batch> here_batch;
   {
     std::lock_guard lock(mu_);
     size_t index = 0;
@@ -287,6 +294,7 @@ void DynamicBatchScheduler::Enqueue(Job job) {
       if (timeout.count() > 0) entry.timeout = entry.enqueued + timeout;
       earliest_expiry_ = std::min({earliest_expiry_, entry.timeout, job.request.deadline});
       if (job.request.cancelled != nullptr) ++cancellable_;
+      const uint64_t sequence = entry.sequence;
       entry.job = std::move(job);
       q.waiting.push_back(std::move(entry));
       ++queued_;
@@ -295,9 +303,21 @@ void DynamicBatchScheduler::Enqueue(Job job) {
         timer_wake_ = wake;
         timer_cv_.notify_one();
       }
+      // Sent at once, alone, to an idle instance: exactly what that instance's thread
+      // would run next. Running it here instead saves waking that thread and, for the
+      // answer, waking the caller's again.
+      if (may_run_here && handed.size() == 1 && handed[0]->batch->entries.size() == 1 &&
+          handed[0]->batch->entries[0].sequence == sequence) {
+        here = handed[0];
+        handed.clear();
+        here_batch = std::move(here->batch);
+        here->batch.reset();
+        ++caller_runs_;
+      }
     }
   }
   WakeWorkers(handed);
+  if (here != nullptr) return RunOnCaller(here, std::move(*here_batch), std::move(answers));
   if (!refusal.empty()) {
     // Never accepted, so it takes no place in the response order.
     stats_->RecordFailure(Ns(clock_->Now() - job.arrival), server::FailureReason::kRejected);
@@ -494,6 +514,27 @@ void DynamicBatchScheduler::TimerLoop() {
   sync_cv_.notify_all();
 }
 
+void DynamicBatchScheduler::RunOnCaller(Worker* worker, Batch batch, std::vector<Answer> answers) {
+  // The worker stays busy meanwhile, so that its own thread gets nothing to run on the
+  // same instance; afterwards it is free again, as after a run on its thread.
+  Execute(worker->instance, batch, &answers);
+  std::vector<Worker*> handed;
+  {
+    std::lock_guard lock(mu_);
+    worker->busy = false;
+    running_ -= batch.entries.size();
+    const Clock::time_point wake = ScheduleLocked(&answers, &handed);
+    if (wake < timer_wake_) {
+      timer_wake_ = wake;
+      timer_cv_.notify_one();
+    }
+  }
+  WakeWorkers(handed);
+  Deliver(std::move(answers));
+  std::lock_guard lock(mu_);
+  if (--caller_runs_ == 0) caller_runs_cv_.notify_all();
+}
+
 void DynamicBatchScheduler::WakeWorkers(const std::vector<Worker*>& handed) {
   for (Worker* w : handed) w->cv.notify_one();
 }
@@ -590,6 +631,9 @@ void DynamicBatchScheduler::Execute(backend::ModelInstance* instance, Batch& bat
   auto outputs = instance->Run(inputs, names);
   const Clock::time_point ran = clock_->Now();
   timings.compute_infer_ns = Ns(ran - ready);
+  if (live.size() == 1) {
+    last_single_run_ns_.store(timings.compute_infer_ns, std::memory_order_relaxed);
+  }
 
   // Per request, its outputs in the order it asked for them.
   std::vector<std::vector<Tensor>> split(live.size());
@@ -688,7 +732,8 @@ void DynamicBatchScheduler::Stop() {
   for (auto& w : workers_) {
     if (w->thread.joinable()) w->thread.join();
   }
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
+  caller_runs_cv_.wait(lock, [&] { return caller_runs_ == 0; });
   joined_ = true;
 }
 

@@ -6,11 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "fakes/manual_scheduler_clock.h"
 #include "fastpath/config/model_config.h"
@@ -49,6 +51,11 @@ class FakeModel {
     std::lock_guard lock(mu_);
     fail_ = std::move(s);
   }
+  // Called at the start of every run (e.g. to move the manual clock: the run's length).
+  void SetRunHook(std::function<void()> hook) {
+    std::lock_guard lock(mu_);
+    hook_ = std::move(hook);
+  }
   void WaitRuns(size_t n) {
     std::unique_lock lock(mu_);
     cv_.wait(lock, [&] { return runs_.size() >= n; });
@@ -65,6 +72,12 @@ class FakeModel {
   // OUT = IN * 2, OUT2 = IN + 1 (INT32); ECHO = IN, any datatype.
   StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& inputs,
                                     const std::vector<std::string>& names) {
+    std::function<void()> hook;
+    {
+      std::lock_guard lock(mu_);
+      hook = hook_;
+    }
+    if (hook) hook();
     const Tensor& in = inputs.at(0);
     RunRecord record;
     record.shape = in.shape;
@@ -120,6 +133,7 @@ class FakeModel {
   std::set<int> released_;
   std::vector<RunRecord> runs_;
   Status fail_ = Status::Ok();
+  std::function<void()> hook_;
 };
 
 class FakeInstance : public backend::ModelInstance {
@@ -747,6 +761,107 @@ TEST(DynamicBatchOptionsTest, CreateRefusesContradictions) {
   std::vector<std::unique_ptr<backend::ModelInstance>> none;
   StatsRecorder stats;
   EXPECT_FALSE(DynamicBatchScheduler::Create(std::move(none), &stats, Options(4)).ok());
+}
+
+// --- a caller that may run the model (InferRequest::caller_may_run_model) ---
+
+// A job whose caller allows the run on its thread; `answered_on` gets the thread that
+// answered it.
+Job CallerMayRun(Job job, std::thread::id* answered_on) {
+  job.request.caller_may_run_model = true;
+  job.done = [answered_on, done = std::move(job.done)](StatusOr<InferResponse> r) {
+    *answered_on = std::this_thread::get_id();
+    done(std::move(r));
+  };
+  return job;
+}
+
+TEST_F(DynamicBatchSchedulerTest, CallerRunsAShortRunWhenTheQueueIsEmptyAndAnInstanceIdle) {
+  Start(Options(8));
+  const std::thread::id me = std::this_thread::get_id();
+  for (int id : {1, 2, 3}) model_.Release(id);
+  // Until one run has been timed, every run goes to the instance's thread.
+  std::thread::id first, second, third;
+  Enqueue(CallerMayRun(MakeJob(1), &first));
+  ExpectOk(1);
+  EXPECT_NE(first, me);
+  // The last run was short (no time passed): this one runs here, before Enqueue returns.
+  Enqueue(CallerMayRun(MakeJob(2), &second));
+  EXPECT_TRUE(answers_.Has(2)) << "not run on the caller's thread";
+  EXPECT_EQ(second, me);
+  ExpectOk(2);
+  EXPECT_EQ(sched_->Pending(), 0u);
+  // A caller that does not allow it never runs the model.
+  Job plain = MakeJob(3);
+  plain.done = [&third, done = std::move(plain.done)](StatusOr<InferResponse> r) {
+    third = std::this_thread::get_id();
+    done(std::move(r));
+  };
+  Enqueue(std::move(plain));
+  ExpectOk(3);
+  EXPECT_NE(third, me);
+  const auto s = stats_.Snapshot("m", "1");
+  EXPECT_EQ(s.execution_count, 3u);
+  EXPECT_EQ(s.inference_stats.success.count, 3u);
+}
+
+TEST_F(DynamicBatchSchedulerTest, CallerNeverRunsALongRunNorWaitsForABusyInstance) {
+  Start(Options(8));
+  const std::thread::id me = std::this_thread::get_id();
+  for (int id : {1, 2, 3}) model_.Release(id);
+  model_.SetRunHook([this] { clock_.Advance(microseconds(300)); });  // each run: 300 us
+  std::thread::id on1, on2, on3, on5;
+  Enqueue(CallerMayRun(MakeJob(1), &on1));
+  ExpectOk(1);
+  Enqueue(CallerMayRun(MakeJob(2), &on2));  // the last run took longer than the limit
+  ExpectOk(2);
+  EXPECT_NE(on2, me);
+  model_.SetRunHook(nullptr);
+  Enqueue(CallerMayRun(MakeJob(3), &on3));  // still judged by the 300 us run
+  ExpectOk(3);
+  EXPECT_NE(on3, me);
+  // Short runs now, but the one instance is busy: the request waits in the queue, and
+  // Enqueue returns at once.
+  Enqueue(MakeJob(4));
+  model_.WaitRuns(4);
+  Enqueue(CallerMayRun(MakeJob(5), &on5));
+  EXPECT_EQ(sched_->Queued(), 1u);
+  model_.Release(4);
+  model_.Release(5);
+  ExpectOk(4);
+  ExpectOk(5);
+  EXPECT_NE(on5, me);
+}
+
+TEST_F(DynamicBatchSchedulerTest, StopWaitsForARunOnACallersThread) {
+  Start(Options(8));
+  model_.Release(1);
+  std::thread::id on1, on2;
+  Enqueue(CallerMayRun(MakeJob(1), &on1));  // times a run, on the instance's thread
+  ExpectOk(1);
+  std::atomic<bool> stopped{false};
+  bool stopped_before_answer = true;
+  Job held = CallerMayRun(MakeJob(2), &on2);
+  held.done = [&, done = std::move(held.done)](StatusOr<InferResponse> r) {
+    stopped_before_answer = stopped.load();
+    done(std::move(r));
+  };
+  std::thread::id caller_id;
+  std::thread caller([&] {
+    caller_id = std::this_thread::get_id();
+    Enqueue(std::move(held));  // runs request 2 on this thread
+  });
+  model_.WaitRuns(2);
+  std::thread stopper([&] {
+    sched_->Stop();
+    stopped = true;
+  });
+  model_.Release(2);
+  caller.join();
+  stopper.join();
+  ExpectOk(2);
+  EXPECT_EQ(on2, caller_id);
+  EXPECT_FALSE(stopped_before_answer) << "Stop returned while a caller's run was unanswered";
 }
 
 }  // namespace

@@ -70,6 +70,11 @@ struct InferRequest {
   // Set by the front end when the client has gone away; null when it cannot tell. A
   // request cancelled before it reaches the model never runs.
   std::shared_ptr<const std::atomic<bool>> cancelled;
+  // Set by a front end whose calling thread may run the model itself, briefly: when the
+  // model's queue is empty, an instance is idle and the model's runs are short, the
+  // request then runs on that thread and skips two thread hand-offs (to the instance's
+  // thread and back). The scheduler decides. False: the call never blocks on the model.
+  bool caller_may_run_model = false;
 };
 
 struct InferResponse {

@@ -7,6 +7,7 @@
 // back so that every request gets exactly its own rows.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -67,6 +68,11 @@ struct DynamicBatchOptions {
   // The bound of a queue whose policy sets none (the server's --max-queue-size): no
   // queue grows without bound.
   size_t default_max_queue_size = 1024;
+  // A request whose caller may run the model (InferRequest::caller_may_run_model) runs
+  // on the caller's thread when it would be sent at once, alone, to an idle instance, and
+  // the last run of one request alone took at most this long (the caller's thread is a
+  // front end's event loop: it may be held only briefly). 0: never.
+  std::chrono::microseconds caller_run_limit{200};
   SchedulerClock* clock = nullptr;  // null: SteadySchedulerClock(); must outlive the scheduler
 };
 
@@ -86,9 +92,11 @@ class DynamicBatchScheduler final : public Scheduler {
 
   // Answers at once with Unavailable when the request's queue is full or the scheduler
   // is stopping. With the queue empty, an instance free and no window, the request is
-  // handed to that instance before Enqueue returns.
+  // handed to that instance before Enqueue returns; and run and answered on the calling
+  // thread before it returns, when the caller allows it (see caller_run_limit).
   void Enqueue(Job job) override;
-  // Stops accepting; what is queued is sent without waiting for its window.
+  // Stops accepting; what is queued is sent without waiting for its window. Returns
+  // once every run, on the instances' threads or on callers', has been answered.
   void Stop() override;
   size_t Pending() const override;
   // Requests waiting in the queues (not yet handed to an instance).
@@ -140,6 +148,9 @@ class DynamicBatchScheduler final : public Scheduler {
   Clock::time_point ScheduleLocked(std::vector<Answer>* answers, std::vector<Worker*>* handed);
   // Not under mu_. Workers live until the destructor has joined them.
   void WakeWorkers(const std::vector<Worker*>& handed);
+  // Not under mu_: runs `batch`, handed to `worker` and taken back, on the calling
+  // thread, then answers it and `answers` (counted in caller_runs_ until done).
+  void RunOnCaller(Worker* worker, Batch batch, std::vector<Answer> answers);
   void ExpireLocked(Clock::time_point now, std::vector<Answer>* answers);
   // The run of queued requests to send now, if any; `wake` gets when to look again.
   std::optional<Batch> CutBatchLocked(Clock::time_point now, Clock::time_point* wake);
@@ -174,6 +185,11 @@ class DynamicBatchScheduler final : public Scheduler {
   std::condition_variable sync_cv_;
   std::thread timer_;
   bool timer_exited_ = false;  // guarded by mu_
+  // Runs on callers' threads not yet answered (Stop waits for them). Guarded by mu_.
+  size_t caller_runs_ = 0;
+  std::condition_variable caller_runs_cv_;
+  // How long the last run of one request alone took; max() until one has run.
+  std::atomic<uint64_t> last_single_run_ns_{UINT64_MAX};
   bool joined_ = false;        // guarded by mu_
   std::mutex stop_mu_;         // serializes Stop
 

@@ -66,8 +66,9 @@ struct Job {
 class Scheduler {
  public:
   virtual ~Scheduler() = default;
-  // Takes the job. Never blocks on the model; a job it cannot accept (queue full,
-  // stopped) is answered at once with Unavailable.
+  // Takes the job. Never blocks on the model, unless the job's
+  // request.caller_may_run_model lets the scheduler run it on the calling thread; a job
+  // it cannot accept (queue full, stopped) is answered at once with Unavailable.
   virtual void Enqueue(Job job) = 0;
   // Stops accepting, runs every job already accepted, and joins the workers.
   // Idempotent; the destructor calls it.

@@ -184,6 +184,9 @@ grpc::ServerUnaryReactor* GrpcInferenceServiceImpl::ModelInfer(
   }
   parsed->deadline = grpc_internal::SteadyDeadline(context->deadline());
   parsed->cancelled = reactor->cancelled();
+  // A gRPC callback thread: the scheduler may run a short model on it when an instance
+  // is idle, which spares the call two thread hand-offs (streams keep reading instead).
+  parsed->caller_may_run_model = true;
   // `reactor` and `response` stay valid until Finish has been called and gRPC has run
   // OnDone, so the callback may use them from any thread, even before InferAsync returns.
   server_.InferAsync(std::move(parsed).value(),

@@ -321,6 +321,9 @@ void EndpointRouter::HandleInfer(Request& request, const std::string& model, con
   infer.model_name = model;
   infer.model_version = version;
   infer.cancelled = client_gone;
+  // This is an event-loop thread: the scheduler may run a short model on it when an
+  // instance is idle, which spares the request two thread hand-offs.
+  infer.caller_may_run_model = true;
   std::string request_id = infer.id;
   server_.InferAsync(
       std::move(infer),
