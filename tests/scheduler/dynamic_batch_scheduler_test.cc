@@ -809,7 +809,9 @@ TEST_F(DynamicBatchSchedulerTest, CallerNeverRunsALongRunNorWaitsForABusyInstanc
   Start(Options(8));
   const std::thread::id me = std::this_thread::get_id();
   for (int id : {1, 2, 3}) model_.Release(id);
-  model_.SetRunHook([this] { clock_.Advance(microseconds(300)); });  // each run: 300 us
+  // Each run takes just longer than the limit.
+  const microseconds run = DynamicBatchOptions{}.caller_run_limit + microseconds(1);
+  model_.SetRunHook([this, run] { clock_.Advance(run); });
   std::thread::id on1, on2, on3, on5;
   Enqueue(CallerMayRun(MakeJob(1), &on1));
   ExpectOk(1);
@@ -817,7 +819,7 @@ TEST_F(DynamicBatchSchedulerTest, CallerNeverRunsALongRunNorWaitsForABusyInstanc
   ExpectOk(2);
   EXPECT_NE(on2, me);
   model_.SetRunHook(nullptr);
-  Enqueue(CallerMayRun(MakeJob(3), &on3));  // still judged by the 300 us run
+  Enqueue(CallerMayRun(MakeJob(3), &on3));  // still judged by the long run before
   ExpectOk(3);
   EXPECT_NE(on3, me);
   // Short runs now, but the one instance is busy: the request waits in the queue, and
