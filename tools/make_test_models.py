@@ -182,6 +182,35 @@ def elementwise_model(name, op, operand, shape):
                      [("OUTPUT0", "TYPE_FP32", dims)])
 
 
+def fp16_accuracy_models():
+    """The FP16 accuracy guard's pair: Y = X + 0.1 computed in FP16 (X cast down, the sum
+    cast back up), and its FP32 twin. Inputs in [0, 1) differ by FP16 rounding, at most
+    about 5e-4 (ORT's CPU provider runs the FP16 Add in FP32 behind casts it inserts, and
+    the difference left is the rounding of the constant 0.1, 2.4e-5), so a tolerance of
+    1e-3 passes and 1e-6 fails."""
+    shape = ["batch", 16]
+    fp16 = helper.make_graph(
+        [
+            helper.make_node("Cast", ["X"], ["x16"], name="to_fp16", to=TensorProto.FLOAT16),
+            helper.make_node("Add", ["x16", "C16"], ["y16"], name="add"),
+            helper.make_node("Cast", ["y16"], ["Y"], name="to_fp32", to=TensorProto.FLOAT),
+        ],
+        "fp16_add",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, shape)],
+        [helper.make_tensor("C16", TensorProto.FLOAT16, [], [0.1])],
+    )
+    fp32 = helper.make_graph(
+        [helper.make_node("Add", ["X", "C"], ["Y"], name="add")],
+        "fp32_add",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, shape)],
+        [helper.make_tensor("C", TensorProto.FLOAT, [], [0.1])],
+    )
+    io = [("X", "TYPE_FP32", [-1, 16])], [("Y", "TYPE_FP32", [-1, 16])]
+    return [ModelSpec("fp16_add", _finish(fp16), *io), ModelSpec("fp32_add", _finish(fp32), *io)]
+
+
 def ensemble_step_models():
     # Flat only: the ensemble tests write their own configs around them.
     return [
@@ -244,7 +273,7 @@ def serialize(model):
 
 
 def write_flat(out_dir, models):
-    for spec in models + [mlp_model()] + ensemble_step_models():
+    for spec in models + [mlp_model()] + ensemble_step_models() + fp16_accuracy_models():
         write_if_changed(os.path.join(out_dir, spec.name + ".onnx"), serialize(spec.model))
     write_if_changed(os.path.join(out_dir, "corrupt.onnx"), CORRUPT_BYTES)
 

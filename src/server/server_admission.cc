@@ -73,7 +73,8 @@ std::string PlacementJson(const std::vector<backend::PlacementAudit>& audits) {
 
 }  // namespace
 
-Status Server::RunBlocking(repository::ModelVersion& version, InferRequest request) {
+Status Server::RunBlocking(repository::ModelVersion& version, InferRequest request,
+                           std::vector<Tensor>* outputs) {
   // The same steps as a client's request after the lookup (RunOnModel): validation against
   // the config, reshape, then the version's scheduler, so the self-test times the path
   // requests take and not a shortcut around it.
@@ -95,11 +96,69 @@ Status Server::RunBlocking(repository::ModelVersion& version, InferRequest reque
   job.request = std::move(request);
   std::promise<Status> answered;
   std::future<Status> result = answered.get_future();
-  job.done = [&answered](StatusOr<InferResponse> response) {
+  job.done = [&answered, outputs](StatusOr<InferResponse> response) {
+    if (outputs != nullptr && response.ok()) *outputs = std::move(response->outputs);
     answered.set_value(response.status());
   };
   version.scheduler->Enqueue(std::move(job));
   return result.get();
+}
+
+StatusOr<std::string> Server::CheckAccuracy(const std::filesystem::path& model_dir,
+                                            repository::ModelVersion& version,
+                                            const admission::AccuracyGuard& guard,
+                                            const admission::SelfTestPlan& plan) {
+  std::vector<std::pair<std::string, const InferRequest*>> requests;
+  for (const admission::WarmupStep& step : plan.warmups) {
+    requests.emplace_back(step.name, &step.request);
+  }
+  if (plan.timed) requests.emplace_back("self-test", &*plan.timed);
+  if (requests.empty()) {
+    return FailedPrecondition(
+        "it compares outputs on the self-test's warm-up inputs, and this model has none: "
+        "declare a model_warmup or a fastpath.slo budget");
+  }
+  // The reference of record runs on ORT's CPU provider (one thread), whatever the model's
+  // own providers: it checks the reduced-precision path, not the GPU.
+  const std::filesystem::path file =
+      model_dir / std::to_string(version.version) / guard.reference_model;
+  auto reference = backend_->CreateInstance(file, backend::InstanceOptions{});
+  if (!reference.ok()) {
+    return reference.status().WithContext("the FP32 reference '" + guard.reference_model + "'");
+  }
+  const inference::ModelConfig& config = version.config;
+  std::vector<std::string> names;
+  for (const auto& out : config.output()) names.push_back(out.name());
+  admission::OutputDeviation worst;
+  std::string worst_step;
+  for (const auto& [step, request] : requests) {
+    std::vector<Tensor> outputs;
+    FASTPATH_RETURN_IF_ERROR(RunBlocking(version, *request, &outputs));
+    std::vector<Tensor> inputs = request->inputs;  // the model's shapes, as RunBlocking has them
+    for (auto& tensor : inputs) {
+      const inference::ModelInput* in = config::FindInput(config, tensor.name);
+      if (in == nullptr || !in->has_reshape()) continue;
+      FASTPATH_ASSIGN_OR_RETURN(tensor.shape, config::ReshapeForModel(config, *in, tensor.shape));
+    }
+    auto expected = (*reference)->Run(inputs, names);
+    if (!expected.ok()) {
+      return expected.status().WithContext("the FP32 reference '" + guard.reference_model + "'");
+    }
+    if (expected->size() != outputs.size()) {
+      return Internal("the model gave " + std::to_string(outputs.size()) +
+                      " outputs and its reference " + std::to_string(expected->size()));
+    }
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      FASTPATH_ASSIGN_OR_RETURN(auto deviation,
+                                admission::WorstDeviation(outputs[i], (*expected)[i]));
+      if (worst.index < 0 || deviation.difference > worst.difference) {
+        worst = deviation;
+        worst_step = step;
+      }
+    }
+  }
+  if (worst.difference <= guard.tolerance) return std::string();
+  return admission::DescribeMiss(worst, guard) + " (warm-up '" + worst_step + "')";
 }
 
 Status Server::Admit(const std::filesystem::path& model_dir, repository::ModelVersion& version) {
@@ -132,6 +191,22 @@ Status Server::Admit(const std::filesystem::path& model_dir, repository::ModelVe
   if (!budget.ok()) return refuse("self-test budget: " + budget.status().message());
   auto plan = admission::MakeSelfTestPlan(version.config, model_dir, *budget);
   if (!plan.ok()) return refuse("self-test: " + plan.status().message());
+  // The FP16 accuracy guard, on the plan's seeded warm-up inputs, before they are timed.
+  auto guard = admission::ParseAccuracyGuard(version.config);
+  if (!guard.ok()) return refuse("accuracy guard: " + guard.status().message());
+  if (guard->has_value() && version.scheduler) {
+    auto miss = CheckAccuracy(model_dir, version, **guard, *plan);
+    if (!miss.ok()) return refuse("accuracy guard: " + miss.status().message());
+    if (!miss->empty()) {
+      const std::string reason = "accuracy guard: outputs differ from the FP32 reference: " + *miss;
+      if (options_.policy.profile == admission::Profile::kProduction) return refuse(reason);
+      record.degradations.push_back(reason);
+      Log("!!! " + what + " is DEGRADED (dev profile serves it anyway): " + reason);
+    } else {
+      Log(what + " agrees with its FP32 reference '" + (*guard)->reference_model +
+          "' within " + std::to_string((*guard)->tolerance));
+    }
+  }
   if (plan->empty() || !version.scheduler) {
     remember(record);
     return Status::Ok();

@@ -110,5 +110,89 @@ TEST_F(ServerAdmissionTest, DevServesAMissDegraded) {
   EXPECT_THAT(admission::ReportToJson(report), HasSubstr("\"state\": \"DEGRADED\""));
 }
 
+// The FP16 accuracy guard with real models: Y = X + 0.1 computed in FP16 (fp16_add) and
+// its FP32 twin (fp32_add) as the reference, on the seeded warm-up inputs.
+class AccuracyGuardAdmissionTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Server> Start(admission::Profile profile, const std::string& tolerance,
+                                const std::string& reference = "model_fp32.onnx") {
+    repo_.AddVersion("fp16", 1, "fp16_add");
+    std::filesystem::copy_file(std::filesystem::path(FASTPATH_TEST_MODELS_DIR) / "fp32_add.onnx",
+                               repo_.root() / "fp16" / "1" / "model_fp32.onnx");
+    repo_.WriteConfig("fp16", R"(
+name: "fp16"
+max_batch_size: 8
+input [ { name: "X" data_type: TYPE_FP32 dims: [ 16 ] } ]
+output [ { name: "Y" data_type: TYPE_FP32 dims: [ 16 ] } ]
+instance_group [ { kind: KIND_CPU count: 1 } ]
+model_warmup {
+  name: "random" batch_size: 4 count: 1
+  inputs { key: "X" value { data_type: TYPE_FP32 dims: [ 16 ] random_data: true } }
+}
+parameters { key: "fastpath.accuracy.reference_model" value { string_value: ")" +
+                                  reference + R"(" } }
+parameters { key: "fastpath.accuracy.tolerance" value { string_value: ")" +
+                                  tolerance + R"(" } }
+)");
+    ServerOptions options;
+    options.repository.root = repo_.root();
+    options.policy.profile = profile;
+    auto backend = backends::onnxruntime::CreateOrtBackend();
+    EXPECT_TRUE(backend.ok());
+    auto server = Server::Create(options, std::move(backend).value());
+    EXPECT_TRUE(server.ok()) << server.status().ToString();
+    return server.ok() ? std::move(server).value() : nullptr;
+  }
+  testing::TempRepository repo_{FASTPATH_TEST_MODELS_DIR};
+};
+
+TEST_F(AccuracyGuardAdmissionTest, WithinToleranceIsReady) {
+  // FP16 rounding of values in [0.1, 1.1) stays below 1e-3.
+  auto server = Start(admission::Profile::kProduction, "1e-3");
+  ASSERT_NE(server, nullptr);
+  EXPECT_TRUE(server->IsReady());
+  const admission::AdmissionReport report = server->Admission();
+  ASSERT_EQ(report.models.size(), 1u);
+  EXPECT_EQ(report.models[0].state, admission::AdmissionState::kReady);
+}
+
+TEST_F(AccuracyGuardAdmissionTest, ProductionRefusesAMissNamingTheWorstElement) {
+  auto server = Start(admission::Profile::kProduction, "1e-6");
+  ASSERT_NE(server, nullptr);
+  EXPECT_FALSE(server->IsReady());
+  const admission::AdmissionReport report = server->Admission();
+  ASSERT_EQ(report.models.size(), 1u);
+  const admission::ModelAdmission& m = report.models[0];
+  EXPECT_EQ(m.state, admission::AdmissionState::kUnavailable);
+  ASSERT_EQ(m.reasons.size(), 1u);
+  EXPECT_THAT(m.reasons[0],
+              ::testing::MatchesRegex("accuracy guard: outputs differ from the FP32 reference: "
+                                      "output 'Y' element [0-9]+: [0-9.e-]+ here, [0-9.e-]+ from "
+                                      "the FP32 reference 'model_fp32.onnx'; \\|difference\\| "
+                                      "[0-9.e-]+ > tolerance 1e-06 \\(warm-up 'random'\\)"));
+}
+
+TEST_F(AccuracyGuardAdmissionTest, DevServesAMissDegraded) {
+  auto server = Start(admission::Profile::kDev, "1e-6");
+  ASSERT_NE(server, nullptr);
+  EXPECT_TRUE(server->IsReady());
+  const admission::AdmissionReport report = server->Admission();
+  ASSERT_EQ(report.models.size(), 1u);
+  EXPECT_EQ(report.models[0].state, admission::AdmissionState::kDegraded);
+  ASSERT_EQ(report.models[0].reasons.size(), 1u);
+  EXPECT_THAT(report.models[0].reasons[0], HasSubstr("> tolerance 1e-06 (warm-up 'random')"));
+}
+
+TEST_F(AccuracyGuardAdmissionTest, MissingReferenceIsRefusedNamingIt) {
+  auto server = Start(admission::Profile::kDev, "1e-3", "missing_fp32.onnx");
+  ASSERT_NE(server, nullptr);
+  const admission::AdmissionReport report = server->Admission();
+  ASSERT_EQ(report.models.size(), 1u);
+  EXPECT_EQ(report.models[0].state, admission::AdmissionState::kUnavailable);
+  EXPECT_THAT(report.models[0].reasons[0],
+              HasSubstr("accuracy guard: the FP32 reference 'missing_fp32.onnx'"));
+  EXPECT_THAT(report.models[0].reasons[0], HasSubstr("missing_fp32.onnx' does not exist"));
+}
+
 }  // namespace
 }  // namespace fastpath::server

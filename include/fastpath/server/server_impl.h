@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "fastpath/admission/accuracy_guard.h"
+#include "fastpath/admission/self_test.h"
 #include "fastpath/backend/backend.h"
 #include "fastpath/repository/model_repository.h"
 #include "fastpath/server/server.h"
@@ -70,8 +72,17 @@ class Server final : public InferenceServer {
   // Admission (server_admission.cc): the repository's hook. Runs the version's start-up
   // self-test through its scheduler and judges it under the profile.
   Status Admit(const std::filesystem::path& model_dir, repository::ModelVersion& version);
-  // Validates and runs one request on a version that is not published yet.
-  Status RunBlocking(repository::ModelVersion& version, InferRequest request);
+  // Validates and runs one request on a version that is not published yet; `outputs`, when
+  // given, receives the response's outputs (the config's, in its order).
+  Status RunBlocking(repository::ModelVersion& version, InferRequest request,
+                     std::vector<Tensor>* outputs = nullptr);
+  // The FP16 accuracy guard (admission/accuracy_guard.h): the plan's warm-up requests through
+  // the version and through its FP32 reference on the CPU provider. Empty: they agree within
+  // the tolerance; otherwise the miss (worst element, index, both values, tolerance).
+  StatusOr<std::string> CheckAccuracy(const std::filesystem::path& model_dir,
+                                      repository::ModelVersion& version,
+                                      const admission::AccuracyGuard& guard,
+                                      const admission::SelfTestPlan& plan);
   // Validates and runs one request on its model, without the admission and in-flight
   // accounting of InferAsync: also the step runner of ensembles.
   void RunOnModel(InferRequest request, InferCallback done);
