@@ -172,8 +172,7 @@ Status Server::Admit(const std::filesystem::path& model_dir, repository::ModelVe
   // labelled DEGRADED like a missed budget.
   for (const backend::PlacementAudit& audit : version.placements) {
     if (audit.degraded_reason.empty()) continue;
-    record.degradations.push_back("GPU fast path degraded (dev profile): " +
-                                  audit.degraded_reason);
+    record.degradations.push_back("GPU fast path degraded (dev profile): " + audit.degraded_reason);
     Log("!!! " + what + " is DEGRADED: " + record.degradations.back());
   }
   auto remember = [&](AdmissionRecord r) {
@@ -203,8 +202,8 @@ Status Server::Admit(const std::filesystem::path& model_dir, repository::ModelVe
       record.degradations.push_back(reason);
       Log("!!! " + what + " is DEGRADED (dev profile serves it anyway): " + reason);
     } else {
-      Log(what + " agrees with its FP32 reference '" + (*guard)->reference_model +
-          "' within " + std::to_string((*guard)->tolerance));
+      Log(what + " agrees with its FP32 reference '" + (*guard)->reference_model + "' within " +
+          std::to_string((*guard)->tolerance));
     }
   }
   if (plan->empty() || !version.scheduler) {
