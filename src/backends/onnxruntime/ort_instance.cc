@@ -67,7 +67,7 @@ Status CheckInputAgainstSpec(const Tensor& tensor, const backend::TensorSpec& sp
 
 StatusOr<std::unique_ptr<OrtModelInstance>> OrtModelInstance::Create(
     std::shared_ptr<OrtEnvironment> env, const std::filesystem::path& model_file,
-    const backend::InstanceOptions& options, const std::string& log_id) {
+    const backend::InstanceOptions& options, const std::string& log_id, InputStaging staging) {
   std::string degraded;  // a GPU provider skipped under the dev profile's opt-in
   // TensorRT engines: the keyed folder becomes the EP's engine cache (when the provider
   // can be registered at all; otherwise ApplyExecutionProviders reports why it cannot).
@@ -114,24 +114,66 @@ StatusOr<std::unique_ptr<OrtModelInstance>> OrtModelInstance::Create(
     degraded += (degraded.empty() ? "" : "; ") + verdict.message();
   }
   placement->degraded_reason = std::move(degraded);
-  return CatchOrtExceptions("creating the instance of '" + model_file.string() + "'",
-                            [&]() -> StatusOr<std::unique_ptr<OrtModelInstance>> {
-                              return std::unique_ptr<OrtModelInstance>(new OrtModelInstance(
-                                  std::move(env), std::move(session), std::move(signature).value(),
-                                  std::move(placement).value(), model_file.string()));
-                            });
+  return CatchOrtExceptions(
+      "creating the instance of '" + model_file.string() + "'",
+      [&]() -> StatusOr<std::unique_ptr<OrtModelInstance>> {
+        // The staged path's memory: for a GPU instance, the host-accessible (pinned) memory
+        // of the EP device its first usable GPU provider was appended with.
+        const OrtMemoryInfo* staging_memory = nullptr;  // null with an allocator: cpu_memory_
+        OrtAllocator* staging_allocator = nullptr;
+        if (staging == InputStaging::kHostMemory) {
+          staging_allocator = Ort::AllocatorWithDefaultOptions();
+        } else {
+          for (const backend::ExecutionProvider provider : options.providers) {
+            if (!backend::IsGpuProvider(provider)) continue;
+            const EpLibraryState& library = env->Library(provider);
+            const EpDeviceEntry* device =
+                library.status.ok() ? FindEpDevice(library, options.device_id, nullptr) : nullptr;
+            if (device == nullptr) continue;  // skipped under the dev profile's opt-in
+            const OrtMemoryInfo* pinned = Ort::ConstEpDevice(device->device)
+                                              .GetMemoryInfo(OrtDeviceMemoryType_HOST_ACCESSIBLE);
+            if (pinned != nullptr) {
+              OrtAllocator* allocator = env->env().GetSharedAllocator(pinned);
+              if (allocator != nullptr) {
+                staging_memory = pinned;
+                staging_allocator = allocator;
+              }
+            }
+            break;
+          }
+        }
+        return std::unique_ptr<OrtModelInstance>(new OrtModelInstance(
+            std::move(env), std::move(session), std::move(signature).value(),
+            std::move(placement).value(), model_file.string(), staging_memory, staging_allocator));
+      });
 }
 
 OrtModelInstance::OrtModelInstance(std::shared_ptr<OrtEnvironment> env, Ort::Session session,
                                    backend::ModelSignature signature,
-                                   backend::PlacementAudit placement, std::string model_path)
+                                   backend::PlacementAudit placement, std::string model_path,
+                                   const OrtMemoryInfo* staging_memory,
+                                   OrtAllocator* staging_allocator)
     : env_(std::move(env)),
       session_(std::move(session)),
       placement_(std::move(placement)),
       signature_(std::move(signature)),
       model_path_(std::move(model_path)),
-      cpu_memory_(Ort::MemoryInfo::CreateCpu(OrtDeviceAllocator, OrtMemTypeDefault)) {
+      cpu_memory_(Ort::MemoryInfo::CreateCpu(OrtDeviceAllocator, OrtMemTypeDefault)),
+      staging_memory_(staging_memory),
+      staging_allocator_(staging_allocator) {
   for (const auto& spec : signature_.outputs) all_output_names_.push_back(spec.name.c_str());
+  if (staging_allocator_ != nullptr) {
+    if (staging_memory_ == nullptr) staging_memory_ = cpu_memory_;
+    staging_.resize(signature_.inputs.size());
+    binding_ = Ort::IoBinding(session_);
+  }
+}
+
+OrtModelInstance::~OrtModelInstance() {
+  if (binding_) binding_.ClearBoundInputs();
+  for (StagingBuffer& buffer : staging_) {
+    if (buffer.data != nullptr) staging_allocator_->Free(staging_allocator_, buffer.data);
+  }
 }
 
 StatusOr<std::vector<Tensor>> OrtModelInstance::Run(const std::vector<Tensor>& inputs,
@@ -158,7 +200,9 @@ StatusOr<std::vector<Tensor>> OrtModelInstance::RunUnchecked(
     if (seen[index]) return InvalidArgument("input '" + tensor.name + "' is given twice");
     seen[index] = true;
     FASTPATH_RETURN_IF_ERROR(CheckInputAgainstSpec(tensor, *spec));
-    FASTPATH_ASSIGN_OR_RETURN(Ort::Value value, MakeInputValue(tensor, *spec));
+    FASTPATH_ASSIGN_OR_RETURN(Ort::Value value, staged()
+                                                    ? MakeStagedInputValue(tensor, *spec, index)
+                                                    : MakeInputValue(tensor, *spec));
     input_names.push_back(spec->name.c_str());
     input_values.push_back(std::move(value));
   }
@@ -187,8 +231,10 @@ StatusOr<std::vector<Tensor>> OrtModelInstance::RunUnchecked(
 
   std::vector<Ort::Value> results;
   try {
-    results = session_.Run(Ort::RunOptions{nullptr}, input_names.data(), input_values.data(),
-                           input_values.size(), wanted.data(), wanted.size());
+    results = staged()
+                  ? RunBound(input_names, input_values, wanted)
+                  : session_.Run(Ort::RunOptions{nullptr}, input_names.data(), input_values.data(),
+                                 input_values.size(), wanted.data(), wanted.size());
   } catch (const Ort::Exception& e) {
     // ORT validated something fastpath did not (a shape the graph cannot take, say) or a
     // kernel failed; its code tells which, and its message says what.
@@ -245,6 +291,44 @@ StatusOr<Ort::Value> OrtModelInstance::MakeInputValue(const Tensor& tensor,
     std::memcpy(value.GetTensorMutableRawData(), tensor.data.data(), tensor.data.size());
   }
   return value;
+}
+
+StatusOr<Ort::Value> OrtModelInstance::MakeStagedInputValue(const Tensor& tensor,
+                                                            const backend::TensorSpec& spec,
+                                                            size_t index) {
+  if (tensor.dtype == DataType::kBytes) return MakeInputValue(tensor, spec);
+  StagingBuffer& buffer = staging_[index];
+  const size_t bytes = tensor.data.size();
+  if (buffer.data == nullptr || bytes > buffer.capacity) {
+    // Grown to the largest request seen, then reused: a steady load allocates nothing.
+    if (buffer.data != nullptr) staging_allocator_->Free(staging_allocator_, buffer.data);
+    buffer = StagingBuffer{};
+    const size_t capacity = std::max<size_t>(bytes, 1);
+    void* data = staging_allocator_->Alloc(staging_allocator_, capacity);
+    if (data == nullptr) {
+      return ResourceExhausted("cannot allocate " + std::to_string(capacity) +
+                               " bytes of staging memory for input '" + tensor.name + "'");
+    }
+    buffer = StagingBuffer{data, capacity};
+  }
+  if (bytes > 0) std::memcpy(buffer.data, tensor.data.data(), bytes);
+  return Ort::Value::CreateTensor(staging_memory_, buffer.data, bytes, tensor.shape.data(),
+                                  tensor.shape.size(), *OnnxElementType(spec.dtype));
+}
+
+std::vector<Ort::Value> OrtModelInstance::RunBound(const std::vector<const char*>& input_names,
+                                                   std::vector<Ort::Value>& input_values,
+                                                   const std::vector<const char*>& output_names) {
+  binding_.ClearBoundInputs();
+  binding_.ClearBoundOutputs();
+  for (size_t i = 0; i < input_names.size(); ++i)
+    binding_.BindInput(input_names[i], input_values[i]);
+  // Outputs land in the staging memory too (pinned on a GPU instance), allocated by the
+  // session's allocator for it; MakeOutputTensor reads them from the host.
+  for (const char* name : output_names) binding_.BindOutput(name, staging_memory_);
+  session_.Run(Ort::RunOptions{nullptr}, binding_);
+  binding_.SynchronizeOutputs();
+  return binding_.GetOutputValues();
 }
 
 StatusOr<Tensor> OrtModelInstance::MakeOutputTensor(const std::string& name,

@@ -77,16 +77,8 @@ Status AppendGpuProvider(const backend::InstanceOptions& options,
   const std::string name = backend::ExecutionProviderName(provider);
   const EpLibraryState& library = env->Library(provider);
   if (!library.status.ok()) return library.status;
-  const EpDeviceEntry* chosen = nullptr;
   std::string ordinals;
-  for (size_t d = 0; d < library.devices.size(); ++d) {
-    const EpDeviceEntry& entry = library.devices[d];
-    // The provider's own "device_id" option is the CUDA ordinal; a provider that does not
-    // state it gets the enumeration order.
-    const int ordinal = entry.report.cuda_device_id.value_or(static_cast<int>(d));
-    ordinals += (ordinals.empty() ? "" : ", ") + std::to_string(ordinal);
-    if (ordinal == options.device_id && chosen == nullptr) chosen = &entry;
-  }
+  const EpDeviceEntry* chosen = FindEpDevice(library, options.device_id, &ordinals);
   if (chosen == nullptr) {
     return FailedPrecondition("GPU " + std::to_string(options.device_id) +
                               " is not among the devices " + OrtProviderName(provider) +
@@ -115,6 +107,20 @@ Status AppendGpuProvider(const backend::InstanceOptions& options,
 }
 
 }  // namespace
+
+const EpDeviceEntry* FindEpDevice(const EpLibraryState& library, int device_id,
+                                  std::string* ordinals) {
+  const EpDeviceEntry* chosen = nullptr;
+  for (size_t d = 0; d < library.devices.size(); ++d) {
+    const EpDeviceEntry& entry = library.devices[d];
+    // The provider's own "device_id" option is the CUDA ordinal; a provider that does not
+    // state it gets the enumeration order.
+    const int ordinal = entry.report.cuda_device_id.value_or(static_cast<int>(d));
+    if (ordinals != nullptr) *ordinals += (ordinals->empty() ? "" : ", ") + std::to_string(ordinal);
+    if (ordinal == device_id && chosen == nullptr) chosen = &entry;
+  }
+  return chosen;
+}
 
 Status ApplyExecutionProviders(const backend::InstanceOptions& options, OrtEnvironment* env,
                                Ort::SessionOptions* session_options, std::string* degraded) {

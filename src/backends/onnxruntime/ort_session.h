@@ -13,6 +13,13 @@
 namespace fastpath::backends::onnxruntime {
 
 class OrtEnvironment;
+struct EpDeviceEntry;
+struct EpLibraryState;
+
+// The device of `library` whose CUDA ordinal is `device_id`, or null; `ordinals` (may be
+// null) collects every ordinal seen, for the message.
+const EpDeviceEntry* FindEpDevice(const EpLibraryState& library, int device_id,
+                                  std::string* ordinals);
 
 // Session options for one instance: explicit thread counts, spinning off, full graph
 // optimization, exactly the providers `options` names (ApplyExecutionProviders, which
