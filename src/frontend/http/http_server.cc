@@ -226,14 +226,21 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     // The facade may take its time: no timeout while the reply is computed.
     stream_.expires_never();
     core_->AwaitReply(id_, shared_from_this());
-    auto gone = std::make_shared<std::atomic<bool>>(false);
-    client_gone_ = gone;
-    watching_ = true;
-    WatchClient();
+    auto in_flight = std::make_shared<InFlight>();
+    in_flight_ = in_flight;
     core_->router->Handle(
         parser_->release(),
-        [core = core_, id = id_](http::HttpReply reply) { core->Deliver(id, std::move(reply)); },
-        std::move(gone));
+        [core = core_, id = id_, in_flight](http::HttpReply reply) {
+          in_flight->answered.store(true, std::memory_order_release);
+          core->Deliver(id, std::move(reply));
+        },
+        std::shared_ptr<const std::atomic<bool>>(in_flight, &in_flight->client_gone));
+    // A short model may have run on this thread, answered already (the reply is posted
+    // to this strand): then there is nothing to watch. If the answer comes just after
+    // this look, OnReply stops the watch.
+    if (in_flight->answered.load(std::memory_order_acquire)) return;
+    watching_ = true;
+    WatchClient();
   }
 
   // While a request is in flight nothing reads the socket, so a client that hangs up
@@ -263,11 +270,11 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       gone = n <= 0;
     }
     watching_ = false;
-    if (gone && client_gone_) client_gone_->store(true, std::memory_order_relaxed);
+    if (gone && in_flight_) in_flight_->client_gone.store(true, std::memory_order_relaxed);
   }
 
   void StopWatchingClient() {
-    client_gone_.reset();
+    in_flight_.reset();
     if (!watching_) return;
     watching_ = false;
     ++watch_generation_;
@@ -347,8 +354,13 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   unsigned version_ = 11;
   bool keep_alive_ = true;
   std::array<char, 4096> discard_{};
-  // The in-flight request's "client gone" flag, and whether its socket is watched.
-  std::shared_ptr<std::atomic<bool>> client_gone_;
+  // The request in flight: whether its client has gone (the request carries this flag
+  // to the facade) and whether the facade has answered (set on the facade's thread).
+  struct InFlight {
+    std::atomic<bool> client_gone{false};
+    std::atomic<bool> answered{false};
+  };
+  std::shared_ptr<InFlight> in_flight_;  // and whether its socket is watched:
   bool watching_ = false;
   uint64_t watch_generation_ = 0;  // a wait from an earlier request finds it changed
 };
