@@ -202,6 +202,33 @@ TEST(AdmissionBinary, BadBudgetIsAClearReason) {
                         "be a number greater than 0"));
 }
 
+// The FP16 accuracy guard (issue 4 §4): Y = X + 0.1 in FP16 against its FP32 twin, with a
+// tolerance no FP16 rounding can meet.
+TEST(AdmissionBinary, ProductionRefusesAnFp16ModelOutsideItsTolerance) {
+  testing::TempRepository repo(FASTPATH_TEST_MODELS_DIR);
+  repo.AddVersion("fp16", 1, "fp16_add");
+  std::filesystem::copy_file(std::filesystem::path(FASTPATH_TEST_MODELS_DIR) / "fp32_add.onnx",
+                             repo.root() / "fp16" / "1" / "model_fp32.onnx");
+  repo.WriteConfig("fp16", R"(name: "fp16"
+max_batch_size: 8
+input [ { name: "X" data_type: TYPE_FP32 dims: [ 16 ] } ]
+output [ { name: "Y" data_type: TYPE_FP32 dims: [ 16 ] } ]
+instance_group [ { kind: KIND_CPU count: 1 } ]
+parameters { key: "fastpath.slo.p95_ms" value { string_value: "1000000000" } }
+parameters { key: "fastpath.slo.batch_size" value { string_value: "4" } }
+parameters { key: "fastpath.accuracy.reference_model" value { string_value: "model_fp32.onnx" } }
+parameters { key: "fastpath.accuracy.tolerance" value { string_value: "1e-7" } }
+)");
+  const ProcessRun run =
+      RunFastpath({"serve", "--model-repository", repo.root().string(), "--http-port", "0",
+                   "--grpc-port", "0", "--allow-metrics", "false", "--profile", "production"});
+  EXPECT_EQ(run.exit_code, 23) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("model 'fp16' version 1: accuracy guard: outputs differ from the "
+                                 "FP32 reference: output 'Y' element "));
+  EXPECT_THAT(run.err, HasSubstr(" from the FP32 reference 'model_fp32.onnx'; |difference| "));
+  EXPECT_THAT(run.err, HasSubstr("> tolerance 1e-07 (warm-up 'self-test')"));
+}
+
 TEST(AdmissionBinary, CpuFallbackIsRefusedInProduction) {
   const ProcessRun run = RunFastpath(
       {"serve", "--model-repository", "/tmp", "--profile", "production", "--allow-cpu-fallback"});
