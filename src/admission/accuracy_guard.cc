@@ -11,12 +11,6 @@ namespace {
 
 constexpr const char* kAccuracyPrefix = "fastpath.accuracy.";
 
-std::string Number(double value) {
-  char text[64];
-  std::snprintf(text, sizeof(text), "%.8g", value);
-  return text;
-}
-
 double HalfToDouble(uint16_t bits) {
   const int sign = bits >> 15;
   const int exponent = (bits >> 10) & 0x1f;
@@ -96,6 +90,12 @@ StatusOr<int64_t> NumericElements(const Tensor& t, const std::string& what) {
 
 }  // namespace
 
+std::string FormatNumber(double value) {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.8g", value);
+  return text;
+}
+
 StatusOr<std::optional<AccuracyGuard>> ParseAccuracyGuard(const inference::ModelConfig& config) {
   const std::string* reference = nullptr;
   const std::string* tolerance = nullptr;
@@ -164,9 +164,9 @@ StatusOr<OutputDeviation> WorstDeviation(const Tensor& output, const Tensor& ref
 
 std::string DescribeMiss(const OutputDeviation& worst, const AccuracyGuard& guard) {
   return "output '" + worst.output + "' element " + std::to_string(worst.index) + ": " +
-         Number(worst.value) + " here, " + Number(worst.reference) + " from the FP32 reference '" +
-         guard.reference_model + "'; |difference| " + Number(worst.difference) + " > tolerance " +
-         Number(guard.tolerance);
+         FormatNumber(worst.value) + " here, " + FormatNumber(worst.reference) +
+         " from the FP32 reference '" + guard.reference_model + "'; |difference| " +
+         FormatNumber(worst.difference) + " > tolerance " + FormatNumber(guard.tolerance);
 }
 
 }  // namespace fastpath::admission

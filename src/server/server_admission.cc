@@ -203,7 +203,7 @@ Status Server::Admit(const std::filesystem::path& model_dir, repository::ModelVe
       Log("!!! " + what + " is DEGRADED (dev profile serves it anyway): " + reason);
     } else {
       Log(what + " agrees with its FP32 reference '" + (*guard)->reference_model + "' within " +
-          std::to_string((*guard)->tolerance));
+          admission::FormatNumber((*guard)->tolerance));
     }
   }
   if (plan->empty() || !version.scheduler) {

@@ -53,5 +53,7 @@ StatusOr<OutputDeviation> WorstDeviation(const Tensor& output, const Tensor& ref
 // "output 'Y' element 17: 0.60009766 here, 0.6 from the FP32 reference 'model_fp32.onnx';
 // |difference| 9.7656e-05 > tolerance 1e-06"
 std::string DescribeMiss(const OutputDeviation& worst, const AccuracyGuard& guard);
+// A value as the messages print it: %.8g ("1e-06", "0.92223388").
+std::string FormatNumber(double value);
 
 }  // namespace fastpath::admission
