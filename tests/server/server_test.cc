@@ -4,8 +4,8 @@
 
 #include <atomic>
 #include <cstring>
-#include <memory>
 #include <future>
+#include <memory>
 #include <thread>
 
 #include "fakes/temp_repository.h"
@@ -237,9 +237,8 @@ void ExpectCancelledWhileQueuedNeverRuns(Server& server, InferRequest request) {
   cancelled.id = "gone";
   cancelled.cancelled = gone;
   std::promise<StatusOr<InferResponse>> cancelled_result;
-  server.InferAsync(cancelled, [&](StatusOr<InferResponse> r) {
-    cancelled_result.set_value(std::move(r));
-  });
+  server.InferAsync(cancelled,
+                    [&](StatusOr<InferResponse> r) { cancelled_result.set_value(std::move(r)); });
   gone->store(true);  // the front end saw the client go away
   InferRequest next = request;
   next.id = "next";
