@@ -15,27 +15,57 @@ uint64_t Ns(Clock::duration d) {
 InstancePoolScheduler::InstancePoolScheduler(
     std::vector<std::unique_ptr<backend::ModelInstance>> instances, StatsRecorder* stats,
     InstancePoolOptions options)
-    : instances_(std::move(instances)), stats_(stats), options_(std::move(options)) {
+    : instances_(std::move(instances)),
+      stats_(stats),
+      options_(std::move(options)),
+      busy_(instances_.size(), false) {
   workers_.reserve(instances_.size());
-  for (auto& instance : instances_) {
-    workers_.emplace_back([this, raw = instance.get()] { WorkerLoop(raw); });
+  for (size_t i = 0; i < instances_.size(); ++i) {
+    workers_.emplace_back([this, i] { WorkerLoop(i); });
   }
 }
 
 InstancePoolScheduler::~InstancePoolScheduler() { Stop(); }
 
 void InstancePoolScheduler::Enqueue(Job job) {
+  const bool may_run_here =
+      job.request.caller_may_run_model && options_.caller_run_limit.count() > 0 &&
+      last_run_ns_.load(std::memory_order_relaxed) <= Ns(options_.caller_run_limit);
+  constexpr size_t kNone = static_cast<size_t>(-1);
+  size_t here = kNone;
   bool accepted = false;
+  bool wake_all = false;
   {
     std::lock_guard lock(mu_);
     if (!stopping_ && queue_.size() < options_.max_queue_size) {
-      queue_.push_back(std::move(job));
       accepted = true;
+      if (may_run_here && queue_.empty()) {
+        for (size_t i = 0; i < busy_.size() && here == kNone; ++i) {
+          if (!busy_[i]) here = i;
+        }
+      }
+      if (here != kNone) {
+        // What that instance's worker would take next; the caller runs it instead,
+        // saving the hand-off to the worker and back.
+        busy_[here] = true;
+        ++running_;
+        ++caller_runs_;
+      } else {
+        queue_.push_back(std::move(job));
+        // A worker whose instance a caller holds does not take the job: with such runs
+        // going on, a single notification could land on it and be lost.
+        wake_all = caller_runs_ > 0;
+      }
     }
   }
+  if (here != kNone) return RunOnCaller(here, job);
   if (accepted) {
     // After the unlock: a worker woken under the lock would at once block on it.
-    cv_.notify_one();
+    if (wake_all) {
+      cv_.notify_all();
+    } else {
+      cv_.notify_one();
+    }
     return;
   }
   // Answer outside the lock: the callback may do real work (write a response).
@@ -60,7 +90,8 @@ void InstancePoolScheduler::Stop() {
   for (auto& w : workers_) {
     if (w.joinable()) w.join();
   }
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
+  caller_done_cv_.wait(lock, [&] { return caller_runs_ == 0; });
   workers_.clear();
 }
 
@@ -69,22 +100,37 @@ size_t InstancePoolScheduler::Pending() const {
   return queue_.size() + running_;
 }
 
-void InstancePoolScheduler::WorkerLoop(backend::ModelInstance* instance) {
+void InstancePoolScheduler::WorkerLoop(size_t index) {
   for (;;) {
     Job job;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      // An instance a caller is running is not free, not even to drain the queue.
+      cv_.wait(lock, [&] { return !busy_[index] && (stopping_ || !queue_.empty()); });
       // Drain before exiting: a job accepted is a job answered.
       if (queue_.empty()) return;
       job = std::move(queue_.front());
       queue_.pop_front();
+      busy_[index] = true;
       ++running_;
     }
-    Execute(instance, job);
+    Execute(instances_[index].get(), job);
     std::lock_guard lock(mu_);
+    busy_[index] = false;
     --running_;
   }
+}
+
+void InstancePoolScheduler::RunOnCaller(size_t index, Job& job) {
+  Execute(instances_[index].get(), job);
+  {
+    std::lock_guard lock(mu_);
+    busy_[index] = false;
+    --running_;
+    if (--caller_runs_ == 0) caller_done_cv_.notify_all();
+  }
+  // Jobs that queued meanwhile may be waiting for exactly this instance's worker.
+  cv_.notify_all();
 }
 
 void InstancePoolScheduler::Execute(backend::ModelInstance* instance, Job& job) {
@@ -110,6 +156,7 @@ void InstancePoolScheduler::Execute(backend::ModelInstance* instance, Job& job) 
   auto outputs = instance->Run(job.request.inputs, job.output_names);
   const Clock::time_point ran = options_.now();
   timings.compute_infer_ns = Ns(ran - start);
+  last_run_ns_.store(timings.compute_infer_ns, std::memory_order_relaxed);
   if (!outputs.ok()) {
     stats_->RecordFailure(Ns(ran - job.arrival), server::FailureReason::kBackend);
     job.done(outputs.status());

@@ -4,6 +4,8 @@
 #include <condition_variable>
 #include <future>
 #include <mutex>
+#include <thread>
+#include <vector>
 
 #include "fastpath/scheduler/scheduler.h"
 
@@ -20,6 +22,7 @@ class GatedInstance : public backend::ModelInstance {
     bool open = false;
     int running = 0;
     int runs = 0;
+    std::vector<std::thread::id> threads;  // the thread of each run, in order
     void Open() {
       std::lock_guard lock(mu);
       open = true;
@@ -36,6 +39,7 @@ class GatedInstance : public backend::ModelInstance {
     std::unique_lock lock(gate_->mu);
     ++gate_->running;
     ++gate_->runs;
+    gate_->threads.push_back(std::this_thread::get_id());
     gate_->cv.notify_all();
     gate_->cv.wait(lock, [&] { return gate_->open; });
     --gate_->running;
@@ -175,4 +179,107 @@ TEST(InstancePoolSchedulerTest, ModelErrorsReachTheCaller) {
 }
 
 }  // namespace
+// ---- Runs on the caller's thread (InferRequest::caller_may_run_model) ----
+
+TEST(InstancePoolSchedulerTest, ShortRequestOnAnIdleInstanceRunsOnTheCallersThread) {
+  GatedInstance::Gate gate;
+  gate.Open();
+  StatsRecorder stats;
+  InstancePoolScheduler sched(MakeInstances(1, &gate), &stats, {});
+  std::promise<StatusOr<InferResponse>> result;
+  auto answered = result.get_future();
+  Job job = MakeJob("here", &result);
+  job.request.caller_may_run_model = true;
+  sched.Enqueue(std::move(job));
+  // Answered before Enqueue returned, by this thread.
+  ASSERT_EQ(answered.wait_for(std::chrono::seconds(0)), std::future_status::ready);
+  auto response = answered.get();
+  ASSERT_TRUE(response.ok()) << response.status().message();
+  EXPECT_EQ(response->id, "here");
+  ASSERT_EQ(gate.threads.size(), 1u);
+  EXPECT_EQ(gate.threads[0], std::this_thread::get_id());
+  EXPECT_EQ(sched.Pending(), 0u);
+  EXPECT_EQ(stats.Snapshot("m", "1").inference_stats.success.count, 1u);
+}
+
+TEST(InstancePoolSchedulerTest, WithoutTheCallersLeaveAWorkerRunsIt) {
+  GatedInstance::Gate gate;
+  gate.Open();
+  StatsRecorder stats;
+  InstancePoolScheduler sched(MakeInstances(1, &gate), &stats, {});
+  std::promise<StatusOr<InferResponse>> result;
+  sched.Enqueue(MakeJob("worker", &result));
+  ASSERT_TRUE(result.get_future().get().ok());
+  ASSERT_EQ(gate.threads.size(), 1u);
+  EXPECT_NE(gate.threads[0], std::this_thread::get_id());
+}
+
+TEST(InstancePoolSchedulerTest, ABusyInstanceSendsTheCallersRequestToItsWorker) {
+  GatedInstance::Gate gate;
+  StatsRecorder stats;
+  InstancePoolScheduler sched(MakeInstances(1, &gate), &stats, {});
+  std::vector<std::promise<StatusOr<InferResponse>>> results(2);
+  sched.Enqueue(MakeJob("first", &results[0]));
+  gate.WaitRunning(1);  // the only instance is busy on its worker
+  Job job = MakeJob("second", &results[1]);
+  job.request.caller_may_run_model = true;
+  sched.Enqueue(std::move(job));  // queued: returns without running it
+  EXPECT_EQ(sched.Pending(), 2u);
+  gate.Open();
+  EXPECT_EQ(results[0].get_future().get()->id, "first");
+  EXPECT_EQ(results[1].get_future().get()->id, "second");
+  ASSERT_EQ(gate.threads.size(), 2u);
+  EXPECT_NE(gate.threads[1], std::this_thread::get_id());
+}
+
+TEST(InstancePoolSchedulerTest, ALongLastRunSendsTheCallersRequestToAWorker) {
+  GatedInstance::Gate gate;
+  gate.Open();
+  StatsRecorder stats;
+  InstancePoolOptions options;
+  options.caller_run_limit = std::chrono::microseconds(500);
+  // Every reading of the clock is 1 ms after the previous one: each run "takes" 1 ms.
+  auto ticks = std::make_shared<std::atomic<int64_t>>(0);
+  const Clock::time_point origin = Clock::now();
+  options.now = [ticks, origin] { return origin + std::chrono::milliseconds(++*ticks); };
+  InstancePoolScheduler sched(MakeInstances(1, &gate), &stats, options);
+  std::vector<std::promise<StatusOr<InferResponse>>> results(2);
+  for (int i = 0; i < 2; ++i) {
+    Job job = MakeJob(std::to_string(i), &results[i], origin);
+    job.request.caller_may_run_model = true;
+    sched.Enqueue(std::move(job));
+    ASSERT_TRUE(results[i].get_future().get().ok());
+  }
+  ASSERT_EQ(gate.threads.size(), 2u);
+  EXPECT_EQ(gate.threads[0], std::this_thread::get_id());  // nothing known yet: here
+  EXPECT_NE(gate.threads[1], std::this_thread::get_id());  // 1 ms > 500 us: a worker
+}
+
+TEST(InstancePoolSchedulerTest, StopWaitsForARunOnACallersThread) {
+  GatedInstance::Gate gate;
+  StatsRecorder stats;
+  InstancePoolScheduler sched(MakeInstances(1, &gate), &stats, {});
+  std::promise<StatusOr<InferResponse>> result;
+  auto answered = result.get_future();
+  std::thread caller([&] {
+    Job job = MakeJob("caller", &result);
+    job.request.caller_may_run_model = true;
+    sched.Enqueue(std::move(job));
+  });
+  gate.WaitRunning(1);
+  std::promise<void> stopped;
+  std::thread stopper([&] {
+    sched.Stop();
+    stopped.set_value();
+  });
+  // Stop cannot return while the caller's run holds the instance.
+  auto stop_done = stopped.get_future();
+  EXPECT_EQ(stop_done.wait_for(std::chrono::milliseconds(50)), std::future_status::timeout);
+  gate.Open();
+  stop_done.wait();
+  caller.join();
+  stopper.join();
+  EXPECT_TRUE(answered.get().ok());
+}
+
 }  // namespace fastpath::scheduler

@@ -3,6 +3,7 @@
 // is the first implementation, the dynamic batcher is the next.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -59,7 +60,7 @@ struct Job {
   Clock::time_point arrival;
   uint64_t batch_size = 1;  // elements in the batch dim (1 for models that do not batch)
   // Triton's request parameters, read by the facade; the dynamic batcher honours them.
-  uint64_t priority = 0;              // "priority": 0 is the model's default level
+  uint64_t priority = 0;                 // "priority": 0 is the model's default level
   std::chrono::microseconds timeout{0};  // "timeout": 0 is none (the queue policy decides)
 };
 
@@ -79,11 +80,16 @@ class Scheduler {
 
 struct InstancePoolOptions {
   size_t max_queue_size = 1024;  // beyond this, Enqueue rejects (no unbounded queue)
+  // As DynamicBatchOptions::caller_run_limit: a request whose caller may run the model
+  // runs on the caller's thread when the queue is empty, an instance is idle and the last
+  // run took at most this long. 0: never.
+  std::chrono::microseconds caller_run_limit{1000};
   NowFn now = Clock::now;
 };
 
 // Each instance has its own execution thread; all pull from one FIFO queue, so a job
-// goes to the first free instance.
+// goes to the first free instance. A short request that finds the queue empty and an
+// instance idle runs on the caller's thread instead (no hand-off to and from a worker).
 class InstancePoolScheduler final : public Scheduler {
  public:
   // Takes ownership of the instances. `stats` must outlive the scheduler.
@@ -96,7 +102,8 @@ class InstancePoolScheduler final : public Scheduler {
   size_t Pending() const override;
 
  private:
-  void WorkerLoop(backend::ModelInstance* instance);
+  void WorkerLoop(size_t index);
+  void RunOnCaller(size_t index, Job& job);
   void Execute(backend::ModelInstance* instance, Job& job);
 
   std::vector<std::unique_ptr<backend::ModelInstance>> instances_;
@@ -104,10 +111,14 @@ class InstancePoolScheduler final : public Scheduler {
   InstancePoolOptions options_;
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Job> queue_;  // guarded by mu_
-  size_t running_ = 0;     // guarded by mu_
-  bool stopping_ = false;  // guarded by mu_
+  std::condition_variable cv_;              // work for a worker, or its instance freed
+  std::condition_variable caller_done_cv_;  // caller_runs_ fell to 0
+  std::deque<Job> queue_;                   // guarded by mu_
+  std::vector<bool> busy_;                  // per instance, guarded by mu_
+  size_t running_ = 0;                      // guarded by mu_
+  size_t caller_runs_ = 0;                  // runs on callers' threads, guarded by mu_
+  bool stopping_ = false;                   // guarded by mu_
+  std::atomic<uint64_t> last_run_ns_{0};    // compute time of the latest run (a hint)
   std::vector<std::thread> workers_;
 };
 
