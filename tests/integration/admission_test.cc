@@ -31,7 +31,16 @@ ProcessRun RunFastpath(const std::vector<std::string>& args,
   const std::string err_path = std::filesystem::temp_directory_path() /
                                ("fastpath_admission_err_" + std::to_string(::getpid()));
   std::string command = "env";
-  for (const std::string& a : assignments) command += " '" + a + "'";
+  bool fake_node = false;
+  for (const std::string& a : assignments) {
+    command += " '" + a + "'";
+    fake_node |= a.rfind("LD_LIBRARY_PATH=" FASTPATH_FAKE_CUDA_LIB_DIR, 0) == 0;
+  }
+  // A node faked with the suite's NVIDIA libraries gets the suite's fake ORT EP as well, as
+  // in doctor's tests: the real CUDA EP library needs the real CUDA libraries, and loading
+  // it against stand-ins only to see it fail tells nothing (and under ASan its unload
+  // leaves libstdc++'s emergency pool reported from an unknown module).
+  if (fake_node) command += " 'FASTPATH_ORT_EP_LIBRARY_DIR=" FASTPATH_FAKE_ORT_EP_DIR "'";
   command += " timeout 120 '" + FastpathBinary() + "'";
   for (const std::string& a : args) command += " '" + a + "'";
   command += " 2>'" + err_path + "'";
