@@ -3,57 +3,35 @@
 // TensorRT library needs libnvinfer), exit 17 naming why.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
+#include <vector>
 
+#include "fakes/run_command.h"
 #include "fakes/temp_repository.h"
 
 namespace {
 
 using ::testing::HasSubstr;
 
-struct CommandRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using fastpath::testing::CommandRun;
 
-CommandRun BuildEngines(const std::string& args) {
-  const std::string err_path = std::filesystem::temp_directory_path() /
-                               ("fastpath_build_engines_err_" + std::to_string(::getpid()));
-  const std::string command =
-      "'" FASTPATH_BINARY "' build-engines " + args + " 2>'" + err_path + "'";
-  CommandRun run;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return run;
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) run.out.append(buffer, n);
-  const int status = ::pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream err(err_path);
-  std::stringstream text;
-  text << err.rdbuf();
-  run.err = text.str();
-  std::filesystem::remove(err_path);
-  return run;
+CommandRun BuildEngines(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {FASTPATH_BINARY, "build-engines"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return fastpath::testing::RunCommand(argv);
 }
 
 TEST(BuildEnginesTest, Usage) {
-  CommandRun run = BuildEngines("");
+  CommandRun run = BuildEngines({});
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_THAT(run.err, HasSubstr("fastpath build-engines: --model-repository is required"));
-  run = BuildEngines("--model-repository /nonexistent-fastpath-repo");
+  run = BuildEngines({"--model-repository", "/nonexistent-fastpath-repo"});
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_THAT(run.err, HasSubstr("model repository '/nonexistent-fastpath-repo' is not a "
                                  "directory"));
-  run = BuildEngines("--help");
+  run = BuildEngines({"--help"});
   EXPECT_EQ(run.exit_code, 0);
   EXPECT_THAT(run.out, HasSubstr("usage: fastpath build-engines"));
 }
@@ -62,7 +40,7 @@ TEST(BuildEnginesTest, NothingToBuildWithoutTensorRtModels) {
   fastpath::testing::TempRepository repo(FASTPATH_TEST_MODELS_DIR);
   repo.AddVersion("mlp", 1, "mlp");
   repo.WriteConfig("mlp", "backend: \"onnxruntime\"\nmax_batch_size: 8\n");
-  const CommandRun run = BuildEngines("--model-repository " + repo.root().string());
+  const CommandRun run = BuildEngines({"--model-repository", repo.root().string()});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_THAT(run.err, HasSubstr("model 'mlp' does not list \"tensorrt\" in "
                                  "gpu_execution_accelerator; skipped"));
@@ -79,7 +57,7 @@ optimization { execution_accelerators { gpu_execution_accelerator [
   { name: "tensorrt" parameters { key: "trt_fp16_enable" value: "1" } } ] } }
 )");
   const CommandRun run =
-      BuildEngines("--model-repository " + repo.root().string() + " --model mlp");
+      BuildEngines({"--model-repository", repo.root().string(), "--model", "mlp"});
   if (run.exit_code == 0) GTEST_SKIP() << "TensorRT works on this machine: " << run.out;
   EXPECT_EQ(run.exit_code, 17) << run.err;
   EXPECT_THAT(run.err, HasSubstr("fastpath build-engines: TensorRT cannot be used on this "

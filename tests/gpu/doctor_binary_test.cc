@@ -1,59 +1,36 @@
 // The real `fastpath doctor` binary, black-box: on this machine as it is, and with the fake
 // NVIDIA libraries put first on LD_LIBRARY_PATH (they carry the real sonames), so the
 // dlopen-by-soname path of the shipped binary is the one exercised.
-#include <gmock/gmock.h>
 #include <dlfcn.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
+
+#include "fakes/run_command.h"
 
 namespace {
 
 using ::testing::HasSubstr;
 
-struct DoctorRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using DoctorRun = fastpath::testing::CommandRun;
 
 // Runs `env <assignments> fastpath doctor <args>`; assignments are NAME=value strings.
-DoctorRun RunDoctor(const std::vector<std::string>& args, const std::vector<std::string>& assignments = {}) {
-  const std::string err_path = std::filesystem::temp_directory_path() /
-                               ("fastpath_doctor_err_" + std::to_string(::getpid()));
-  std::string command = "env";
-  for (const std::string& a : assignments) command += " '" + a + "'";
-  command += " '" FASTPATH_BINARY "' doctor";
-  for (const std::string& a : args) command += " " + a;
-  command += " 2>'" + err_path + "'";
-  DoctorRun run;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return run;
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) run.out.append(buffer, n);
-  const int status = ::pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream err(err_path);
-  std::stringstream text;
-  text << err.rdbuf();
-  run.err = text.str();
-  std::filesystem::remove(err_path);
-  return run;
+DoctorRun RunDoctor(const std::vector<std::string>& args,
+                    const std::vector<std::string>& assignments = {}) {
+  std::vector<std::string> argv = {FASTPATH_BINARY, "doctor"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return fastpath::testing::RunCommand(argv, assignments);
 }
 
 // LD_LIBRARY_PATH with the named fake library directories only.
 std::string FakePath(const std::vector<std::string>& dirs) {
   std::string path = "LD_LIBRARY_PATH=";
-  for (const std::string& dir : dirs) path += std::string(FASTPATH_FAKE_CUDA_LIB_DIR) + "/" + dir + ":";
+  for (const std::string& dir : dirs)
+    path += std::string(FASTPATH_FAKE_CUDA_LIB_DIR) + "/" + dir + ":";
   return path;
 }
 
@@ -66,7 +43,8 @@ bool HostHas(const char* soname) {
   return true;
 }
 
-const std::vector<std::string> kAllFakes = {"cuda", "nvml", "cudart", "cublas", "cudnn", "tensorrt", "nccl"};
+const std::vector<std::string> kAllFakes = {"cuda",  "nvml",     "cudart", "cublas",
+                                            "cudnn", "tensorrt", "nccl"};
 
 TEST(DoctorBinary, JsonOnThisMachineNamesWhatIsMissingAndExitsZero) {
   const DoctorRun run = RunDoctor({"--json"});
@@ -88,7 +66,8 @@ TEST(DoctorBinary, JsonOnThisMachineNamesWhatIsMissingAndExitsZero) {
 }
 
 TEST(DoctorBinary, TableSaysWhatIsMissing) {
-  const DoctorRun run = RunDoctor({}, {FakePath({"nvml", "cudart", "cublas", "cudnn", "tensorrt", "nccl"})});
+  const DoctorRun run =
+      RunDoctor({}, {FakePath({"nvml", "cudart", "cublas", "cudnn", "tensorrt", "nccl"})});
   if (run.out.find("NOT FOUND: libcuda.so.1") == std::string::npos) {
     GTEST_SKIP() << "this machine has a real libcuda.so.1";
   }
@@ -107,17 +86,31 @@ TEST(DoctorBinary, RequireGpuExitCodesWithFakeLibraries) {
   };
   const std::vector<Case> cases = {
       {"healthy", {FakePath(kAllFakes)}, 0, "GPU fast path: usable."},
-      {"no device", {FakePath(kAllFakes), "FASTPATH_FAKE_CUDA_DEVICES=0"}, 11, "CUDA_ERROR_NO_DEVICE"},
+      {"no device",
+       {FakePath(kAllFakes), "FASTPATH_FAKE_CUDA_DEVICES=0"},
+       11,
+       "CUDA_ERROR_NO_DEVICE"},
       {"driver too old",
        {FakePath(kAllFakes), "FASTPATH_FAKE_CUDA_DRIVER_VERSION=12040"},
        12,
        "cudart 13.0 needs CUDA 13.0 but the driver supports CUDA 12.4"},
-      {"nvml missing", {FakePath({"cuda", "cudart", "cublas", "cudnn", "tensorrt", "nccl"})}, 13, "NVML"},
-      {"stub driver", {FakePath(kAllFakes), "FASTPATH_FAKE_CUDA_INIT_ERROR=34"}, 14, "stub library"},
-      {"unhealthy", {FakePath(kAllFakes), "FASTPATH_FAKE_NVML_ECC_UNCORRECTED=1"}, 16, "uncorrected ECC"},
+      {"nvml missing",
+       {FakePath({"cuda", "cudart", "cublas", "cudnn", "tensorrt", "nccl"})},
+       13,
+       "NVML"},
+      {"stub driver",
+       {FakePath(kAllFakes), "FASTPATH_FAKE_CUDA_INIT_ERROR=34"},
+       14,
+       "stub library"},
+      {"unhealthy",
+       {FakePath(kAllFakes), "FASTPATH_FAKE_NVML_ECC_UNCORRECTED=1"},
+       16,
+       "uncorrected ECC"},
       // The driver is fine, but ORT's CUDA EP sees no device: every KIND_GPU model would be
       // refused, so the GPU fast path is not usable.
-      {"no CUDA EP device", {FakePath(kAllFakes), "FASTPATH_FAKE_EP_DEVICES=0"}, 17,
+      {"no CUDA EP device",
+       {FakePath(kAllFakes), "FASTPATH_FAKE_EP_DEVICES=0"},
+       17,
        "[17 no-gpu-execution-provider] ONNX Runtime's CUDA execution provider cannot be used"},
   };
   for (const Case& c : cases) {

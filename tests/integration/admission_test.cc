@@ -4,13 +4,11 @@
 // small 1 ns p95, so no timing can make it pass; an impossibly large one to pass), and the
 // admission report on /v2/health/admission.
 #include <gmock/gmock.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cstdio>
 #include <fstream>
 #include <sstream>
 
+#include "fakes/run_command.h"
 #include "integration_fixture.h"
 
 namespace fastpath::integration {
@@ -18,46 +16,23 @@ namespace {
 
 using ::testing::HasSubstr;
 
-struct ProcessRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using ProcessRun = fastpath::testing::CommandRun;
 
-// Runs `env <assignments> fastpath <args>` to its exit (at most 120 s: a serve that fails
-// to refuse would otherwise never return).
+// Runs `env <assignments> fastpath <args>` to its exit.
 ProcessRun RunFastpath(const std::vector<std::string>& args,
-                       const std::vector<std::string>& assignments = {}) {
-  const std::string err_path = std::filesystem::temp_directory_path() /
-                               ("fastpath_admission_err_" + std::to_string(::getpid()));
-  std::string command = "env";
+                       std::vector<std::string> assignments = {}) {
   bool fake_node = false;
   for (const std::string& a : assignments) {
-    command += " '" + a + "'";
     fake_node |= a.rfind("LD_LIBRARY_PATH=" FASTPATH_FAKE_CUDA_LIB_DIR, 0) == 0;
   }
   // A node faked with the suite's NVIDIA libraries gets the suite's fake ORT EP as well, as
   // in doctor's tests: the real CUDA EP library needs the real CUDA libraries, and loading
   // it against stand-ins only to see it fail tells nothing (and under ASan its unload
   // leaves libstdc++'s emergency pool reported from an unknown module).
-  if (fake_node) command += " 'FASTPATH_ORT_EP_LIBRARY_DIR=" FASTPATH_FAKE_ORT_EP_DIR "'";
-  command += " timeout 120 '" + FastpathBinary() + "'";
-  for (const std::string& a : args) command += " '" + a + "'";
-  command += " 2>'" + err_path + "'";
-  ProcessRun run;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return run;
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) run.out.append(buffer, n);
-  const int status = ::pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream err(err_path);
-  std::stringstream text;
-  text << err.rdbuf();
-  run.err = text.str();
-  std::filesystem::remove(err_path);
-  return run;
+  if (fake_node) assignments.push_back("FASTPATH_ORT_EP_LIBRARY_DIR=" FASTPATH_FAKE_ORT_EP_DIR);
+  std::vector<std::string> argv = {FastpathBinary()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return fastpath::testing::RunCommand(argv, assignments);
 }
 
 std::string FakeLibraryPath() {

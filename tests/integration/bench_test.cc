@@ -2,11 +2,10 @@
 // HTTP (binary and JSON, closed and open loop), gRPC, in-process, the plot subcommand,
 // and the errors a user meets first. Asserts the report's fields and zero errors, never
 // timings.
-#include <sys/wait.h>
-
 #include <fstream>
 #include <sstream>
 
+#include "fakes/run_command.h"
 #include "integration_fixture.h"
 
 namespace fastpath::integration {
@@ -14,11 +13,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct BenchRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using BenchRun = fastpath::testing::CommandRun;
 
 std::string ReadAll(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -27,34 +22,28 @@ std::string ReadAll(const fs::path& path) {
   return ss.str();
 }
 
-std::string Quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 class BenchTest : public ServerTest {
  protected:
   std::vector<std::string> Models() override { return {"simple"}; }
 
   BenchRun Run(const std::vector<std::string>& args) {
-    std::string cmd = Quote(FastpathBinary()) + " bench";
-    for (const auto& a : args) cmd += " " + Quote(a);
-    const fs::path out = work_->root() / "bench.out";
-    const fs::path err = work_->root() / "bench.err";
-    cmd += " >" + Quote(out.string()) + " 2>" + Quote(err.string()) + " </dev/null";
-    BenchRun r;
-    const int status = std::system(cmd.c_str());
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = ReadAll(out);
-    r.err = ReadAll(err);
-    return r;
+    std::vector<std::string> argv = {FastpathBinary(), "bench"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return fastpath::testing::RunCommand(argv, {}, /*timeout_s=*/280);
   }
 
   // Short windows: the test checks the plumbing, not the numbers.
   std::vector<std::string> Short() {
-    return {"-m", "simple", "--warmup-ms", "100", "--measurement-interval-ms", "250", "--max-trials", "3",
-            "--stability-percentage", "100"};
+    return {"-m",
+            "simple",
+            "--warmup-ms",
+            "100",
+            "--measurement-interval-ms",
+            "250",
+            "--max-trials",
+            "3",
+            "--stability-percentage",
+            "100"};
   }
 
   std::string Path(const std::string& name) { return (work_->root() / name).string(); }
@@ -79,8 +68,8 @@ class BenchTest : public ServerTest {
       const auto& s = p["server"];
       EXPECT_GT(s["requests"].GetUint64(), 0u);
       EXPECT_GT(s["executions"].GetUint64(), 0u);
-      for (const char* k : {"queue_us", "compute_input_us", "compute_infer_us", "compute_output_us", "compute_us",
-                            "average_batch"}) {
+      for (const char* k : {"queue_us", "compute_input_us", "compute_infer_us", "compute_output_us",
+                            "compute_us", "average_batch"}) {
         ASSERT_TRUE(s.HasMember(k)) << k;
       }
       EXPECT_GE(s["average_batch"].GetDouble(), 1.0);
@@ -92,10 +81,11 @@ class BenchTest : public ServerTest {
 
 TEST_F(BenchTest, HttpBinarySweepWithInProcessCeilingAndEveryOutput) {
   auto args = Short();
-  for (const std::string& a : std::vector<std::string>{"-u", "127.0.0.1:" + std::to_string(server().http_port()), "--concurrency", "1,2",
-                        "--in-process", "--model-repository", repo().root().string(), "--batch-sizes", "1,2",
-                        "--json", Path("r.json"), "--csv", Path("r.csv"), "--svg", Path("r.svg"), "--label",
-                        "simple http"}) {
+  for (const std::string& a : std::vector<std::string>{
+           "-u", "127.0.0.1:" + std::to_string(server().http_port()), "--concurrency", "1,2",
+           "--in-process", "--model-repository", repo().root().string(), "--batch-sizes", "1,2",
+           "--json", Path("r.json"), "--csv", Path("r.csv"), "--svg", Path("r.svg"), "--label",
+           "simple http"}) {
     args.push_back(a);
   }
   BenchRun r = Run(args);
@@ -104,7 +94,8 @@ TEST_F(BenchTest, HttpBinarySweepWithInProcessCeilingAndEveryOutput) {
   EXPECT_NE(r.out.find("in-process"), std::string::npos) << r.out;
 
   rapidjson::Document doc = ParseJson(ReadAll(Path("r.json")));
-  ASSERT_TRUE(doc.IsObject() && doc["runs"].IsArray() && doc["runs"].Size() == 1) << ReadAll(Path("r.json"));
+  ASSERT_TRUE(doc.IsObject() && doc["runs"].IsArray() && doc["runs"].Size() == 1)
+      << ReadAll(Path("r.json"));
   const auto& run = doc["runs"][0];
   EXPECT_STREQ(run["label"].GetString(), "simple http");
   EXPECT_STREQ(run["transport"].GetString(), "http");
@@ -129,7 +120,8 @@ TEST_F(BenchTest, HttpBinarySweepWithInProcessCeilingAndEveryOutput) {
   EXPECT_TRUE(run["points"][0]["efficiency"].IsNumber());
 
   const std::string csv = ReadAll(Path("r.csv"));
-  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 5) << csv;  // header + 2 in-process + 2 server
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 5)
+      << csv;  // header + 2 in-process + 2 server
   EXPECT_EQ(csv.rfind("label,model,", 0), 0u);
   const std::string svg = ReadAll(Path("r.svg"));
   EXPECT_EQ(svg.rfind("<?xml", 0), 0u);
@@ -138,8 +130,10 @@ TEST_F(BenchTest, HttpBinarySweepWithInProcessCeilingAndEveryOutput) {
 
   // Appending a second run and plotting both files.
   auto again = Short();
-  for (const std::string& a : std::vector<std::string>{"-u", "127.0.0.1:" + std::to_string(server().http_port()), "--concurrency", "1",
-                        "--json", Path("r.json"), "--csv", Path("r.csv"), "--append", "--label", "second", "-q"}) {
+  for (const std::string& a :
+       std::vector<std::string>{"-u", "127.0.0.1:" + std::to_string(server().http_port()),
+                                "--concurrency", "1", "--json", Path("r.json"), "--csv",
+                                Path("r.csv"), "--append", "--label", "second", "-q"}) {
     again.push_back(a);
   }
   r = Run(again);
@@ -158,7 +152,9 @@ TEST_F(BenchTest, HttpBinarySweepWithInProcessCeilingAndEveryOutput) {
 
 TEST_F(BenchTest, Grpc) {
   auto args = Short();
-  for (const std::string& a : std::vector<std::string>{"-i", "grpc", "-u", server().grpc_target(), "--concurrency", "2", "--json", Path("g.json")}) {
+  for (const std::string& a :
+       std::vector<std::string>{"-i", "grpc", "-u", server().grpc_target(), "--concurrency", "2",
+                                "--json", Path("g.json")}) {
     args.push_back(a);
   }
   BenchRun r = Run(args);
@@ -172,9 +168,10 @@ TEST_F(BenchTest, Grpc) {
 
 TEST_F(BenchTest, HttpJsonAtAPoissonRate) {
   auto args = Short();
-  for (const std::string& a : std::vector<std::string>{"-u", "127.0.0.1:" + std::to_string(server().http_port()), "--encoding", "json",
-                        "--request-rate", "40", "--request-distribution", "poisson", "--max-threads", "4",
-                        "--batch-size", "2", "--json", Path("j.json")}) {
+  for (const std::string& a : std::vector<std::string>{
+           "-u", "127.0.0.1:" + std::to_string(server().http_port()), "--encoding", "json",
+           "--request-rate", "40", "--request-distribution", "poisson", "--max-threads", "4",
+           "--batch-size", "2", "--json", Path("j.json")}) {
     args.push_back(a);
   }
   BenchRun r = Run(args);
