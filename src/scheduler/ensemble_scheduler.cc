@@ -8,6 +8,25 @@
 namespace fastpath::scheduler {
 namespace {
 
+// The reason of Triton's nv_inference_request_failure for an ensemble that failed with
+// `status`, the status of the step that failed: a step refused (queue full, timed out,
+// stopping) or cancelled is the ensemble's too, a step whose model failed (Internal) is
+// BACKEND, and anything else (a step's config refusing the request, ...) OTHER.
+server::FailureReason FailureReasonOf(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kUnavailable:
+    case StatusCode::kDeadlineExceeded:
+    case StatusCode::kResourceExhausted:
+      return server::FailureReason::kRejected;
+    case StatusCode::kCancelled:
+      return server::FailureReason::kCanceled;
+    case StatusCode::kInternal:
+      return server::FailureReason::kBackend;
+    default:
+      return server::FailureReason::kOther;
+  }
+}
+
 uint64_t Ns(Clock::duration d) {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
 }
@@ -101,7 +120,7 @@ void EnsembleScheduler::Enqueue(Job job) {
     if (accepted) ++inflight_;
   }
   if (!accepted) {
-    stats_->RecordFailure(Ns(now_() - job.arrival));
+    stats_->RecordFailure(Ns(now_() - job.arrival), server::FailureReason::kRejected);
     job.done(Unavailable("model '" + job.request.model_name + "' is shutting down"));
     return;
   }
@@ -117,9 +136,8 @@ void EnsembleScheduler::Enqueue(Job job) {
   for (auto& tensor : job.request.inputs) {
     auto it = tensor_index_.find(tensor.name);
     // Only ensemble inputs: a request never supplies what a step produces.
-    if (it != tensor_index_.end() &&
-        std::find(input_tensors_.begin(), input_tensors_.end(), it->second) !=
-            input_tensors_.end()) {
+    if (it != tensor_index_.end() && std::find(input_tensors_.begin(), input_tensors_.end(),
+                                               it->second) != input_tensors_.end()) {
       run->values[it->second] = std::move(tensor);
     }
   }
@@ -269,7 +287,7 @@ void EnsembleScheduler::Finish(const std::shared_ptr<Run>& run) {
     timings.compute_infer_ns = Ns(end - run->start);
     stats_->RecordSuccess(1, run->job.batch_size, timings, request_ns);
   } else {
-    stats_->RecordFailure(request_ns);
+    stats_->RecordFailure(request_ns, FailureReasonOf(status));
   }
   auto done = std::move(run->job.done);
   {

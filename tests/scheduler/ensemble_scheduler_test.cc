@@ -171,8 +171,36 @@ TEST(EnsembleSchedulerTest, AFailedStepFailsTheRequestOnceEveryStartedStepIsBack
   EXPECT_EQ(answer->status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(answer->status().message(),
             "ensemble 'diamond' step 2 (model 'b'): input 'in' is wrong");
-  EXPECT_EQ(stats.Snapshot("diamond", "1").inference_stats.fail.count, 1u);
+  const auto snapshot = stats.Snapshot("diamond", "1");
+  EXPECT_EQ(snapshot.inference_stats.fail.count, 1u);
+  // A step's config refusing the request is neither a rejection nor the backend's fault.
+  EXPECT_EQ(snapshot.failures[static_cast<size_t>(server::FailureReason::kOther)], 1u);
   EXPECT_EQ((*scheduler)->Pending(), 0u);
+}
+
+TEST(EnsembleSchedulerTest, AFailedStepGivesTheEnsembleItsFailureReason) {
+  const std::vector<std::pair<Status, server::FailureReason>> cases = {
+      {Unavailable("queue of model 'b' is full"), server::FailureReason::kRejected},
+      {DeadlineExceeded("timed out in the queue"), server::FailureReason::kRejected},
+      {Cancelled("the client went away"), server::FailureReason::kCanceled},
+      {Internal("ORT: CUDA failure 700"), server::FailureReason::kBackend},
+  };
+  for (const auto& [failure, reason] : cases) {
+    SCOPED_TRACE(failure.message());
+    ManualRunner runner;
+    StatsRecorder stats;
+    auto scheduler = EnsembleScheduler::Create(Diamond(), runner.AsRunner(), &stats);
+    ASSERT_TRUE(scheduler.ok());
+    std::optional<StatusOr<InferResponse>> answer;
+    (*scheduler)->Enqueue(MakeJob(&answer));
+    runner.Fail("b", failure);
+    runner.Answer("a", "+a");
+    ASSERT_TRUE(answer.has_value());
+    EXPECT_EQ(answer->status().code(), failure.code());
+    const auto snapshot = stats.Snapshot("diamond", "1");
+    EXPECT_EQ(snapshot.failures[static_cast<size_t>(reason)], 1u);
+    EXPECT_EQ(snapshot.inference_stats.fail.count, 1u);
+  }
 }
 
 TEST(EnsembleSchedulerTest, ARunnerThatAnswersAtOnceIsFine) {
