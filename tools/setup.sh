@@ -14,7 +14,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates openssl
   python3 python3-onnx python3-numpy
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libboost-dev rapidjson-dev libgtest-dev libgmock-dev prometheus-cpp-dev
+  libboost-dev rapidjson-dev libgtest-dev libgmock-dev prometheus-cpp-dev libssl-dev
 )
 # npm fetches ONNX Runtime (`npm pack`). An npm that is already there (NodeSource, nvm, ...) is
 # used as is: Debian's nodejs/npm packages would conflict with it.

@@ -1,10 +1,12 @@
 #include "fastpath/backend/engine_cache.h"
 
+#include <openssl/evp.h>
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <cstring>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <system_error>
 
@@ -15,97 +17,35 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// SHA-256 (FIPS 180-4), streaming.
+// SHA-256 through OpenSSL's EVP interface (libcrypto, already a dependency of gRPC).
 class Sha256 {
  public:
-  void Update(const unsigned char* data, size_t size) {
-    length_ += size;
-    while (size > 0) {
-      const size_t take = std::min(size, block_.size() - used_);
-      std::memcpy(block_.data() + used_, data, take);
-      used_ += take;
-      data += take;
-      size -= take;
-      if (used_ == block_.size()) {
-        Compress(block_.data());
-        used_ = 0;
-      }
-    }
+  Sha256() : ctx_(EVP_MD_CTX_new()) {
+    ok_ = ctx_ != nullptr && EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr) == 1;
   }
-
-  std::string HexDigest() {
-    const uint64_t bits = length_ * 8;
-    const unsigned char pad = 0x80;
-    Update(&pad, 1);
-    const unsigned char zero = 0;
-    while (used_ != 56) Update(&zero, 1);
-    unsigned char length[8];
-    for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(bits >> (56 - 8 * i));
-    Update(length, 8);
+  void Update(const void* data, size_t size) {
+    ok_ = ok_ && EVP_DigestUpdate(ctx_.get(), data, size) == 1;
+  }
+  StatusOr<std::string> HexDigest() {
+    std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+    unsigned int size = 0;
+    ok_ = ok_ && EVP_DigestFinal_ex(ctx_.get(), digest.data(), &size) == 1;
+    if (!ok_) return Internal("OpenSSL could not compute a SHA-256");
     static constexpr char kHex[] = "0123456789abcdef";
     std::string out;
-    for (uint32_t word : state_) {
-      for (int shift = 28; shift >= 0; shift -= 4) out += kHex[(word >> shift) & 0xf];
+    for (unsigned int i = 0; i < size; ++i) {
+      out += kHex[digest[i] >> 4];
+      out += kHex[digest[i] & 0xf];
     }
     return out;
   }
 
  private:
-  static uint32_t Rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
-
-  void Compress(const unsigned char* block) {
-    static constexpr uint32_t kK[64] = {
-        0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
-        0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
-        0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
-        0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7,
-        0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
-        0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
-        0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116,
-        0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-        0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
-        0xc67178f2};
-    uint32_t w[64];
-    for (int i = 0; i < 16; ++i) {
-      w[i] = uint32_t{block[4 * i]} << 24 | uint32_t{block[4 * i + 1]} << 16 |
-             uint32_t{block[4 * i + 2]} << 8 | uint32_t{block[4 * i + 3]};
-    }
-    for (int i = 16; i < 64; ++i) {
-      const uint32_t s0 = Rotr(w[i - 15], 7) ^ Rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
-      const uint32_t s1 = Rotr(w[i - 2], 17) ^ Rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
-      w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-    }
-    uint32_t a = state_[0], b = state_[1], c = state_[2], d = state_[3], e = state_[4],
-             f = state_[5], g = state_[6], h = state_[7];
-    for (int i = 0; i < 64; ++i) {
-      const uint32_t s1 = Rotr(e, 6) ^ Rotr(e, 11) ^ Rotr(e, 25);
-      const uint32_t t1 = h + s1 + ((e & f) ^ (~e & g)) + kK[i] + w[i];
-      const uint32_t s0 = Rotr(a, 2) ^ Rotr(a, 13) ^ Rotr(a, 22);
-      const uint32_t t2 = s0 + ((a & b) ^ (a & c) ^ (b & c));
-      h = g;
-      g = f;
-      f = e;
-      e = d + t1;
-      d = c;
-      c = b;
-      b = a;
-      a = t1 + t2;
-    }
-    state_[0] += a;
-    state_[1] += b;
-    state_[2] += c;
-    state_[3] += d;
-    state_[4] += e;
-    state_[5] += f;
-    state_[6] += g;
-    state_[7] += h;
-  }
-
-  std::array<uint32_t, 8> state_ = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                                    0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-  std::array<unsigned char, 64> block_{};
-  size_t used_ = 0;
-  uint64_t length_ = 0;
+  struct Free {
+    void operator()(EVP_MD_CTX* ctx) const { EVP_MD_CTX_free(ctx); }
+  };
+  std::unique_ptr<EVP_MD_CTX, Free> ctx_;
+  bool ok_ = false;
 };
 
 // The manifest's component names, in Canonical() order.
@@ -149,8 +89,10 @@ std::string Differences(const EngineCacheKey& cached, const EngineCacheKey& want
 
 std::string Sha256Hex(std::string_view data) {
   Sha256 hash;
-  hash.Update(reinterpret_cast<const unsigned char*>(data.data()), data.size());
-  return hash.HexDigest();
+  hash.Update(data.data(), data.size());
+  // Only an OpenSSL without SHA-256 fails here; a key id must still be deterministic.
+  StatusOr<std::string> hex = hash.HexDigest();
+  return hex.ok() ? *std::move(hex) : "sha256-unavailable";
 }
 
 StatusOr<std::string> Sha256File(const fs::path& path) {
@@ -160,8 +102,7 @@ StatusOr<std::string> Sha256File(const fs::path& path) {
   std::array<char, 1 << 16> buffer;
   while (in) {
     in.read(buffer.data(), buffer.size());
-    hash.Update(reinterpret_cast<const unsigned char*>(buffer.data()),
-                static_cast<size_t>(in.gcount()));
+    hash.Update(buffer.data(), static_cast<size_t>(in.gcount()));
   }
   if (in.bad()) return Internal("reading '" + path.string() + "' failed while hashing it");
   return hash.HexDigest();
