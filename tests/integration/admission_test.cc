@@ -161,6 +161,36 @@ TEST(AdmissionBinary, ProductionRefusesAModelThatMissesItsBudget) {
   EXPECT_THAT(run.err, HasSubstr("(budget 1e-06 ms), throughput "));
 }
 
+// The silent CPU fallback, end to end: a KIND_GPU model on a node whose driver (the fake
+// libcuda) is there but whose CUDA execution provider enumerates no device. ORT would run
+// the model on its CPU provider; fastpath refuses it, and production refuses to serve.
+TEST(AdmissionBinary, ProductionRefusesAGpuModelWhoseProviderSeesNoGpu) {
+  testing::TempRepository repo(FASTPATH_TEST_MODELS_DIR);
+  repo.AddVersion("simple", 1, "simple");
+  repo.WriteConfig("simple", R"(name: "simple"
+max_batch_size: 8
+input [
+  { name: "INPUT0" data_type: TYPE_INT32 dims: [ 16 ] },
+  { name: "INPUT1" data_type: TYPE_INT32 dims: [ 16 ] }
+]
+output [
+  { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 16 ] },
+  { name: "OUTPUT1" data_type: TYPE_INT32 dims: [ 16 ] }
+]
+instance_group [ { kind: KIND_GPU count: 1 gpus: [ 0 ] } ]
+)");
+  const ProcessRun run =
+      RunFastpath({"serve", "--model-repository", repo.root().string(), "--http-port", "0",
+                   "--grpc-port", "0", "--allow-metrics", "false", "--profile", "production"},
+                  {FakeLibraryPath(), "FASTPATH_FAKE_EP_DEVICES=0"});
+  EXPECT_EQ(run.exit_code, 23) << run.err;
+  EXPECT_THAT(
+      run.err,
+      HasSubstr("production profile: a model is not READY; refusing to serve:\n  model 'simple'"));
+  EXPECT_THAT(run.err, HasSubstr("loaded, but CUDAExecutionProvider enumerated no device: ONNX "
+                                 "Runtime sees no usable NVIDIA GPU"));
+}
+
 TEST(AdmissionBinary, ProductionRefusesAModelThatDoesNotLoad) {
   testing::TempRepository repo(FASTPATH_TEST_MODELS_DIR);
   WriteSimple(repo, "1000000000");
