@@ -45,19 +45,9 @@ std::string FakeLibraryPath() {
 
 // The `simple` model with a self-test budget.
 std::string SimpleWithBudget(const std::string& p95_ms) {
-  return R"(name: "simple"
-max_batch_size: 8
-input [
-  { name: "INPUT0" data_type: TYPE_INT32 dims: [ 16 ] },
-  { name: "INPUT1" data_type: TYPE_INT32 dims: [ 16 ] }
-]
-output [
-  { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 16 ] },
-  { name: "OUTPUT1" data_type: TYPE_INT32 dims: [ 16 ] }
-]
-instance_group [ { kind: KIND_CPU count: 1 } ]
-parameters { key: "fastpath.slo.p95_ms" value { string_value: ")" +
-         p95_ms + R"(" } }
+  return std::string(testing::kSimpleConfig) +
+         R"(parameters { key: "fastpath.slo.p95_ms" value { string_value: ")" + p95_ms +
+         R"(" } }
 parameters { key: "fastpath.slo.iterations" value { string_value: "5" } }
 parameters { key: "fastpath.slo.batch_size" value { string_value: "2" } }
 parameters { key: "fastpath.slo.seed" value { string_value: "7" } }
@@ -167,18 +157,12 @@ TEST(AdmissionBinary, ProductionRefusesAModelThatMissesItsBudget) {
 TEST(AdmissionBinary, ProductionRefusesAGpuModelWhoseProviderSeesNoGpu) {
   testing::TempRepository repo(FASTPATH_TEST_MODELS_DIR);
   repo.AddVersion("simple", 1, "simple");
-  repo.WriteConfig("simple", R"(name: "simple"
-max_batch_size: 8
-input [
-  { name: "INPUT0" data_type: TYPE_INT32 dims: [ 16 ] },
-  { name: "INPUT1" data_type: TYPE_INT32 dims: [ 16 ] }
-]
-output [
-  { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 16 ] },
-  { name: "OUTPUT1" data_type: TYPE_INT32 dims: [ 16 ] }
-]
-instance_group [ { kind: KIND_GPU count: 1 gpus: [ 0 ] } ]
-)");
+  // The simple model with a GPU instance group instead of its CPU one.
+  std::string config = testing::kSimpleConfig;
+  const std::string cpu_group = "{ kind: KIND_CPU count: 1 }";
+  config.replace(config.find(cpu_group), cpu_group.size(),
+                 "{ kind: KIND_GPU count: 1 gpus: [ 0 ] }");
+  repo.WriteConfig("simple", config);
   const ProcessRun run =
       RunFastpath({"serve", "--model-repository", repo.root().string(), "--http-port", "0",
                    "--grpc-port", "0", "--allow-metrics", "false", "--profile", "production"},
