@@ -112,7 +112,11 @@ std::string TensorRtUnusable(const gpu::CapabilitySnapshot& snapshot,
   for (const gpu::EpLibraryInfo& library : snapshot.onnxruntime.libraries) {
     if (library.provider != "tensorrt") continue;
     if (!library.error.empty()) return library.error;
-    if (library.devices.empty()) return "the tensorrt execution provider enumerated no device";
+    // A plugin EP lists its devices; a provider bridge lists none (its session finds out).
+    const bool plugin = library.interface.rfind("plugin", 0) == 0;
+    if (plugin && library.devices.empty()) {
+      return "the tensorrt execution provider enumerated no device";
+    }
   }
   if (!snapshot.onnxruntime.probed || !snapshot.onnxruntime.error.empty()) {
     return "ONNX Runtime could not be probed: " + snapshot.onnxruntime.error;

@@ -193,6 +193,7 @@ std::string RenderTable(const gpu::CapabilitySnapshot& s,
         value = "registered, " + std::to_string(library.devices.size()) + " device" +
                 (library.devices.size() == 1 ? "" : "s");
       }
+      if (!library.interface.empty()) value += " [" + library.interface + "]";
       Row(out, library.provider, value);
     }
     for (const gpu::EpDeviceInfo& device : o.devices) {
@@ -319,6 +320,7 @@ gpu::OnnxRuntimeInfo ProbeOnnxRuntime() {
     out.provider = library.provider;
     out.path = library.path;
     out.registered = library.registered;
+    out.interface = library.interface;
     out.error = library.error;
     for (const auto& device : library.devices) out.devices.push_back(ToEpDeviceInfo(device));
     info.libraries.push_back(std::move(out));

@@ -157,6 +157,7 @@ void WriteOnnxRuntime(Writer& w, const OnnxRuntimeInfo& o) {
     Str(w, "provider", library.provider);
     Str(w, "path", library.path);
     w.Key("registered"); w.Bool(library.registered);
+    Str(w, "interface", library.interface);
     Str(w, "error", library.error);
     w.Key("devices");
     w.StartArray();

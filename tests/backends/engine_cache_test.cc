@@ -105,6 +105,18 @@ TEST(EngineCacheTest, PrecisionAndShapeProfileFromTheTrtOptions) {
             "trt_profile_max_shapes; missing: trt_profile_min_shapes, trt_profile_max_shapes");
 }
 
+TEST(EngineCacheTest, OnlyEngineFilesCount) {
+  TempDir dir;
+  EXPECT_EQ(CountEngineFiles(dir.path() / "missing"), 0);
+  EXPECT_EQ(CountEngineFiles(dir.path()), 0);
+  ASSERT_TRUE(WriteManifest(dir.path(), Key()).ok());
+  std::ofstream(dir.path() / "TensorrtExecutionProvider_cache.profile") << "x";
+  fs::create_directories(dir.path() / "sub.engine");
+  EXPECT_EQ(CountEngineFiles(dir.path()), 0);  // a manifest, a profile, a folder: no engine
+  std::ofstream(dir.path() / "TensorrtExecutionProvider_TRTKernel_graph_0_sm90.engine") << "x";
+  EXPECT_EQ(CountEngineFiles(dir.path()), 1);
+}
+
 TEST(EngineCacheTest, ManifestRoundTripAndMalformedManifests) {
   TempDir dir;
   ASSERT_TRUE(WriteManifest(dir.path() / "k", Key()).ok());

@@ -154,7 +154,8 @@ struct EpLibraryInfo {
   std::string provider;  // "cuda", "tensorrt"
   std::string path;
   bool registered = false;  // RegisterExecutionProviderLibrary succeeded
-  std::string error;        // empty when registered with at least one device
+  std::string interface;    // how it plugs into ORT: plugin EP or provider bridge
+  std::string error;        // empty when usable
   std::vector<EpDeviceInfo> devices;
 };
 

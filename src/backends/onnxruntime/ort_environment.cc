@@ -7,6 +7,7 @@
 #include <system_error>
 #include <utility>
 
+#include "ep_library.h"
 #include "ort_types.h"
 
 namespace fastpath::backends::onnxruntime {
@@ -80,6 +81,26 @@ const char* DeviceTypeName(OrtHardwareDeviceType type) {
 // The process's environment while anything holds it (see ort_environment.h).
 std::mutex g_environment_mu;
 std::weak_ptr<OrtEnvironment> g_environment;  // guarded by g_environment_mu
+
+// OK when this ORT core was built with the provider's bridge (Microsoft's GPU release);
+// otherwise ORT's own "not enabled in this build" answer.
+Status ProbeProviderBridge(backend::ExecutionProvider provider) {
+  const OrtApi& api = Ort::GetApi();
+  OrtStatus* status = nullptr;
+  if (provider == backend::ExecutionProvider::kTensorRt) {
+    OrtTensorRTProviderOptionsV2* options = nullptr;
+    status = api.CreateTensorRTProviderOptions(&options);
+    if (options != nullptr) api.ReleaseTensorRTProviderOptions(options);
+  } else {
+    OrtCUDAProviderOptionsV2* options = nullptr;
+    status = api.CreateCUDAProviderOptions(&options);
+    if (options != nullptr) api.ReleaseCUDAProviderOptions(options);
+  }
+  if (status == nullptr) return Status::Ok();
+  std::string message = api.GetErrorMessage(status);
+  api.ReleaseStatus(status);
+  return FailedPrecondition(message);
+}
 
 }  // namespace
 
@@ -178,20 +199,67 @@ EpLibraryState OrtEnvironment::Register(backend::ExecutionProvider provider) {
   state.path = library_dir_ / EpLibraryFileName(provider);
   std::error_code ec;
   if (!std::filesystem::is_regular_file(state.path, ec)) {
+    // tools/bundle.sh leaves share/fastpath/bundle.json beside lib/; its CPU bundle carries
+    // no GPU provider on purpose.
+    if (std::filesystem::is_regular_file(
+            library_dir_.parent_path() / "share" / "fastpath" / "bundle.json", ec)) {
+      state.status = FailedPrecondition(
+          "the " + name + " execution provider library '" + state.path.string() +
+          "' does not exist: this is a CPU-only fastpath bundle (tools/bundle.sh without "
+          "--cuda-arch); GPU models need a bundle built with --cuda-arch");
+      return state;
+    }
     state.status =
         FailedPrecondition("the " + name + " execution provider library '" + state.path.string() +
                            "' does not exist (install ONNX Runtime's GPU package there, or point " +
                            kEpLibraryDirEnv + " at the folder that has it)");
     return state;
   }
+  // Which of ORT's two ways of loading a provider the file supports decides the rest; a
+  // provider-bridge library would otherwise fail in RegisterExecutionProviderLibrary on its
+  // first missing dependency, which hides the real reason (ep_library.h).
+  auto interface = ReadEpLibraryInterface(state.path);
+  if (!interface.ok()) {
+    state.status = FailedPrecondition("the " + name + " execution provider library cannot be "
+                                      "used: " + interface.status().message());
+    return state;
+  }
+  state.interface = *interface;
+  if (*state.interface == EpLibraryInterface::kNone) {
+    state.status = FailedPrecondition(
+        "'" + state.path.string() + "' is not an ONNX Runtime execution provider library: it "
+        "exports neither CreateEpFactories (plugin EP) nor GetProvider (provider bridge)");
+    return state;
+  }
+  if (*state.interface == EpLibraryInterface::kProviderBridge) {
+    if (Status core = ProbeProviderBridge(provider); !core.ok()) {
+      state.status = FailedPrecondition(
+          "this ONNX Runtime build cannot run " + ort_name + ": '" + state.path.string() +
+          "' is a provider-bridge library (it exports GetProvider, not CreateEpFactories), "
+          "which only an ONNX Runtime core built with the " + name + " provider bridge can "
+          "load (Microsoft's GPU release, through ONNXRUNTIME_ROOT), and this core (" +
+          OrtVersion() + ") answers: " + core.message());
+      return state;
+    }
+    // The core loads the library itself when a session appends the provider; the bridge
+    // enumerates no devices, so the device and the placement are checked per session.
+    state.registered = true;
+    return state;
+  }
   const std::string registration_name = "fastpath." + name;
   try {
     env_.RegisterExecutionProviderLibrary(registration_name.c_str(), state.path.native());
   } catch (const Ort::Exception& e) {
-    // ORT's message carries the loader's (dlerror) text, which names the dependency that
-    // is missing: libcuda.so.1 (no driver), libcudnn, libnvinfer, ...
+    // ORT's message carries the loader's (dlerror) text; the missing dependency is named
+    // first, with what it is, since that is what the operator must install.
+    std::string why = e.what();
+    if (const auto missing = FindMissingDependency(why)) {
+      why = "it needs " + missing->library + ", which the loader cannot find (" +
+            missing->explanation + "); ONNX Runtime: " + why;
+    }
     state.status = FailedPrecondition("cannot register the " + name +
-                                      " execution provider library: " + e.what());
+                                      " execution provider library '" + state.path.string() +
+                                      "': " + why);
     return state;
   }
   state.registered = true;
@@ -261,6 +329,7 @@ OrtRuntimeReport ProbeOrtRuntime(const OrtBackendOptions& options) {
     library.provider = backend::ExecutionProviderName(provider);
     library.path = state.path.string();
     library.registered = state.registered;
+    if (state.interface) library.interface = EpLibraryInterfaceName(*state.interface);
     library.error = state.status.ok() ? "" : state.status.message();
     for (const auto& device : state.devices) library.devices.push_back(device.report);
     report.libraries.push_back(std::move(library));

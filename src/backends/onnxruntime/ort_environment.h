@@ -22,6 +22,7 @@
 #include "fastpath/backend/backend.h"
 #include "fastpath/backends/onnxruntime/ort_backend.h"
 #include "fastpath/common/status.h"
+#include "ep_library.h"
 
 namespace fastpath::backends::onnxruntime {
 
@@ -38,7 +39,11 @@ struct EpLibraryState {
   // went wrong (the missing file, the loader's error naming the missing dependency, or
   // "no device").
   Status status;
+  // Registered with ORT (plugin EP), or accepted by a core with the provider's bridge.
   bool registered = false;
+  // How the library plugs into ORT, once its file was read.
+  std::optional<EpLibraryInterface> interface;
+  // Devices are known only for a plugin EP; a provider-bridge EP enumerates none.
   std::vector<EpDeviceEntry> devices;
 };
 

@@ -4,6 +4,8 @@
 #include <onnxruntime_session_options_config_keys.h>
 
 #include <algorithm>
+#include <memory>
+#include <string>
 #include <system_error>
 #include <unordered_map>
 #include <utility>
@@ -71,12 +73,67 @@ Status SetThreads(const backend::InstanceOptions& options, Ort::SessionOptions* 
   return Status::Ok();
 }
 
+// A provider-bridge library (Microsoft's GPU release): the core loads it when the session
+// appends the provider with its V2 options. It enumerates no devices, so the ordinal goes
+// in as the provider's device_id, and a missing GPU fails the session's creation.
+Status AppendBridgedProvider(const backend::InstanceOptions& options,
+                             backend::ExecutionProvider provider,
+                             Ort::SessionOptions* session_options) {
+  std::vector<std::string> keys = {"device_id"};
+  std::vector<std::string> values = {std::to_string(options.device_id)};
+  if (const auto it = options.provider_options.find(provider);
+      it != options.provider_options.end()) {
+    for (const auto& [key, value] : it->second) {
+      keys.push_back(key);
+      values.push_back(value);
+    }
+  }
+  if (provider == backend::ExecutionProvider::kCuda) {
+    keys.push_back("has_user_compute_stream");  // one stream per instance, as below
+    values.push_back("0");
+  }
+  std::vector<const char*> key_ptrs;
+  std::vector<const char*> value_ptrs;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    key_ptrs.push_back(keys[i].c_str());
+    value_ptrs.push_back(values[i].c_str());
+  }
+  const std::string name = backend::ExecutionProviderName(provider);
+  return CatchOrtExceptions(
+      "appending the " + name + " execution provider (provider bridge) for GPU " +
+          std::to_string(options.device_id),
+      [&]() -> Status {
+        const OrtApi& api = Ort::GetApi();
+        if (provider == backend::ExecutionProvider::kTensorRt) {
+          OrtTensorRTProviderOptionsV2* raw = nullptr;
+          Ort::ThrowOnError(api.CreateTensorRTProviderOptions(&raw));
+          std::unique_ptr<OrtTensorRTProviderOptionsV2, decltype(api.ReleaseTensorRTProviderOptions)>
+              trt(raw, api.ReleaseTensorRTProviderOptions);
+          Ort::ThrowOnError(api.UpdateTensorRTProviderOptions(trt.get(), key_ptrs.data(),
+                                                              value_ptrs.data(), keys.size()));
+          session_options->AppendExecutionProvider_TensorRT_V2(*trt);
+        } else {
+          OrtCUDAProviderOptionsV2* raw = nullptr;
+          Ort::ThrowOnError(api.CreateCUDAProviderOptions(&raw));
+          std::unique_ptr<OrtCUDAProviderOptionsV2, decltype(api.ReleaseCUDAProviderOptions)> cuda(
+              raw, api.ReleaseCUDAProviderOptions);
+          Ort::ThrowOnError(api.UpdateCUDAProviderOptions(cuda.get(), key_ptrs.data(),
+                                                          value_ptrs.data(), keys.size()));
+          session_options->AppendExecutionProvider_CUDA_V2(*cuda);
+        }
+        return Status::Ok();
+      });
+}
+
 Status AppendGpuProvider(const backend::InstanceOptions& options,
                          backend::ExecutionProvider provider, OrtEnvironment* env,
                          Ort::SessionOptions* session_options) {
   const std::string name = backend::ExecutionProviderName(provider);
   const EpLibraryState& library = env->Library(provider);
   if (!library.status.ok()) return library.status;
+  if (library.interface == EpLibraryInterface::kProviderBridge) {
+    return AppendBridgedProvider(options, provider, session_options);
+  }
   std::string ordinals;
   const EpDeviceEntry* chosen = FindEpDevice(library, options.device_id, &ordinals);
   if (chosen == nullptr) {

@@ -17,6 +17,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@
 #include "fastpath/backends/onnxruntime/ort_backend.h"
 #include "fastpath/config/model_config.h"
 #include "fastpath/repository/model_repository.h"
+#include "ep_library.h"
 
 namespace fastpath::backends::onnxruntime {
 namespace {
@@ -33,6 +35,7 @@ using backend::ExecutionProvider;
 using backend::InstanceOptions;
 using ::testing::HasSubstr;
 using ::testing::Pair;
+using ::testing::StartsWith;
 using ::testing::UnorderedElementsAre;
 
 namespace fs = std::filesystem;
@@ -79,6 +82,49 @@ std::string MissingCudaToolkitLibrary() {
     if (dlopen(soname, RTLD_LAZY) == nullptr) return soname;
   }
   return "";
+}
+
+TEST(EpLibraryTest, InterfaceIsReadFromTheSymbolTable) {
+  auto cuda = ReadEpLibraryInterface(kCudaEpLibrary);
+  ASSERT_TRUE(cuda.ok()) << cuda.status().ToString();
+  EXPECT_EQ(*cuda, EpLibraryInterface::kPluginEp);
+  auto fake = ReadEpLibraryInterface(fs::path(FASTPATH_FAKE_ORT_EP_DIR) /
+                                     "libonnxruntime_providers_cuda.so");
+  ASSERT_TRUE(fake.ok()) << fake.status().ToString();
+  EXPECT_EQ(*fake, EpLibraryInterface::kPluginEp);
+  auto core = ReadEpLibraryInterface(kOrtLibraryDir / "libonnxruntime.so.1");
+  ASSERT_TRUE(core.ok()) << core.status().ToString();
+  EXPECT_EQ(*core, EpLibraryInterface::kNone);
+
+  const fs::path text = fs::temp_directory_path() / "fastpath-not-an-elf.so";
+  std::ofstream(text) << "not a library\n";
+  EXPECT_EQ(ReadEpLibraryInterface(text).status().message(),
+            "'" + text.string() + "' is not a 64-bit ELF shared library (no ELF magic)");
+  EXPECT_EQ(ReadEpLibraryInterface(kModels / "missing.so").status().code(),
+            StatusCode::kNotFound);
+}
+
+TEST(EpLibraryTest, MissingDependencyIsReadFromTheLoaderMessage) {
+  auto driver = FindMissingDependency(
+      "Failed to load library /x/libonnxruntime_providers_cuda.so with error: libcuda.so.1: "
+      "cannot open shared object file: No such file or directory");
+  ASSERT_TRUE(driver.has_value());
+  EXPECT_EQ(driver->library, "libcuda.so.1");
+  EXPECT_THAT(driver->explanation, StartsWith("the NVIDIA driver's library"));
+  auto cublas = FindMissingDependency(
+      "libcublasLt.so.13: cannot open shared object file: No such file or directory");
+  ASSERT_TRUE(cublas.has_value());
+  EXPECT_EQ(cublas->library, "libcublasLt.so.13");
+  EXPECT_EQ(cublas->explanation,
+            "a CUDA runtime library (cuBLAS): install CUDA's runtime libraries");
+  auto trt = FindMissingDependency("with error: libnvinfer.so.10: cannot open shared object file");
+  ASSERT_TRUE(trt.has_value());
+  EXPECT_EQ(trt->explanation, "TensorRT: install TensorRT 10");
+  auto other = FindMissingDependency("libfoo.so.2: cannot open shared object file: x");
+  ASSERT_TRUE(other.has_value());
+  EXPECT_EQ(other->explanation, "a library it depends on");
+  EXPECT_FALSE(FindMissingDependency("/x/lib.so: undefined symbol: CreateEpFactories"));
+  EXPECT_FALSE(FindMissingDependency(": cannot open shared object file"));
 }
 
 TEST(EpAdmissionTest, CpuSessionAuditPutsEveryNodeOnTheCpu) {
@@ -132,18 +178,65 @@ TEST(EpAdmissionTest, EpLibrariesAreFoundBesideLibonnxruntime) {
   EXPECT_TRUE(cpu);
 }
 
-TEST(EpAdmissionTest, NoDriverIsRefusedWithTheLoaderError) {
+// Whichever library this machine lacks first is named, with what it is: the driver's
+// libcuda.so.1 where CUDA's runtime libraries are on the loader path, one of those where
+// they are not (a plain Debian without the toolkit).
+TEST(EpAdmissionTest, NoDriverIsRefusedNamingTheMissingLibrary) {
   if (DriverLoadable()) GTEST_SKIP() << "libcuda.so.1 is loadable in this process";
   auto backend = MakeBackend(kOrtLibraryDir);
   ASSERT_NE(backend, nullptr);
   auto instance = backend->CreateInstance(ModelPath("mlp"), GpuOptions());
   ASSERT_FALSE(instance.ok());
   EXPECT_EQ(instance.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_EQ(instance.status().message(),
-            "cannot register the cuda execution provider library: Failed to load library " +
-                kCudaEpLibrary.string() +
-                " with error: libcuda.so.1: cannot open shared object file: No such file or "
-                "directory");
+  const std::string& message = instance.status().message();
+  const std::string prefix = "cannot register the cuda execution provider library '" +
+                             kCudaEpLibrary.string() + "': it needs ";
+  ASSERT_THAT(message, StartsWith(prefix));
+  const std::string library =
+      message.substr(prefix.size(), message.find(',', prefix.size()) - prefix.size());
+  EXPECT_EQ(dlopen(library.c_str(), RTLD_LAZY), nullptr) << library << " loads in this process";
+  if (library == "libcuda.so.1") {
+    EXPECT_THAT(message, HasSubstr(", which the loader cannot find (the NVIDIA driver's "
+                                   "library: no driver is installed, or the container was "
+                                   "started without the NVIDIA container toolkit)"));
+  } else {
+    EXPECT_THAT(library, ::testing::AnyOf(StartsWith("libcudart"), StartsWith("libcublas"),
+                                          StartsWith("libcurand")));
+    EXPECT_THAT(message, HasSubstr(", which the loader cannot find (a CUDA runtime library"));
+  }
+  EXPECT_THAT(message, HasSubstr("; ONNX Runtime: "));
+  EXPECT_THAT(message, HasSubstr(library + ": cannot open shared object file"));
+}
+
+// The npm package's TensorRT library is a provider-bridge library, and its core has no
+// bridge: said plainly, whatever the machine has of TensorRT itself.
+TEST(EpAdmissionTest, ProviderBridgeLibraryWithoutABridgeInTheCoreIsNamed) {
+  const fs::path trt = kOrtLibraryDir / "libonnxruntime_providers_tensorrt.so";
+  auto interface = ReadEpLibraryInterface(trt);
+  ASSERT_TRUE(interface.ok()) << interface.status().ToString();
+  if (*interface != EpLibraryInterface::kProviderBridge) {
+    GTEST_SKIP() << "this ONNX Runtime's TensorRT library is not a provider-bridge library";
+  }
+  auto backend = MakeBackend(kOrtLibraryDir);
+  ASSERT_NE(backend, nullptr);
+  const OrtRuntimeReport report = ProbeOrtRuntime();
+  ASSERT_EQ(report.libraries.size(), 2u);
+  const EpLibraryReport& library = report.libraries[1];
+  EXPECT_EQ(library.interface, "provider bridge (GetProvider)");
+  if (library.error.empty()) GTEST_SKIP() << "this ONNX Runtime core has the TensorRT bridge";
+  EXPECT_FALSE(library.registered);
+  EXPECT_THAT(library.error,
+              StartsWith("this ONNX Runtime build cannot run TensorrtExecutionProvider: '" +
+                         trt.string() +
+                         "' is a provider-bridge library (it exports GetProvider, not "
+                         "CreateEpFactories), which only an ONNX Runtime core built with the "
+                         "tensorrt provider bridge can load (Microsoft's GPU release, through "
+                         "ONNXRUNTIME_ROOT), and this core (" +
+                         OrtVersion() + ") answers: "));
+  auto instance = backend->CreateInstance(
+      ModelPath("mlp"), GpuOptions({ExecutionProvider::kTensorRt, ExecutionProvider::kCuda}));
+  ASSERT_FALSE(instance.ok());
+  EXPECT_EQ(instance.status().message(), library.error);
 }
 
 // The silent fallback, reproduced: the EP library is present and registers, ORT would

@@ -58,7 +58,10 @@ struct EpLibraryReport {
   std::string provider;  // "cuda", "tensorrt"
   std::string path;
   bool registered = false;
-  std::string error;  // empty when registered with at least one device
+  // "plugin EP (CreateEpFactories)", "provider bridge (GetProvider)", ...; empty when the
+  // file was not read (missing).
+  std::string interface;
+  std::string error;  // empty when usable
   std::vector<EpDeviceReport> devices;
 };
 
