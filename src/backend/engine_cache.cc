@@ -184,6 +184,15 @@ StatusOr<EngineCacheKey> ReadManifest(const fs::path& file) {
   return key;
 }
 
+int CountEngineFiles(const fs::path& dir) {
+  std::error_code ec;
+  int count = 0;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().extension() == ".engine" && it->is_regular_file(ec)) ++count;
+  }
+  return count;
+}
+
 Status WriteManifest(const fs::path& dir, const EngineCacheKey& key) {
   std::error_code ec;
   fs::create_directories(dir, ec);

@@ -80,7 +80,12 @@ std::filesystem::path ModelEngineDir(const EngineCacheOptions& options);
 // Reads a manifest. InvalidArgument naming the file and line when it is malformed.
 StatusOr<EngineCacheKey> ReadManifest(const std::filesystem::path& file);
 // Writes <dir>/fastpath-engine.manifest (via a temporary file and rename).
-Status WriteManifest(const std::filesystem::path& dir, const EngineCacheKey& key);
+[[nodiscard]] Status WriteManifest(const std::filesystem::path& dir, const EngineCacheKey& key);
+
+// The TensorRT engine files (*.engine) in dir. A manifest vouches for engines, so it is
+// written only where this is above zero: a model with dynamic shapes and no shape profile
+// builds its engines at its first run, not when its session is created.
+int CountEngineFiles(const std::filesystem::path& dir);
 
 struct EngineCacheDecision {
   std::filesystem::path dir;  // <root>/<model>/<version>/<key id>: the engines' folder

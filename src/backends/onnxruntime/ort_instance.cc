@@ -95,8 +95,11 @@ StatusOr<std::unique_ptr<OrtModelInstance>> OrtModelInstance::Create(
                             MakeInstanceSessionOptions(effective, env.get(), log_id, &degraded));
   FASTPATH_ASSIGN_OR_RETURN(Ort::Session session,
                             OpenSession(env->env(), model_file, session_options));
-  if (engines && !engines->decision.found) {
+  if (engines && !engines->decision.found &&
+      backend::CountEngineFiles(engines->decision.dir) > 0) {
     // The session built its engines into the folder: record the key they were built under.
+    // Without engine files (dynamic shapes, built at the first run) there is nothing to vouch
+    // for, and the next start looks again.
     FASTPATH_RETURN_IF_ERROR(backend::WriteManifest(engines->decision.dir, engines->key));
   }
   auto signature = ReadSignature(session);
