@@ -15,6 +15,7 @@ packages=(
   python3 python3-onnx python3-numpy
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libboost-dev rapidjson-dev libgtest-dev libgmock-dev prometheus-cpp-dev libssl-dev
+  patchelf zstd  # tools/bundle.sh: RPATHs of the bundled libraries, the packed tarball
 )
 # npm fetches ONNX Runtime (`npm pack`). An npm that is already there (NodeSource, nvm, ...) is
 # used as is: Debian's nodejs/npm packages would conflict with it.
