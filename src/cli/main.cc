@@ -1,4 +1,5 @@
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -38,6 +39,11 @@ Run `fastpath <command> --help` for a command's options.
 }  // namespace
 
 int main(int argc, char** argv) {
+  // ONNX Runtime 1.29's Linux build sends telemetry to Microsoft over HTTPS unless this is
+  // set before its environment starts. A server on a production node sends nothing nobody
+  // asked for; an operator who wants it sets ORT_DISABLE_TELEMETRY=0 (not overwritten).
+  // Set here, while the process has one thread, because setenv races getenv.
+  setenv("ORT_DISABLE_TELEMETRY", "1", /*overwrite=*/0);
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     std::cout << kUsage;

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <utility>
 #include <vector>
 
 namespace fastpath::backends::onnxruntime {
@@ -53,9 +54,11 @@ const char* EpLibraryInterfaceName(EpLibraryInterface interface) {
 StatusOr<EpLibraryInterface> ReadEpLibraryInterface(const std::filesystem::path& path) {
   std::ifstream file(path, std::ios::binary);
   if (!file) return NotFound("cannot open '" + path.string() + "'");
-  const auto malformed = [&](const std::string& what) {
-    return InvalidArgument("'" + path.string() + "' is not a 64-bit ELF shared library (" + what +
-                           ")");
+  const auto malformed = [&](std::string_view what) {
+    std::string message = "'";  // built by appending: GCC 12 warns wrongly on "'" + string
+    message.append(path.string()).append("' is not a 64-bit ELF shared library (");
+    message.append(what).append(")");
+    return InvalidArgument(std::move(message));
   };
   Elf64_Ehdr header{};
   file.read(reinterpret_cast<char*>(&header), sizeof(header));
