@@ -24,6 +24,8 @@
 # Size budgets of the packed tarball, checked here: CPU bundle <= 32 MiB, CUDA bundle
 # <= 60 MiB (it must fit the 64 MiB a GPU machine accepts per call, with a few files beside).
 # Needs: the build dependencies (tools/setup.sh), patchelf, zstd, python3, readelf.
+# Environment: FASTPATH_COMMIT (the commit for bundle.json where there is no .git),
+# FASTPATH_CMAKE_ARGS and FASTPATH_JOBS (tools/common.sh).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 
@@ -124,8 +126,13 @@ if ! python3 "$root/tools/check_bundle.py" --json "$tree" >"$work/closure.json";
   echo "bundle: the bundle is not closed" >&2
   exit 1
 fi
-commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-git -C "$root" diff --quiet HEAD 2>/dev/null || commit+="+uncommitted"
+# FASTPATH_COMMIT names the commit where there is no .git to ask (a container build).
+if [[ -n "${FASTPATH_COMMIT:-}" ]]; then
+  commit="$FASTPATH_COMMIT"
+else
+  commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  git -C "$root" diff --quiet HEAD 2>/dev/null || commit+="+uncommitted"
+fi
 python3 - "$tree/share/fastpath/bundle.json" "$version" "$commit" "$cuda_archs" \
   "$(basename "$(readlink -f "$ort_lib")")" "$work/closure.json" "$work/prune.json" <<'PY'
 import json, sys

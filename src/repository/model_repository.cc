@@ -139,6 +139,7 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadVersion(
               std::to_string(instances.size()) + ": placement " +
               backend::PlacementSummary(*placement));
           runtime->placements.push_back(*placement);
+          runtime->audited_instances.push_back(instance.get());
         }
         instances.push_back(std::move(instance));
       }

@@ -5,6 +5,7 @@
 #include <rapidjson/writer.h>
 
 #include <future>
+#include <optional>
 #include <iostream>
 
 #include "fastpath/config/model_config.h"
@@ -21,8 +22,10 @@ std::string Join(const std::vector<std::string>& items, const std::string& separ
   return out;
 }
 
-// The placement audits of a version's instances (issue 4 §3) for the admission report.
-std::string PlacementJson(const std::vector<backend::PlacementAudit>& audits) {
+// The placement audits of a version's instances (issue 4 §3) for the admission report,
+// with each instance's live count of staged (IO-bound) runs.
+std::string PlacementJson(const repository::ModelVersion& version) {
+  const std::vector<backend::PlacementAudit>& audits = version.placements;
   if (audits.empty()) return "";
   rapidjson::StringBuffer buffer;
   rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
@@ -32,8 +35,16 @@ std::string PlacementJson(const std::vector<backend::PlacementAudit>& audits) {
   w.StartObject();
   w.Key("instances");
   w.StartArray();
-  for (const backend::PlacementAudit& audit : audits) {
+  for (size_t i = 0; i < audits.size(); ++i) {
+    const backend::PlacementAudit& audit = audits[i];
     w.StartObject();
+    const std::optional<uint64_t> staged_runs = i < version.audited_instances.size()
+                                                    ? version.audited_instances[i]->staged_runs()
+                                                    : std::nullopt;
+    w.Key("staged");
+    w.Bool(staged_runs.has_value());
+    w.Key("staged_runs");
+    w.Uint64(staged_runs.value_or(0));
     w.Key("summary");
     str(backend::PlacementSummary(audit));
     w.Key("total_nodes");
@@ -166,7 +177,7 @@ Status Server::Admit(const std::filesystem::path& model_dir, repository::ModelVe
       "model '" + version.model_name + "' version " + std::to_string(version.version);
   AdmissionRecord record;
   record.runtime = &version;
-  record.placement_json = PlacementJson(version.placements);
+  record.placement_json = PlacementJson(version);
   // A GPU instance the placement policy would refuse serves only under --allow-cpu-fallback
   // (dev), and TensorRT engines built under another key are rebuilt only in dev; either is
   // labelled DEGRADED like a missed budget.
@@ -255,10 +266,12 @@ admission::AdmissionReport Server::Admission() const {
       auto it = records.find({entry.name, version});
       if (it != records.end()) record = &it->second;
     }
+    std::shared_ptr<repository::ModelVersion> live;  // held while its counts are read
     if (entry.state == ModelState::kReady) {
       auto runtime = repository_->FindReady(entry.name, entry.version);
       if (record != nullptr && (!runtime.ok() || record->runtime != runtime->get()))
         record = nullptr;
+      if (record != nullptr) live = *runtime;
       m.state = admission::AdmissionState::kReady;
       if (record != nullptr && !record->degradations.empty()) {
         m.state = admission::AdmissionState::kDegraded;
@@ -276,7 +289,8 @@ admission::AdmissionReport Server::Admission() const {
     }
     if (record != nullptr) {
       m.self_test = record->self_test;
-      m.placement_json = record->placement_json;
+      // Built again for a READY version: its staged-run counts are live.
+      m.placement_json = live ? PlacementJson(*live) : record->placement_json;
     }
     report.models.push_back(std::move(m));
   }

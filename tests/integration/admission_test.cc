@@ -131,6 +131,9 @@ TEST_F(SelfTestPassProductionTest, ReadyWithTheFiguresInTheReport) {
   EXPECT_STREQ(placement["instances"][0]["providers"][0]["provider"].GetString(),
                "CPUExecutionProvider");
   EXPECT_STREQ(placement["instances"][0]["degraded_reason"].GetString(), "");
+  // A CPU instance does not stage its inputs (IO binding is for GPU instances).
+  EXPECT_FALSE(placement["instances"][0]["staged"].GetBool());
+  EXPECT_EQ(placement["instances"][0]["staged_runs"].GetUint64(), 0u);
   EXPECT_EQ(http().Post("/v2/health/admission", "").status, 405);
   EXPECT_THAT(server().LogTail(), HasSubstr("passed its start-up self-test"));
 }

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,11 @@ class ModelInstance {
   // Where the instance's nodes were placed when it was created; nullptr when the backend
   // does not audit placement. Owned by the instance and unchanged for its lifetime.
   virtual const PlacementAudit* placement() const { return nullptr; }
+  // Runs that went through the instance's staging memory (IO binding into the GPU
+  // provider's pinned host memory), counted since it was created; nullopt for an instance
+  // that does not stage (a CPU instance, a backend without binding). Safe to read from any
+  // thread while Run goes on.
+  virtual std::optional<uint64_t> staged_runs() const { return std::nullopt; }
 };
 
 class Backend {

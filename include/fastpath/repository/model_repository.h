@@ -46,6 +46,9 @@ struct ModelVersion {
   // Where each instance's nodes run (backend/placement.h), in instance creation order;
   // empty for an ensemble or a backend that does not audit. Unchanged after loading.
   std::vector<backend::PlacementAudit> placements;
+  // The instances whose audits those are, in the same order; owned by `scheduler`, so
+  // valid as long as this version. For live figures such as staged_runs().
+  std::vector<const backend::ModelInstance*> audited_instances;
   scheduler::StatsRecorder stats;
   std::unique_ptr<scheduler::Scheduler> scheduler;  // owns the model instances
 };

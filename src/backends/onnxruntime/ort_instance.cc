@@ -17,7 +17,7 @@ const backend::TensorSpec* FindSpec(const std::vector<backend::TensorSpec>& spec
                                     const std::string& name, size_t* index) {
   for (size_t i = 0; i < specs.size(); ++i) {
     if (specs[i].name == name) {
-      *index = i;
+      if (index != nullptr) *index = i;
       return &specs[i];
     }
   }
@@ -327,10 +327,17 @@ std::vector<Ort::Value> OrtModelInstance::RunBound(const std::vector<const char*
   for (size_t i = 0; i < input_names.size(); ++i)
     binding_.BindInput(input_names[i], input_values[i]);
   // Outputs land in the staging memory too (pinned on a GPU instance), allocated by the
-  // session's allocator for it; MakeOutputTensor reads them from the host.
-  for (const char* name : output_names) binding_.BindOutput(name, staging_memory_);
+  // session's allocator for it; MakeOutputTensor reads them from the host. String
+  // (BYTES) tensors live in CPU memory only in ORT, so those are bound there.
+  for (const char* name : output_names) {
+    const backend::TensorSpec* spec = FindSpec(signature_.outputs, name, nullptr);
+    const bool bytes = spec != nullptr && spec->dtype == DataType::kBytes;
+    binding_.BindOutput(name, bytes ? static_cast<const OrtMemoryInfo*>(cpu_memory_)
+                                    : staging_memory_);
+  }
   session_.Run(Ort::RunOptions{nullptr}, binding_);
   binding_.SynchronizeOutputs();
+  staged_runs_.fetch_add(1, std::memory_order_relaxed);
   return binding_.GetOutputValues();
 }
 

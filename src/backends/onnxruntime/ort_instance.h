@@ -5,6 +5,7 @@
 #include <onnxruntime_cxx_api.h>
 
 #include <filesystem>
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,6 +56,10 @@ class OrtModelInstance final : public backend::ModelInstance {
   const backend::ModelSignature& signature() const { return signature_; }
   const backend::PlacementAudit* placement() const override { return &placement_; }
   bool staged() const { return staging_allocator_ != nullptr; }
+  std::optional<uint64_t> staged_runs() const override {
+    if (!staged()) return std::nullopt;
+    return staged_runs_.load(std::memory_order_relaxed);
+  }
 
  private:
   OrtModelInstance(std::shared_ptr<OrtEnvironment> env, Ort::Session session,
@@ -99,6 +104,7 @@ class OrtModelInstance final : public backend::ModelInstance {
     size_t capacity = 0;
   };
   std::vector<StagingBuffer> staging_;  // one per model input, by signature index
+  std::atomic<uint64_t> staged_runs_{0};
   Ort::IoBinding binding_{nullptr};
 };
 

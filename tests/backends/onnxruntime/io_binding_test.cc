@@ -66,6 +66,7 @@ TEST(IoBindingTest, CpuInstancesTakeTheDirectPath) {
   auto instance = Make(env, "mlp", InputStaging::kAuto);
   ASSERT_NE(instance, nullptr);
   EXPECT_FALSE(instance->staged());
+  EXPECT_EQ(instance->staged_runs(), std::nullopt);  // "not staged", never a zero
 }
 
 TEST(IoBindingTest, StagedMlpMatchesDirectAsRequestsGrowAndShrink) {
@@ -75,6 +76,7 @@ TEST(IoBindingTest, StagedMlpMatchesDirectAsRequestsGrowAndShrink) {
   ASSERT_NE(staged, nullptr);
   ASSERT_NE(direct, nullptr);
   EXPECT_TRUE(staged->staged());
+  EXPECT_EQ(staged->staged_runs(), std::optional<uint64_t>(0));
   // Batch 2, then 5 (the staging buffer grows), then 1 (reused), then 5 again.
   for (int64_t batch : {2, 5, 1, 5}) {
     SCOPED_TRACE(batch);
@@ -86,6 +88,8 @@ TEST(IoBindingTest, StagedMlpMatchesDirectAsRequestsGrowAndShrink) {
   ASSERT_EQ(y->size(), 1u);
   EXPECT_EQ((*y)[0].name, "Y");
   EXPECT_EQ((*y)[0].shape, (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(staged->staged_runs(), std::optional<uint64_t>(5));  // every run, counted
+  EXPECT_EQ(direct->staged_runs(), std::nullopt);
 }
 
 TEST(IoBindingTest, StagedTwoInputsAndOtherDatatypes) {
