@@ -3,7 +3,7 @@
 # bare Debian 12 or Ubuntu 24.04 with nothing installed but the C/C++ runtime and glibc, and
 # the same folder packed for shipping.
 #
-#   tools/bundle.sh [--cuda-arch LIST] [--from-build DIR] [--no-pack] OUT
+#   tools/bundle.sh [--cuda-arch LIST] [--format zst|xz] [--from-build DIR] [--no-pack] OUT
 #
 #   OUT/fastpath/bin/fastpath            RPATH $ORIGIN/../lib, never LD_LIBRARY_PATH
 #   OUT/fastpath/lib/                    every shared library fastpath needs beyond the base
@@ -13,6 +13,8 @@
 #                                        gpu-check.sh, bundle.json (what is inside)
 #   OUT/fastpath-<version>-linux-x64[-cuda-<archs>].tar.zst
 #
+# --format xz packs .tar.xz instead (xz -9e: a little smaller, and slower): Python's tarfile
+# unpacks it with no other tool, for hosts without zstd such as the GPU machine's image.
 # --cuda-arch 90 (a comma-separated list of SM architectures: 90 for H100/H200) adds ONNX
 # Runtime's CUDA execution provider with only the device code those architectures need
 # (tools/prune_fatbin.py). CUDA's own runtime libraries (cudart, cuBLAS, cuDNN, cuRAND) are
@@ -33,6 +35,7 @@ usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 cuda_archs=""
 from_build=""
 pack=1
+format=zst
 out=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -40,17 +43,23 @@ while [[ $# -gt 0 ]]; do
     --cuda-arch=*) cuda_archs="${1#*=}"; shift ;;
     --from-build) from_build="${2:?--from-build needs a build folder}"; shift 2 ;;
     --no-pack) pack=0; shift ;;
+    --format) format="${2:-}"; shift 2 ;;
+    --format=*) format="${1#*=}"; shift ;;
     -h|--help) usage; exit 0 ;;
     -*) echo "bundle: unknown option $1" >&2; usage >&2; exit 2 ;;
     *) [[ -z "$out" ]] || { echo "bundle: one OUT folder only" >&2; exit 2; }; out="$1"; shift ;;
   esac
 done
 [[ -n "$out" ]] || { usage >&2; exit 2; }
+[[ "$format" == zst || "$format" == xz ]] || {
+  echo "bundle: --format is zst or xz, not '$format'" >&2
+  exit 2
+}
 if [[ -n "$cuda_archs" && ! "$cuda_archs" =~ ^[0-9]+(,[0-9]+)*$ ]]; then
   echo "bundle: --cuda-arch takes SM numbers such as 90 or 80,90, not '$cuda_archs'" >&2
   exit 2
 fi
-for tool in patchelf zstd readelf python3; do
+for tool in patchelf "$( [[ $format == xz ]] && echo xz || echo zstd)" readelf python3; do
   command -v "$tool" >/dev/null || {
     echo "bundle: $tool is missing (tools/setup.sh installs it)" >&2
     exit 1
@@ -156,9 +165,10 @@ PY
 
 echo "bundle: $tree ($(du -sm "$tree" | cut -f1) MB unpacked)"
 if [[ $pack -eq 1 ]]; then
-  tarball="$out/$name.tar.zst"
-  tar -C "$out" --owner=0 --group=0 --numeric-owner -cf - fastpath |
-    zstd -19 -T0 -q -f -o "$tarball"
+  tarball="$out/$name.tar.$format"
+  compress=(zstd -19 -T0 -q -c)
+  [[ "$format" == xz ]] && compress=(xz -9e -T0 -c)
+  tar -C "$out" --owner=0 --group=0 --numeric-owner -cf - fastpath | "${compress[@]}" >"$tarball"
   size=$(stat -c %s "$tarball")
   budget_mib=32
   [[ -n "$cuda_archs" ]] && budget_mib=60
