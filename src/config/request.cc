@@ -56,7 +56,55 @@ StatusOr<std::vector<int64_t>> MapDynamicDims(const std::string& what, bool batc
   return out;
 }
 
+// The reshape's shape, which a request may also send, for an error message.
+std::string AlsoAccepted(const inference::ModelConfig& config, const inference::ModelInput& input) {
+  if (!input.has_reshape()) return "";
+  return " (or " + ShapeToString(ProtocolShape(config, input.reshape().shape())) +
+         ", the shape it reshapes to)";
+}
+
+// True when `shape` has expected's rank and its fixed dims (-1 is any).
+bool Fits(const std::vector<int64_t>& shape, const std::vector<int64_t>& expected) {
+  if (shape.size() != expected.size()) return false;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    if (expected[i] != -1 && shape[i] != expected[i]) return false;
+  }
+  return true;
+}
+
+// The request shape against the config's dims. A reshaped input may also come in the
+// shape the model takes: a scalar as [] (per batch item) as readily as Triton's [1].
+Status CheckInputShape(const inference::ModelConfig& config, const inference::ModelInput& input,
+                       const std::string& what, const std::vector<int64_t>& shape) {
+  const std::vector<int64_t> expected = ProtocolShape(config, input.dims());
+  if (Fits(shape, expected)) return Status::Ok();
+  if (input.has_reshape() && Fits(shape, ProtocolShape(config, input.reshape().shape()))) {
+    return Status::Ok();  // ReshapeForModel leaves it as it is
+  }
+  if (shape.size() != expected.size()) {
+    return InvalidArgument(what + ": shape " + ShapeToString(shape) + " has rank " +
+                           std::to_string(shape.size()) + " but the model expects rank " +
+                           std::to_string(expected.size()) + " " + ShapeToString(expected) +
+                           AlsoAccepted(config, input));
+  }
+  for (size_t i = 0; i < expected.size(); ++i) {
+    if (expected[i] == -1 || shape[i] == expected[i]) continue;
+    return InvalidArgument(what + ": shape " + ShapeToString(shape) + " has " +
+                           std::to_string(shape[i]) + " at index " + std::to_string(i) +
+                           " but the model expects " + std::to_string(expected[i]) + " " +
+                           ShapeToString(expected) + AlsoAccepted(config, input));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+bool IsScalarReshape(const inference::ModelInput& input) {
+  return input.has_reshape() && input.reshape().shape_size() == 0;
+}
+bool IsScalarReshape(const inference::ModelOutput& output) {
+  return output.has_reshape() && output.reshape().shape_size() == 0;
+}
 
 std::vector<int64_t> ProtocolShape(const inference::ModelConfig& config,
                                    const google::protobuf::RepeatedField<int64_t>& dims) {
@@ -88,7 +136,6 @@ Status ValidateInferInputs(const inference::ModelConfig& config, const std::vect
       return InvalidArgument(what + ": datatype is " + std::string(DataTypeName(tensor.dtype)) +
                              " but the model expects " + std::string(DataTypeName(want)));
     }
-    const std::vector<int64_t> expected = ProtocolShape(config, input->dims());
     for (size_t i = 0; i < tensor.shape.size(); ++i) {
       if (tensor.shape[i] < 0) {
         return InvalidArgument(what + ": shape " + ShapeToString(tensor.shape) +
@@ -96,19 +143,7 @@ Status ValidateInferInputs(const inference::ModelConfig& config, const std::vect
                                " at index " + std::to_string(i));
       }
     }
-    if (tensor.shape.size() != expected.size()) {
-      return InvalidArgument(what + ": shape " + ShapeToString(tensor.shape) + " has rank " +
-                             std::to_string(tensor.shape.size()) + " but the model expects rank " +
-                             std::to_string(expected.size()) + " " + ShapeToString(expected));
-    }
-    for (size_t i = 0; i < expected.size(); ++i) {
-      if (expected[i] != -1 && tensor.shape[i] != expected[i]) {
-        return InvalidArgument(what + ": shape " + ShapeToString(tensor.shape) + " has " +
-                               std::to_string(tensor.shape[i]) + " at index " + std::to_string(i) +
-                               " but the model expects " + std::to_string(expected[i]) + " " +
-                               ShapeToString(expected));
-      }
-    }
+    FASTPATH_RETURN_IF_ERROR(CheckInputShape(config, *input, what, tensor.shape));
     if (batched) {
       const int64_t batch = tensor.shape[0];
       if (batch < 1 || batch > config.max_batch_size()) {
@@ -159,6 +194,11 @@ StatusOr<std::vector<int64_t>> ReshapeForModel(const inference::ModelConfig& con
                                                const inference::ModelInput& input,
                                                const std::vector<int64_t>& shape) {
   if (!input.has_reshape()) return shape;
+  // Sent in the model's own shape (ValidateInferInputs accepted it as such).
+  if (!Fits(shape, ProtocolShape(config, input.dims())) &&
+      Fits(shape, ProtocolShape(config, input.reshape().shape()))) {
+    return shape;
+  }
   return MapDynamicDims("input '" + input.name() + "'", config.max_batch_size() > 0, input.dims(),
                         input.reshape().shape(), shape);
 }
@@ -166,7 +206,8 @@ StatusOr<std::vector<int64_t>> ReshapeForModel(const inference::ModelConfig& con
 StatusOr<std::vector<int64_t>> ReshapeForClient(const inference::ModelConfig& config,
                                                 const inference::ModelOutput& output,
                                                 const std::vector<int64_t>& model_shape) {
-  if (!output.has_reshape()) return model_shape;
+  // A scalar comes back as the scalar it is ([] or [batch]), not as Triton's dims [1].
+  if (!output.has_reshape() || IsScalarReshape(output)) return model_shape;
   return MapDynamicDims("output '" + output.name() + "'", config.max_batch_size() > 0,
                         output.reshape().shape(), output.dims(), model_shape);
 }

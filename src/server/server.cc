@@ -9,13 +9,16 @@ namespace {
 
 std::vector<TensorMetadata> Describe(const inference::ModelConfig& config, bool inputs) {
   std::vector<TensorMetadata> out;
-  auto add = [&](const std::string& name, inference::DataType type, const auto& dims) {
-    out.push_back({name, config::FromConfigDataType(type), config::ProtocolShape(config, dims)});
+  // A scalar shows as the scalar it is ([] or [-1]); requests may still send Triton's [1].
+  auto add = [&](const auto& entry) {
+    const auto& dims = config::IsScalarReshape(entry) ? entry.reshape().shape() : entry.dims();
+    out.push_back({entry.name(), config::FromConfigDataType(entry.data_type()),
+                   config::ProtocolShape(config, dims)});
   };
   if (inputs) {
-    for (const auto& in : config.input()) add(in.name(), in.data_type(), in.dims());
+    for (const auto& in : config.input()) add(in);
   } else {
-    for (const auto& o : config.output()) add(o.name(), o.data_type(), o.dims());
+    for (const auto& o : config.output()) add(o);
   }
   return out;
 }

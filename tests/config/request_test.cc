@@ -192,6 +192,60 @@ TEST(ReshapeTest, InputsAndOutputs) {
   ASSERT_TRUE(out.ok());
   EXPECT_THAT(*out, ElementsAre(2, 9, 4));
   EXPECT_FALSE(ReshapeForModel(c, c.input(0), {12}).ok());
+  // The model's own shape passes as it is: [batch] for the scalar, [batch, 3, 4] for img.
+  auto own = ReshapeForModel(c, c.input(3), {4});
+  ASSERT_TRUE(own.ok());
+  EXPECT_THAT(*own, ElementsAre(4));
+  auto own_img = ReshapeForModel(c, c.input(0), {2, 3, 4});
+  ASSERT_TRUE(own_img.ok());
+  EXPECT_THAT(*own_img, ElementsAre(2, 3, 4));
+}
+
+TEST(ReshapeTest, ScalarsAreAcceptedAsScalarsAndReturnedAsScalars) {
+  inference::ModelConfig batched = Parse(R"pb(
+    max_batch_size: 8
+    input { name: "k" data_type: TYPE_INT64 dims: [ 1 ] reshape { shape: [ ] } }
+    output { name: "loss" data_type: TYPE_FP32 dims: [ 1 ] reshape { shape: [ ] } }
+  )pb");
+  ASSERT_TRUE(ValidateModelConfig(batched).ok()) << ValidateModelConfig(batched).ToString();
+  EXPECT_TRUE(IsScalarReshape(batched.input(0)));
+  EXPECT_TRUE(IsScalarReshape(batched.output(0)));
+  // [batch] (the model's shape) and [batch, 1] (Triton's dims) are both requests for it.
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{3}, std::vector<int64_t>{3, 1}}) {
+    Tensor k = Make("k", DataType::kInt64, shape);
+    EXPECT_TRUE(ValidateInferInputs(batched, {k}, kMax).ok()) << ShapeToString(shape);
+    auto model = ReshapeForModel(batched, batched.input(0), shape);
+    ASSERT_TRUE(model.ok());
+    EXPECT_THAT(*model, ElementsAre(3));
+  }
+  auto wrong = ValidateInferInputs(batched, {Make("k", DataType::kInt64, {3, 2})}, kMax);
+  EXPECT_EQ(wrong.message(),
+            "input 'k': shape [3,2] has 2 at index 1 but the model expects 1 [-1,1] (or [-1], "
+            "the shape it reshapes to)");
+  auto loss = ReshapeForClient(batched, batched.output(0), {3});
+  ASSERT_TRUE(loss.ok());
+  EXPECT_THAT(*loss, ElementsAre(3));  // not [3, 1]
+
+  inference::ModelConfig single = Parse(R"pb(
+    max_batch_size: 0
+    input { name: "lo" data_type: TYPE_FP32 dims: [ 1 ] reshape { shape: [ ] } }
+    output { name: "mean" data_type: TYPE_FP32 dims: [ 1 ] reshape { shape: [ ] } }
+  )pb");
+  ASSERT_TRUE(ValidateModelConfig(single).ok()) << ValidateModelConfig(single).ToString();
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{}, std::vector<int64_t>{1}}) {
+    Tensor lo = Make("lo", DataType::kFp32, shape);
+    EXPECT_TRUE(ValidateInferInputs(single, {lo}, kMax).ok()) << ShapeToString(shape);
+    auto model = ReshapeForModel(single, single.input(0), shape);
+    ASSERT_TRUE(model.ok());
+    EXPECT_TRUE(model->empty());
+  }
+  auto two = ValidateInferInputs(single, {Make("lo", DataType::kFp32, {2})}, kMax);
+  EXPECT_EQ(two.message(),
+            "input 'lo': shape [2] has 2 at index 0 but the model expects 1 [1] (or [], the shape "
+            "it reshapes to)");
+  auto mean = ReshapeForClient(single, single.output(0), {});
+  ASSERT_TRUE(mean.ok());
+  EXPECT_TRUE(mean->empty());
 }
 
 TEST(InstanceOptionsForTest, CpuWithDefaultThreads) {

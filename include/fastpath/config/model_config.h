@@ -113,6 +113,12 @@ inference::DataType ToConfigDataType(DataType type);
 std::vector<int64_t> ProtocolShape(const inference::ModelConfig& config,
                                    const google::protobuf::RepeatedField<int64_t>& dims);
 
+// Triton's spelling of a tensor the model sees as a scalar (per batch item): dims [1] with
+// reshape { shape: [ ] }. Requests may send it as [] ([batch]) or [1] ([batch, 1]);
+// responses and metadata show the scalar as it is.
+bool IsScalarReshape(const inference::ModelInput& input);
+bool IsScalarReshape(const inference::ModelOutput& output);
+
 // nullptr when absent. The pointers point into `config`.
 const inference::ModelInput* FindInput(const inference::ModelConfig& config,
                                        std::string_view name);
@@ -132,14 +138,14 @@ Status ValidateRequestedOutputs(const inference::ModelConfig& config,
                                 const std::vector<std::string>& names);
 
 // The shape the model sees for a validated request input of shape `shape`: unchanged
-// without a reshape; otherwise [batch] + reshape.shape with its -1 dims taken, in
-// order, from the request's -1 dims.
+// without a reshape or when it already has the reshape's shape; otherwise [batch] +
+// reshape.shape with its -1 dims taken, in order, from the request's -1 dims.
 StatusOr<std::vector<int64_t>> ReshapeForModel(const inference::ModelConfig& config,
                                                const inference::ModelInput& input,
                                                const std::vector<int64_t>& shape);
 // The shape the client sees for an output the model produced with `model_shape`:
-// unchanged without a reshape; otherwise [batch] + dims with -1s filled from the
-// model's shape at reshape's -1 positions.
+// unchanged without a reshape or for a scalar reshape (IsScalarReshape); otherwise
+// [batch] + dims with -1s filled from the model's shape at reshape's -1 positions.
 StatusOr<std::vector<int64_t>> ReshapeForClient(const inference::ModelConfig& config,
                                                 const inference::ModelOutput& output,
                                                 const std::vector<int64_t>& model_shape);
