@@ -13,6 +13,15 @@ Models:
   add_one           INPUT0 FP32 [-1,-1] -> OUTPUT0 = INPUT0 + 1   (ensemble steps;
   double            INPUT0 FP32 [-1,16] -> OUTPUT0 = INPUT0 * 2    flat output only)
   corrupt           bytes that are not an ONNX model (flat output only, unless asked)
+  scalar_*          rank-0 inputs and outputs, flat output only, no batching unless said:
+                    scalar_clip      X [4], LO [], HI [] -> Y = Clip(X, LO, HI) [4],
+                                     MEAN = ReduceMean(Y) [] (a loss with reduction mean)
+                    scalar_trilu     X [3,3], K INT64 [] -> Y = Trilu(X, K) (opset 14)
+                    scalar_cumsum    X [5], AXIS INT64 [] -> Y = CumSum(X, AXIS)
+                    scalar_range     START, LIMIT, DELTA [] -> Y = Range(...) [-1]
+                    scalar_quantize  X [4], SCALE [], ZERO UINT8 [] -> Y = QuantizeLinear UINT8
+                    scalar_batched   X [batch] (a scalar per batch item) -> Y = 2 X [batch],
+                                     batching
 
 Two layouts:
   --out DIR          flat: DIR/<model>.onnx (the backend's unit tests use this)
@@ -80,12 +89,12 @@ class ModelSpec:
         self.outputs = outputs
 
 
-def _finish(graph):
+def _finish(graph, opset=OPSET):
     model = helper.make_model(
         graph,
         producer_name="fastpath-make_test_models",
         producer_version="1",
-        opset_imports=[helper.make_opsetid("", OPSET)],
+        opset_imports=[helper.make_opsetid("", opset)],
     )
     model.ir_version = IR_VERSION
     onnx.checker.check_model(model)
@@ -211,6 +220,41 @@ def fp16_accuracy_models():
     return [ModelSpec("fp16_add", _finish(fp16), *io), ModelSpec("fp32_add", _finish(fp32), *io)]
 
 
+def scalar_models():
+    """Models whose inputs or outputs are rank-0 tensors: ops that take a scalar operand
+    (Clip's bounds, Trilu's k, CumSum's axis, Range's operands, a quantizer's scale and
+    zero point), a mean loss, and a scalar per batch item. Flat only: the tests serve them
+    without a config.pbtxt, so that fastpath derives Triton's dims [1] + reshape []."""
+    f, i64, u8 = TensorProto.FLOAT, TensorProto.INT64, TensorProto.UINT8
+
+    def model(name, nodes, inputs, outputs, opset=OPSET):
+        graph = helper.make_graph(
+            nodes, name,
+            [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
+            [helper.make_tensor_value_info(n, t, s) for n, t, s in outputs])
+        return ModelSpec(name, _finish(graph, opset), [], [])
+
+    return [
+        model("scalar_clip",
+              [helper.make_node("Clip", ["X", "LO", "HI"], ["Y"], name="clip"),
+               helper.make_node("ReduceMean", ["Y"], ["MEAN"], name="mean", keepdims=0)],
+              [("X", f, [4]), ("LO", f, []), ("HI", f, [])], [("Y", f, [4]), ("MEAN", f, [])]),
+        model("scalar_trilu", [helper.make_node("Trilu", ["X", "K"], ["Y"], name="trilu")],
+              [("X", f, [3, 3]), ("K", i64, [])], [("Y", f, [3, 3])], opset=14),
+        model("scalar_cumsum", [helper.make_node("CumSum", ["X", "AXIS"], ["Y"], name="cumsum")],
+              [("X", f, [5]), ("AXIS", i64, [])], [("Y", f, [5])]),
+        model("scalar_range",
+              [helper.make_node("Range", ["START", "LIMIT", "DELTA"], ["Y"], name="range")],
+              [("START", f, []), ("LIMIT", f, []), ("DELTA", f, [])], [("Y", f, ["n"])]),
+        model("scalar_quantize",
+              [helper.make_node("QuantizeLinear", ["X", "SCALE", "ZERO"], ["Y"], name="quantize")],
+              [("X", f, [4]), ("SCALE", f, []), ("ZERO", u8, [])], [("Y", u8, [4])]),
+        model("scalar_batched",
+              [helper.make_node("Add", ["X", "X"], ["Y"], name="twice")],
+              [("X", f, ["batch"])], [("Y", f, ["batch"])]),
+    ]
+
+
 def ensemble_step_models():
     # Flat only: the ensemble tests write their own configs around them.
     return [
@@ -273,7 +317,8 @@ def serialize(model):
 
 
 def write_flat(out_dir, models):
-    for spec in models + [mlp_model()] + ensemble_step_models() + fp16_accuracy_models():
+    for spec in (models + [mlp_model()] + ensemble_step_models() + fp16_accuracy_models() +
+                 scalar_models()):
         write_if_changed(os.path.join(out_dir, spec.name + ".onnx"), serialize(spec.model))
     write_if_changed(os.path.join(out_dir, "corrupt.onnx"), CORRUPT_BYTES)
 
