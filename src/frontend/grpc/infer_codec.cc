@@ -8,6 +8,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "fastpath/protocol/request_policy.h"
+
 namespace fastpath::frontend::grpc_internal {
 namespace {
 
@@ -256,6 +258,17 @@ StatusOr<InferRequest> ParseModelInferRequest(inference::ModelInferRequest& requ
   out.model_version = request.model_version();
   out.id = request.id();
   if (out.model_name.empty()) return InvalidArgument("model_name is empty");
+  FASTPATH_ASSIGN_OR_RETURN(out.parameters, ParametersFromProto(request.parameters(), "request"));
+  FASTPATH_RETURN_IF_ERROR(protocol::CheckRequestParameters(out.parameters));
+  // Input parameters before any contents: a shared-memory input has none, and is refused
+  // for what it is (protocol/request_policy.h, as over HTTP).
+  for (const auto& io : request.inputs()) {
+    if (io.parameters().empty()) continue;
+    FASTPATH_ASSIGN_OR_RETURN(Parameters params,
+                              ParametersFromProto(io.parameters(), "input " + Quote(io.name())));
+    FASTPATH_RETURN_IF_ERROR(protocol::CheckInputParameters(io.name(), params));
+    out.input_parameters[io.name()] = std::move(params);
+  }
 
   // Either every input is raw or none is (Triton's rule): with raw contents present, each
   // input takes the entry at its own index.
@@ -287,9 +300,9 @@ StatusOr<InferRequest> ParseModelInferRequest(inference::ModelInferRequest& requ
     }
     FASTPATH_ASSIGN_OR_RETURN(Parameters params,
                               ParametersFromProto(o.parameters(), "output " + Quote(o.name())));
+    FASTPATH_RETURN_IF_ERROR(protocol::CheckOutputParameters(o.name(), params));
     out.outputs.push_back({o.name(), std::move(params)});
   }
-  FASTPATH_ASSIGN_OR_RETURN(out.parameters, ParametersFromProto(request.parameters(), "request"));
   return out;
 }
 

@@ -8,6 +8,7 @@
 
 #include "call_util.h"
 #include "infer_codec.h"
+#include "fastpath/protocol/request_policy.h"
 #include "stream_infer_reactor.h"
 
 namespace fastpath::frontend {
@@ -61,6 +62,29 @@ void FillTensorMetadata(const server::TensorMetadata& in,
   out->set_name(in.name);
   out->set_datatype(std::string(DataTypeName(in.dtype)));
   out->mutable_shape()->Add(in.shape.begin(), in.shape.end());
+}
+
+// A repository call's parameters in the protocol-neutral form (bytes as a string).
+Parameters RepositoryParameters(
+    const google::protobuf::Map<std::string, inference::ModelRepositoryParameter>& map) {
+  Parameters out;
+  for (const auto& [key, value] : map) {
+    switch (value.parameter_choice_case()) {
+      case inference::ModelRepositoryParameter::kBoolParam:
+        out[key] = value.bool_param();
+        break;
+      case inference::ModelRepositoryParameter::kInt64Param:
+        out[key] = value.int64_param();
+        break;
+      case inference::ModelRepositoryParameter::kStringParam:
+        out[key] = value.string_param();
+        break;
+      default:
+        out[key] = value.bytes_param();
+        break;
+    }
+  }
+  return out;
 }
 
 // Runs a blocking repository operation on its own thread and finishes the call from
@@ -253,15 +277,10 @@ grpc::ServerUnaryReactor* GrpcInferenceServiceImpl::RepositoryModelLoad(
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "model_name is empty");
     });
   }
-  if (!request->parameters().empty()) {
-    // Triton's load parameters ("config", "file:<path>") override the repository's
-    // files; fastpath does not support that, and says so instead of loading something
-    // other than what was asked for.
-    const std::string key = request->parameters().begin()->first;
-    return FinishNow(context, [key] {
-      return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                          "RepositoryModelLoad parameter '" + key + "' is not supported");
-    });
+  // What a load may ask is decided below both front ends.
+  if (Status s = protocol::CheckLoadParameters(RepositoryParameters(request->parameters()));
+      !s.ok()) {
+    return FinishNow(context, [s] { return ToGrpcStatus(s); });
   }
   return FinishOffThread(context, [this, name = request->model_name()] {
     return server_.LoadModel(name);
@@ -276,15 +295,11 @@ grpc::ServerUnaryReactor* GrpcInferenceServiceImpl::RepositoryModelUnload(
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "model_name is empty");
     });
   }
-  for (const auto& [key, value] : request->parameters()) {
-    // tritonclient always sends unload_dependents; fastpath has no ensembles, so a model
-    // has no dependents and the flag changes nothing. Anything else is refused.
-    if (key != "unload_dependents") {
-      return FinishNow(context, [key = key] {
-        return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                            "RepositoryModelUnload parameter '" + key + "' is not supported");
-      });
-    }
+  // tritonclient always sends unload_dependents (accepted); the rest is decided below both
+  // front ends.
+  if (Status s = protocol::CheckUnloadParameters(RepositoryParameters(request->parameters()));
+      !s.ok()) {
+    return FinishNow(context, [s] { return ToGrpcStatus(s); });
   }
   return FinishOffThread(context, [this, name = request->model_name()] {
     return server_.UnloadModel(name);

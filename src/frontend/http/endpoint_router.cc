@@ -17,6 +17,7 @@
 #include "infer_codec.h"
 #include "json_reader.h"
 #include "json_writer.h"
+#include "fastpath/protocol/request_policy.h"
 
 namespace fastpath::frontend::http {
 namespace {
@@ -373,23 +374,17 @@ void EndpointRouter::HandleRepositoryControl(Request& request, const std::string
   const char* endpoint = load ? "model load" : "model unload";
   rapidjson::Document doc;
   if (Status s = ParseOptionalObject(request.body(), endpoint, &doc); !s.ok()) return reply(ErrorReply(s));
-  auto params = doc.FindMember("parameters");
-  if (params != doc.MemberEnd()) {
-    if (!params->value.IsObject()) {
-      return reply(ErrorReply(InvalidArgument("'parameters' must be a JSON object")));
+  Parameters parameters;
+  if (auto params = doc.FindMember("parameters"); params != doc.MemberEnd()) {
+    if (Status s = DecodeParameters(params->value, "'parameters'", &parameters); !s.ok()) {
+      return reply(ErrorReply(s));
     }
-    for (const auto& m : params->value.GetObject()) {
-      const std::string key(m.name.GetString(), m.name.GetStringLength());
-      // Triton's load takes an override config and model files; the facade loads only
-      // from the repository, so refuse rather than silently load something else.
-      if (load && (key == "config" || key.rfind("file:", 0) == 0)) {
-        return reply(ErrorReply(Unimplemented("load parameter '" + key +
-                                              "' is not supported: fastpath loads models from the repository only")));
-      }
-      if (!load && key == "unload_dependents" && !m.value.IsBool()) {
-        return reply(ErrorReply(InvalidArgument("'unload_dependents' must be true or false")));
-      }
-    }
+  }
+  // What a load or unload may ask is decided below both front ends.
+  if (Status s = load ? protocol::CheckLoadParameters(parameters)
+                      : protocol::CheckUnloadParameters(parameters);
+      !s.ok()) {
+    return reply(ErrorReply(s));
   }
   // LoadModel blocks until the model is ready: keep it off the event loop.
   blocking_([this, model, load, reply] {

@@ -10,6 +10,8 @@
 #include <utility>
 
 #include <rapidjson/document.h>
+
+#include "fastpath/protocol/request_policy.h"
 #include "json_reader.h"
 #include "json_writer.h"
 
@@ -178,28 +180,6 @@ Status DecodeJsonData(const Value& data, const std::vector<int64_t>& shape, int6
   return InvalidArgument(what + ": datatype " + std::string(DataTypeName(dtype)) + " cannot be decoded");
 }
 
-// KServe "parameters": an object of bool / integer / number / string values.
-Status DecodeParameters(const Value& v, const std::string& where, Parameters* out) {
-  if (!v.IsObject()) return InvalidArgument(where + " must be an object, got " + JsonTypeName(v));
-  for (const auto& m : v.GetObject()) {
-    std::string key(StringOf(m.name));
-    const Value& p = m.value;
-    if (p.IsBool()) {
-      (*out)[key] = p.GetBool();
-    } else if (p.IsInt64()) {
-      (*out)[key] = p.GetInt64();
-    } else if (p.IsNumber()) {
-      (*out)[key] = p.GetDouble();
-    } else if (p.IsString()) {
-      (*out)[key] = std::string(StringOf(p));
-    } else {
-      return InvalidArgument(where + ": '" + key + "' must be a boolean, number or string, got " +
-                             JsonTypeName(p));
-    }
-  }
-  return Status::Ok();
-}
-
 Status DecodeShape(const Value& input, const std::string& what, std::vector<int64_t>* shape) {
   auto it = input.FindMember("shape");
   if (it == input.MemberEnd()) return InvalidArgument(what + ": missing 'shape'");
@@ -215,9 +195,11 @@ Status DecodeShape(const Value& input, const std::string& what, std::vector<int6
 }
 
 // Decodes one entry of "inputs". `binary` is the part of the body after the JSON;
-// `binary_offset` advances over the bytes this input consumes.
+// `binary_offset` advances over the bytes this input consumes. `parameters` gets the
+// input's parameters but binary_data_size (server/request_policy.h judges them).
 Status DecodeInput(const Value& input, size_t index, std::string_view binary, bool has_header_length,
-                   size_t* binary_offset, const InferCodecLimits& limits, Tensor* tensor) {
+                   size_t* binary_offset, const InferCodecLimits& limits, Tensor* tensor,
+                   Parameters* parameters) {
   std::string what = "input " + std::to_string(index);
   if (!input.IsObject()) return InvalidArgument(what + " must be an object, got " + JsonTypeName(input));
 
@@ -248,9 +230,10 @@ Status DecodeInput(const Value& input, size_t index, std::string_view binary, bo
   if (params_it != input.MemberEnd()) {
     const Value& params = params_it->value;
     if (!params.IsObject()) return InvalidArgument(what + ": 'parameters' must be an object");
-    if (params.HasMember("shared_memory_region")) {
-      return Unimplemented(what + ": shared memory ('shared_memory_region') is not supported");
-    }
+    FASTPATH_RETURN_IF_ERROR(DecodeParameters(params, what + ": 'parameters'", parameters));
+    parameters->erase("binary_data_size");
+    // Before the data: a shared-memory input has none, and is refused for what it is.
+    FASTPATH_RETURN_IF_ERROR(protocol::CheckInputParameters(tensor->name, *parameters));
     auto size_it = params.FindMember("binary_data_size");
     if (size_it != params.MemberEnd()) {
       if (!size_it->value.IsUint64()) {
@@ -313,18 +296,14 @@ Status DecodeOutputs(const Value& outputs, DecodedInferRequest* decoded) {
     if (params_it != output.MemberEnd()) {
       const Value& params = params_it->value;
       if (!params.IsObject()) return InvalidArgument(what + ": 'parameters' must be an object");
-      if (params.HasMember("shared_memory_region")) {
-        return Unimplemented(what + ": shared memory ('shared_memory_region') is not supported");
-      }
-      if (params.HasMember("classification")) {
-        return Unimplemented(what + ": the classification extension is not supported");
-      }
       auto binary_it = params.FindMember("binary_data");
       if (binary_it != params.MemberEnd()) {
         if (!binary_it->value.IsBool()) return InvalidArgument(what + ": 'binary_data' must be true or false");
         decoded->encoding.binary[requested.name] = binary_it->value.GetBool();
       }
       FASTPATH_RETURN_IF_ERROR(DecodeParameters(params, what + ": 'parameters'", &requested.parameters));
+      FASTPATH_RETURN_IF_ERROR(
+          protocol::CheckOutputParameters(requested.name, requested.parameters));
     }
     decoded->request.outputs.push_back(std::move(requested));
   }
@@ -390,6 +369,28 @@ void WriteParameters(JsonWriter& w, const Parameters& params) {
 
 }  // namespace
 
+Status DecodeParameters(const Value& v, const std::string& where, Parameters* out) {
+  if (!v.IsObject()) return InvalidArgument(where + " must be an object, got " + JsonTypeName(v));
+  for (const auto& m : v.GetObject()) {
+    std::string key(StringOf(m.name));
+    const Value& p = m.value;
+    if (p.IsBool()) {
+      (*out)[key] = p.GetBool();
+    } else if (p.IsInt64()) {
+      (*out)[key] = p.GetInt64();
+    } else if (p.IsNumber()) {
+      (*out)[key] = p.GetDouble();
+    } else if (p.IsString()) {
+      (*out)[key] = std::string(StringOf(p));
+    } else {
+      return InvalidArgument(where + ": '" + key + "' must be a boolean, number or string, got " +
+                             JsonTypeName(p));
+    }
+  }
+  return Status::Ok();
+}
+
+
 StatusOr<DecodedInferRequest> DecodeInferRequest(std::string& body, std::optional<size_t> json_length,
                                                  const InferCodecLimits& limits) {
   if (json_length && *json_length > body.size()) {
@@ -426,6 +427,7 @@ StatusOr<DecodedInferRequest> DecodeInferRequest(std::string& body, std::optiona
   auto params_it = doc.FindMember("parameters");
   if (params_it != doc.MemberEnd()) {
     FASTPATH_RETURN_IF_ERROR(DecodeParameters(params_it->value, "'parameters'", &request.parameters));
+    FASTPATH_RETURN_IF_ERROR(protocol::CheckRequestParameters(request.parameters));
     auto it = request.parameters.find("binary_data_output");
     if (it != request.parameters.end()) {
       const bool* on = std::get_if<bool>(&it->second);
@@ -446,11 +448,13 @@ StatusOr<DecodedInferRequest> DecodeInferRequest(std::string& body, std::optiona
   request.inputs.resize(inputs.Size());
   for (rapidjson::SizeType i = 0; i < inputs.Size(); ++i) {
     Tensor& tensor = request.inputs[i];
-    FASTPATH_RETURN_IF_ERROR(
-        DecodeInput(inputs[i], i, binary, json_length.has_value(), &binary_offset, limits, &tensor));
+    Parameters parameters;
+    FASTPATH_RETURN_IF_ERROR(DecodeInput(inputs[i], i, binary, json_length.has_value(),
+                                         &binary_offset, limits, &tensor, &parameters));
     if (!seen.insert(tensor.name).second) {
       return InvalidArgument("input '" + tensor.name + "' appears more than once in 'inputs'");
     }
+    if (!parameters.empty()) request.input_parameters[tensor.name] = std::move(parameters);
   }
   if (binary_offset != binary.size()) {
     return InvalidArgument(std::to_string(binary.size() - binary_offset) +

@@ -14,6 +14,8 @@
 #include <optional>
 #include <string>
 
+#include <rapidjson/document.h>
+
 #include "fastpath/common/status.h"
 #include "fastpath/common/tensor.h"
 
@@ -65,6 +67,11 @@ struct EncodedInferResponse {
 // {"binary_data_size": N}}]}. Numbers are exact: integers as integers, floating point
 // in a form that parses back to the same bits. Fails (naming the output) when an
 // output's bytes do not match its shape, or when FP16/BF16 is asked for as JSON.
+// A KServe "parameters" object: bool, integer, number and string values; anything else is
+// InvalidArgument naming `where` and the key.
+[[nodiscard]] Status DecodeParameters(const rapidjson::Value& v, const std::string& where,
+                                      Parameters* out);
+
 [[nodiscard]] StatusOr<EncodedInferResponse> EncodeInferResponse(const InferResponse& response,
                                                                  const OutputEncoding& encoding);
 

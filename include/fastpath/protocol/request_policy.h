@@ -1,0 +1,44 @@
+// What a KServe request may ask, decided once for HTTP and gRPC. The front ends decode
+// their protocol (and consume their own encoding parameters: binary_data_size,
+// binary_data, binary_data_output); everything else a client sent is judged here, so both
+// protocols accept, ignore and refuse alike, with the same message.
+//
+//   parameter                              on                 outcome
+//   priority, timeout                      request            used by the dynamic batcher;
+//                                                             non-negative integers (Server)
+//   sequence_id, sequence_start,           request            Unimplemented: fastpath has no
+//   sequence_end                                              sequence batcher, and a stateful
+//                                                             request must not run as stateless
+//   shared_memory_region, _byte_size,      input, output      Unimplemented: the shared-memory
+//   _offset                                                   extensions
+//   classification                         output             Unimplemented: the
+//                                                             classification extension
+//   binary_data, binary_data_output        output, request    accepted; HTTP's encoding, and
+//                                                             meaningless over gRPC (raw)
+//   anything else                          request, input,    accepted and not used, as Triton,
+//                                          output             which hands unknown parameters to
+//                                                             backends (fastpath's take none)
+//
+// Model repository control:
+//   load   "config", "file:<path>"    Unimplemented: models load from the repository only
+//   load   anything else              InvalidArgument naming it
+//   unload "unload_dependents" (bool) accepted (ensembles are unloaded as Triton does)
+//   unload anything else              InvalidArgument naming it
+#pragma once
+
+#include "fastpath/common/status.h"
+#include "fastpath/common/tensor.h"
+
+namespace fastpath::protocol {
+
+// Each part as a front end decodes it (before it reads a tensor's data: a shared-memory
+// input has none), and the whole decoded request (the facade, for every caller).
+[[nodiscard]] Status CheckRequestParameters(const Parameters& parameters);
+[[nodiscard]] Status CheckInputParameters(const std::string& input, const Parameters& parameters);
+[[nodiscard]] Status CheckOutputParameters(const std::string& output,
+                                           const Parameters& parameters);
+[[nodiscard]] Status CheckInferRequestPolicy(const InferRequest& request);
+[[nodiscard]] Status CheckLoadParameters(const Parameters& parameters);
+[[nodiscard]] Status CheckUnloadParameters(const Parameters& parameters);
+
+}  // namespace fastpath::protocol
