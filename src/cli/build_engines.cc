@@ -106,6 +106,19 @@ std::vector<int64_t> Versions(const fs::path& model_dir, const std::string& file
   return out;
 }
 
+// The KIND_GPU groups engines are built for; a config without instance_group gets
+// serve's default (config::DefaultInstanceGroup: the CPU), so none.
+std::vector<inference::ModelInstanceGroup> GpuGroups(const inference::ModelConfig& config) {
+  std::vector<inference::ModelInstanceGroup> declared(config.instance_group().begin(),
+                                                      config.instance_group().end());
+  if (declared.empty()) declared.push_back(config::DefaultInstanceGroup());
+  std::vector<inference::ModelInstanceGroup> gpu;
+  for (const auto& group : declared) {
+    if (group.kind() == inference::ModelInstanceGroup::KIND_GPU) gpu.push_back(group);
+  }
+  return gpu;
+}
+
 // Why TensorRT cannot be used here, or empty.
 std::string TensorRtUnusable(const gpu::CapabilitySnapshot& snapshot,
                              const backend::EngineCacheOptions& cache) {
@@ -194,7 +207,11 @@ int BuildEngines(const std::vector<std::string>& args) {
                 << "\n";
       return kExitRuntime;
     }
-    if (ListsTensorRt(*config)) {
+    if (ListsTensorRt(*config) && GpuGroups(*config).empty()) {
+      std::cerr << "fastpath build-engines: model '" << name
+                << "' lists \"tensorrt\" but has no KIND_GPU instance_group (without one it "
+                   "runs on the CPU, as serve loads it); skipped\n";
+    } else if (ListsTensorRt(*config)) {
       trt_models.emplace_back(name, std::move(config).value());
     } else {
       std::cerr << "fastpath build-engines: model '" << name
@@ -227,13 +244,7 @@ int BuildEngines(const std::vector<std::string>& args) {
   for (const auto& [name, config] : trt_models) {
     const std::string file =
         config.default_model_filename().empty() ? "model.onnx" : config.default_model_filename();
-    std::vector<inference::ModelInstanceGroup> groups;
-    for (const auto& group : config.instance_group()) {
-      if (group.kind() == inference::ModelInstanceGroup::KIND_GPU) groups.push_back(group);
-    }
-    if (config.instance_group().empty()) {  // Triton's default: the GPU
-      groups.emplace_back().set_kind(inference::ModelInstanceGroup::KIND_GPU);
-    }
+    const std::vector<inference::ModelInstanceGroup> groups = GpuGroups(config);
     for (const int64_t version : Versions(flags.repository / name, file)) {
       const fs::path model_file = flags.repository / name / std::to_string(version) / file;
       for (const auto& group : groups) {

@@ -189,12 +189,7 @@ Status CompleteAndValidate(const ModelSignature& signature, inference::ModelConf
     FillFromSpec(spec, max_batch_size, entry);
   }
 
-  // The default runs on the CPU: a GPU must be asked for in config.pbtxt, never assumed.
-  if (config->instance_group().empty()) {
-    auto* group = config->add_instance_group();
-    group->set_kind(inference::ModelInstanceGroup::KIND_CPU);
-    group->set_count(1);
-  }
+  if (config->instance_group().empty()) *config->add_instance_group() = DefaultInstanceGroup();
   for (int i = 0; i < config->instance_group_size(); ++i) {
     auto* group = config->mutable_instance_group(i);
     if (group->count() == 0) group->set_count(1);
@@ -217,6 +212,13 @@ Status CompleteAndValidate(const ModelSignature& signature, inference::ModelConf
         "output", output, *FindSpec(signature.outputs, output.name()), max_batch_size));
   }
   return Status::Ok();
+}
+
+inference::ModelInstanceGroup DefaultInstanceGroup() {
+  inference::ModelInstanceGroup group;
+  group.set_kind(inference::ModelInstanceGroup::KIND_CPU);
+  group.set_count(1);
+  return group;
 }
 
 StatusOr<std::vector<int64_t>> SelectVersions(const inference::ModelVersionPolicy& policy,

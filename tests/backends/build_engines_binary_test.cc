@@ -47,6 +47,23 @@ TEST(BuildEnginesTest, NothingToBuildWithoutTensorRtModels) {
   EXPECT_THAT(run.err, HasSubstr("no model to build"));
 }
 
+// Without instance_group a model runs on the CPU (as serve loads it), so it has no GPU to
+// build engines for, whatever its accelerators say.
+TEST(BuildEnginesTest, AModelWithoutAGpuGroupIsSkipped) {
+  fastpath::testing::TempRepository repo(FASTPATH_TEST_MODELS_DIR);
+  repo.AddVersion("mlp", 1, "mlp");
+  repo.WriteConfig("mlp", R"(backend: "onnxruntime"
+max_batch_size: 8
+optimization { execution_accelerators { gpu_execution_accelerator [ { name: "tensorrt" } ] } }
+)");
+  const CommandRun run = BuildEngines({"--model-repository", repo.root().string()});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("model 'mlp' lists \"tensorrt\" but has no KIND_GPU "
+                                 "instance_group (without one it runs on the CPU, as serve "
+                                 "loads it); skipped"));
+  EXPECT_THAT(run.err, HasSubstr("no model to build"));
+}
+
 TEST(BuildEnginesTest, TensorRtThatCannotBeRegisteredExits17) {
   fastpath::testing::TempRepository repo(FASTPATH_TEST_MODELS_DIR);
   repo.AddVersion("mlp", 1, "mlp");

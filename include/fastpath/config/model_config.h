@@ -119,6 +119,11 @@ std::vector<int64_t> ProtocolShape(const inference::ModelConfig& config,
 bool IsScalarReshape(const inference::ModelInput& input);
 bool IsScalarReshape(const inference::ModelOutput& output);
 
+// What a config without instance_group gets: one KIND_CPU instance. A GPU is asked for in
+// config.pbtxt, never assumed (Triton would pick the GPU); completion and build-engines
+// both use this.
+inference::ModelInstanceGroup DefaultInstanceGroup();
+
 // nullptr when absent. The pointers point into `config`.
 const inference::ModelInput* FindInput(const inference::ModelConfig& config,
                                        std::string_view name);

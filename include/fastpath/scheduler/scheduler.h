@@ -1,6 +1,6 @@
-// The scheduler: how validated requests reach model instances. One small interface;
-// the instance-pool scheduler (each request runs alone on the first free instance)
-// is the first implementation, the dynamic batcher is the next.
+// The scheduler: how validated requests reach model instances. One small interface, with
+// the instance pool (each request runs alone on the first free instance), the dynamic
+// batcher and the ensemble scheduler behind it.
 #pragma once
 
 #include <atomic>

@@ -1,4 +1,4 @@
-// The facade that the front ends (HTTP, gRPC, and later the CLI's bench) talk to.
+// The facade that the front ends (HTTP and gRPC) talk to.
 // A front end never reaches into the repository, scheduler or backend directly: it
 // parses its protocol into an InferRequest, calls this interface, and renders the
 // result. The concrete implementation is server::Server (server_impl.h); front-end
