@@ -4,6 +4,9 @@
 # dpkg-query), so a machine that has everything needs no network for this step. Runs apt as
 # root, or through sudo when not root.
 #
+# --test (tools/test.sh) also installs what only the test suite needs: clang and its
+# libFuzzer runtime for the fuzz targets.
+#
 # Environment:
 #   ONNXRUNTIME_ROOT  use this ONNX Runtime install (include/ and lib/) instead of fetching one;
 #                     npm is then not needed either.
@@ -17,6 +20,9 @@ packages=(
   libboost-dev rapidjson-dev libgtest-dev libgmock-dev prometheus-cpp-dev libssl-dev
   patchelf zstd  # tools/bundle.sh: RPATHs of the bundled libraries, the packed tarball
 )
+if [[ "${1:-}" == --test ]]; then
+  packages+=(clang libclang-rt-14-dev)
+fi
 # npm fetches ONNX Runtime (`npm pack`). An npm that is already there (NodeSource, nvm, ...) is
 # used as is: Debian's nodejs/npm packages would conflict with it.
 if [[ -z "${ONNXRUNTIME_ROOT:-}" ]] && ! command -v npm >/dev/null; then

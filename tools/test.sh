@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 source tools/common.sh
 test_jobs="${FASTPATH_TEST_JOBS:-2}"
 
-phase setup tools/setup.sh
+phase setup tools/setup.sh --test
 phase "configure dev" cmake --preset dev "${fastpath_cmake_args[@]}"
 phase "build dev" cmake --build --preset dev -j "$fastpath_jobs"
 phase "test dev" ctest --preset dev -j "$test_jobs"
