@@ -231,19 +231,13 @@ TEST_F(RequestPolicyTest, LoadAndUnloadParametersAlike) {
     if (c.load) {
       inference::RepositoryModelLoadRequest request;
       request.set_model_name("simple");
-      auto& p = (*request.mutable_parameters())[c.key];
-      if (const bool* b = std::get_if<bool>(&c.value)) p.set_bool_param(*b);
-      else if (const int64_t* i = std::get_if<int64_t>(&c.value)) p.set_int64_param(*i);
-      else p.set_string_param(std::get<std::string>(c.value));
+      ProtoParams({{c.key, c.value}}, request.mutable_parameters());
       inference::RepositoryModelLoadResponse response;
       status = grpc().RepositoryModelLoad(&context, request, &response);
     } else {
       inference::RepositoryModelUnloadRequest request;
       request.set_model_name("simple");
-      auto& p = (*request.mutable_parameters())[c.key];
-      if (const bool* b = std::get_if<bool>(&c.value)) p.set_bool_param(*b);
-      else if (const int64_t* i = std::get_if<int64_t>(&c.value)) p.set_int64_param(*i);
-      else p.set_string_param(std::get<std::string>(c.value));
+      ProtoParams({{c.key, c.value}}, request.mutable_parameters());
       inference::RepositoryModelUnloadResponse response;
       status = grpc().RepositoryModelUnload(&context, request, &response);
     }
