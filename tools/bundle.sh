@@ -96,8 +96,7 @@ strip --strip-unneeded "$tree/bin/fastpath"
 patchelf --set-rpath '$ORIGIN/../lib' "$tree/bin/fastpath"
 
 # Its shared libraries, as the loader resolves them here, minus the C/C++ runtime and glibc.
-base_system=" libc.so.6 libm.so.6 libdl.so.2 librt.so.1 libpthread.so.0 ld-linux-x86-64.so.2 "
-base_system+="libstdc++.so.6 libgcc_s.so.1 linux-vdso.so.1 "
+base_system=" $(python3 "$root/tools/check_bundle.py" --base-system | tr '\n' ' ') linux-vdso.so.1 "
 while read -r soname path; do
   [[ "$base_system" == *" $soname "* || "$soname" == /* ]] && continue
   [[ -f "$path" ]] || { echo "bundle: $binary needs $soname, which is not found" >&2; exit 1; }

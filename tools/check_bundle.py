@@ -12,6 +12,8 @@ reports the newest glibc and libstdc++ symbol versions the bundle needs (the old
 can run on).
 
 Usage: check_bundle.py BUNDLE_DIR [--json]
+       check_bundle.py --base-system      (the allow-list, one soname a line: bundle.sh
+                                           copies every other library into lib/)
 Exit status: 0 closed, 1 something is missing (each one named), 2 bad arguments.
 """
 
@@ -110,10 +112,14 @@ def check(bundle):
 
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("bundle")
+    parser.add_argument("bundle", nargs="?")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--base-system", action="store_true")
     args = parser.parse_args(argv)
-    if not os.path.isdir(args.bundle):
+    if args.base_system:
+        print("\n".join(sorted(BASE_SYSTEM)))
+        return 0
+    if not args.bundle or not os.path.isdir(args.bundle):
         parser.error(f"{args.bundle} is not a directory")
     result = check(args.bundle)
     if args.json:
