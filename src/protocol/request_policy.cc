@@ -11,8 +11,7 @@ constexpr std::array<std::string_view, 3> kSharedMemory = {
 constexpr std::array<std::string_view, 3> kSequence = {"sequence_id", "sequence_start",
                                                        "sequence_end"};
 
-Status CheckTensorParameters(const std::string& what, const Parameters& parameters,
-                             bool output) {
+Status CheckTensorParameters(const std::string& what, const Parameters& parameters, bool output) {
   for (std::string_view key : kSharedMemory) {
     if (parameters.contains(std::string(key))) {
       return Unimplemented(what + ": shared memory ('" + std::string(key) +
@@ -45,17 +44,6 @@ Status CheckInputParameters(const std::string& input, const Parameters& paramete
 
 Status CheckOutputParameters(const std::string& output, const Parameters& parameters) {
   return CheckTensorParameters("output '" + output + "'", parameters, /*output=*/true);
-}
-
-Status CheckInferRequestPolicy(const InferRequest& request) {
-  FASTPATH_RETURN_IF_ERROR(CheckRequestParameters(request.parameters));
-  for (const auto& [name, parameters] : request.input_parameters) {
-    FASTPATH_RETURN_IF_ERROR(CheckInputParameters(name, parameters));
-  }
-  for (const RequestedOutput& output : request.outputs) {
-    FASTPATH_RETURN_IF_ERROR(CheckOutputParameters(output.name, output.parameters));
-  }
-  return Status::Ok();
 }
 
 Status CheckLoadParameters(const Parameters& parameters) {

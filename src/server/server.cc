@@ -1,7 +1,6 @@
 #include <algorithm>
 
 #include "fastpath/config/model_config.h"
-#include "fastpath/protocol/request_policy.h"
 #include "fastpath/server/server_impl.h"
 
 namespace fastpath::server {
@@ -194,11 +193,6 @@ void Server::InferAsync(InferRequest request, InferCallback done) {
       return;
     }
     ++inflight_;
-  }
-  if (Status policy = protocol::CheckInferRequestPolicy(request); !policy.ok()) {
-    done(policy);
-    Finish();
-    return;
   }
   RunOnModel(std::move(request), [this, done = std::move(done)](StatusOr<InferResponse> result) {
     done(std::move(result));

@@ -30,15 +30,16 @@ struct ScalarCase {
 
 std::vector<ScalarCase> Cases() {
   return {
-      {"scalar_clip", {Floats("X", {4}, {-1.5f, 0.25f, 2.0f, 9.0f}), Floats("LO", {}, {0.0f}),
-                       Floats("HI", {}, {3.0f})}},
-      {"scalar_trilu",
-       {Floats("X", {3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9}), Int64s("K", {}, {-1})}},
+      {"scalar_clip",
+       {Floats("X", {4}, {-1.5f, 0.25f, 2.0f, 9.0f}), Floats("LO", {}, {0.0f}),
+        Floats("HI", {}, {3.0f})}},
+      {"scalar_trilu", {Floats("X", {3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9}), Int64s("K", {}, {-1})}},
       {"scalar_cumsum", {Floats("X", {5}, {1, 2, 3, 4, 5}), Int64s("AXIS", {}, {0})}},
       {"scalar_range",
        {Floats("START", {}, {1.0f}), Floats("LIMIT", {}, {3.0f}), Floats("DELTA", {}, {0.5f})}},
-      {"scalar_quantize", {Floats("X", {4}, {-1.0f, 0.0f, 0.5f, 100.0f}),
-                           Floats("SCALE", {}, {0.25f}), Uint8s("ZERO", {}, {10})}},
+      {"scalar_quantize",
+       {Floats("X", {4}, {-1.0f, 0.0f, 0.5f, 100.0f}), Floats("SCALE", {}, {0.25f}),
+        Uint8s("ZERO", {}, {10})}},
       {"scalar_batched", {Floats("X", {3}, {1.5f, -2.0f, 7.0f})}, /*batched=*/true},
   };
 }
@@ -110,8 +111,8 @@ class ScalarTest : public ServerTest {
     auto backend = backends::onnxruntime::CreateOrtBackend();
     EXPECT_TRUE(backend.ok()) << backend.status().ToString();
     if (!backend.ok()) return {};
-    auto instance = (*backend)->CreateInstance(
-        fs::path(FASTPATH_TEST_MODELS_DIR) / (c.model + ".onnx"), {});
+    auto instance =
+        (*backend)->CreateInstance(fs::path(FASTPATH_TEST_MODELS_DIR) / (c.model + ".onnx"), {});
     EXPECT_TRUE(instance.ok()) << instance.status().ToString();
     if (!instance.ok()) return {};
     auto outputs = (*instance)->Run(c.inputs, {});
@@ -175,9 +176,8 @@ TEST_F(ScalarTest, EveryFrontEndAndSpellingEqualsADirectOrtRun) {
       for (size_t i = 0; i < c.inputs.size(); ++i) {
         const Tensor& t = c.inputs[i];
         header += std::string(i ? "," : "") + R"({"name":")" + t.name + R"(","datatype":")" +
-                  std::string(DataTypeName(t.dtype)) + R"(","shape":)" +
-                  ShapeJson(shape_of(t)) + R"(,"parameters":{"binary_data_size":)" +
-                  std::to_string(t.data.size()) + "}}";
+                  std::string(DataTypeName(t.dtype)) + R"(","shape":)" + ShapeJson(shape_of(t)) +
+                  R"(,"parameters":{"binary_data_size":)" + std::to_string(t.data.size()) + "}}";
         blobs.push_back(t.data);
       }
       header += R"(],"outputs":[)";

@@ -65,9 +65,6 @@ struct InferRequest {
   std::vector<Tensor> inputs;
   std::vector<RequestedOutput> outputs;  // empty: all outputs of the model
   Parameters parameters;
-  // Each input's parameters that its front end did not consume (binary_data_size is
-  // HTTP's own), by input name; judged by server/request_policy.h.
-  std::map<std::string, Parameters> input_parameters;
   // Absolute deadline; time_point::max() when the client set none.
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   // Set by the front end when the client has gone away; null when it cannot tell. A

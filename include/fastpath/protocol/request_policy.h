@@ -31,13 +31,11 @@
 
 namespace fastpath::protocol {
 
-// Each part as a front end decodes it (before it reads a tensor's data: a shared-memory
-// input has none), and the whole decoded request (the facade, for every caller).
+// Each part as a front end decodes it: before it reads a tensor's data (a shared-memory
+// input has none), and before the request reaches the facade.
 [[nodiscard]] Status CheckRequestParameters(const Parameters& parameters);
 [[nodiscard]] Status CheckInputParameters(const std::string& input, const Parameters& parameters);
-[[nodiscard]] Status CheckOutputParameters(const std::string& output,
-                                           const Parameters& parameters);
-[[nodiscard]] Status CheckInferRequestPolicy(const InferRequest& request);
+[[nodiscard]] Status CheckOutputParameters(const std::string& output, const Parameters& parameters);
 [[nodiscard]] Status CheckLoadParameters(const Parameters& parameters);
 [[nodiscard]] Status CheckUnloadParameters(const Parameters& parameters);
 

@@ -267,7 +267,6 @@ StatusOr<InferRequest> ParseModelInferRequest(inference::ModelInferRequest& requ
     FASTPATH_ASSIGN_OR_RETURN(Parameters params,
                               ParametersFromProto(io.parameters(), "input " + Quote(io.name())));
     FASTPATH_RETURN_IF_ERROR(protocol::CheckInputParameters(io.name(), params));
-    out.input_parameters[io.name()] = std::move(params);
   }
 
   // Either every input is raw or none is (Triton's rule): with raw contents present, each

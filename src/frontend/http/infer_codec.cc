@@ -195,11 +195,10 @@ Status DecodeShape(const Value& input, const std::string& what, std::vector<int6
 }
 
 // Decodes one entry of "inputs". `binary` is the part of the body after the JSON;
-// `binary_offset` advances over the bytes this input consumes. `parameters` gets the
-// input's parameters but binary_data_size (server/request_policy.h judges them).
+// `binary_offset` advances over the bytes this input consumes. Its parameters but
+// binary_data_size (HTTP's own) are judged by protocol/request_policy.h.
 Status DecodeInput(const Value& input, size_t index, std::string_view binary, bool has_header_length,
-                   size_t* binary_offset, const InferCodecLimits& limits, Tensor* tensor,
-                   Parameters* parameters) {
+                   size_t* binary_offset, const InferCodecLimits& limits, Tensor* tensor) {
   std::string what = "input " + std::to_string(index);
   if (!input.IsObject()) return InvalidArgument(what + " must be an object, got " + JsonTypeName(input));
 
@@ -230,10 +229,11 @@ Status DecodeInput(const Value& input, size_t index, std::string_view binary, bo
   if (params_it != input.MemberEnd()) {
     const Value& params = params_it->value;
     if (!params.IsObject()) return InvalidArgument(what + ": 'parameters' must be an object");
-    FASTPATH_RETURN_IF_ERROR(DecodeParameters(params, what + ": 'parameters'", parameters));
-    parameters->erase("binary_data_size");
+    Parameters parameters;
+    FASTPATH_RETURN_IF_ERROR(DecodeParameters(params, what + ": 'parameters'", &parameters));
+    parameters.erase("binary_data_size");
     // Before the data: a shared-memory input has none, and is refused for what it is.
-    FASTPATH_RETURN_IF_ERROR(protocol::CheckInputParameters(tensor->name, *parameters));
+    FASTPATH_RETURN_IF_ERROR(protocol::CheckInputParameters(tensor->name, parameters));
     auto size_it = params.FindMember("binary_data_size");
     if (size_it != params.MemberEnd()) {
       if (!size_it->value.IsUint64()) {
@@ -448,13 +448,11 @@ StatusOr<DecodedInferRequest> DecodeInferRequest(std::string& body, std::optiona
   request.inputs.resize(inputs.Size());
   for (rapidjson::SizeType i = 0; i < inputs.Size(); ++i) {
     Tensor& tensor = request.inputs[i];
-    Parameters parameters;
     FASTPATH_RETURN_IF_ERROR(DecodeInput(inputs[i], i, binary, json_length.has_value(),
-                                         &binary_offset, limits, &tensor, &parameters));
+                                         &binary_offset, limits, &tensor));
     if (!seen.insert(tensor.name).second) {
       return InvalidArgument("input '" + tensor.name + "' appears more than once in 'inputs'");
     }
-    if (!parameters.empty()) request.input_parameters[tensor.name] = std::move(parameters);
   }
   if (binary_offset != binary.size()) {
     return InvalidArgument(std::to_string(binary.size() - binary_offset) +
