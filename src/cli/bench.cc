@@ -17,7 +17,7 @@
 
 #include "bench_flags.h"
 #include "cli.h"
-#include "fastpath/backends/onnxruntime/ort_backend.h"
+#include "fastpath/onnxruntime/ort_backend.h"
 #include "fastpath/config/model_config.h"
 
 namespace fastpath::cli {
@@ -311,7 +311,7 @@ StatusOr<InProcessModel> FindInProcessModel(const BenchFlags& flags) {
 
 Status RunInProcess(const BenchFlags& flags, ProgressLine& progress, bench::BenchReport* report) {
   FASTPATH_ASSIGN_OR_RETURN(InProcessModel model, FindInProcessModel(flags));
-  FASTPATH_ASSIGN_OR_RETURN(std::unique_ptr<backend::Backend> backend, backends::onnxruntime::CreateOrtBackend());
+  FASTPATH_ASSIGN_OR_RETURN(std::unique_ptr<backend::Backend> backend, onnxruntime::CreateOrtBackend());
   std::shared_ptr<backend::Backend> shared(std::move(backend));
   for (int64_t batch : flags.batch_sizes) {
     FASTPATH_ASSIGN_OR_RETURN(auto target, bench::MakeInProcessTarget(shared, model.file, model.options));

@@ -1,7 +1,7 @@
 // `fastpath build-engines`: prebuilds the TensorRT engines of a model repository as
 // artifacts. For every model whose gpu_execution_accelerator lists "tensorrt", every
 // version and every GPU of its KIND_GPU instance groups, it creates the instance's session
-// with the engine cache pointed at the keyed folder (backend/engine_cache.h), so that the
+// with the engine cache pointed at the keyed folder (onnxruntime/tensorrt/engine_cache.h), so that the
 // TensorRT EP builds and saves the engines there, and writes the folder's manifest. A
 // production `serve` on a machine with the same key then loads them instead of building.
 #include <algorithm>
@@ -11,8 +11,9 @@
 #include <sstream>
 
 #include "cli.h"
-#include "fastpath/backend/engine_cache.h"
-#include "fastpath/backends/onnxruntime/ort_backend.h"
+#include "fastpath/gpu/node_snapshot.h"
+#include "fastpath/onnxruntime/tensorrt/engine_cache.h"
+#include "fastpath/onnxruntime/ort_backend.h"
 #include "fastpath/config/model_config.h"
 #include "fastpath/gpu/capability_snapshot.h"
 
@@ -223,7 +224,7 @@ int BuildEngines(const std::vector<std::string>& args) {
     return kExitOk;
   }
 
-  const gpu::CapabilitySnapshot snapshot = TakeNodeSnapshot();
+  const gpu::CapabilitySnapshot snapshot = gpu::TakeNodeSnapshot(FASTPATH_VERSION);
   repository::RepositoryOptions cache;
   SetEngineCacheFromSnapshot(snapshot, flags.repository, flags.engine_cache, &cache);
   cache.trt_engine_cache.rebuild_stale = true;  // building is what this command is for
@@ -233,7 +234,7 @@ int BuildEngines(const std::vector<std::string>& args) {
               << why << " (exit " << kExitNoGpuExecutionProvider << ")\n";
     return kExitNoGpuExecutionProvider;
   }
-  auto backend = backends::onnxruntime::CreateOrtBackend();
+  auto backend = onnxruntime::CreateOrtBackend();
   if (!backend.ok()) {
     std::cerr << "fastpath build-engines: ONNX Runtime is unusable: " << backend.status().ToString()
               << "\n";
@@ -264,7 +265,7 @@ int BuildEngines(const std::vector<std::string>& args) {
                 cc != cache.compute_capabilities.end()) {
               options->engine_cache.compute_capability = cc->second;
             }
-            auto plan = backend::PlanTrtEngineCache(*options, model_file);
+            auto plan = onnxruntime::PlanTrtEngineCache(*options, model_file);
             status = plan.status();
             if (plan.ok()) {
               dir = plan->decision.dir.string();

@@ -44,11 +44,6 @@ int Bench(const std::vector<std::string>& args);
 // built, 1 a model failed, 2 usage, 17 (kExitNoGpuExecutionProvider) TensorRT unusable here.
 int BuildEngines(const std::vector<std::string>& args);
 
-// What `doctor` reports and `serve` keeps for /v2/health/admission and checks the lock
-// against: the driver, NVML, CUDA libraries and container probes, and ONNX Runtime with the
-// execution-provider libraries registered exactly as a GPU model will meet them.
-gpu::CapabilitySnapshot TakeNodeSnapshot();
-
 // The TensorRT engine cache of serve and build-engines: root `engine_cache` (empty:
 // <repository>/.engine-cache), the TensorRT version (libnvinfer) and each GPU's compute
 // capability (the driver) from `snapshot`.

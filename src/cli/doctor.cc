@@ -10,8 +10,8 @@
 #include "cli.h"
 #include "fastpath/admission/snapshot_diff.h"
 #include "fastpath/admission/version_lock.h"
-#include "fastpath/backends/onnxruntime/ort_backend.h"
 #include "fastpath/gpu/capability_snapshot.h"
+#include "fastpath/gpu/node_snapshot.h"
 #include "fastpath/gpu/snapshot_json.h"
 
 namespace fastpath::cli {
@@ -293,51 +293,7 @@ int WriteLock(const std::string& path, const gpu::CapabilitySnapshot& snapshot) 
   return kExitOk;
 }
 
-gpu::EpDeviceInfo ToEpDeviceInfo(const backends::onnxruntime::EpDeviceReport& report) {
-  gpu::EpDeviceInfo info;
-  info.ep_name = report.ep_name;
-  info.ep_vendor = report.ep_vendor;
-  info.device_type = report.device_type;
-  info.vendor = report.vendor;
-  info.vendor_id = report.vendor_id;
-  info.device_id = report.device_id;
-  info.cuda_device_id = report.cuda_device_id;
-  info.metadata = report.metadata;
-  return info;
-}
-
-// The ORT half of the snapshot: registers the CUDA and TensorRT EP libraries exactly as
-// `serve` would, so what doctor says about them is what a GPU model will meet.
-gpu::OnnxRuntimeInfo ProbeOnnxRuntime() {
-  const backends::onnxruntime::OrtRuntimeReport report = backends::onnxruntime::ProbeOrtRuntime();
-  gpu::OnnxRuntimeInfo info;
-  info.probed = true;
-  info.version = report.version;
-  info.ep_library_dir = report.ep_library_dir;
-  info.error = report.error;
-  for (const auto& library : report.libraries) {
-    gpu::EpLibraryInfo out;
-    out.provider = library.provider;
-    out.path = library.path;
-    out.registered = library.registered;
-    out.interface = library.interface;
-    out.error = library.error;
-    for (const auto& device : library.devices) out.devices.push_back(ToEpDeviceInfo(device));
-    info.libraries.push_back(std::move(out));
-  }
-  for (const auto& device : report.devices) info.devices.push_back(ToEpDeviceInfo(device));
-  return info;
-}
-
 }  // namespace
-
-gpu::CapabilitySnapshot TakeNodeSnapshot() {
-  gpu::CapabilitySnapshot snapshot = gpu::TakeSnapshot(gpu::ProbeEnvironment::Host());
-  snapshot.fastpath_version = FASTPATH_VERSION;
-  snapshot.ort_version = backends::onnxruntime::OrtVersion();
-  snapshot.onnxruntime = ProbeOnnxRuntime();
-  return snapshot;
-}
 
 int Doctor(const std::vector<std::string>& args) {
   StatusOr<DoctorFlags> flags = ParseDoctorFlags(args);
@@ -350,7 +306,7 @@ int Doctor(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   if (!flags->diff_files.empty()) return Diff(flags->diff_files[0], flags->diff_files[1]);
-  const gpu::CapabilitySnapshot snapshot = TakeNodeSnapshot();
+  const gpu::CapabilitySnapshot snapshot = gpu::TakeNodeSnapshot(FASTPATH_VERSION);
   const std::vector<gpu::Finding> findings = gpu::Assess(snapshot);
   if (!flags->lock_file.empty()) return WriteLock(flags->lock_file, snapshot);
   if (flags->json) {

@@ -10,9 +10,10 @@
 #include <vector>
 
 #include "cli.h"
+#include "fastpath/gpu/node_snapshot.h"
 #include "fastpath/admission/admission_report.h"
 #include "fastpath/admission/version_lock.h"
-#include "fastpath/backends/onnxruntime/ort_backend.h"
+#include "fastpath/onnxruntime/ort_backend.h"
 #include "fastpath/frontend/grpc_server.h"
 #include "fastpath/frontend/http_server.h"
 #include "fastpath/gpu/capability_snapshot.h"
@@ -165,7 +166,7 @@ StatusOr<ServeFlags> ParseServeFlags(const std::vector<std::string>& args) {
 // The node-level admission, before any model loads: the capability snapshot (kept for
 // /v2/health/admission) and the version lock. Returns the exit code, kExitOk to go on.
 int AdmitNode(ServeFlags* flags) {
-  const gpu::CapabilitySnapshot snapshot = TakeNodeSnapshot();
+  const gpu::CapabilitySnapshot snapshot = gpu::TakeNodeSnapshot(FASTPATH_VERSION);
   const std::vector<gpu::Finding> findings = gpu::Assess(snapshot);
   flags->server.capability_snapshot_json = gpu::SnapshotToJson(snapshot, findings);
   SetEngineCacheFromSnapshot(snapshot, flags->server.repository.root, flags->engine_cache,
@@ -264,13 +265,13 @@ int Serve(const std::vector<std::string>& args) {
 
   if (int code = AdmitNode(&flags); code != kExitOk) return code;
 
-  auto backend = backends::onnxruntime::CreateOrtBackend();
+  auto backend = onnxruntime::CreateOrtBackend();
   if (!backend.ok()) {
     std::cerr << "fastpath serve: ONNX Runtime is unusable: " << backend.status().ToString()
               << "\n";
     return kExitRuntime;
   }
-  std::cerr << "fastpath: ONNX Runtime " << backends::onnxruntime::OrtVersion()
+  std::cerr << "fastpath: ONNX Runtime " << onnxruntime::OrtVersion()
             << ", execution providers per model (KIND_GPU: the config's gpu_execution_accelerator "
                "list or cuda, through the plugin-EP API; placement logged per instance)\n";
   std::shared_ptr<backend::Backend> shared_backend = std::move(backend).value();

@@ -7,7 +7,7 @@
 #include <set>
 #include <string>
 
-#include "fastpath/backend/engine_cache.h"
+#include "fastpath/onnxruntime/tensorrt/engine_cache.h"
 #include "fastpath/backend/placement.h"
 #include "fastpath/config/model_config.h"
 
@@ -102,7 +102,7 @@ StatusOr<std::vector<ProviderChoice>> GpuExecutionProviders(const inference::Mod
       if (*provider == backend::ExecutionProvider::kCuda) {
         FASTPATH_RETURN_IF_ERROR(CheckCudaOption(what, key, value));
       }
-      if (key == backend::kTrtEngineCacheEnable || key == backend::kTrtEngineCachePath) {
+      if (key == onnxruntime::kTrtEngineCacheEnable || key == onnxruntime::kTrtEngineCachePath) {
         return InvalidArgument(what + ": parameter '" + key +
                                "' is set by fastpath, which keys the TensorRT engine cache "
                                "itself (serve and build-engines --engine-cache DIR); remove it");
@@ -111,8 +111,8 @@ StatusOr<std::vector<ProviderChoice>> GpuExecutionProviders(const inference::Mod
     }
     if (*provider == backend::ExecutionProvider::kTensorRt) {
       // The options that make up the engine cache's key must be readable.
-      for (const Status& status : {backend::TrtPrecision(choice.options).status(),
-                                   backend::TrtShapeProfile(choice.options).status()}) {
+      for (const Status& status : {onnxruntime::TrtPrecision(choice.options).status(),
+                                   onnxruntime::TrtShapeProfile(choice.options).status()}) {
         if (!status.ok()) return InvalidArgument(what + ": " + status.message());
       }
     }

@@ -1,10 +1,10 @@
 // The server's outputs are exactly (bit for bit) those of a direct ONNX Runtime run of
 // the same model file on the same input: the example models (MLP, ResNet-style CNN,
 // transformer encoder) through HTTP binary, HTTP JSON and gRPC raw, against
-// fastpath::backend_onnxruntime called in-process.
+// fastpath::onnxruntime called in-process.
 #include <cmath>
 
-#include "fastpath/backends/onnxruntime/ort_backend.h"
+#include "fastpath/onnxruntime/ort_backend.h"
 #include "integration_fixture.h"
 
 namespace fastpath::integration {
@@ -56,7 +56,7 @@ class ExactnessTest : public ServerTest {
   // The direct run: the same backend library the server uses, default instance options.
   static std::string DirectRun(const ExampleModel& m, const std::vector<int64_t>& shape,
                                const std::string& data) {
-    auto backend = backends::onnxruntime::CreateOrtBackend();
+    auto backend = onnxruntime::CreateOrtBackend();
     EXPECT_TRUE(backend.ok()) << backend.status().ToString();
     if (!backend.ok()) return "";
     auto instance = (*backend)->CreateInstance(

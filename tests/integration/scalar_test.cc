@@ -4,7 +4,7 @@
 // derives Triton's dims [1] + reshape [], and asked over HTTP JSON, HTTP binary and gRPC.
 // Inputs go both as scalars ([] or [batch]) and as Triton's [1] ([batch, 1]); every output
 // must equal, byte for byte and in shape, a direct ONNX Runtime run of the same file.
-#include "fastpath/backends/onnxruntime/ort_backend.h"
+#include "fastpath/onnxruntime/ort_backend.h"
 #include "integration_fixture.h"
 
 namespace fastpath::integration {
@@ -108,7 +108,7 @@ class ScalarTest : public ServerTest {
 
   // Every output of a direct ORT run, in model order.
   static std::vector<Tensor> DirectRun(const ScalarCase& c) {
-    auto backend = backends::onnxruntime::CreateOrtBackend();
+    auto backend = onnxruntime::CreateOrtBackend();
     EXPECT_TRUE(backend.ok()) << backend.status().ToString();
     if (!backend.ok()) return {};
     auto instance =

@@ -7,7 +7,7 @@
 #include <future>
 
 #include "fakes/temp_repository.h"
-#include "fastpath/backends/onnxruntime/ort_backend.h"
+#include "fastpath/onnxruntime/ort_backend.h"
 #include "fastpath/repository/model_repository.h"
 
 namespace fastpath::repository {
@@ -49,7 +49,7 @@ ensemble_scheduling {
 class EnsembleRepositoryTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto backend = backends::onnxruntime::CreateOrtBackend();
+    auto backend = onnxruntime::CreateOrtBackend();
     ASSERT_TRUE(backend.ok()) << backend.status().ToString();
     backend_ = std::move(backend).value();
     repo_.AddVersion("add_one", 1, "add_one");

@@ -7,7 +7,7 @@
 #include <mutex>
 
 #include "fakes/temp_repository.h"
-#include "fastpath/backends/onnxruntime/ort_backend.h"
+#include "fastpath/onnxruntime/ort_backend.h"
 #include "fastpath/repository/model_repository.h"
 
 namespace fastpath::repository {
@@ -93,7 +93,7 @@ output [
 class InstanceGroupTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto real = backends::onnxruntime::CreateOrtBackend();
+    auto real = onnxruntime::CreateOrtBackend();
     ASSERT_TRUE(real.ok()) << real.status().ToString();
     backend_ = std::make_unique<RecordingBackend>(std::move(real).value(), &gate_);
   }

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "fakes/temp_repository.h"
-#include "fastpath/backends/onnxruntime/ort_backend.h"
+#include "fastpath/onnxruntime/ort_backend.h"
 
 namespace fastpath::repository {
 namespace {
@@ -15,7 +15,7 @@ using testing::TempRepository;
 class ModelRepositoryTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto backend = backends::onnxruntime::CreateOrtBackend();
+    auto backend = onnxruntime::CreateOrtBackend();
     ASSERT_TRUE(backend.ok()) << backend.status().ToString();
     backend_ = std::move(backend).value();
   }

@@ -7,7 +7,7 @@
 #include <atomic>
 
 #include "fakes/temp_repository.h"
-#include "fastpath/backends/onnxruntime/ort_backend.h"
+#include "fastpath/onnxruntime/ort_backend.h"
 #include "fastpath/server/server_impl.h"
 
 namespace fastpath::server {
@@ -52,7 +52,7 @@ class ServerAdmissionTest : public ::testing::Test {
     options.self_test_clock = [ticks, step] {
       return std::chrono::steady_clock::time_point(step * ticks->fetch_add(1));
     };
-    auto backend = backends::onnxruntime::CreateOrtBackend();
+    auto backend = onnxruntime::CreateOrtBackend();
     EXPECT_TRUE(backend.ok());
     auto server = Server::Create(options, std::move(backend).value());
     EXPECT_TRUE(server.ok()) << server.status().ToString();
@@ -137,7 +137,7 @@ parameters { key: "fastpath.accuracy.tolerance" value { string_value: ")" +
     ServerOptions options;
     options.repository.root = repo_.root();
     options.policy.profile = profile;
-    auto backend = backends::onnxruntime::CreateOrtBackend();
+    auto backend = onnxruntime::CreateOrtBackend();
     EXPECT_TRUE(backend.ok());
     auto server = Server::Create(options, std::move(backend).value());
     EXPECT_TRUE(server.ok()) << server.status().ToString();

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "fakes/temp_repository.h"
-#include "fastpath/backends/onnxruntime/ort_backend.h"
+#include "fastpath/onnxruntime/ort_backend.h"
 
 namespace fastpath::server {
 namespace {
@@ -36,7 +36,7 @@ class ServerTest : public ::testing::Test {
     repo_.WriteConfig("simple", kSimpleConfig);
     ServerOptions options;
     options.repository.root = repo_.root();
-    auto backend = backends::onnxruntime::CreateOrtBackend();
+    auto backend = onnxruntime::CreateOrtBackend();
     ASSERT_TRUE(backend.ok());
     auto server = Server::Create(options, std::move(backend).value());
     ASSERT_TRUE(server.ok()) << server.status().ToString();
@@ -276,7 +276,7 @@ TEST_F(ServerTest, CancelledWhileQueuedInTheDynamicBatcherNeverRunsAndIsCounted)
   repo_.WriteConfig("simple", std::string(kSimpleConfig) + "dynamic_batching { }\n");
   ServerOptions options;
   options.repository.root = repo_.root();
-  auto backend = backends::onnxruntime::CreateOrtBackend();
+  auto backend = onnxruntime::CreateOrtBackend();
   ASSERT_TRUE(backend.ok());
   auto server = Server::Create(options, std::move(backend).value());
   ASSERT_TRUE(server.ok()) << server.status().ToString();

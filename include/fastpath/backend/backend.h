@@ -1,9 +1,10 @@
 // The backend interface: what the repository and scheduler need from an
-// inference runtime. The ONNX Runtime implementation lives in src/backends/onnxruntime;
+// inference runtime. The ONNX Runtime implementation lives in src/onnxruntime;
 // tests use fakes. The choice of execution provider is always explicit: a backend never
 // picks or falls back to a provider on its own.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -11,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "fastpath/backend/engine_cache.h"
 #include "fastpath/backend/placement.h"
 #include "fastpath/common/status.h"
 #include "fastpath/common/tensor.h"
@@ -42,6 +42,21 @@ struct ModelSignature {
   std::vector<TensorSpec> outputs;
 };
 
+// Where an instance keeps the engines its runtime compiles ahead of serving (TensorRT's,
+// keyed and checked by the ONNX Runtime backend: onnxruntime/tensorrt/engine_cache.h);
+// set by the repository from the serve flags and the capability snapshot. An empty root:
+// fastpath manages no engine cache.
+struct EngineCacheOptions {
+  std::filesystem::path root;
+  std::string model_name;
+  int64_t model_version = 0;
+  std::string tensorrt_version;    // empty when libnvinfer was not found
+  std::string compute_capability;  // of options.device_id; empty when unknown
+  // Dev: engines built under another key are rebuilt (the instance is DEGRADED with the
+  // reason). Production (false): they are refused.
+  bool rebuild_stale = false;
+};
+
 struct InstanceOptions {
   // Ordered providers; the session uses exactly these, in this order. Never empty.
   std::vector<ExecutionProvider> providers = {ExecutionProvider::kCpu};
@@ -59,7 +74,7 @@ struct InstanceOptions {
   // production profile): "cpu" beside a GPU provider is refused, and so is any GPU
   // instance whose compute landed on the CPU.
   bool allow_cpu_fallback_for_gpu = false;
-  // Where a "tensorrt" instance keeps its engines (engine_cache.h); an empty root leaves
+  // Where a "tensorrt" instance keeps its engines; an empty root leaves
   // the TensorRT EP's own cache options alone (the config cannot set them).
   EngineCacheOptions engine_cache;
 };

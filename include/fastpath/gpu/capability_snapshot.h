@@ -138,7 +138,7 @@ struct CompatibilityInfo {
 };
 
 // --- ONNX Runtime execution providers (filled in by the caller: fastpath::gpu does not
-// link ORT; the cli copies backends::onnxruntime::ProbeOrtRuntime()'s report here) ---
+// link ORT; the cli copies onnxruntime::ProbeOrtRuntime()'s report here) ---
 struct EpDeviceInfo {
   std::string ep_name;      // "CUDAExecutionProvider"
   std::string ep_vendor;    // "Microsoft"

@@ -72,7 +72,7 @@ struct RepositoryOptions {
   // The dev profile's --allow-cpu-fallback, passed to every instance as
   // backend::InstanceOptions::allow_cpu_fallback_for_gpu. False in production.
   bool allow_cpu_fallback_for_gpu = false;
-  // The TensorRT engine cache (backend/engine_cache.h): root, TensorRT version and
+  // The TensorRT engine cache (onnxruntime/tensorrt/engine_cache.h): root, TensorRT version and
   // rebuild_stale, given to every instance with its model, version and the compute
   // capability of its GPU (compute_capabilities, by CUDA ordinal). Empty root: none.
   backend::EngineCacheOptions trt_engine_cache;

@@ -1,0 +1,114 @@
+#include "ort_types.h"
+
+#include <array>
+#include <utility>
+
+namespace fastpath::onnxruntime {
+namespace {
+
+struct TypePair {
+  DataType fastpath;
+  ONNXTensorElementDataType onnx;
+};
+
+// Every KServe datatype has an ONNX twin. BOOL is one byte on both sides (sizeof(bool)
+// is 1 on every platform ORT ships for), FP16/BF16 are raw 16-bit patterns on both, and
+// BYTES is ONNX's string tensor, converted element by element.
+constexpr std::array<TypePair, 14> kTypes = {{
+    {DataType::kBool, ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL},
+    {DataType::kUint8, ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8},
+    {DataType::kUint16, ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT16},
+    {DataType::kUint32, ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT32},
+    {DataType::kUint64, ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT64},
+    {DataType::kInt8, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8},
+    {DataType::kInt16, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16},
+    {DataType::kInt32, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32},
+    {DataType::kInt64, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64},
+    {DataType::kFp16, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16},
+    {DataType::kFp32, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT},
+    {DataType::kFp64, ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE},
+    {DataType::kBytes, ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING},
+    {DataType::kBf16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16},
+}};
+
+}  // namespace
+
+std::optional<ONNXTensorElementDataType> OnnxElementType(DataType type) {
+  for (const auto& pair : kTypes) {
+    if (pair.fastpath == type) return pair.onnx;
+  }
+  return std::nullopt;
+}
+
+std::optional<DataType> FastpathDataType(ONNXTensorElementDataType type) {
+  for (const auto& pair : kTypes) {
+    if (pair.onnx == type) return pair.fastpath;
+  }
+  return std::nullopt;
+}
+
+std::string OnnxElementTypeName(ONNXTensorElementDataType type) {
+  switch (type) {
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_COMPLEX64:
+      return "tensor(complex64)";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_COMPLEX128:
+      return "tensor(complex128)";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT8E4M3FN:
+      return "tensor(float8e4m3fn)";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT8E4M3FNUZ:
+      return "tensor(float8e4m3fnuz)";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT8E5M2:
+      return "tensor(float8e5m2)";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT8E5M2FNUZ:
+      return "tensor(float8e5m2fnuz)";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT4:
+      return "tensor(uint4)";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT4:
+      return "tensor(int4)";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED:
+      return "tensor(undefined)";
+    default:
+      break;
+  }
+  if (auto fastpath = FastpathDataType(type)) {
+    return "tensor(" + std::string(DataTypeName(*fastpath)) + ")";
+  }
+  return "ONNX element type " + std::to_string(static_cast<int>(type));
+}
+
+Status StatusFromOrtError(OrtErrorCode code, const std::string& context,
+                          const std::string& message) {
+  std::string text = context + ": " + message;
+  switch (code) {
+    case ORT_OK:
+      // ORT threw without an error code; still an error, and a surprising one.
+      return Internal(std::move(text));
+    case ORT_INVALID_ARGUMENT:
+    case ORT_INVALID_PROTOBUF:
+    case ORT_INVALID_GRAPH:
+      return InvalidArgument(std::move(text));
+    case ORT_NO_SUCHFILE:
+    case ORT_NOT_FOUND:
+      return NotFound(std::move(text));
+    case ORT_NOT_IMPLEMENTED:
+      return Unimplemented(std::move(text));
+    case ORT_MODEL_LOAD_CANCELED:
+      return Cancelled(std::move(text));
+    default:
+      // ORT_FAIL, ORT_RUNTIME_EXCEPTION, ORT_ENGINE_ERROR, ORT_EP_FAIL, ...: the runtime
+      // failed, not the request.
+      return Internal(std::move(text));
+  }
+}
+
+Status StatusFromOrtException(const Ort::Exception& e, const std::string& context) {
+  return StatusFromOrtError(e.GetOrtErrorCode(), context, e.what());
+}
+
+Status StatusFromOrtStatus(OrtStatus* raw, const std::string& context) {
+  Ort::Status status(raw);  // takes ownership and releases it
+  if (status.IsOK()) return Status::Ok();
+  return StatusFromOrtError(status.GetErrorCode(), context, status.GetErrorMessage());
+}
+
+}  // namespace fastpath::onnxruntime
