@@ -376,7 +376,8 @@ std::string SelfTestReport::Summary() const {
   return out;
 }
 
-StatusOr<SelfTestReport> RunSelfTest(const SelfTestPlan& plan, const RunFn& run, const NowFn& now) {
+StatusOr<SelfTestReport> RunSelfTest(const SelfTestPlan& plan, const RunFn& run,
+                                     const Clock& clock) {
   SelfTestReport report;
   report.budget = plan.budget;
   for (const WarmupStep& step : plan.warmups) {
@@ -400,9 +401,9 @@ StatusOr<SelfTestReport> RunSelfTest(const SelfTestPlan& plan, const RunFn& run,
   std::vector<std::chrono::nanoseconds> latencies;
   latencies.reserve(plan.budget.iterations);
   for (uint32_t i = 0; i < plan.budget.iterations; ++i) {
-    const auto start = now();
+    const auto start = clock.Now();
     Status s = run(*plan.timed);
-    const auto end = now();
+    const auto end = clock.Now();
     if (!s.ok()) {
       return Status(s.code(),
                     "self-test timed run " + std::to_string(i + 1) + " failed: " + s.message());

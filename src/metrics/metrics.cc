@@ -27,7 +27,7 @@ using prometheus::MetricType;
 // Batch sizes are small integers; powers of two match how preferred sizes are chosen.
 constexpr std::array<uint64_t, 11> kBatchSizeBounds = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
 
-std::vector<ClientMetric::Label> ModelLabels(const server::ModelStatistics& s) {
+std::vector<ClientMetric::Label> ModelLabels(const ModelStatistics& s) {
   return {{"model", s.name}, {"version", s.version}};
 }
 
@@ -49,22 +49,22 @@ ClientMetric Counter(std::vector<ClientMetric::Label> labels, double value) {
   return m;
 }
 
-ClientMetric LatencyHistogram(const server::ModelStatistics& s, const server::LatencyHistogram& h) {
+ClientMetric LatencyHistogram(const ModelStatistics& s, const LatencyHistogram& h) {
   ClientMetric m;
   m.label = ModelLabels(s);
   m.histogram.sample_count = h.count;
   m.histogram.sample_sum = static_cast<double>(h.sum_ns) / 1000.0;
   uint64_t cumulative = 0;
-  for (size_t i = 0; i < server::kLatencyBucketBoundsUs.size(); ++i) {
+  for (size_t i = 0; i < kLatencyBucketBoundsUs.size(); ++i) {
     cumulative += h.buckets[i];
     m.histogram.bucket.push_back(
-        {cumulative, static_cast<double>(server::kLatencyBucketBoundsUs[i])});
+        {cumulative, static_cast<double>(kLatencyBucketBoundsUs[i])});
   }
   // The +Inf bucket is written by the serializer from sample_count.
   return m;
 }
 
-ClientMetric BatchSizeHistogram(const server::ModelStatistics& s) {
+ClientMetric BatchSizeHistogram(const ModelStatistics& s) {
   ClientMetric m;
   m.label = ModelLabels(s);
   std::array<uint64_t, kBatchSizeBounds.size()> per_bucket{};
@@ -89,7 +89,7 @@ ClientMetric BatchSizeHistogram(const server::ModelStatistics& s) {
 
 }  // namespace
 
-std::vector<MetricFamily> StatisticsFamilies(const std::vector<server::ModelStatistics>& stats) {
+std::vector<MetricFamily> StatisticsFamilies(const std::vector<ModelStatistics>& stats) {
   // Triton's names and help texts where the meaning is the same.
   MetricFamily success =
       Family("nv_inference_request_success",
@@ -138,10 +138,10 @@ std::vector<MetricFamily> StatisticsFamilies(const std::vector<server::ModelStat
     const auto labels = ModelLabels(s);
     const auto& is = s.inference_stats;
     success.metric.push_back(Counter(labels, static_cast<double>(is.success.count)));
-    for (size_t r = 0; r < server::kFailureReasonCount; ++r) {
+    for (size_t r = 0; r < kFailureReasonCount; ++r) {
       auto with_reason = labels;
       with_reason.push_back(
-          {"reason", server::FailureReasonName(static_cast<server::FailureReason>(r))});
+          {"reason", FailureReasonName(static_cast<FailureReason>(r))});
       failure.metric.push_back(Counter(std::move(with_reason), static_cast<double>(s.failures[r])));
     }
     count.metric.push_back(Counter(labels, static_cast<double>(s.inference_count)));

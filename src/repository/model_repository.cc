@@ -151,6 +151,7 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadVersion(
     FASTPATH_ASSIGN_OR_RETURN(
         auto batching,
         scheduler::DynamicBatchOptionsFromConfig(runtime->config, options_.max_queue_size));
+    batching.clock = options_.clock;
     FASTPATH_ASSIGN_OR_RETURN(runtime->scheduler,
                               scheduler::DynamicBatchScheduler::Create(
                                   std::move(instances), &runtime->stats, std::move(batching)));
@@ -158,6 +159,7 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadVersion(
   }
   scheduler::InstancePoolOptions pool;
   pool.max_queue_size = options_.max_queue_size;
+  pool.clock = options_.clock;
   runtime->scheduler = std::make_unique<scheduler::InstancePoolScheduler>(
       std::move(instances), &runtime->stats, pool);
   return runtime;

@@ -42,7 +42,8 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadEnsembleVersion(
     plan.steps.push_back(std::move(s));
   }
   FASTPATH_ASSIGN_OR_RETURN(auto ensemble, scheduler::EnsembleScheduler::Create(
-                                               std::move(plan), step_runner_, &runtime->stats));
+                                               std::move(plan), step_runner_, &runtime->stats,
+                                               options_.clock));
   runtime->scheduler = std::move(ensemble);
   return runtime;
 }

@@ -7,24 +7,6 @@
 namespace fastpath::scheduler {
 namespace {
 
-uint64_t Ns(Clock::duration d) {
-  if (d.count() < 0) return 0;
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
-}
-
-class SteadyClock final : public SchedulerClock {
- public:
-  Clock::time_point Now() const override { return Clock::now(); }
-  void WaitUntil(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
-                 Clock::time_point until) override {
-    if (until == Clock::time_point::max()) {
-      cv.wait(lock);
-    } else {
-      cv.wait_until(lock, until);
-    }
-  }
-};
-
 QueuePolicy FromProto(const inference::ModelQueuePolicy& p) {
   QueuePolicy out;
   out.timeout_action = p.timeout_action() == inference::ModelQueuePolicy::DELAY
@@ -148,11 +130,6 @@ StatusOr<std::vector<Tensor>> SplitRows(Tensor& whole, const std::vector<uint64_
 
 }  // namespace
 
-SchedulerClock* SteadySchedulerClock() {
-  static SteadyClock* clock = new SteadyClock();  // never destroyed: threads may outlive statics
-  return clock;
-}
-
 StatusOr<DynamicBatchOptions> DynamicBatchOptionsFromConfig(const inference::ModelConfig& config,
                                                             size_t default_max_queue_size) {
   if (!config.has_dynamic_batching()) {
@@ -227,7 +204,7 @@ DynamicBatchScheduler::DynamicBatchScheduler(
     : instances_(std::move(instances)),
       stats_(stats),
       options_(std::move(options)),
-      clock_(options_.clock != nullptr ? options_.clock : SteadySchedulerClock()) {
+      clock_(OrSteadyClock(options_.clock)) {
   max_cut_size_ = options_.max_batch_size;
   if (!options_.preferred_batch_sizes.empty()) {
     max_cut_size_ = *std::max_element(options_.preferred_batch_sizes.begin(),
@@ -264,7 +241,7 @@ void DynamicBatchScheduler::Enqueue(Job job) {
   // is the caller's, the last run time a relaxed hint).
   const bool may_run_here =
       job.request.caller_may_run_model && options_.caller_run_limit.count() > 0 &&
-      last_single_run_ns_.load(std::memory_order_relaxed) <= Ns(options_.caller_run_limit);
+      last_single_run_ns_.load(std::memory_order_relaxed) <= Nanoseconds(options_.caller_run_limit);
   Worker* here = nullptr;
   std::optional<Batch> here_batch;
   {
@@ -320,7 +297,7 @@ void DynamicBatchScheduler::Enqueue(Job job) {
   if (here != nullptr) return RunOnCaller(here, std::move(*here_batch), std::move(answers));
   if (!refusal.empty()) {
     // Never accepted, so it takes no place in the response order.
-    stats_->RecordFailure(Ns(clock_->Now() - job.arrival), server::FailureReason::kRejected);
+    stats_->RecordFailure(Nanoseconds(clock_->Now() - job.arrival), FailureReason::kRejected);
     job.done(Unavailable(refusal));
     return;
   }
@@ -328,8 +305,8 @@ void DynamicBatchScheduler::Enqueue(Job job) {
 }
 
 DynamicBatchScheduler::Answer DynamicBatchScheduler::Fail(Entry& entry, Status status,
-                                                          server::FailureReason reason) {
-  stats_->RecordFailure(Ns(clock_->Now() - entry.job.arrival), reason);
+                                                          FailureReason reason) {
+  stats_->RecordFailure(Nanoseconds(clock_->Now() - entry.job.arrival), reason);
   return Answer{entry.sequence, std::move(entry.job.done), std::move(status)};
 }
 
@@ -350,14 +327,14 @@ void DynamicBatchScheduler::ExpireLocked(Clock::time_point now, std::vector<Answ
               Fail(e,
                    Cancelled(never_ran(e.job) +
                              " was cancelled while queued; it never reached the model"),
-                   server::FailureReason::kCanceled));
+                   FailureReason::kCanceled));
         } else if (now >= e.job.request.deadline) {
           answers->push_back(
               Fail(e,
                    DeadlineExceeded(never_ran(e.job) + " passed its deadline after " +
-                                    std::to_string(Ns(now - e.enqueued) / 1000) +
+                                    std::to_string(Nanoseconds(now - e.enqueued) / 1000) +
                                     " us in the queue; it never reached the model"),
-                   server::FailureReason::kRejected));
+                   FailureReason::kRejected));
         } else if (list == &q.waiting && now >= e.timeout) {
           if (q.policy.timeout_action == QueuePolicy::TimeoutAction::kDelay) {
             q.delayed.push_back(std::move(e));
@@ -366,10 +343,10 @@ void DynamicBatchScheduler::ExpireLocked(Clock::time_point now, std::vector<Answ
           // Triton answers a queue-policy timeout with UNAVAILABLE.
           answers->push_back(Fail(e,
                                   Unavailable(never_ran(e.job) + " timed out after " +
-                                              std::to_string(Ns(now - e.enqueued) / 1000) +
+                                              std::to_string(Nanoseconds(now - e.enqueued) / 1000) +
                                               " us in the queue (queue policy timeout); it "
                                               "never reached the model"),
-                                  server::FailureReason::kRejected));
+                                  FailureReason::kRejected));
         } else {
           earliest_expiry_ = std::min(earliest_expiry_, e.job.request.deadline);
           if (list == &q.waiting) earliest_expiry_ = std::min(earliest_expiry_, e.timeout);
@@ -585,14 +562,14 @@ void DynamicBatchScheduler::Execute(backend::ModelInstance* instance, Batch& bat
       answers->push_back(Fail(e,
                               Cancelled("request for model '" + e.job.request.model_name +
                                         "' was cancelled; it never reached the model"),
-                              server::FailureReason::kCanceled));
+                              FailureReason::kCanceled));
     } else if (start >= e.job.request.deadline) {
       answers->push_back(Fail(e,
                               DeadlineExceeded("request for model '" + e.job.request.model_name +
                                                "' passed its deadline after " +
-                                               std::to_string(Ns(start - e.enqueued) / 1000) +
+                                               std::to_string(Nanoseconds(start - e.enqueued) / 1000) +
                                                " us in the queue; it never reached the model"),
-                              server::FailureReason::kRejected));
+                              FailureReason::kRejected));
     } else {
       live.push_back(&e);
     }
@@ -604,7 +581,7 @@ void DynamicBatchScheduler::Execute(backend::ModelInstance* instance, Batch& bat
   std::vector<uint64_t> rows;
   std::vector<Job*> jobs;
   for (Entry* e : live) {
-    queue_ns += Ns(start - e->job.arrival);
+    queue_ns += Nanoseconds(start - e->job.arrival);
     rows.push_back(BatchOf(e->job));
     jobs.push_back(&e->job);
   }
@@ -626,11 +603,11 @@ void DynamicBatchScheduler::Execute(backend::ModelInstance* instance, Batch& bat
     }
   }
   const Clock::time_point ready = clock_->Now();
-  timings.compute_input_ns = Ns(ready - start);
+  timings.compute_input_ns = Nanoseconds(ready - start);
 
   auto outputs = instance->Run(inputs, names);
   const Clock::time_point ran = clock_->Now();
-  timings.compute_infer_ns = Ns(ran - ready);
+  timings.compute_infer_ns = Nanoseconds(ran - ready);
   if (live.size() == 1) {
     last_single_run_ns_.store(timings.compute_infer_ns, std::memory_order_relaxed);
   }
@@ -664,16 +641,16 @@ void DynamicBatchScheduler::Execute(backend::ModelInstance* instance, Batch& bat
     }
   }
   if (!failed.ok()) {
-    for (Entry* e : live) answers->push_back(Fail(*e, failed, server::FailureReason::kBackend));
+    for (Entry* e : live) answers->push_back(Fail(*e, failed, FailureReason::kBackend));
     return;
   }
 
   const Clock::time_point end = clock_->Now();
-  timings.compute_output_ns = Ns(end - ran);
+  timings.compute_output_ns = Nanoseconds(end - ran);
   uint64_t request_ns = 0;
   uint64_t elements = 0;
   for (size_t i = 0; i < live.size(); ++i) {
-    request_ns += Ns(end - jobs[i]->arrival);
+    request_ns += Nanoseconds(end - jobs[i]->arrival);
     elements += rows[i];
   }
   stats_->RecordSuccess(live.size(), elements, timings, request_ns / live.size());

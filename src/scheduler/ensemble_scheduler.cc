@@ -12,23 +12,19 @@ namespace {
 // `status`, the status of the step that failed: a step refused (queue full, timed out,
 // stopping) or cancelled is the ensemble's too, a step whose model failed (Internal) is
 // BACKEND, and anything else (a step's config refusing the request, ...) OTHER.
-server::FailureReason FailureReasonOf(const Status& status) {
+FailureReason FailureReasonOf(const Status& status) {
   switch (status.code()) {
     case StatusCode::kUnavailable:
     case StatusCode::kDeadlineExceeded:
     case StatusCode::kResourceExhausted:
-      return server::FailureReason::kRejected;
+      return FailureReason::kRejected;
     case StatusCode::kCancelled:
-      return server::FailureReason::kCanceled;
+      return FailureReason::kCanceled;
     case StatusCode::kInternal:
-      return server::FailureReason::kBackend;
+      return FailureReason::kBackend;
     default:
-      return server::FailureReason::kOther;
+      return FailureReason::kOther;
   }
-}
-
-uint64_t Ns(Clock::duration d) {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
 }
 
 std::string DescribeStep(const EnsemblePlan& plan, size_t step) {
@@ -55,7 +51,7 @@ struct EnsembleScheduler::Run {
 StatusOr<std::unique_ptr<EnsembleScheduler>> EnsembleScheduler::Create(EnsemblePlan plan,
                                                                        StepRunner runner,
                                                                        StatsRecorder* stats,
-                                                                       NowFn now) {
+                                                                       Clock* clock) {
   if (!runner) return FailedPrecondition("ensemble '" + plan.name + "': no step runner");
   if (stats == nullptr) return Internal("ensemble '" + plan.name + "': no statistics recorder");
   // The plan must let every step run: simulate the flow of tensors.
@@ -80,12 +76,15 @@ StatusOr<std::unique_ptr<EnsembleScheduler>> EnsembleScheduler::Create(EnsembleP
     }
   }
   return std::unique_ptr<EnsembleScheduler>(
-      new EnsembleScheduler(std::move(plan), std::move(runner), stats, std::move(now)));
+      new EnsembleScheduler(std::move(plan), std::move(runner), stats, clock));
 }
 
 EnsembleScheduler::EnsembleScheduler(EnsemblePlan plan, StepRunner runner, StatsRecorder* stats,
-                                     NowFn now)
-    : plan_(std::move(plan)), runner_(std::move(runner)), stats_(stats), now_(std::move(now)) {
+                                     Clock* clock)
+    : plan_(std::move(plan)),
+      runner_(std::move(runner)),
+      stats_(stats),
+      clock_(OrSteadyClock(clock)) {
   auto index = [&](const std::string& name) {
     auto [it, inserted] = tensor_index_.emplace(name, tensor_names_.size());
     if (inserted) {
@@ -120,12 +119,12 @@ void EnsembleScheduler::Enqueue(Job job) {
     if (accepted) ++inflight_;
   }
   if (!accepted) {
-    stats_->RecordFailure(Ns(now_() - job.arrival), server::FailureReason::kRejected);
+    stats_->RecordFailure(Nanoseconds(clock_->Now() - job.arrival), FailureReason::kRejected);
     job.done(Unavailable("model '" + job.request.model_name + "' is shutting down"));
     return;
   }
   auto run = std::make_shared<Run>();
-  run->start = now_();
+  run->start = clock_->Now();
   run->values.resize(tensor_names_.size());
   run->uses_left.resize(tensor_names_.size(), 0);
   run->missing.resize(steps_.size(), 0);
@@ -278,13 +277,13 @@ void EnsembleScheduler::Finish(const std::shared_ptr<Run>& run) {
       }
     }
   }
-  const Clock::time_point end = now_();
-  const uint64_t request_ns = Ns(end - run->job.arrival);
+  const Clock::time_point end = clock_->Now();
+  const uint64_t request_ns = Nanoseconds(end - run->job.arrival);
   if (status.ok()) {
     StatsRecorder::Timings timings;
     // The steps' own queue and compute times are in their models' statistics; the
     // ensemble's compute is the time from the first step's start to the last's end.
-    timings.compute_infer_ns = Ns(end - run->start);
+    timings.compute_infer_ns = Nanoseconds(end - run->start);
     stats_->RecordSuccess(1, run->job.batch_size, timings, request_ns);
   } else {
     stats_->RecordFailure(request_ns, FailureReasonOf(status));

@@ -1,23 +1,16 @@
 #include <chrono>
 #include <utility>
 
-#include "fastpath/scheduler/scheduler.h"
+#include "fastpath/scheduler/instance_pool_scheduler.h"
 
 namespace fastpath::scheduler {
-namespace {
-
-uint64_t Ns(Clock::duration d) {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
-}
-
-}  // namespace
-
 InstancePoolScheduler::InstancePoolScheduler(
     std::vector<std::unique_ptr<backend::ModelInstance>> instances, StatsRecorder* stats,
     InstancePoolOptions options)
     : instances_(std::move(instances)),
       stats_(stats),
       options_(std::move(options)),
+      clock_(OrSteadyClock(options_.clock)),
       busy_(instances_.size(), false) {
   workers_.reserve(instances_.size());
   for (size_t i = 0; i < instances_.size(); ++i) {
@@ -30,7 +23,7 @@ InstancePoolScheduler::~InstancePoolScheduler() { Stop(); }
 void InstancePoolScheduler::Enqueue(Job job) {
   const bool may_run_here =
       job.request.caller_may_run_model && options_.caller_run_limit.count() > 0 &&
-      last_run_ns_.load(std::memory_order_relaxed) <= Ns(options_.caller_run_limit);
+      last_run_ns_.load(std::memory_order_relaxed) <= Nanoseconds(options_.caller_run_limit);
   constexpr size_t kNone = static_cast<size_t>(-1);
   size_t here = kNone;
   bool accepted = false;
@@ -69,8 +62,8 @@ void InstancePoolScheduler::Enqueue(Job job) {
     return;
   }
   // Answer outside the lock: the callback may do real work (write a response).
-  const uint64_t waited = Ns(options_.now() - job.arrival);
-  stats_->RecordFailure(waited, server::FailureReason::kRejected);
+  const uint64_t waited = Nanoseconds(clock_->Now() - job.arrival);
+  stats_->RecordFailure(waited, FailureReason::kRejected);
   const bool stopped = [&] {
     std::lock_guard lock(mu_);
     return stopping_;
@@ -134,31 +127,31 @@ void InstancePoolScheduler::RunOnCaller(size_t index, Job& job) {
 }
 
 void InstancePoolScheduler::Execute(backend::ModelInstance* instance, Job& job) {
-  const Clock::time_point start = options_.now();
+  const Clock::time_point start = clock_->Now();
   if (job.request.cancelled != nullptr && job.request.cancelled->load(std::memory_order_relaxed)) {
-    stats_->RecordFailure(Ns(start - job.arrival), server::FailureReason::kCanceled);
+    stats_->RecordFailure(Nanoseconds(start - job.arrival), FailureReason::kCanceled);
     job.done(Cancelled("request for model '" + job.request.model_name +
                        "' was cancelled while queued; it never reached the model"));
     return;
   }
   if (start > job.request.deadline) {
     // A timeout in the queue is a rejection, as in Triton.
-    stats_->RecordFailure(Ns(start - job.arrival), server::FailureReason::kRejected);
+    stats_->RecordFailure(Nanoseconds(start - job.arrival), FailureReason::kRejected);
     job.done(DeadlineExceeded("request for model '" + job.request.model_name +
                               "' timed out after " +
-                              std::to_string(Ns(start - job.arrival) / 1000) +
+                              std::to_string(Nanoseconds(start - job.arrival) / 1000) +
                               " us in the queue; it never reached the model"));
     return;
   }
   StatsRecorder::Timings timings;
-  timings.queue_ns = Ns(start - job.arrival);
+  timings.queue_ns = Nanoseconds(start - job.arrival);
 
   auto outputs = instance->Run(job.request.inputs, job.output_names);
-  const Clock::time_point ran = options_.now();
-  timings.compute_infer_ns = Ns(ran - start);
+  const Clock::time_point ran = clock_->Now();
+  timings.compute_infer_ns = Nanoseconds(ran - start);
   last_run_ns_.store(timings.compute_infer_ns, std::memory_order_relaxed);
   if (!outputs.ok()) {
-    stats_->RecordFailure(Ns(ran - job.arrival), server::FailureReason::kBackend);
+    stats_->RecordFailure(Nanoseconds(ran - job.arrival), FailureReason::kBackend);
     job.done(outputs.status());
     return;
   }
@@ -168,9 +161,9 @@ void InstancePoolScheduler::Execute(backend::ModelInstance* instance, Job& job) 
   response.model_version = job.request.model_version;
   response.id = job.request.id;
   response.outputs = std::move(outputs).value();
-  const Clock::time_point end = options_.now();
-  timings.compute_output_ns = Ns(end - ran);
-  stats_->RecordSuccess(1, job.batch_size, timings, Ns(end - job.arrival));
+  const Clock::time_point end = clock_->Now();
+  timings.compute_output_ns = Nanoseconds(end - ran);
+  stats_->RecordSuccess(1, job.batch_size, timings, Nanoseconds(end - job.arrival));
   job.done(std::move(response));
 }
 

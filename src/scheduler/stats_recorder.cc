@@ -1,11 +1,11 @@
 #include <chrono>
 
-#include "fastpath/scheduler/scheduler.h"
+#include "fastpath/scheduler/stats_recorder.h"
 
 namespace fastpath::scheduler {
 namespace {
 
-void Add(server::StatDuration* d, uint64_t ns, uint64_t count = 1) {
+void Add(StatDuration* d, uint64_t ns, uint64_t count = 1) {
   d->count += count;
   d->ns += ns;
 }
@@ -34,7 +34,7 @@ void StatsRecorder::RecordSuccess(uint64_t requests, uint64_t batch_size, const 
   stats_.inference_count += batch_size;
   stats_.execution_count += 1;
   stats_.last_inference_ms = NowMsSinceEpoch();
-  server::BatchStatistics* batch = nullptr;
+  BatchStatistics* batch = nullptr;
   for (auto& b : stats_.batch_stats) {
     if (b.batch_size == batch_size) batch = &b;
   }
@@ -48,18 +48,18 @@ void StatsRecorder::RecordSuccess(uint64_t requests, uint64_t batch_size, const 
   Add(&batch->compute_output, t.compute_output_ns);
 }
 
-void StatsRecorder::RecordFailure(uint64_t request_ns, server::FailureReason reason) {
+void StatsRecorder::RecordFailure(uint64_t request_ns, FailureReason reason) {
   std::lock_guard lock(mu_);
   Add(&stats_.inference_stats.fail, request_ns);
   const auto index = static_cast<size_t>(reason);
-  stats_.failures[index < server::kFailureReasonCount ? index
-                                                     : static_cast<size_t>(server::FailureReason::kOther)] += 1;
+  stats_.failures[index < kFailureReasonCount ? index
+                                                     : static_cast<size_t>(FailureReason::kOther)] += 1;
 }
 
-server::ModelStatistics StatsRecorder::Snapshot(const std::string& name,
+ModelStatistics StatsRecorder::Snapshot(const std::string& name,
                                                 const std::string& version) const {
   std::lock_guard lock(mu_);
-  server::ModelStatistics out = stats_;
+  ModelStatistics out = stats_;
   out.name = name;
   out.version = version;
   return out;

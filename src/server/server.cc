@@ -67,7 +67,9 @@ Status ReadSchedulingParameters(const Parameters& parameters, scheduler::Job* jo
 }  // namespace
 
 Server::Server(ServerOptions options, std::shared_ptr<backend::Backend> backend)
-    : options_(std::move(options)), backend_(std::move(backend)) {}
+    : options_(std::move(options)),
+      clock_(OrSteadyClock(options_.clock)),
+      backend_(std::move(backend)) {}
 
 StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options,
                                                  std::shared_ptr<backend::Backend> backend) {
@@ -84,6 +86,7 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options,
     return raw->Admit(dir, version);
   };
   const admission::Policy& policy = server->options_.policy;
+  server->options_.repository.clock = server->clock_;
   server->options_.repository.allow_cpu_fallback_for_gpu =
       policy.profile == admission::Profile::kDev && policy.allow_cpu_fallback;
   // Production refuses TensorRT engines built under another key; dev rebuilds them.
@@ -228,7 +231,7 @@ void Server::RunOnModel(InferRequest request, InferCallback done) {
   if (Status s = ReshapeInputs(config, &request.inputs); !s.ok()) return reject(s);
   if (Status s = ReadSchedulingParameters(request.parameters, &job); !s.ok()) return reject(s);
   request.model_version = std::to_string(runtime->version);
-  job.arrival = scheduler::Clock::now();
+  job.arrival = clock_->Now();
   // Validated above: every input of a batching model shares a batch dim >= 1.
   if (config.max_batch_size() > 0 && !request.inputs.empty() && !request.inputs[0].shape.empty()) {
     job.batch_size = static_cast<uint64_t>(request.inputs[0].shape[0]);

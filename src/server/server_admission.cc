@@ -103,7 +103,7 @@ Status Server::RunBlocking(repository::ModelVersion& version, InferRequest reque
   if (config.max_batch_size() > 0 && !request.inputs.empty() && !request.inputs[0].shape.empty()) {
     job.batch_size = static_cast<uint64_t>(request.inputs[0].shape[0]);
   }
-  job.arrival = scheduler::Clock::now();
+  job.arrival = clock_->Now();
   job.request = std::move(request);
   std::promise<Status> answered;
   std::future<Status> result = answered.get_future();
@@ -223,7 +223,7 @@ Status Server::Admit(const std::filesystem::path& model_dir, repository::ModelVe
   }
   auto report = admission::RunSelfTest(
       *plan, [&](const InferRequest& request) { return RunBlocking(version, request); },
-      options_.self_test_clock);
+      *clock_);
   if (!report.ok()) return refuse("self-test failed: " + report.status().message());
   record.self_test = *report;
   if (report->passed()) {

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "fakes/manual_clock.h"
 #include "fastpath/config/model_config.h"
 
 namespace fastpath::admission {
@@ -179,20 +180,17 @@ TEST(SelfTestFigures, NearestRankPercentiles) {
 
 // A fake model: each run advances a fake clock by the next synthetic latency.
 struct FakeModel {
-  std::chrono::steady_clock::time_point now{};
+  testing::ManualClock clock;
   std::vector<std::chrono::microseconds> latencies;
   size_t runs = 0;
   int fail_at = -1;
   RunFn Run() {
     return [this](const InferRequest&) -> Status {
       if (static_cast<int>(runs) == fail_at) return Unavailable("CUDA out of memory");
-      now += latencies[runs % latencies.size()];
+      clock.Advance(latencies[runs % latencies.size()]);
       ++runs;
       return Status::Ok();
     };
-  }
-  NowFn Now() {
-    return [this] { return now; };
   }
 };
 
@@ -205,7 +203,7 @@ SelfTestPlan Plan(SelfTestBudget budget) {
 TEST(SelfTest, WithinBudgetPasses) {
   FakeModel model;
   model.latencies = {std::chrono::microseconds(400)};
-  auto report = RunSelfTest(Plan(Budget(1.0, 0, 10, 2000)), model.Run(), model.Now());
+  auto report = RunSelfTest(Plan(Budget(1.0, 0, 10, 2000)), model.Run(), model.clock);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   EXPECT_TRUE(report->passed());
   EXPECT_EQ(report->warmup_runs, 3u);
@@ -223,7 +221,7 @@ TEST(SelfTest, SlowTailMissesTheP95Budget) {
   for (int i = 0; i < 3 + 18; ++i) model.latencies.push_back(std::chrono::microseconds(500));
   model.latencies.push_back(std::chrono::microseconds(12000));
   model.latencies.push_back(std::chrono::microseconds(12000));
-  auto report = RunSelfTest(Plan(Budget(10.0, 0, 20, 10000)), model.Run(), model.Now());
+  auto report = RunSelfTest(Plan(Budget(10.0, 0, 20, 10000)), model.Run(), model.clock);
   ASSERT_TRUE(report.ok());
   EXPECT_FALSE(report->passed());
   EXPECT_THAT(report->misses, ::testing::ElementsAre("p95 12 ms > budget 10 ms",
@@ -234,7 +232,7 @@ TEST(SelfTest, AFailedRunIsAnErrorNamingTheRun) {
   FakeModel model;
   model.latencies = {std::chrono::microseconds(100)};
   model.fail_at = 5;
-  auto report = RunSelfTest(Plan(Budget(1.0)), model.Run(), model.Now());
+  auto report = RunSelfTest(Plan(Budget(1.0)), model.Run(), model.clock);
   ASSERT_FALSE(report.ok());
   EXPECT_EQ(report.status().message(), "self-test timed run 3 failed: CUDA out of memory");
 }

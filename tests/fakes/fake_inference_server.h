@@ -72,13 +72,13 @@ class FakeInferenceServer : public server::InferenceServer {
     FASTPATH_ASSIGN_OR_RETURN(const Model* m, Find(name, version));
     return m->config;
   }
-  StatusOr<std::vector<server::ModelStatistics>> GetModelStatistics(
+  StatusOr<std::vector<ModelStatistics>> GetModelStatistics(
       const std::string& name, const std::string& version) const override {
     std::lock_guard lock(mu_);
-    std::vector<server::ModelStatistics> out;
+    std::vector<ModelStatistics> out;
     for (const auto& [n, m] : models_) {
       if (!name.empty() && n != name) continue;
-      server::ModelStatistics s;
+      ModelStatistics s;
       s.name = n;
       s.version = m.metadata.versions.empty() ? "1" : m.metadata.versions.front();
       s.inference_count = static_cast<uint64_t>(infer_calls_);

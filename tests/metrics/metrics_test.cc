@@ -25,11 +25,11 @@ namespace http = beast::http;
 // The fake facade with scripted statistics.
 class StatsServer : public testing::FakeInferenceServer {
  public:
-  void SetStatistics(StatusOr<std::vector<server::ModelStatistics>> stats) {
+  void SetStatistics(StatusOr<std::vector<ModelStatistics>> stats) {
     std::lock_guard lock(stats_mu_);
     stats_ = std::move(stats);
   }
-  StatusOr<std::vector<server::ModelStatistics>> GetModelStatistics(
+  StatusOr<std::vector<ModelStatistics>> GetModelStatistics(
       const std::string& name, const std::string& version) const override {
     std::lock_guard lock(stats_mu_);
     return stats_;
@@ -37,7 +37,7 @@ class StatsServer : public testing::FakeInferenceServer {
 
  private:
   mutable std::mutex stats_mu_;
-  StatusOr<std::vector<server::ModelStatistics>> stats_ = std::vector<server::ModelStatistics>{};
+  StatusOr<std::vector<ModelStatistics>> stats_ = std::vector<ModelStatistics>{};
 };
 
 // The exposition read back: "name{a="x",b="y"}" -> value, plus the TYPE of each family.
@@ -79,8 +79,8 @@ Exposition Parse(const std::string& text) {
   return out;
 }
 
-server::ModelStatistics SampleStats() {
-  server::ModelStatistics s;
+ModelStatistics SampleStats() {
+  ModelStatistics s;
   s.name = "mlp";
   s.version = "3";
   s.inference_count = 40;  // batch elements
@@ -94,8 +94,8 @@ server::ModelStatistics SampleStats() {
   s.batch_stats.push_back({1, {}, {1, 100}, {}});
   s.batch_stats.push_back({3, {}, {1, 100}, {}});
   s.batch_stats.push_back({36, {}, {1, 100}, {}});
-  s.failures[static_cast<size_t>(server::FailureReason::kRejected)] = 3;
-  s.failures[static_cast<size_t>(server::FailureReason::kBackend)] = 1;
+  s.failures[static_cast<size_t>(FailureReason::kRejected)] = 3;
+  s.failures[static_cast<size_t>(FailureReason::kBackend)] = 1;
   s.request_latency.Observe(40'000);             // 40 us: the first bucket (le 50)
   s.request_latency.Observe(50'000);             // exactly 50 us: still le 50
   s.request_latency.Observe(3'000'000);          // 3 ms: le 5000
@@ -178,8 +178,8 @@ TEST(StatisticsFamiliesTest, BatchSizeHistogramComesFromBatchStats) {
 }
 
 TEST(StatisticsFamiliesTest, OneSeriesPerModelVersion) {
-  server::ModelStatistics a = SampleStats();
-  server::ModelStatistics b = SampleStats();
+  ModelStatistics a = SampleStats();
+  ModelStatistics b = SampleStats();
   b.version = "4";
   b.inference_stats.success.count = 9;
   const Exposition e = Parse(prometheus::TextSerializer().Serialize(StatisticsFamilies({a, b})));
@@ -193,11 +193,11 @@ TEST(ServerCollectorTest, ReadsTheFacadeOnEveryScrape) {
   StatsServer fake;
   ServerCollector collector(fake);
   EXPECT_FALSE(Parse(RenderText(collector)).Has(Key("nv_inference_request_success")));
-  fake.SetStatistics(std::vector<server::ModelStatistics>{SampleStats()});
+  fake.SetStatistics(std::vector<ModelStatistics>{SampleStats()});
   EXPECT_EQ(Parse(RenderText(collector)).Get(Key("nv_inference_request_success")), 5);
   auto more = SampleStats();
   more.inference_stats.success.count = 6;
-  fake.SetStatistics(std::vector<server::ModelStatistics>{more});
+  fake.SetStatistics(std::vector<ModelStatistics>{more});
   EXPECT_EQ(Parse(RenderText(collector)).Get(Key("nv_inference_request_success")), 6);
 }
 
@@ -243,7 +243,7 @@ TEST(ServerCollectorTest, ScrapesCarryTheFacadesAdmission) {
    public:
     admission::AdmissionReport Admission() const override { return SampleAdmission(); }
   } fake;
-  fake.SetStatistics(std::vector<server::ModelStatistics>{SampleStats()});
+  fake.SetStatistics(std::vector<ModelStatistics>{SampleStats()});
   const Exposition e = Parse(RenderText(ServerCollector(fake)));
   EXPECT_EQ(e.Get(Key("nv_inference_request_success")), 5);
   EXPECT_EQ(e.Get(Key("fastpath_model_state", ",state=\"DEGRADED\"")), 1);
@@ -289,7 +289,7 @@ Fetched Get(int port, const std::string& target) {
 
 TEST(MetricsServerTest, ServesMetricsOnAnEphemeralPort) {
   StatsServer fake;
-  fake.SetStatistics(std::vector<server::ModelStatistics>{SampleStats()});
+  fake.SetStatistics(std::vector<ModelStatistics>{SampleStats()});
   auto metrics = MetricsServer::Start(fake, {"127.0.0.1", 0});
   ASSERT_TRUE(metrics.ok()) << metrics.status().ToString();
   ASSERT_GT((*metrics)->port(), 0);
@@ -303,7 +303,7 @@ TEST(MetricsServerTest, ServesMetricsOnAnEphemeralPort) {
 
 TEST(MetricsServerTest, KeepAliveScrapesSeeNewValuesAndOtherPathsAreRefused) {
   StatsServer fake;
-  fake.SetStatistics(std::vector<server::ModelStatistics>{SampleStats()});
+  fake.SetStatistics(std::vector<ModelStatistics>{SampleStats()});
   auto metrics = MetricsServer::Start(fake, {"127.0.0.1", 0});
   ASSERT_TRUE(metrics.ok()) << metrics.status().ToString();
   auto first = Send((*metrics)->port(), {{http::verb::get, "/metrics"},
@@ -321,7 +321,7 @@ TEST(MetricsServerTest, KeepAliveScrapesSeeNewValuesAndOtherPathsAreRefused) {
 
   auto more = SampleStats();
   more.inference_stats.success.count = 11;
-  fake.SetStatistics(std::vector<server::ModelStatistics>{more});
+  fake.SetStatistics(std::vector<ModelStatistics>{more});
   EXPECT_EQ(
       Parse(Get((*metrics)->port(), "/metrics").body).Get(Key("nv_inference_request_success")), 11);
 }

@@ -74,7 +74,7 @@ class EnsembleRepositoryTest : public ::testing::Test {
       scheduler::Job job;
       for (const auto& out : request.outputs) job.output_names.push_back(out.name);
       job.request = std::move(request);
-      job.arrival = scheduler::Clock::now();
+      job.arrival = SteadyClock()->Now();
       job.done = [runtime = *found, done](StatusOr<InferResponse> r) { done(std::move(r)); };
       (*found)->scheduler->Enqueue(std::move(job));
     };
@@ -102,7 +102,7 @@ class EnsembleRepositoryTest : public ::testing::Test {
     job.request.model_name = "a_pipeline";
     job.request.inputs.push_back(std::move(tensor));
     job.output_names = {"Y"};
-    job.arrival = scheduler::Clock::now();
+    job.arrival = SteadyClock()->Now();
     std::promise<StatusOr<InferResponse>> answer;
     job.done = [&answer](StatusOr<InferResponse> r) { answer.set_value(std::move(r)); };
     (*found)->scheduler->Enqueue(std::move(job));

@@ -123,7 +123,7 @@ class InstanceGroupTest : public ::testing::Test {
         job.request.inputs.push_back({name, DataType::kInt32, {1, 16}, std::string(64, '\0')});
       }
       job.output_names = {"OUTPUT0"};
-      job.arrival = scheduler::Clock::now();
+      job.arrival = SteadyClock()->Now();
       job.done = [](StatusOr<InferResponse> r) { EXPECT_TRUE(r.ok()) << r.status().ToString(); };
       version.scheduler->Enqueue(std::move(job));
     }

@@ -14,7 +14,7 @@
 #include <set>
 #include <thread>
 
-#include "fakes/manual_scheduler_clock.h"
+#include "fakes/manual_clock.h"
 #include "fastpath/config/model_config.h"
 
 namespace fastpath::scheduler {
@@ -251,7 +251,7 @@ class DynamicBatchSchedulerTest : public ::testing::Test {
     EXPECT_EQ(Int32s(r->outputs[0]), want) << "request " << id;
   }
 
-  testing::ManualSchedulerClock clock_;
+  testing::ManualClock clock_;
   FakeModel model_;
   StatsRecorder stats_;
   Answers answers_;
@@ -422,7 +422,7 @@ TEST_F(DynamicBatchSchedulerTest, QueueTimeoutRejectsAndNeverRuns) {
   EXPECT_EQ(model_.RunCount(), 1u);  // the timed-out requests never reached the model
   const auto s = stats_.Snapshot("m", "1");
   EXPECT_EQ(s.inference_stats.fail.count, 3u);
-  EXPECT_EQ(s.failures[static_cast<size_t>(server::FailureReason::kRejected)], 3u);
+  EXPECT_EQ(s.failures[static_cast<size_t>(FailureReason::kRejected)], 3u);
 }
 
 TEST_F(DynamicBatchSchedulerTest, OverrideAppliesWhenThePolicyHasNoTimeout) {
@@ -479,7 +479,7 @@ TEST_F(DynamicBatchSchedulerTest, FullQueueRejectsAtOnce) {
   ExpectOk(1);
   ExpectOk(2);
   EXPECT_EQ(
-      stats_.Snapshot("m", "1").failures[static_cast<size_t>(server::FailureReason::kRejected)],
+      stats_.Snapshot("m", "1").failures[static_cast<size_t>(FailureReason::kRejected)],
       1u);
 }
 
@@ -667,7 +667,7 @@ TEST_F(DynamicBatchSchedulerTest, CancelledAndExpiredRequestsNeverReachTheModel)
     for (int id : run.ids) EXPECT_TRUE(id == 100 || id == 3) << "request " << id << " ran";
   }
   const auto s = stats_.Snapshot("m", "1");
-  EXPECT_EQ(s.failures[static_cast<size_t>(server::FailureReason::kCanceled)], 1u);
+  EXPECT_EQ(s.failures[static_cast<size_t>(FailureReason::kCanceled)], 1u);
 }
 
 TEST_F(DynamicBatchSchedulerTest, AFailedRunAnswersEveryRequestInTheBatch) {

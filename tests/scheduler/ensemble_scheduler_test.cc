@@ -87,7 +87,7 @@ Job MakeJob(std::optional<StatusOr<InferResponse>>* answer, const std::string& x
   job.request.id = "req-1";
   job.request.inputs.push_back({"X", DataType::kUint8, {1, 1}, x});
   job.output_names = {"OUT"};
-  job.arrival = Clock::now();
+  job.arrival = SteadyClock()->Now();
   job.done = [answer](StatusOr<InferResponse> r) { *answer = std::move(r); };
   return job;
 }
@@ -174,16 +174,16 @@ TEST(EnsembleSchedulerTest, AFailedStepFailsTheRequestOnceEveryStartedStepIsBack
   const auto snapshot = stats.Snapshot("diamond", "1");
   EXPECT_EQ(snapshot.inference_stats.fail.count, 1u);
   // A step's config refusing the request is neither a rejection nor the backend's fault.
-  EXPECT_EQ(snapshot.failures[static_cast<size_t>(server::FailureReason::kOther)], 1u);
+  EXPECT_EQ(snapshot.failures[static_cast<size_t>(FailureReason::kOther)], 1u);
   EXPECT_EQ((*scheduler)->Pending(), 0u);
 }
 
 TEST(EnsembleSchedulerTest, AFailedStepGivesTheEnsembleItsFailureReason) {
-  const std::vector<std::pair<Status, server::FailureReason>> cases = {
-      {Unavailable("queue of model 'b' is full"), server::FailureReason::kRejected},
-      {DeadlineExceeded("timed out in the queue"), server::FailureReason::kRejected},
-      {Cancelled("the client went away"), server::FailureReason::kCanceled},
-      {Internal("ORT: CUDA failure 700"), server::FailureReason::kBackend},
+  const std::vector<std::pair<Status, FailureReason>> cases = {
+      {Unavailable("queue of model 'b' is full"), FailureReason::kRejected},
+      {DeadlineExceeded("timed out in the queue"), FailureReason::kRejected},
+      {Cancelled("the client went away"), FailureReason::kCanceled},
+      {Internal("ORT: CUDA failure 700"), FailureReason::kBackend},
   };
   for (const auto& [failure, reason] : cases) {
     SCOPED_TRACE(failure.message());
@@ -304,7 +304,7 @@ TEST(EnsembleSchedulerTest, ManyRequestsAnsweredFromOtherThreadsEachGetTheirOwn)
     job.request.model_name = "diamond";
     job.request.inputs.push_back({"X", DataType::kUint8, {1, 1}, std::to_string(i)});
     job.output_names = {"OUT"};
-    job.arrival = Clock::now();
+    job.arrival = SteadyClock()->Now();
     job.done = [&, i](StatusOr<InferResponse> r) {
       std::lock_guard lock(answers_mu);
       answers[i] = std::move(r);

@@ -7,7 +7,8 @@
 #include <thread>
 #include <vector>
 
-#include "fastpath/scheduler/scheduler.h"
+#include "fakes/manual_clock.h"
+#include "fastpath/scheduler/instance_pool_scheduler.h"
 
 namespace fastpath::scheduler {
 namespace {
@@ -60,7 +61,7 @@ std::vector<std::unique_ptr<backend::ModelInstance>> MakeInstances(int n, GatedI
 }
 
 Job MakeJob(const std::string& id, std::promise<StatusOr<InferResponse>>* result,
-            Clock::time_point arrival = Clock::now()) {
+            Clock::time_point arrival = SteadyClock()->Now()) {
   Job job;
   job.request.model_name = "m";
   job.request.model_version = "1";
@@ -135,9 +136,10 @@ TEST(InstancePoolSchedulerTest, AnExpiredRequestNeverReachesTheModel) {
   GatedInstance::Gate gate;
   gate.Open();
   StatsRecorder stats;
-  Clock::time_point fake_now = Clock::now();
+  testing::ManualClock clock;
+  const Clock::time_point fake_now = clock.Now();
   InstancePoolOptions options;
-  options.now = [&] { return fake_now; };
+  options.clock = &clock;
   InstancePoolScheduler sched(MakeInstances(1, &gate), &stats, options);
   std::promise<StatusOr<InferResponse>> result;
   Job job = MakeJob("late", &result, fake_now);
@@ -239,9 +241,9 @@ TEST(InstancePoolSchedulerTest, ALongLastRunSendsTheCallersRequestToAWorker) {
   InstancePoolOptions options;
   options.caller_run_limit = std::chrono::microseconds(500);
   // Every reading of the clock is 1 ms after the previous one: each run "takes" 1 ms.
-  auto ticks = std::make_shared<std::atomic<int64_t>>(0);
-  const Clock::time_point origin = Clock::now();
-  options.now = [ticks, origin] { return origin + std::chrono::milliseconds(++*ticks); };
+  testing::ManualClock clock(std::chrono::milliseconds(1));
+  const Clock::time_point origin = clock.Now();
+  options.clock = &clock;
   InstancePoolScheduler sched(MakeInstances(1, &gate), &stats, options);
   std::vector<std::promise<StatusOr<InferResponse>>> results(2);
   for (int i = 0; i < 2; ++i) {

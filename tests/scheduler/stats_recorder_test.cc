@@ -2,13 +2,11 @@
 // including what the Prometheus metrics read (failure reasons, latency histograms).
 #include <gtest/gtest.h>
 
-#include "fastpath/scheduler/scheduler.h"
+#include "fastpath/scheduler/stats_recorder.h"
 
 namespace fastpath::scheduler {
 namespace {
 
-using server::FailureReason;
-using server::kLatencyBucketBoundsUs;
 
 size_t Reason(FailureReason r) { return static_cast<size_t>(r); }
 
@@ -32,7 +30,7 @@ TEST(StatsRecorderTest, SuccessFeedsCountsDurationsHistogramsAndBatchStats) {
   recorder.RecordSuccess(3, 5, t, 4'000'000);
   recorder.RecordSuccess(1, 1, t, 4'000'000);
 
-  const server::ModelStatistics s = recorder.Snapshot("m", "2");
+  const ModelStatistics s = recorder.Snapshot("m", "2");
   EXPECT_EQ(s.name, "m");
   EXPECT_EQ(s.version, "2");
   EXPECT_EQ(s.inference_count, 6u);
@@ -69,7 +67,7 @@ TEST(StatsRecorderTest, FailuresAreCountedByReason) {
   recorder.RecordFailure(30, FailureReason::kBackend);
   recorder.RecordFailure(40, FailureReason::kCanceled);
   recorder.RecordFailure(50);  // no reason given: OTHER
-  const server::ModelStatistics s = recorder.Snapshot("m", "1");
+  const ModelStatistics s = recorder.Snapshot("m", "1");
   EXPECT_EQ(s.inference_stats.fail.count, 5u);
   EXPECT_EQ(s.inference_stats.fail.ns, 150u);
   EXPECT_EQ(s.failures[Reason(FailureReason::kRejected)], 2u);
@@ -82,7 +80,7 @@ TEST(StatsRecorderTest, FailuresAreCountedByReason) {
 }
 
 TEST(LatencyHistogramTest, BoundsAreInclusiveAndTheLastBucketIsUnbounded) {
-  server::LatencyHistogram h;
+  LatencyHistogram h;
   h.Observe(0);
   h.Observe(50'000);  // exactly the first bound
   h.Observe(50'001);  // just above it

@@ -6,6 +6,7 @@
 
 #include <atomic>
 
+#include "fakes/manual_clock.h"
 #include "fakes/temp_repository.h"
 #include "fastpath/onnxruntime/ort_backend.h"
 #include "fastpath/server/server_impl.h"
@@ -39,8 +40,9 @@ parameters { key: "fastpath.slo.warmup_iterations" value { string_value: "1" } }
 
 class ServerAdmissionTest : public ::testing::Test {
  protected:
-  // Each reading of the clock moves it by `step`: one timed run reads it twice, so every
-  // run "takes" exactly `step`.
+  // Each reading of the server's one clock moves it by `step`. Between the self-test's two
+  // readings around a run the clock is read four more times (the server's arrival stamp,
+  // and the instance pool's start, ran and end), so every run "takes" exactly 5 steps.
   std::unique_ptr<Server> Start(admission::Profile profile, std::chrono::microseconds step) {
     repo_.AddVersion("simple", 1, "simple");
     repo_.WriteConfig("simple", kBudgetedSimple);
@@ -48,10 +50,8 @@ class ServerAdmissionTest : public ::testing::Test {
     options.repository.root = repo_.root();
     options.policy.profile = profile;
     options.capability_snapshot_json = R"({"ort_version": "test"})";
-    auto ticks = std::make_shared<std::atomic<int64_t>>(0);
-    options.self_test_clock = [ticks, step] {
-      return std::chrono::steady_clock::time_point(step * ticks->fetch_add(1));
-    };
+    clock_ = std::make_unique<testing::ManualClock>(step);
+    options.clock = clock_.get();
     auto backend = onnxruntime::CreateOrtBackend();
     EXPECT_TRUE(backend.ok());
     auto server = Server::Create(options, std::move(backend).value());
@@ -59,10 +59,11 @@ class ServerAdmissionTest : public ::testing::Test {
     return server.ok() ? std::move(server).value() : nullptr;
   }
   testing::TempRepository repo_{FASTPATH_TEST_MODELS_DIR};
+  std::unique_ptr<testing::ManualClock> clock_;  // outlives the servers Start makes
 };
 
 TEST_F(ServerAdmissionTest, WithinBudgetIsReady) {
-  auto server = Start(admission::Profile::kProduction, std::chrono::microseconds(500));
+  auto server = Start(admission::Profile::kProduction, std::chrono::microseconds(100));
   ASSERT_NE(server, nullptr);
   EXPECT_TRUE(server->IsReady());
   const admission::AdmissionReport report = server->Admission();
@@ -79,7 +80,7 @@ TEST_F(ServerAdmissionTest, WithinBudgetIsReady) {
 }
 
 TEST_F(ServerAdmissionTest, ProductionRefusesAMiss) {
-  auto server = Start(admission::Profile::kProduction, std::chrono::microseconds(5000));
+  auto server = Start(admission::Profile::kProduction, std::chrono::microseconds(1000));
   ASSERT_NE(server, nullptr);
   EXPECT_FALSE(server->IsReady());
   EXPECT_FALSE(*server->IsModelReady("simple", ""));
@@ -99,7 +100,7 @@ TEST_F(ServerAdmissionTest, ProductionRefusesAMiss) {
 }
 
 TEST_F(ServerAdmissionTest, DevServesAMissDegraded) {
-  auto server = Start(admission::Profile::kDev, std::chrono::microseconds(5000));
+  auto server = Start(admission::Profile::kDev, std::chrono::microseconds(1000));
   ASSERT_NE(server, nullptr);
   EXPECT_TRUE(server->IsReady());
   EXPECT_TRUE(*server->IsModelReady("simple", ""));
@@ -144,6 +145,7 @@ parameters { key: "fastpath.accuracy.tolerance" value { string_value: ")" +
     return server.ok() ? std::move(server).value() : nullptr;
   }
   testing::TempRepository repo_{FASTPATH_TEST_MODELS_DIR};
+  std::unique_ptr<testing::ManualClock> clock_;  // outlives the servers Start makes
 };
 
 TEST_F(AccuracyGuardAdmissionTest, WithinToleranceIsReady) {

@@ -19,7 +19,7 @@
 // every start feeds the same bytes: floats in [0, 1) ([0.5, 1) for FP16/BF16), integers in
 // [0, 16), booleans 0/1, BYTES 8 lowercase letters.
 //
-// Time is injected: the self-test reads a NowFn around each run, so unit tests feed it
+// Time is injected: the self-test reads a Clock around each run, so unit tests feed it
 // synthetic latencies and never depend on the machine's speed.
 #pragma once
 
@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "fastpath/common/clock.h"
 #include "fastpath/common/status.h"
 #include "fastpath/common/tensor.h"
 #include "model_config.pb.h"
@@ -84,7 +85,6 @@ std::string SeededData(DataType dtype, int64_t elements, uint64_t seed, const st
 
 // Runs one request through the model's real path; blocks until it is answered.
 using RunFn = std::function<Status(const InferRequest&)>;
-using NowFn = std::function<std::chrono::steady_clock::time_point()>;
 
 struct SelfTestFigures {
   uint32_t iterations = 0;
@@ -114,6 +114,7 @@ struct SelfTestReport {
 // Runs the plan: every warm-up step, then budget.warmup_iterations untimed and
 // budget.iterations timed runs of the timed request. A failed run is an error naming the
 // step and the run.
-StatusOr<SelfTestReport> RunSelfTest(const SelfTestPlan& plan, const RunFn& run, const NowFn& now);
+StatusOr<SelfTestReport> RunSelfTest(const SelfTestPlan& plan, const RunFn& run,
+                                     const Clock& clock);
 
 }  // namespace fastpath::admission

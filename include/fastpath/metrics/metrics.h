@@ -42,7 +42,7 @@ class ServerCollector final : public prometheus::Collectable {
 // The families for these statistics; what ServerCollector::Collect returns. Exposed so the
 // mapping can be tested without a server.
 std::vector<prometheus::MetricFamily> StatisticsFamilies(
-    const std::vector<server::ModelStatistics>& stats);
+    const std::vector<ModelStatistics>& stats);
 
 // The admission families for this report; also part of ServerCollector::Collect.
 std::vector<prometheus::MetricFamily> AdmissionFamilies(const admission::AdmissionReport& report);

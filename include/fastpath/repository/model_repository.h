@@ -19,9 +19,11 @@
 #include <vector>
 
 #include "fastpath/backend/backend.h"
+#include "fastpath/common/clock.h"
 #include "fastpath/common/status.h"
 #include "fastpath/config/model_config.h"
 #include "fastpath/scheduler/ensemble_scheduler.h"
+#include "fastpath/scheduler/instance_pool_scheduler.h"
 #include "fastpath/scheduler/scheduler.h"
 #include "fastpath/server/server.h"
 #include "model_config.pb.h"
@@ -65,6 +67,8 @@ struct RepositoryOptions {
   ControlMode mode = ControlMode::kNone;
   size_t max_queue_size = 1024;  // per model version
   std::chrono::milliseconds poll_interval{15000};
+  // Every scheduler's clock (null: SteadyClock()); must outlive the repository.
+  Clock* clock = nullptr;
   // Admission (issue 4 §5, §6), run on every loaded version before it is published: an
   // error refuses the version (UNAVAILABLE with that reason), OK admits it (READY). Unset:
   // every loaded version is admitted. `model_dir` is <root>/<model> (warm-up data files).

@@ -23,26 +23,12 @@
 
 #include "fastpath/backend/backend.h"
 #include "fastpath/common/status.h"
+#include "fastpath/common/clock.h"
 #include "fastpath/scheduler/scheduler.h"
+#include "fastpath/scheduler/stats_recorder.h"
 #include "model_config.pb.h"
 
 namespace fastpath::scheduler {
-
-// Time as the batcher sees it: what time it is, and how to sleep until a time. Injected
-// so that tests move time by hand (tests/fakes/manual_scheduler_clock.h) instead of
-// sleeping.
-class SchedulerClock {
- public:
-  virtual ~SchedulerClock() = default;
-  virtual Clock::time_point Now() const = 0;
-  // Blocks on `cv` (whose mutex `lock` holds) until it is notified or this clock reaches
-  // `until` (time_point::max(): no limit). May return early; callers re-check.
-  virtual void WaitUntil(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
-                         Clock::time_point until) = 0;
-};
-
-// The process's steady clock. Never null; lives forever.
-SchedulerClock* SteadySchedulerClock();
 
 // Triton's ModelQueuePolicy.
 struct QueuePolicy {
@@ -74,7 +60,7 @@ struct DynamicBatchOptions {
   // front end's event loop: it may be held only briefly). 0: never. At 1 ms the small
   // example CNN (about 0.3 ms a run) gains too: c=1 p50 -15% against 200 us.
   std::chrono::microseconds caller_run_limit{1000};
-  SchedulerClock* clock = nullptr;  // null: SteadySchedulerClock(); must outlive the scheduler
+  Clock* clock = nullptr;  // null: SteadyClock(); must outlive the scheduler
 };
 
 // Reads config.dynamic_batching (which must be present; the config is validated and
@@ -160,12 +146,12 @@ class DynamicBatchScheduler final : public Scheduler {
   void Execute(backend::ModelInstance* instance, Batch& batch, std::vector<Answer>* answers);
   // Answers outside the lock, in arrival order when preserve_ordering asks for it.
   void Deliver(std::vector<Answer> answers);
-  Answer Fail(Entry& entry, Status status, server::FailureReason reason);
+  Answer Fail(Entry& entry, Status status, FailureReason reason);
 
   std::vector<std::unique_ptr<backend::ModelInstance>> instances_;
   StatsRecorder* stats_;
   DynamicBatchOptions options_;
-  SchedulerClock* clock_;
+  Clock* clock_;
   uint64_t max_cut_size_;  // the largest preferred size, else max_batch_size (as Triton)
 
   mutable std::mutex mu_;

@@ -21,6 +21,7 @@
 #include "fastpath/common/status.h"
 #include "fastpath/common/tensor.h"
 #include "fastpath/scheduler/scheduler.h"
+#include "fastpath/scheduler/stats_recorder.h"
 
 namespace fastpath::scheduler {
 
@@ -51,10 +52,11 @@ class EnsembleScheduler final : public Scheduler {
   // Checks that every step can become ready (each tensor it reads is an ensemble input or
   // some step's output, without cycles); config::ValidateEnsembleGraph has said so already,
   // but a plan that could hang a request is refused here too. `stats` must outlive the
-  // scheduler; `runner` must stay callable until Stop has returned.
+  // scheduler; `runner` must stay callable until Stop has returned. A null `clock` is
+  // SteadyClock().
   static StatusOr<std::unique_ptr<EnsembleScheduler>> Create(EnsemblePlan plan, StepRunner runner,
                                                              StatsRecorder* stats,
-                                                             NowFn now = Clock::now);
+                                                             Clock* clock = nullptr);
   ~EnsembleScheduler() override;
 
   // The job's inputs are the ensemble's (validated); `output_names` are ensemble outputs.
@@ -71,7 +73,7 @@ class EnsembleScheduler final : public Scheduler {
     std::vector<std::pair<std::string, size_t>> outputs;  // step model output -> tensor
   };
 
-  EnsembleScheduler(EnsemblePlan plan, StepRunner runner, StatsRecorder* stats, NowFn now);
+  EnsembleScheduler(EnsemblePlan plan, StepRunner runner, StatsRecorder* stats, Clock* clock);
   // Starts `steps` (their inputs are all present). Called without the run's lock.
   void Launch(const std::shared_ptr<Run>& run, const std::vector<size_t>& steps);
   void OnStepDone(const std::shared_ptr<Run>& run, size_t step, StatusOr<InferResponse> result);
@@ -80,7 +82,7 @@ class EnsembleScheduler final : public Scheduler {
   EnsemblePlan plan_;
   StepRunner runner_;
   StatsRecorder* stats_;
-  NowFn now_;
+  Clock* clock_;
 
   // The graph, by tensor index.
   std::vector<std::string> tensor_names_;

@@ -15,7 +15,7 @@
 #include "fastpath/admission/admission_report.h"
 #include "fastpath/common/status.h"
 #include "fastpath/common/tensor.h"
-#include "fastpath/server/statistics.h"
+#include "fastpath/common/statistics.h"
 #include "model_config.pb.h"  // inference::ModelConfig, Triton's field names and numbers
 
 namespace fastpath::server {

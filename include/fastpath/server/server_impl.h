@@ -27,10 +27,12 @@ struct ServerOptions {
   bool strict_readiness = true;
   // Largest tensor accepted, in elements; checked before anything is allocated.
   int64_t max_tensor_elements = int64_t{1} << 31;
-  // Admission (issue 4 §5, §6): the profile every loaded version is admitted under, the
-  // self-test's clock (tests inject one), and what Admission() shows beside the models.
+  // The one clock of the server, its schedulers and the admission self-test (null:
+  // SteadyClock(); tests inject one). Must outlive the server.
+  Clock* clock = nullptr;
+  // Admission (issue 4 §5, §6): the profile every loaded version is admitted under, and
+  // what Admission() shows beside the models.
   admission::Policy policy;
-  admission::NowFn self_test_clock = std::chrono::steady_clock::now;
   std::string capability_snapshot_json;  // gpu::SnapshotToJson, taken by the caller
   std::string version_lock;              // the lock file the node was admitted under
   std::vector<std::string> version_lock_pinned;
@@ -88,6 +90,7 @@ class Server final : public InferenceServer {
   void RunOnModel(InferRequest request, InferCallback done);
 
   ServerOptions options_;
+  Clock* clock_;  // OrSteadyClock(options_.clock)
   std::shared_ptr<backend::Backend> backend_;
   std::unique_ptr<repository::ModelRepository> repository_;
 

@@ -27,12 +27,12 @@ grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context, Fn&& f
   return reactor;
 }
 
-void FillDuration(const server::StatDuration& in, inference::StatisticDuration* out) {
+void FillDuration(const StatDuration& in, inference::StatisticDuration* out) {
   out->set_count(in.count);
   out->set_ns(in.ns);
 }
 
-void FillStatistics(const server::ModelStatistics& in, inference::ModelStatistics* out) {
+void FillStatistics(const ModelStatistics& in, inference::ModelStatistics* out) {
   out->set_name(in.name);
   out->set_version(in.version);
   out->set_last_inference(in.last_inference_ms);

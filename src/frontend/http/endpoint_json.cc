@@ -31,7 +31,7 @@ void WriteTensorMetadata(JsonWriter& w, const std::vector<server::TensorMetadata
   w.EndArray();
 }
 
-void WriteDuration(JsonWriter& w, std::string_view key, const server::StatDuration& d) {
+void WriteDuration(JsonWriter& w, std::string_view key, const StatDuration& d) {
   WriteKey(w, key);
   w.StartObject();
   WriteKey(w, "count");
@@ -127,7 +127,7 @@ std::string ModelMetadataJson(const server::ModelMetadata& metadata) {
   return Finish(buffer);
 }
 
-std::string ModelStatisticsJson(const std::vector<server::ModelStatistics>& stats) {
+std::string ModelStatisticsJson(const std::vector<ModelStatistics>& stats) {
   rapidjson::StringBuffer buffer;
   JsonWriter w(buffer);
   w.StartObject();

@@ -20,7 +20,7 @@ std::string ModelMetadataJson(const server::ModelMetadata& metadata);
 
 // GET .../stats and /v2/models/stats: {"model_stats": [{"name", "version", "last_inference",
 // "inference_count", "execution_count", "inference_stats": {...}, "batch_stats": [...]}]}
-std::string ModelStatisticsJson(const std::vector<server::ModelStatistics>& stats);
+std::string ModelStatisticsJson(const std::vector<ModelStatistics>& stats);
 
 // POST /v2/repository/index: [{"name", "version", "state", "reason"}]
 std::string RepositoryIndexJson(const std::vector<server::RepositoryEntry>& entries);

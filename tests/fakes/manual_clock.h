@@ -1,6 +1,7 @@
-// A SchedulerClock that only moves when a test advances it. Advancing wakes every thread
-// waiting on the clock, so a batcher sleeping until a window's end looks again; the test
-// then calls the scheduler's SyncForTesting to know it has.
+// A Clock that only moves when a test advances it. Advancing wakes every thread waiting on
+// the clock, so a batcher sleeping until a window's end looks again; the test then calls
+// the scheduler's SyncForTesting to know it has. With a tick set, every reading also moves
+// it by the tick (a run that reads the clock k times between two readings "takes" k ticks).
 #pragma once
 
 #include <chrono>
@@ -11,22 +12,25 @@
 #include <utility>
 #include <vector>
 
-#include "fastpath/scheduler/dynamic_batch_scheduler.h"
+#include "fastpath/common/clock.h"
 
 namespace fastpath::testing {
 
-class ManualSchedulerClock final : public scheduler::SchedulerClock {
+class ManualClock final : public Clock {
  public:
   // Starts far from the steady clock's epoch so that "now - duration" stays valid.
-  ManualSchedulerClock() : now_(scheduler::Clock::time_point(std::chrono::hours(24))) {}
+  explicit ManualClock(duration tick = duration::zero())
+      : now_(time_point(std::chrono::hours(24))), tick_(tick) {}
 
-  scheduler::Clock::time_point Now() const override {
+  time_point Now() const override {
     std::lock_guard lock(mu_);
-    return now_;
+    const time_point now = now_;
+    now_ += tick_;
+    return now;
   }
 
   void WaitUntil(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
-                 scheduler::Clock::time_point until) override {
+                 time_point until) override {
     {
       std::lock_guard guard(mu_);
       if (now_ >= until) return;
@@ -40,7 +44,7 @@ class ManualSchedulerClock final : public scheduler::SchedulerClock {
   }
 
   // Not concurrently with the destruction of a scheduler that uses the clock.
-  void Advance(std::chrono::microseconds d) {
+  void Advance(duration d) {
     std::vector<std::pair<std::mutex*, std::condition_variable*>> to_wake;
     {
       std::lock_guard lock(mu_);
@@ -55,7 +59,8 @@ class ManualSchedulerClock final : public scheduler::SchedulerClock {
 
  private:
   mutable std::mutex mu_;
-  scheduler::Clock::time_point now_;
+  mutable time_point now_;
+  const duration tick_;
   std::map<std::thread::id, std::pair<std::mutex*, std::condition_variable*>> waiting_;
 };
 

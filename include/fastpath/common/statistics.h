@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace fastpath::server {
+namespace fastpath {
 
 // Why a request failed, with Triton's reason labels for nv_inference_request_failure.
 enum class FailureReason {
@@ -94,4 +94,4 @@ struct ModelStatistics {
   uint64_t pending_request_count = 0;      // queued or running now (filled by the facade)
 };
 
-}  // namespace fastpath::server
+}  // namespace fastpath

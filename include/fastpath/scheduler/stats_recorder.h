@@ -1,0 +1,38 @@
+// Thread-safe accumulation of one model version's statistics, recorded by its scheduler and
+// read by the server facade.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include "fastpath/common/statistics.h"
+
+namespace fastpath::scheduler {
+
+// Thread-safe accumulator of one model version's statistics.
+class StatsRecorder {
+ public:
+  struct Timings {
+    uint64_t queue_ns = 0;
+    uint64_t compute_input_ns = 0;
+    uint64_t compute_infer_ns = 0;
+    uint64_t compute_output_ns = 0;
+  };
+  // One successful model execution of `requests` requests holding `batch_size` batch
+  // elements in all (Triton's inference_count counts elements, success counts requests).
+  // `request_ns` is per request. Also feeds the latency histograms (request and queue
+  // once per request, compute_infer once per execution).
+  void RecordSuccess(uint64_t requests, uint64_t batch_size, const Timings& timings,
+                     uint64_t request_ns);
+  // A request that failed at any stage (rejected, timed out, or failed in the model);
+  // `reason` is the label of Triton's nv_inference_request_failure.
+  void RecordFailure(uint64_t request_ns, FailureReason reason = FailureReason::kOther);
+  ModelStatistics Snapshot(const std::string& name, const std::string& version) const;
+
+ private:
+  mutable std::mutex mu_;
+  ModelStatistics stats_;  // name/version filled by Snapshot
+};
+
+}  // namespace fastpath::scheduler
