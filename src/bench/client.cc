@@ -20,8 +20,12 @@ StatusOr<Encoding> ParseEncoding(std::string_view text) {
   if (text == "binary") return Encoding::kBinary;
   return InvalidArgument("--encoding must be json or binary, not '" + std::string(text) + "'");
 }
-const char* TransportName(Transport transport) { return transport == Transport::kGrpc ? "grpc" : "http"; }
-const char* EncodingName(Encoding encoding) { return encoding == Encoding::kJson ? "json" : "binary"; }
+const char* TransportName(Transport transport) {
+  return transport == Transport::kGrpc ? "grpc" : "http";
+}
+const char* EncodingName(Encoding encoding) {
+  return encoding == Encoding::kJson ? "json" : "binary";
+}
 
 StatusOr<ServerAddress> ParseAddress(std::string_view url, int default_port) {
   std::string_view rest = url;
@@ -34,11 +38,13 @@ StatusOr<ServerAddress> ParseAddress(std::string_view url, int default_port) {
   std::string_view port_text;
   if (!rest.empty() && rest.front() == '[') {
     const size_t close = rest.find(']');
-    if (close == std::string_view::npos) return InvalidArgument("--url '" + std::string(url) + "': unclosed '['");
+    if (close == std::string_view::npos)
+      return InvalidArgument("--url '" + std::string(url) + "': unclosed '['");
     address.host = std::string(rest.substr(1, close - 1));
     rest.remove_prefix(close + 1);
     if (!rest.empty()) {
-      if (rest.front() != ':') return InvalidArgument("--url '" + std::string(url) + "': expected ':port' after ']'");
+      if (rest.front() != ':')
+        return InvalidArgument("--url '" + std::string(url) + "': expected ':port' after ']'");
       port_text = rest.substr(1);
     }
   } else {
@@ -54,8 +60,8 @@ StatusOr<ServerAddress> ParseAddress(std::string_view url, int default_port) {
   if (!port_text.empty() || rest.find(':') != std::string_view::npos) {
     int port = 0;
     auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-    if (port_text.empty() || ec != std::errc() || ptr != port_text.data() + port_text.size() || port < 1 ||
-        port > 65535) {
+    if (port_text.empty() || ec != std::errc() || ptr != port_text.data() + port_text.size() ||
+        port < 1 || port > 65535) {
       return InvalidArgument("--url '" + std::string(url) + "': the port must be in [1, 65535]");
     }
     address.port = port;
@@ -66,7 +72,8 @@ StatusOr<ServerAddress> ParseAddress(std::string_view url, int default_port) {
 StatusOr<std::pair<std::string, std::vector<int64_t>>> ParseShapeOverride(std::string_view text) {
   const size_t colon = text.rfind(':');
   if (colon == std::string_view::npos || colon == 0 || colon + 1 == text.size()) {
-    return InvalidArgument("--shape must be NAME:D1,D2,... (e.g. image:3,224,224), not '" + std::string(text) + "'");
+    return InvalidArgument("--shape must be NAME:D1,D2,... (e.g. image:3,224,224), not '" +
+                           std::string(text) + "'");
   }
   std::pair<std::string, std::vector<int64_t>> out;
   out.first = std::string(text.substr(0, colon));
@@ -74,7 +81,8 @@ StatusOr<std::pair<std::string, std::vector<int64_t>>> ParseShapeOverride(std::s
   size_t start = 0;
   while (start <= dims.size()) {
     size_t comma = dims.find(',', start);
-    std::string_view part = dims.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    std::string_view part = dims.substr(
+        start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
     int64_t d = 0;
     auto [ptr, ec] = std::from_chars(part.data(), part.data() + part.size(), d);
     if (part.empty() || ec != std::errc() || ptr != part.data() + part.size() || d < 1) {
@@ -124,7 +132,8 @@ void FillData(Tensor* t, int64_t count, uint64_t seed) {
       for (int64_t i = 0; i < count; ++i) put(static_cast<uint8_t>(i % 2));
       break;
     case DataType::kBytes:
-      for (int64_t i = 0; i < count; ++i) AppendBytesElement(&t->data, "fastpath-" + std::to_string(SplitMix64(&state) % 1000));
+      for (int64_t i = 0; i < count; ++i)
+        AppendBytesElement(&t->data, "fastpath-" + std::to_string(SplitMix64(&state) % 1000));
       break;
     default: {
       const size_t size = ElementSize(t->dtype);
@@ -140,14 +149,16 @@ void FillData(Tensor* t, int64_t count, uint64_t seed) {
 
 StatusOr<std::vector<Tensor>> MakeInputs(const ModelMetadata& metadata,
                                          const std::map<std::string, std::vector<int64_t>>& shapes,
-                                         int64_t batch_size, uint64_t seed, uint64_t request_index) {
+                                         int64_t batch_size, uint64_t seed,
+                                         uint64_t request_index) {
   for (const auto& [name, dims] : shapes) {
     bool found = false;
     for (const auto& in : metadata.inputs) found = found || in.name == name;
     if (!found) {
       std::string names;
       for (const auto& in : metadata.inputs) names += (names.empty() ? "" : ", ") + in.name;
-      return InvalidArgument("--shape names input '" + name + "', which the model does not have (inputs: " + names + ")");
+      return InvalidArgument("--shape names input '" + name +
+                             "', which the model does not have (inputs: " + names + ")");
     }
   }
   std::vector<Tensor> out;
@@ -166,14 +177,17 @@ StatusOr<std::vector<Tensor>> MakeInputs(const ModelMetadata& metadata,
         t.shape = {batch_size};
         t.shape.insert(t.shape.end(), it->second.begin(), it->second.end());
       } else {
-        return InvalidArgument("--shape " + in.name + ": the model's shape is " + ShapeToString(in.dims) +
-                               ", so give " + std::to_string(in.dims.size()) + " dims" +
-                               (batched ? " (or " + std::to_string(in.dims.size() - 1) + " without the batch dim)" : ""));
+        return InvalidArgument(
+            "--shape " + in.name + ": the model's shape is " + ShapeToString(in.dims) +
+            ", so give " + std::to_string(in.dims.size()) + " dims" +
+            (batched ? " (or " + std::to_string(in.dims.size() - 1) + " without the batch dim)"
+                     : ""));
       }
       for (size_t i = 0; i < in.dims.size() && i < t.shape.size(); ++i) {
         if (in.dims[i] >= 0 && t.shape[i] != in.dims[i] && !(batched && i == 0)) {
-          return InvalidArgument("--shape " + in.name + ": dim " + std::to_string(i) + " is fixed at " +
-                                 std::to_string(in.dims[i]) + " by the model, not " + std::to_string(t.shape[i]));
+          return InvalidArgument("--shape " + in.name + ": dim " + std::to_string(i) +
+                                 " is fixed at " + std::to_string(in.dims[i]) +
+                                 " by the model, not " + std::to_string(t.shape[i]));
         }
       }
     } else if (batched) {
@@ -182,7 +196,8 @@ StatusOr<std::vector<Tensor>> MakeInputs(const ModelMetadata& metadata,
     for (int64_t d : t.shape) {
       if (d < 0) {
         return InvalidArgument("input '" + in.name + "' has shape " + ShapeToString(in.dims) +
-                               " with a dynamic dim besides the batch: give it with --shape " + in.name + ":D1,D2,...");
+                               " with a dynamic dim besides the batch: give it with --shape " +
+                               in.name + ":D1,D2,...");
       }
     }
     FASTPATH_ASSIGN_OR_RETURN(int64_t count, ElementCount(t.shape, kMaxRequestElements));

@@ -16,24 +16,42 @@ using internal::Truncate;
 
 const char* GrpcCodeName(grpc::StatusCode code) {
   switch (code) {
-    case grpc::StatusCode::OK: return "OK";
-    case grpc::StatusCode::CANCELLED: return "CANCELLED";
-    case grpc::StatusCode::UNKNOWN: return "UNKNOWN";
-    case grpc::StatusCode::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
-    case grpc::StatusCode::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
-    case grpc::StatusCode::NOT_FOUND: return "NOT_FOUND";
-    case grpc::StatusCode::ALREADY_EXISTS: return "ALREADY_EXISTS";
-    case grpc::StatusCode::PERMISSION_DENIED: return "PERMISSION_DENIED";
-    case grpc::StatusCode::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
-    case grpc::StatusCode::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
-    case grpc::StatusCode::ABORTED: return "ABORTED";
-    case grpc::StatusCode::OUT_OF_RANGE: return "OUT_OF_RANGE";
-    case grpc::StatusCode::UNIMPLEMENTED: return "UNIMPLEMENTED";
-    case grpc::StatusCode::INTERNAL: return "INTERNAL";
-    case grpc::StatusCode::UNAVAILABLE: return "UNAVAILABLE";
-    case grpc::StatusCode::DATA_LOSS: return "DATA_LOSS";
-    case grpc::StatusCode::UNAUTHENTICATED: return "UNAUTHENTICATED";
-    default: return "UNKNOWN";
+    case grpc::StatusCode::OK:
+      return "OK";
+    case grpc::StatusCode::CANCELLED:
+      return "CANCELLED";
+    case grpc::StatusCode::UNKNOWN:
+      return "UNKNOWN";
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return "DEADLINE_EXCEEDED";
+    case grpc::StatusCode::NOT_FOUND:
+      return "NOT_FOUND";
+    case grpc::StatusCode::ALREADY_EXISTS:
+      return "ALREADY_EXISTS";
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return "PERMISSION_DENIED";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return "RESOURCE_EXHAUSTED";
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return "FAILED_PRECONDITION";
+    case grpc::StatusCode::ABORTED:
+      return "ABORTED";
+    case grpc::StatusCode::OUT_OF_RANGE:
+      return "OUT_OF_RANGE";
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return "UNIMPLEMENTED";
+    case grpc::StatusCode::INTERNAL:
+      return "INTERNAL";
+    case grpc::StatusCode::UNAVAILABLE:
+      return "UNAVAILABLE";
+    case grpc::StatusCode::DATA_LOSS:
+      return "DATA_LOSS";
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return "UNAUTHENTICATED";
+    default:
+      return "UNKNOWN";
   }
 }
 
@@ -57,9 +75,11 @@ class GrpcSession : public InferSession {
   InferOutcome Infer(size_t index) override {
     grpc::ClientContext context;
     inference::ModelInferResponse response;
-    grpc::Status status = stub_->ModelInfer(&context, (*requests_)[index % requests_->size()], &response);
+    grpc::Status status =
+        stub_->ModelInfer(&context, (*requests_)[index % requests_->size()], &response);
     if (!status.ok()) {
-      return {false, std::string("grpc_") + GrpcCodeName(status.error_code()), Truncate(status.error_message())};
+      return {false, std::string("grpc_") + GrpcCodeName(status.error_code()),
+              Truncate(status.error_message())};
     }
     return {};
   }
@@ -73,8 +93,9 @@ class GrpcTarget : public Target {
  public:
   GrpcTarget(ServerAddress address, std::string model, std::string version)
       : address_(std::move(address)), model_(std::move(model)), version_(std::move(version)) {
-    target_ = (address_.host.find(':') != std::string::npos ? "[" + address_.host + "]" : address_.host) + ":" +
-              std::to_string(address_.port);
+    target_ =
+        (address_.host.find(':') != std::string::npos ? "[" + address_.host + "]" : address_.host) +
+        ":" + std::to_string(address_.port);
     control_ = inference::GRPCInferenceService::NewStub(MakeChannel(target_, -1));
   }
 
@@ -102,7 +123,9 @@ class GrpcTarget : public Target {
         backend::TensorSpec spec;
         spec.name = t.name();
         auto dtype = ParseDataType(t.datatype());
-        if (!dtype) return InvalidArgument("model metadata: tensor '" + t.name() + "' has datatype '" + t.datatype() + "'");
+        if (!dtype)
+          return InvalidArgument("model metadata: tensor '" + t.name() + "' has datatype '" +
+                                 t.datatype() + "'");
         spec.dtype = *dtype;
         spec.dims.assign(t.shape().begin(), t.shape().end());
         out->push_back(std::move(spec));
@@ -123,7 +146,8 @@ class GrpcTarget : public Target {
     request.set_version(version_);
     inference::ModelStatisticsResponse response;
     grpc::Status status = control_->ModelStatistics(&context, request, &response);
-    if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED || status.error_code() == grpc::StatusCode::NOT_FOUND) {
+    if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED ||
+        status.error_code() == grpc::StatusCode::NOT_FOUND) {
       return std::optional<ModelStatsSnapshot>();
     }
     if (!status.ok()) return Unavailable("ModelStatistics failed: " + status.error_message());
@@ -142,7 +166,8 @@ class GrpcTarget : public Target {
       add(&s.compute_input, is.compute_input());
       add(&s.compute_infer, is.compute_infer());
       add(&s.compute_output, is.compute_output());
-      for (const auto& b : m.batch_stats()) s.batch_executions[b.batch_size()] += b.compute_infer().count();
+      for (const auto& b : m.batch_stats())
+        s.batch_executions[b.batch_size()] += b.compute_infer().count();
     }
     return std::optional<ModelStatsSnapshot>(s);
   }
@@ -171,7 +196,8 @@ class GrpcTarget : public Target {
 
   StatusOr<std::unique_ptr<InferSession>> NewSession() override {
     if (!requests_) return FailedPrecondition("Prepare was not called");
-    return std::unique_ptr<InferSession>(std::make_unique<GrpcSession>(MakeChannel(target_, next_++), requests_));
+    return std::unique_ptr<InferSession>(
+        std::make_unique<GrpcSession>(MakeChannel(target_, next_++), requests_));
   }
 
   std::string Describe() const override { return "grpc://" + target_; }
@@ -189,7 +215,8 @@ class GrpcTarget : public Target {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Target>> MakeGrpcTarget(const ServerAddress& address, const std::string& model,
+StatusOr<std::unique_ptr<Target>> MakeGrpcTarget(const ServerAddress& address,
+                                                 const std::string& model,
                                                  const std::string& version) {
   return std::unique_ptr<Target>(std::make_unique<GrpcTarget>(address, model, version));
 }

@@ -43,24 +43,31 @@ StatDuration JsonDuration(const rapidjson::Value& v, const char* key) {
   return d;
 }
 
-StatusOr<std::vector<backend::TensorSpec>> JsonTensorList(const rapidjson::Value& doc, const char* key) {
+StatusOr<std::vector<backend::TensorSpec>> JsonTensorList(const rapidjson::Value& doc,
+                                                          const char* key) {
   std::vector<backend::TensorSpec> out;
   auto it = doc.FindMember(key);
   if (it == doc.MemberEnd() || !it->value.IsArray()) {
     return InvalidArgument(std::string("model metadata has no '") + key + "' array");
   }
   for (const auto& t : it->value.GetArray()) {
-    if (!t.IsObject()) return InvalidArgument(std::string("model metadata: an entry of '") + key + "' is not an object");
+    if (!t.IsObject())
+      return InvalidArgument(std::string("model metadata: an entry of '") + key +
+                             "' is not an object");
     backend::TensorSpec spec;
     spec.name = JsonString(t, "name");
     const std::string dtype = JsonString(t, "datatype");
     auto parsed = ParseDataType(dtype);
-    if (!parsed) return InvalidArgument("model metadata: tensor '" + spec.name + "' has datatype '" + dtype + "'");
+    if (!parsed)
+      return InvalidArgument("model metadata: tensor '" + spec.name + "' has datatype '" + dtype +
+                             "'");
     spec.dtype = *parsed;
     auto shape = t.FindMember("shape");
     if (shape != t.MemberEnd() && shape->value.IsArray()) {
       for (const auto& d : shape->value.GetArray()) {
-        if (!d.IsInt64()) return InvalidArgument("model metadata: tensor '" + spec.name + "' has a non-integer dim");
+        if (!d.IsInt64())
+          return InvalidArgument("model metadata: tensor '" + spec.name +
+                                 "' has a non-integer dim");
         spec.dims.push_back(d.GetInt64());
       }
     }
@@ -82,17 +89,39 @@ void WriteArray(rapidjson::Writer<rapidjson::StringBuffer>& w, const std::string
 void WriteJsonData(rapidjson::Writer<rapidjson::StringBuffer>& w, const Tensor& t) {
   w.StartArray();
   switch (t.dtype) {
-    case DataType::kFp32: WriteArray<float>(w, t.data, [&](float v) { w.Double(v); }); break;
-    case DataType::kFp64: WriteArray<double>(w, t.data, [&](double v) { w.Double(v); }); break;
-    case DataType::kBool: WriteArray<uint8_t>(w, t.data, [&](uint8_t v) { w.Bool(v != 0); }); break;
-    case DataType::kInt8: WriteArray<int8_t>(w, t.data, [&](int8_t v) { w.Int(v); }); break;
-    case DataType::kInt16: WriteArray<int16_t>(w, t.data, [&](int16_t v) { w.Int(v); }); break;
-    case DataType::kInt32: WriteArray<int32_t>(w, t.data, [&](int32_t v) { w.Int(v); }); break;
-    case DataType::kInt64: WriteArray<int64_t>(w, t.data, [&](int64_t v) { w.Int64(v); }); break;
-    case DataType::kUint8: WriteArray<uint8_t>(w, t.data, [&](uint8_t v) { w.Uint(v); }); break;
-    case DataType::kUint16: WriteArray<uint16_t>(w, t.data, [&](uint16_t v) { w.Uint(v); }); break;
-    case DataType::kUint32: WriteArray<uint32_t>(w, t.data, [&](uint32_t v) { w.Uint(v); }); break;
-    case DataType::kUint64: WriteArray<uint64_t>(w, t.data, [&](uint64_t v) { w.Uint64(v); }); break;
+    case DataType::kFp32:
+      WriteArray<float>(w, t.data, [&](float v) { w.Double(v); });
+      break;
+    case DataType::kFp64:
+      WriteArray<double>(w, t.data, [&](double v) { w.Double(v); });
+      break;
+    case DataType::kBool:
+      WriteArray<uint8_t>(w, t.data, [&](uint8_t v) { w.Bool(v != 0); });
+      break;
+    case DataType::kInt8:
+      WriteArray<int8_t>(w, t.data, [&](int8_t v) { w.Int(v); });
+      break;
+    case DataType::kInt16:
+      WriteArray<int16_t>(w, t.data, [&](int16_t v) { w.Int(v); });
+      break;
+    case DataType::kInt32:
+      WriteArray<int32_t>(w, t.data, [&](int32_t v) { w.Int(v); });
+      break;
+    case DataType::kInt64:
+      WriteArray<int64_t>(w, t.data, [&](int64_t v) { w.Int64(v); });
+      break;
+    case DataType::kUint8:
+      WriteArray<uint8_t>(w, t.data, [&](uint8_t v) { w.Uint(v); });
+      break;
+    case DataType::kUint16:
+      WriteArray<uint16_t>(w, t.data, [&](uint16_t v) { w.Uint(v); });
+      break;
+    case DataType::kUint32:
+      WriteArray<uint32_t>(w, t.data, [&](uint32_t v) { w.Uint(v); });
+      break;
+    case DataType::kUint64:
+      WriteArray<uint64_t>(w, t.data, [&](uint64_t v) { w.Uint64(v); });
+      break;
     case DataType::kBytes: {
       size_t pos = 0;
       while (pos + 4 <= t.data.size()) {
@@ -186,15 +215,18 @@ class HttpConnection {
 
 class HttpSession : public InferSession {
  public:
-  HttpSession(const tcp::resolver::results_type& endpoints, std::string host_header, std::string target,
-              std::shared_ptr<const std::vector<HttpRequestBody>> requests)
-      : connection_(endpoints, std::move(host_header)), target_(std::move(target)), requests_(std::move(requests)) {}
+  HttpSession(const tcp::resolver::results_type& endpoints, std::string host_header,
+              std::string target, std::shared_ptr<const std::vector<HttpRequestBody>> requests)
+      : connection_(endpoints, std::move(host_header)),
+        target_(std::move(target)),
+        requests_(std::move(requests)) {}
 
   InferOutcome Infer(size_t index) override {
     const HttpRequestBody& r = (*requests_)[index % requests_->size()];
     int status = 0;
     std::string body;
-    InferOutcome outcome = connection_.Exchange(http::verb::post, target_, &r.body, r.json_length, &status, &body);
+    InferOutcome outcome =
+        connection_.Exchange(http::verb::post, target_, &r.body, r.json_length, &status, &body);
     if (!outcome.ok) return outcome;
     if (status != 200) return {false, "http_" + std::to_string(status), Truncate(body)};
     return {};
@@ -209,7 +241,10 @@ class HttpSession : public InferSession {
 class HttpTarget : public Target {
  public:
   HttpTarget(ServerAddress address, Encoding encoding, std::string model, std::string version)
-      : address_(std::move(address)), encoding_(encoding), model_(std::move(model)), version_(std::move(version)) {}
+      : address_(std::move(address)),
+        encoding_(encoding),
+        model_(std::move(model)),
+        version_(std::move(version)) {}
 
   Status Resolve() {
     try {
@@ -245,11 +280,13 @@ class HttpTarget : public Target {
                       " is not known to the server at " + Describe() + ": " + Truncate(body));
     }
     if (status != 200) {
-      return Unavailable("GET " + ModelPath() + " answered " + std::to_string(status) + ": " + Truncate(body));
+      return Unavailable("GET " + ModelPath() + " answered " + std::to_string(status) + ": " +
+                         Truncate(body));
     }
     rapidjson::Document doc;
     doc.Parse(body.data(), body.size());
-    if (doc.HasParseError() || !doc.IsObject()) return Internal("GET " + ModelPath() + " did not return a JSON object");
+    if (doc.HasParseError() || !doc.IsObject())
+      return Internal("GET " + ModelPath() + " did not return a JSON object");
     ModelMetadata m;
     m.name = JsonString(doc, "name");
     if (auto it = doc.FindMember("versions"); it != doc.MemberEnd() && it->value.IsArray()) {
@@ -267,7 +304,8 @@ class HttpTarget : public Target {
     int status = 0;
     FASTPATH_ASSIGN_OR_RETURN(std::string body, Get(ModelPath() + "/stats", &status));
     if (status == 404 || status == 405 || status == 501) return std::optional<ModelStatsSnapshot>();
-    if (status != 200) return Unavailable("GET " + ModelPath() + "/stats answered " + std::to_string(status));
+    if (status != 200)
+      return Unavailable("GET " + ModelPath() + "/stats answered " + std::to_string(status));
     rapidjson::Document doc;
     doc.Parse(body.data(), body.size());
     if (doc.HasParseError() || !doc.IsObject()) return std::optional<ModelStatsSnapshot>();
@@ -319,7 +357,8 @@ class HttpTarget : public Target {
       w.Key("inputs");
       w.StartArray();
       for (const Tensor& t : requests[i]) {
-        if (encoding_ == Encoding::kJson && (t.dtype == DataType::kFp16 || t.dtype == DataType::kBf16)) {
+        if (encoding_ == Encoding::kJson &&
+            (t.dtype == DataType::kFp16 || t.dtype == DataType::kBf16)) {
           return InvalidArgument("input '" + t.name + "' is " + std::string(DataTypeName(t.dtype)) +
                                  ", which has no JSON form: use --encoding binary");
         }
@@ -382,7 +421,9 @@ class HttpTarget : public Target {
         std::make_unique<HttpSession>(endpoints_, host_header_, ModelPath() + "/infer", requests_));
   }
 
-  std::string Describe() const override { return "http://" + address_.host + ":" + std::to_string(address_.port); }
+  std::string Describe() const override {
+    return "http://" + address_.host + ":" + std::to_string(address_.port);
+  }
 
  private:
   ServerAddress address_;
@@ -399,7 +440,8 @@ class HttpTarget : public Target {
 }  // namespace
 
 StatusOr<std::unique_ptr<Target>> MakeHttpTarget(const ServerAddress& address, Encoding encoding,
-                                                 const std::string& model, const std::string& version) {
+                                                 const std::string& model,
+                                                 const std::string& version) {
   auto target = std::make_unique<HttpTarget>(address, encoding, model, version);
   FASTPATH_RETURN_IF_ERROR(target->Resolve());
   return std::unique_ptr<Target>(std::move(target));

@@ -12,14 +12,18 @@ namespace {
 class InProcessSession : public InferSession {
  public:
   InProcessSession(std::unique_ptr<backend::ModelInstance> instance,
-                   std::shared_ptr<const std::vector<std::vector<Tensor>>> requests, std::vector<std::string> outputs)
-      : instance_(std::move(instance)), requests_(std::move(requests)), outputs_(std::move(outputs)) {}
+                   std::shared_ptr<const std::vector<std::vector<Tensor>>> requests,
+                   std::vector<std::string> outputs)
+      : instance_(std::move(instance)),
+        requests_(std::move(requests)),
+        outputs_(std::move(outputs)) {}
 
   InferOutcome Infer(size_t index) override {
     auto result = instance_->Run((*requests_)[index % requests_->size()], outputs_);
     if (!result.ok()) {
       cpu_mark_ns_ = -1;  // the span no longer holds only successful runs
-      return {false, std::string("ort_") + StatusCodeName(result.status().code()), result.status().message()};
+      return {false, std::string("ort_") + StatusCodeName(result.status().code()),
+              result.status().message()};
     }
     InferOutcome outcome;
     if (measure_cpu_ && ++runs_since_mark_ >= kCpuSpan) {
@@ -57,7 +61,9 @@ class InProcessTarget : public Target {
  public:
   InProcessTarget(std::shared_ptr<backend::Backend> backend, std::filesystem::path model_file,
                   backend::InstanceOptions options)
-      : backend_(std::move(backend)), model_file_(std::move(model_file)), options_(std::move(options)) {}
+      : backend_(std::move(backend)),
+        model_file_(std::move(model_file)),
+        options_(std::move(options)) {}
 
   StatusOr<ModelMetadata> Metadata() override {
     FASTPATH_ASSIGN_OR_RETURN(backend::ModelSignature signature, backend_->Inspect(model_file_));
@@ -69,7 +75,9 @@ class InProcessTarget : public Target {
     for (const auto& o : m.outputs) outputs_.push_back(o.name);
     return m;
   }
-  StatusOr<std::optional<ModelStatsSnapshot>> Stats() override { return std::optional<ModelStatsSnapshot>(); }
+  StatusOr<std::optional<ModelStatsSnapshot>> Stats() override {
+    return std::optional<ModelStatsSnapshot>();
+  }
   Status Prepare(const std::vector<std::vector<Tensor>>& requests) override {
     requests_ = std::make_shared<const std::vector<std::vector<Tensor>>>(requests);
     return Status::Ok();
@@ -100,7 +108,8 @@ StatusOr<std::unique_ptr<Target>> MakeInProcessTarget(std::shared_ptr<backend::B
   if (!std::filesystem::is_regular_file(model_file, ec)) {
     return NotFound("model file " + model_file.string() + " does not exist");
   }
-  return std::unique_ptr<Target>(std::make_unique<InProcessTarget>(std::move(backend), model_file, options));
+  return std::unique_ptr<Target>(
+      std::make_unique<InProcessTarget>(std::move(backend), model_file, options));
 }
 
 }  // namespace fastpath::bench

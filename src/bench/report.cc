@@ -121,8 +121,8 @@ void ComputeEfficiency(BenchReport* report) {
   report->efficiency_vs_cpu_ceiling.reset();
   for (const auto& p : report->in_process) {
     if (p.requests == 0) continue;
-    if (p.cpu_ceiling_ips &&
-        (!report->best_in_process_cpu_ceiling_ips || *p.cpu_ceiling_ips > *report->best_in_process_cpu_ceiling_ips)) {
+    if (p.cpu_ceiling_ips && (!report->best_in_process_cpu_ceiling_ips ||
+                              *p.cpu_ceiling_ips > *report->best_in_process_cpu_ceiling_ips)) {
       report->best_in_process_cpu_ceiling_ips = p.cpu_ceiling_ips;
     }
     if (!report->best_in_process_ips || p.throughput_ips > *report->best_in_process_ips) {
@@ -133,9 +133,11 @@ void ComputeEfficiency(BenchReport* report) {
     p.efficiency.reset();
     if (report->best_in_process_ips && *report->best_in_process_ips > 0 && p.requests > 0) {
       p.efficiency = p.throughput_ips / *report->best_in_process_ips;
-      if (!report->efficiency || *p.efficiency > *report->efficiency) report->efficiency = p.efficiency;
+      if (!report->efficiency || *p.efficiency > *report->efficiency)
+        report->efficiency = p.efficiency;
     }
-    if (report->best_in_process_cpu_ceiling_ips && *report->best_in_process_cpu_ceiling_ips > 0 && p.requests > 0) {
+    if (report->best_in_process_cpu_ceiling_ips && *report->best_in_process_cpu_ceiling_ips > 0 &&
+        p.requests > 0) {
       const double e = p.throughput_ips / *report->best_in_process_cpu_ceiling_ips;
       if (!report->efficiency_vs_cpu_ceiling || e > *report->efficiency_vs_cpu_ceiling) {
         report->efficiency_vs_cpu_ceiling = e;

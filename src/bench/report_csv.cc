@@ -24,8 +24,8 @@ std::string CsvField(const std::string& s) {
 std::string CsvRow(const std::string& label, const BenchReport& r, const BenchPoint& p,
                    const std::string& extra_mode) {
   std::ostringstream row;
-  row << CsvField(label) << ',' << CsvField(r.model) << ',' << r.transport << ',' << r.encoding << ','
-      << (extra_mode.empty() ? p.mode : extra_mode) << ',' << p.concurrency << ','
+  row << CsvField(label) << ',' << CsvField(r.model) << ',' << r.transport << ',' << r.encoding
+      << ',' << (extra_mode.empty() ? p.mode : extra_mode) << ',' << p.concurrency << ','
       << Fmt("%.3f", p.request_rate) << ',' << p.batch_size << ',' << Fmt("%.3f", p.throughput_rps)
       << ',' << Fmt("%.3f", p.throughput_ips) << ',' << Fmt("%.1f", p.latency.p50_us) << ','
       << Fmt("%.1f", p.latency.p90_us) << ',' << Fmt("%.1f", p.latency.p95_us) << ','
@@ -60,8 +60,8 @@ std::string ReportCsvRows(const BenchReport& r) {
     for (const auto& c : r.calibration->candidates) {
       if (!c.ran) continue;
       const std::string label =
-          r.label + (c.dynamic_batching ? " mbs=" + std::to_string(c.max_batch_size) + " delay_us=" +
-                                              std::to_string(c.max_queue_delay_us)
+          r.label + (c.dynamic_batching ? " mbs=" + std::to_string(c.max_batch_size) +
+                                              " delay_us=" + std::to_string(c.max_queue_delay_us)
                                         : " no dynamic batching");
       out += CsvRow(label, r, c.point, "calibration");
     }

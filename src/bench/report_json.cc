@@ -205,7 +205,8 @@ double GetNum(const Value& o, const char* key) {
 uint64_t GetU64(const Value& o, const char* key) {
   auto it = o.FindMember(key);
   if (it == o.MemberEnd() || !it->value.IsNumber()) return 0;
-  return it->value.IsUint64() ? it->value.GetUint64() : static_cast<uint64_t>(it->value.GetDouble());
+  return it->value.IsUint64() ? it->value.GetUint64()
+                              : static_cast<uint64_t>(it->value.GetDouble());
 }
 int64_t GetI64(const Value& o, const char* key) {
   auto it = o.FindMember(key);
@@ -353,10 +354,12 @@ StatusOr<std::vector<BenchReport>> ReadReportsJson(std::string_view text, std::s
       CalibrationResult cal;
       cal.slo_p99_ms = GetNum(c, "slo_p99_ms");
       cal.concurrency = GetI64(c, "concurrency");
-      if (auto cands = c.FindMember("candidates"); cands != c.MemberEnd() && cands->value.IsArray()) {
+      if (auto cands = c.FindMember("candidates");
+          cands != c.MemberEnd() && cands->value.IsArray()) {
         size_t j = 0;
         for (const Value& cv : cands->value.GetArray()) {
-          if (!cv.IsObject()) return InvalidArgument(where + ".calibration.candidates has a non-object");
+          if (!cv.IsObject())
+            return InvalidArgument(where + ".calibration.candidates has a non-object");
           CalibrationCandidate cand;
           cand.dynamic_batching = GetBool(cv, "dynamic_batching");
           cand.max_batch_size = GetI64(cv, "max_batch_size");
@@ -364,9 +367,9 @@ StatusOr<std::vector<BenchReport>> ReadReportsJson(std::string_view text, std::s
           cand.ran = GetBool(cv, "ran");
           cand.failure = GetStr(cv, "failure");
           if (auto pt = cv.FindMember("point"); pt != cv.MemberEnd()) {
-            FASTPATH_RETURN_IF_ERROR(ReadPoint(pt->value, where + ".calibration.candidates[" +
-                                                              std::to_string(j) + "].point",
-                                               &cand.point));
+            FASTPATH_RETURN_IF_ERROR(ReadPoint(
+                pt->value, where + ".calibration.candidates[" + std::to_string(j) + "].point",
+                &cand.point));
           }
           ++j;
           cal.candidates.push_back(std::move(cand));

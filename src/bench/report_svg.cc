@@ -14,12 +14,23 @@ std::string XmlEscape(std::string_view text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -54,7 +65,8 @@ struct Curve {
 
 }  // namespace
 
-std::string RenderLatencyThroughputSvg(const std::vector<BenchReport>& reports, const std::string& title) {
+std::string RenderLatencyThroughputSvg(const std::vector<BenchReport>& reports,
+                                       const std::string& title) {
   static const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
                                   "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"};
   std::vector<Curve> curves;
@@ -98,17 +110,21 @@ std::string RenderLatencyThroughputSvg(const std::vector<BenchReport>& reports, 
   const double plot_w = 560;
   const double plot_h = 380;
   const double legend_x = plot_left + plot_w + 25;
-  const double height = std::max(plot_top + plot_h + 70, plot_top + 40 + 22.0 * (curves.size() + 3));
+  const double height =
+      std::max(plot_top + plot_h + 70, plot_top + 40 + 22.0 * (curves.size() + 3));
   auto sx = [&](double x) { return plot_left + x / x_max * plot_w; };
   auto sy = [&](double y) { return plot_top + plot_h - y / y_max * plot_h; };
 
   std::ostringstream svg;
   svg << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
-      << "\" viewBox=\"0 0 " << width << " " << height << "\" font-family=\"Helvetica, Arial, sans-serif\""
+      << "\" viewBox=\"0 0 " << width << " " << height
+      << "\" font-family=\"Helvetica, Arial, sans-serif\""
       << " font-size=\"12\">\n";
-  svg << "  <rect x=\"0\" y=\"0\" width=\"" << width << "\" height=\"" << height << "\" fill=\"#ffffff\"/>\n";
-  svg << "  <text x=\"" << plot_left + plot_w / 2 << "\" y=\"28\" text-anchor=\"middle\" font-size=\"16\""
+  svg << "  <rect x=\"0\" y=\"0\" width=\"" << width << "\" height=\"" << height
+      << "\" fill=\"#ffffff\"/>\n";
+  svg << "  <text x=\"" << plot_left + plot_w / 2
+      << "\" y=\"28\" text-anchor=\"middle\" font-size=\"16\""
       << " font-weight=\"bold\">" << XmlEscape(title) << "</text>\n";
   // Grid and ticks.
   svg << "  <g class=\"grid\" stroke=\"#e5e5e5\" stroke-width=\"1\">\n";
@@ -122,15 +138,15 @@ std::string RenderLatencyThroughputSvg(const std::vector<BenchReport>& reports, 
   }
   svg << "  </g>\n";
   svg << "  <g class=\"axes\" stroke=\"#333333\" stroke-width=\"1.5\">\n";
-  svg << "    <line x1=\"" << plot_left << "\" y1=\"" << plot_top + plot_h << "\" x2=\"" << plot_left + plot_w
+  svg << "    <line x1=\"" << plot_left << "\" y1=\"" << plot_top + plot_h << "\" x2=\""
+      << plot_left + plot_w << "\" y2=\"" << plot_top + plot_h << "\"/>\n";
+  svg << "    <line x1=\"" << plot_left << "\" y1=\"" << plot_top << "\" x2=\"" << plot_left
       << "\" y2=\"" << plot_top + plot_h << "\"/>\n";
-  svg << "    <line x1=\"" << plot_left << "\" y1=\"" << plot_top << "\" x2=\"" << plot_left << "\" y2=\""
-      << plot_top + plot_h << "\"/>\n";
   svg << "  </g>\n";
   svg << "  <g class=\"ticks\" fill=\"#333333\">\n";
   for (double x = 0; x <= x_max + x_step / 2; x += x_step) {
-    svg << "    <text x=\"" << sx(x) << "\" y=\"" << plot_top + plot_h + 18 << "\" text-anchor=\"middle\">"
-        << TickLabel(x) << "</text>\n";
+    svg << "    <text x=\"" << sx(x) << "\" y=\"" << plot_top + plot_h + 18
+        << "\" text-anchor=\"middle\">" << TickLabel(x) << "</text>\n";
   }
   for (double y = 0; y <= y_max + y_step / 2; y += y_step) {
     svg << "    <text x=\"" << plot_left - 8 << "\" y=\"" << sy(y) + 4 << "\" text-anchor=\"end\">"
@@ -139,8 +155,9 @@ std::string RenderLatencyThroughputSvg(const std::vector<BenchReport>& reports, 
   svg << "  </g>\n";
   svg << "  <text x=\"" << plot_left + plot_w / 2 << "\" y=\"" << plot_top + plot_h + 42
       << "\" text-anchor=\"middle\">throughput (inferences/s)</text>\n";
-  svg << "  <text x=\"22\" y=\"" << plot_top + plot_h / 2 << "\" text-anchor=\"middle\" transform=\"rotate(-90 22 "
-      << plot_top + plot_h / 2 << ")\">latency (ms)</text>\n";
+  svg << "  <text x=\"22\" y=\"" << plot_top + plot_h / 2
+      << "\" text-anchor=\"middle\" transform=\"rotate(-90 22 " << plot_top + plot_h / 2
+      << ")\">latency (ms)</text>\n";
   if (curves.empty()) {
     svg << "  <text x=\"" << plot_left + plot_w / 2 << "\" y=\"" << plot_top + plot_h / 2
         << "\" text-anchor=\"middle\" fill=\"#999999\">no completed requests to plot</text>\n";
@@ -152,11 +169,12 @@ std::string RenderLatencyThroughputSvg(const std::vector<BenchReport>& reports, 
     svg << "  <g class=\"series\" data-label=\"" << XmlEscape(c.label) << "\">\n";
     for (int which = 0; which < 2; ++which) {
       const auto& pts = which == 0 ? c.p50 : c.p99;
-      svg << "    <polyline class=\"" << (which == 0 ? "p50" : "p99") << "\" fill=\"none\" stroke=\""
-          << color << "\" stroke-width=\"2\"" << (which == 0 ? "" : " stroke-dasharray=\"6 4\"")
-          << " points=\"";
+      svg << "    <polyline class=\"" << (which == 0 ? "p50" : "p99")
+          << "\" fill=\"none\" stroke=\"" << color << "\" stroke-width=\"2\""
+          << (which == 0 ? "" : " stroke-dasharray=\"6 4\"") << " points=\"";
       for (size_t k = 0; k < pts.size(); ++k) {
-        svg << (k ? " " : "") << Fmt("%.1f", sx(pts[k].first)) << "," << Fmt("%.1f", sy(pts[k].second));
+        svg << (k ? " " : "") << Fmt("%.1f", sx(pts[k].first)) << ","
+            << Fmt("%.1f", sy(pts[k].second));
       }
       svg << "\"/>\n";
       for (const auto& [x, y] : pts) {
@@ -179,19 +197,20 @@ std::string RenderLatencyThroughputSvg(const std::vector<BenchReport>& reports, 
   double ly = plot_top + 10;
   for (size_t i = 0; i < curves.size(); ++i) {
     const char* color = kColors[i % (sizeof(kColors) / sizeof(kColors[0]))];
-    svg << "    <rect x=\"" << legend_x << "\" y=\"" << ly - 9 << "\" width=\"14\" height=\"10\" fill=\"" << color
-        << "\"/>\n";
-    svg << "    <text x=\"" << legend_x + 20 << "\" y=\"" << ly << "\">" << XmlEscape(curves[i].label)
-        << "</text>\n";
+    svg << "    <rect x=\"" << legend_x << "\" y=\"" << ly - 9
+        << "\" width=\"14\" height=\"10\" fill=\"" << color << "\"/>\n";
+    svg << "    <text x=\"" << legend_x + 20 << "\" y=\"" << ly << "\">"
+        << XmlEscape(curves[i].label) << "</text>\n";
     ly += 22;
   }
   ly += 8;
-  svg << "    <line x1=\"" << legend_x << "\" y1=\"" << ly - 4 << "\" x2=\"" << legend_x + 24 << "\" y2=\""
-      << ly - 4 << "\" stroke=\"#333333\" stroke-width=\"2\"/>\n";
+  svg << "    <line x1=\"" << legend_x << "\" y1=\"" << ly - 4 << "\" x2=\"" << legend_x + 24
+      << "\" y2=\"" << ly - 4 << "\" stroke=\"#333333\" stroke-width=\"2\"/>\n";
   svg << "    <text x=\"" << legend_x + 30 << "\" y=\"" << ly << "\">p50 latency</text>\n";
   ly += 22;
-  svg << "    <line x1=\"" << legend_x << "\" y1=\"" << ly - 4 << "\" x2=\"" << legend_x + 24 << "\" y2=\""
-      << ly - 4 << "\" stroke=\"#333333\" stroke-width=\"2\" stroke-dasharray=\"6 4\"/>\n";
+  svg << "    <line x1=\"" << legend_x << "\" y1=\"" << ly - 4 << "\" x2=\"" << legend_x + 24
+      << "\" y2=\"" << ly - 4
+      << "\" stroke=\"#333333\" stroke-width=\"2\" stroke-dasharray=\"6 4\"/>\n";
   svg << "    <text x=\"" << legend_x + 30 << "\" y=\"" << ly << "\">p99 latency</text>\n";
   svg << "  </g>\n";
   svg << "</svg>\n";

@@ -15,17 +15,17 @@ std::string RenderTable(const BenchReport& r) {
   std::ostringstream out;
   auto header = [&](bool server) {
     char line[512];
-    std::snprintf(line, sizeof(line), "%-13s %5s %10s %10s %9s %9s %9s %9s %9s%s\n", "point", "batch",
-                  "req/s", "infer/s", "p50 ms", "p90 ms", "p95 ms", "p99 ms", "max ms",
+    std::snprintf(line, sizeof(line), "%-13s %5s %10s %10s %9s %9s %9s %9s %9s%s\n", "point",
+                  "batch", "req/s", "infer/s", "p50 ms", "p90 ms", "p95 ms", "p99 ms", "max ms",
                   server ? "  queue ms  compute ms  avg batch  errors" : "");
     out << line;
   };
   auto row = [&](const BenchPoint& p, const std::string& name, bool server) {
     char line[512];
-    std::snprintf(line, sizeof(line), "%-13s %5lld %10.1f %10.1f %9.3f %9.3f %9.3f %9.3f %9.3f", name.c_str(),
-                  static_cast<long long>(p.batch_size), p.throughput_rps, p.throughput_ips,
-                  p.latency.p50_us / 1000, p.latency.p90_us / 1000, p.latency.p95_us / 1000,
-                  p.latency.p99_us / 1000, p.latency.max_us / 1000);
+    std::snprintf(line, sizeof(line), "%-13s %5lld %10.1f %10.1f %9.3f %9.3f %9.3f %9.3f %9.3f",
+                  name.c_str(), static_cast<long long>(p.batch_size), p.throughput_rps,
+                  p.throughput_ips, p.latency.p50_us / 1000, p.latency.p90_us / 1000,
+                  p.latency.p95_us / 1000, p.latency.p99_us / 1000, p.latency.max_us / 1000);
     out << line;
     if (server) {
       if (p.server.available) {
@@ -61,7 +61,8 @@ std::string RenderTable(const BenchReport& r) {
     for (const auto& p : r.points) row(p, point_name(p), true);
     for (const auto& p : r.points) {
       if (p.server.available && !p.server.batch_histogram.empty() && p.server.average_batch > 1.0) {
-        out << "  " << point_name(p) << " batches formed (size:count): " << HistogramText(p.server) << "\n";
+        out << "  " << point_name(p) << " batches formed (size:count): " << HistogramText(p.server)
+            << "\n";
       }
       for (const auto& [kind, message] : p.error_samples) {
         out << "  " << point_name(p) << " " << kind << ": " << message << "\n";
@@ -69,27 +70,29 @@ std::string RenderTable(const BenchReport& r) {
     }
   }
   if (r.best_in_process_ips && r.efficiency) {
-    out << "\nefficiency (best server infer/s / best in-process infer/s): " << Fmt("%.3f", *r.efficiency)
-        << " (in-process best " << Fmt("%.1f", *r.best_in_process_ips) << " infer/s)\n";
+    out << "\nefficiency (best server infer/s / best in-process infer/s): "
+        << Fmt("%.3f", *r.efficiency) << " (in-process best " << Fmt("%.1f", *r.best_in_process_ips)
+        << " infer/s)\n";
     if (r.efficiency_vs_cpu_ceiling && r.best_in_process_cpu_ceiling_ips) {
-      out << "efficiency vs the in-process CPU-time ceiling: " << Fmt("%.3f", *r.efficiency_vs_cpu_ceiling)
-          << " (ceiling " << Fmt("%.1f", *r.best_in_process_cpu_ceiling_ips)
+      out << "efficiency vs the in-process CPU-time ceiling: "
+          << Fmt("%.3f", *r.efficiency_vs_cpu_ceiling) << " (ceiling "
+          << Fmt("%.1f", *r.best_in_process_cpu_ceiling_ips)
           << " infer/s: the runs' own CPU time, not counting time descheduled)\n";
     }
   }
   if (r.calibration) {
     const auto& c = *r.calibration;
-    out << "\nbatching calibration at concurrency " << c.concurrency << ", SLO p99 <= "
-        << Fmt("%g", c.slo_p99_ms) << " ms:\n";
+    out << "\nbatching calibration at concurrency " << c.concurrency
+        << ", SLO p99 <= " << Fmt("%g", c.slo_p99_ms) << " ms:\n";
     char line[256];
-    std::snprintf(line, sizeof(line), "%-22s %10s %9s %9s  %s\n", "configuration", "infer/s", "p99 ms",
-                  "avg batch", "status");
+    std::snprintf(line, sizeof(line), "%-22s %10s %9s %9s  %s\n", "configuration", "infer/s",
+                  "p99 ms", "avg batch", "status");
     out << line;
     for (size_t i = 0; i < c.candidates.size(); ++i) {
       const auto& cand = c.candidates[i];
       const std::string name = cand.dynamic_batching
-                                   ? "mbs=" + std::to_string(cand.max_batch_size) + " delay=" +
-                                         std::to_string(cand.max_queue_delay_us) + "us"
+                                   ? "mbs=" + std::to_string(cand.max_batch_size) +
+                                         " delay=" + std::to_string(cand.max_queue_delay_us) + "us"
                                    : "no dynamic batching";
       std::string status;
       if (!cand.ran) {
