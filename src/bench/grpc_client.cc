@@ -1,0 +1,224 @@
+// The gRPC target: inference.GRPCInferenceService through the generated stub, one
+// channel (and so one connection) per session.
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <chrono>
+
+#include "client_internal.h"
+#include "fastpath/bench/client.h"
+#include "grpc_service.grpc.pb.h"
+
+namespace fastpath::bench {
+namespace {
+
+using internal::Truncate;
+
+const char* GrpcCodeName(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::OK:
+      return "OK";
+    case grpc::StatusCode::CANCELLED:
+      return "CANCELLED";
+    case grpc::StatusCode::UNKNOWN:
+      return "UNKNOWN";
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return "DEADLINE_EXCEEDED";
+    case grpc::StatusCode::NOT_FOUND:
+      return "NOT_FOUND";
+    case grpc::StatusCode::ALREADY_EXISTS:
+      return "ALREADY_EXISTS";
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return "PERMISSION_DENIED";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return "RESOURCE_EXHAUSTED";
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return "FAILED_PRECONDITION";
+    case grpc::StatusCode::ABORTED:
+      return "ABORTED";
+    case grpc::StatusCode::OUT_OF_RANGE:
+      return "OUT_OF_RANGE";
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return "UNIMPLEMENTED";
+    case grpc::StatusCode::INTERNAL:
+      return "INTERNAL";
+    case grpc::StatusCode::UNAVAILABLE:
+      return "UNAVAILABLE";
+    case grpc::StatusCode::DATA_LOSS:
+      return "DATA_LOSS";
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return "UNAUTHENTICATED";
+    default:
+      return "UNKNOWN";
+  }
+}
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, int index) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  // A distinct argument per worker gives each its own connection (subchannel), as each
+  // HTTP worker has its own keep-alive connection.
+  args.SetInt("fastpath.bench.worker", index);
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+}
+
+class GrpcSession : public InferSession {
+ public:
+  GrpcSession(std::shared_ptr<grpc::Channel> channel,
+              std::shared_ptr<const std::vector<inference::ModelInferRequest>> requests)
+      : stub_(inference::GRPCInferenceService::NewStub(channel)), requests_(std::move(requests)) {}
+
+  InferOutcome Infer(size_t index) override {
+    grpc::ClientContext context;
+    inference::ModelInferResponse response;
+    grpc::Status status =
+        stub_->ModelInfer(&context, (*requests_)[index % requests_->size()], &response);
+    if (!status.ok()) {
+      return {false, std::string("grpc_") + GrpcCodeName(status.error_code()),
+              Truncate(status.error_message())};
+    }
+    return {};
+  }
+
+ private:
+  std::unique_ptr<inference::GRPCInferenceService::Stub> stub_;
+  std::shared_ptr<const std::vector<inference::ModelInferRequest>> requests_;
+};
+
+class GrpcTarget : public Target {
+ public:
+  GrpcTarget(ServerAddress address, std::string model, std::string version)
+      : address_(std::move(address)), model_(std::move(model)), version_(std::move(version)) {
+    target_ =
+        (address_.host.find(':') != std::string::npos ? "[" + address_.host + "]" : address_.host) +
+        ":" + std::to_string(address_.port);
+    control_ = inference::GRPCInferenceService::NewStub(MakeChannel(target_, -1));
+  }
+
+  StatusOr<ModelMetadata> Metadata() override {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    inference::ModelMetadataRequest request;
+    request.set_name(model_);
+    request.set_version(version_);
+    inference::ModelMetadataResponse response;
+    grpc::Status status = control_->ModelMetadata(&context, request, &response);
+    if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
+      return NotFound("model '" + model_ + "' is not known to the server at " + Describe() + ": " +
+                      status.error_message());
+    }
+    if (!status.ok()) {
+      return Unavailable("server at " + Describe() + ": ModelMetadata failed with " +
+                         GrpcCodeName(status.error_code()) + ": " + status.error_message());
+    }
+    ModelMetadata m;
+    m.name = response.name();
+    m.versions.assign(response.versions().begin(), response.versions().end());
+    auto convert = [](const auto& list, std::vector<backend::TensorSpec>* out) -> Status {
+      for (const auto& t : list) {
+        backend::TensorSpec spec;
+        spec.name = t.name();
+        auto dtype = ParseDataType(t.datatype());
+        if (!dtype)
+          return InvalidArgument("model metadata: tensor '" + t.name() + "' has datatype '" +
+                                 t.datatype() + "'");
+        spec.dtype = *dtype;
+        spec.dims.assign(t.shape().begin(), t.shape().end());
+        out->push_back(std::move(spec));
+      }
+      return Status::Ok();
+    };
+    FASTPATH_RETURN_IF_ERROR(convert(response.inputs(), &m.inputs));
+    FASTPATH_RETURN_IF_ERROR(convert(response.outputs(), &m.outputs));
+    metadata_ = m;
+    return m;
+  }
+
+  StatusOr<std::optional<ModelStatsSnapshot>> Stats() override {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    inference::ModelStatisticsRequest request;
+    request.set_name(model_);
+    request.set_version(version_);
+    inference::ModelStatisticsResponse response;
+    grpc::Status status = control_->ModelStatistics(&context, request, &response);
+    if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED ||
+        status.error_code() == grpc::StatusCode::NOT_FOUND) {
+      return std::optional<ModelStatsSnapshot>();
+    }
+    if (!status.ok()) return Unavailable("ModelStatistics failed: " + status.error_message());
+    ModelStatsSnapshot s;
+    for (const auto& m : response.model_stats()) {
+      s.inference_count += m.inference_count();
+      s.execution_count += m.execution_count();
+      const auto& is = m.inference_stats();
+      auto add = [](StatDuration* d, const inference::StatisticDuration& v) {
+        d->count += v.count();
+        d->ns += v.ns();
+      };
+      add(&s.success, is.success());
+      add(&s.fail, is.fail());
+      add(&s.queue, is.queue());
+      add(&s.compute_input, is.compute_input());
+      add(&s.compute_infer, is.compute_infer());
+      add(&s.compute_output, is.compute_output());
+      for (const auto& b : m.batch_stats())
+        s.batch_executions[b.batch_size()] += b.compute_infer().count();
+    }
+    return std::optional<ModelStatsSnapshot>(s);
+  }
+
+  Status Prepare(const std::vector<std::vector<Tensor>>& requests) override {
+    auto prepared = std::make_shared<std::vector<inference::ModelInferRequest>>();
+    for (size_t i = 0; i < requests.size(); ++i) {
+      inference::ModelInferRequest r;
+      r.set_model_name(model_);
+      r.set_model_version(version_);
+      r.set_id("bench-" + std::to_string(i));
+      for (const Tensor& t : requests[i]) {
+        auto* in = r.add_inputs();
+        in->set_name(t.name);
+        in->set_datatype(std::string(DataTypeName(t.dtype)));
+        for (int64_t d : t.shape) in->add_shape(d);
+        r.add_raw_input_contents(t.data);
+      }
+      for (const auto& o : metadata_.outputs) r.add_outputs()->set_name(o.name);
+      prepared->push_back(std::move(r));
+    }
+    if (prepared->empty()) return InvalidArgument("no requests to prepare");
+    requests_ = std::move(prepared);
+    return Status::Ok();
+  }
+
+  StatusOr<std::unique_ptr<InferSession>> NewSession() override {
+    if (!requests_) return FailedPrecondition("Prepare was not called");
+    return std::unique_ptr<InferSession>(
+        std::make_unique<GrpcSession>(MakeChannel(target_, next_++), requests_));
+  }
+
+  std::string Describe() const override { return "grpc://" + target_; }
+
+ private:
+  ServerAddress address_;
+  std::string model_;
+  std::string version_;
+  std::string target_;
+  std::unique_ptr<inference::GRPCInferenceService::Stub> control_;
+  ModelMetadata metadata_;
+  std::shared_ptr<const std::vector<inference::ModelInferRequest>> requests_;
+  std::atomic<int> next_{0};
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Target>> MakeGrpcTarget(const ServerAddress& address,
+                                                 const std::string& model,
+                                                 const std::string& version) {
+  return std::unique_ptr<Target>(std::make_unique<GrpcTarget>(address, model, version));
+}
+
+}  // namespace fastpath::bench

@@ -1,0 +1,388 @@
+// The report as JSON: the writer behind --json, and the reader (ReadReportsJson) through
+// which --append and `fastpath bench plot` merge runs, files of older versions included.
+#include <rapidjson/document.h>
+#include <rapidjson/error/en.h>
+#include <rapidjson/prettywriter.h>
+#include <rapidjson/stringbuffer.h>
+
+#include <charconv>
+#include <cmath>
+
+#include "fastpath/bench/report.h"
+
+namespace fastpath::bench {
+namespace {
+
+using Writer = rapidjson::PrettyWriter<rapidjson::StringBuffer>;
+using rapidjson::Value;
+
+// ---- JSON writing ----
+
+void Key(Writer& w, const char* key) { w.Key(key); }
+void Str(Writer& w, const char* key, const std::string& value) {
+  w.Key(key);
+  w.String(value.c_str(), static_cast<rapidjson::SizeType>(value.size()));
+}
+void Num(Writer& w, const char* key, double value) {
+  w.Key(key);
+  // Three decimals are below anything measurable here and keep the files readable.
+  w.Double(std::isfinite(value) ? std::round(value * 1000.0) / 1000.0 : 0.0);
+}
+void U64(Writer& w, const char* key, uint64_t value) {
+  w.Key(key);
+  w.Uint64(value);
+}
+void I64(Writer& w, const char* key, int64_t value) {
+  w.Key(key);
+  w.Int64(value);
+}
+
+void WriteLatency(Writer& w, const LatencySummary& l) {
+  Key(w, "latency_us");
+  w.StartObject();
+  U64(w, "count", l.count);
+  Num(w, "mean", l.mean_us);
+  Num(w, "min", l.min_us);
+  Num(w, "p50", l.p50_us);
+  Num(w, "p90", l.p90_us);
+  Num(w, "p95", l.p95_us);
+  Num(w, "p99", l.p99_us);
+  Num(w, "max", l.max_us);
+  w.EndObject();
+}
+
+void WriteServer(Writer& w, const ServerSplit& s) {
+  Key(w, "server");
+  if (!s.available) {
+    w.Null();
+    return;
+  }
+  w.StartObject();
+  U64(w, "requests", s.requests);
+  U64(w, "failed", s.failed);
+  U64(w, "executions", s.executions);
+  Num(w, "queue_us", s.queue_us);
+  Num(w, "compute_input_us", s.compute_input_us);
+  Num(w, "compute_infer_us", s.compute_infer_us);
+  Num(w, "compute_output_us", s.compute_output_us);
+  Num(w, "compute_us", s.compute_us());
+  Num(w, "average_batch", s.average_batch);
+  Key(w, "batch_histogram");
+  w.StartObject();
+  for (const auto& [size, n] : s.batch_histogram) {
+    const std::string k = std::to_string(size);
+    w.Key(k.c_str());
+    w.Uint64(n);
+  }
+  w.EndObject();
+  w.EndObject();
+}
+
+void WritePoint(Writer& w, const BenchPoint& p) {
+  w.StartObject();
+  Str(w, "mode", p.mode);
+  I64(w, "concurrency", p.concurrency);
+  Num(w, "request_rate", p.request_rate);
+  I64(w, "batch_size", p.batch_size);
+  Num(w, "throughput_rps", p.throughput_rps);
+  Num(w, "throughput_ips", p.throughput_ips);
+  WriteLatency(w, p.latency);
+  U64(w, "requests", p.requests);
+  U64(w, "errors", p.errors);
+  Key(w, "errors_by_kind");
+  w.StartObject();
+  for (const auto& [kind, n] : p.errors_by_kind) {
+    w.Key(kind.c_str());
+    w.Uint64(n);
+  }
+  w.EndObject();
+  Key(w, "error_samples");
+  w.StartObject();
+  for (const auto& [kind, message] : p.error_samples) Str(w, kind.c_str(), message);
+  w.EndObject();
+  U64(w, "late_sends", p.late_sends);
+  Key(w, "cpu_ceiling_ips");
+  if (p.cpu_ceiling_ips) {
+    w.Double(std::round(*p.cpu_ceiling_ips * 1000.0) / 1000.0);
+  } else {
+    w.Null();
+  }
+  I64(w, "trials", p.trials);
+  Key(w, "stable");
+  w.Bool(p.stable);
+  Num(w, "measured_seconds", p.measured_seconds);
+  WriteServer(w, p.server);
+  Key(w, "efficiency");
+  if (p.efficiency) {
+    w.Double(std::round(*p.efficiency * 1000.0) / 1000.0);
+  } else {
+    w.Null();
+  }
+  w.EndObject();
+}
+
+void WriteCalibration(Writer& w, const CalibrationResult& c) {
+  w.StartObject();
+  Num(w, "slo_p99_ms", c.slo_p99_ms);
+  I64(w, "concurrency", c.concurrency);
+  Key(w, "candidates");
+  w.StartArray();
+  for (const auto& cand : c.candidates) {
+    w.StartObject();
+    Key(w, "dynamic_batching");
+    w.Bool(cand.dynamic_batching);
+    I64(w, "max_batch_size", cand.max_batch_size);
+    I64(w, "max_queue_delay_us", cand.max_queue_delay_us);
+    Key(w, "ran");
+    w.Bool(cand.ran);
+    Str(w, "failure", cand.failure);
+    Key(w, "point");
+    WritePoint(w, cand.point);
+    w.EndObject();
+  }
+  w.EndArray();
+  Key(w, "chosen");
+  if (c.chosen) {
+    w.Uint64(*c.chosen);
+  } else {
+    w.Null();
+  }
+  w.EndObject();
+}
+
+void WriteOptionalDouble(Writer& w, const char* key, const std::optional<double>& v) {
+  Key(w, key);
+  if (v) {
+    w.Double(std::round(*v * 1000.0) / 1000.0);
+  } else {
+    w.Null();
+  }
+}
+
+void WriteReport(Writer& w, const BenchReport& r) {
+  w.StartObject();
+  Str(w, "label", r.label);
+  Str(w, "model", r.model);
+  Str(w, "model_version", r.model_version);
+  Str(w, "transport", r.transport);
+  Str(w, "encoding", r.encoding);
+  Str(w, "url", r.url);
+  Str(w, "command", r.command);
+  Str(w, "started_at", r.started_at);
+  Str(w, "fastpath_version", r.fastpath_version);
+  U64(w, "seed", r.seed);
+  Key(w, "points");
+  w.StartArray();
+  for (const auto& p : r.points) WritePoint(w, p);
+  w.EndArray();
+  Key(w, "in_process");
+  w.StartArray();
+  for (const auto& p : r.in_process) WritePoint(w, p);
+  w.EndArray();
+  WriteOptionalDouble(w, "best_in_process_ips", r.best_in_process_ips);
+  WriteOptionalDouble(w, "efficiency", r.efficiency);
+  WriteOptionalDouble(w, "best_in_process_cpu_ceiling_ips", r.best_in_process_cpu_ceiling_ips);
+  WriteOptionalDouble(w, "efficiency_vs_cpu_ceiling", r.efficiency_vs_cpu_ceiling);
+  Key(w, "calibration");
+  if (r.calibration) {
+    WriteCalibration(w, *r.calibration);
+  } else {
+    w.Null();
+  }
+  w.EndObject();
+}
+
+// ---- JSON reading (lenient about missing fields: older files still plot) ----
+
+std::string GetStr(const Value& o, const char* key) {
+  auto it = o.FindMember(key);
+  return it != o.MemberEnd() && it->value.IsString() ? it->value.GetString() : "";
+}
+double GetNum(const Value& o, const char* key) {
+  auto it = o.FindMember(key);
+  return it != o.MemberEnd() && it->value.IsNumber() ? it->value.GetDouble() : 0.0;
+}
+uint64_t GetU64(const Value& o, const char* key) {
+  auto it = o.FindMember(key);
+  if (it == o.MemberEnd() || !it->value.IsNumber()) return 0;
+  return it->value.IsUint64() ? it->value.GetUint64()
+                              : static_cast<uint64_t>(it->value.GetDouble());
+}
+int64_t GetI64(const Value& o, const char* key) {
+  auto it = o.FindMember(key);
+  if (it == o.MemberEnd() || !it->value.IsNumber()) return 0;
+  return it->value.IsInt64() ? it->value.GetInt64() : static_cast<int64_t>(it->value.GetDouble());
+}
+bool GetBool(const Value& o, const char* key) {
+  auto it = o.FindMember(key);
+  return it != o.MemberEnd() && it->value.IsBool() && it->value.GetBool();
+}
+std::optional<double> GetOptNum(const Value& o, const char* key) {
+  auto it = o.FindMember(key);
+  if (it == o.MemberEnd() || !it->value.IsNumber()) return std::nullopt;
+  return it->value.GetDouble();
+}
+
+Status ReadPoint(const Value& v, const std::string& where, BenchPoint* p) {
+  if (!v.IsObject()) return InvalidArgument(where + " is not an object");
+  p->mode = GetStr(v, "mode");
+  p->concurrency = GetI64(v, "concurrency");
+  p->request_rate = GetNum(v, "request_rate");
+  p->batch_size = GetI64(v, "batch_size");
+  p->throughput_rps = GetNum(v, "throughput_rps");
+  p->throughput_ips = GetNum(v, "throughput_ips");
+  if (auto it = v.FindMember("latency_us"); it != v.MemberEnd() && it->value.IsObject()) {
+    const Value& l = it->value;
+    p->latency.count = GetU64(l, "count");
+    p->latency.mean_us = GetNum(l, "mean");
+    p->latency.min_us = GetNum(l, "min");
+    p->latency.p50_us = GetNum(l, "p50");
+    p->latency.p90_us = GetNum(l, "p90");
+    p->latency.p95_us = GetNum(l, "p95");
+    p->latency.p99_us = GetNum(l, "p99");
+    p->latency.max_us = GetNum(l, "max");
+  }
+  p->requests = GetU64(v, "requests");
+  p->errors = GetU64(v, "errors");
+  if (auto it = v.FindMember("errors_by_kind"); it != v.MemberEnd() && it->value.IsObject()) {
+    for (const auto& m : it->value.GetObject()) {
+      if (m.value.IsUint64()) p->errors_by_kind[m.name.GetString()] = m.value.GetUint64();
+    }
+  }
+  if (auto it = v.FindMember("error_samples"); it != v.MemberEnd() && it->value.IsObject()) {
+    for (const auto& m : it->value.GetObject()) {
+      if (m.value.IsString()) p->error_samples[m.name.GetString()] = m.value.GetString();
+    }
+  }
+  p->late_sends = GetU64(v, "late_sends");
+  p->cpu_ceiling_ips = GetOptNum(v, "cpu_ceiling_ips");
+  p->trials = static_cast<int>(GetI64(v, "trials"));
+  p->stable = GetBool(v, "stable");
+  p->measured_seconds = GetNum(v, "measured_seconds");
+  if (auto it = v.FindMember("server"); it != v.MemberEnd() && it->value.IsObject()) {
+    const Value& s = it->value;
+    p->server.available = true;
+    p->server.requests = GetU64(s, "requests");
+    p->server.failed = GetU64(s, "failed");
+    p->server.executions = GetU64(s, "executions");
+    p->server.queue_us = GetNum(s, "queue_us");
+    p->server.compute_input_us = GetNum(s, "compute_input_us");
+    p->server.compute_infer_us = GetNum(s, "compute_infer_us");
+    p->server.compute_output_us = GetNum(s, "compute_output_us");
+    p->server.average_batch = GetNum(s, "average_batch");
+    if (auto h = s.FindMember("batch_histogram"); h != s.MemberEnd() && h->value.IsObject()) {
+      for (const auto& m : h->value.GetObject()) {
+        uint64_t size = 0;
+        const char* key = m.name.GetString();
+        const char* end = key + m.name.GetStringLength();
+        auto [ptr, ec] = std::from_chars(key, end, size);
+        if (ec != std::errc() || ptr != end || !m.value.IsUint64()) {
+          return InvalidArgument(where + ".server.batch_histogram has a bad entry '" + key + "'");
+        }
+        p->server.batch_histogram[size] = m.value.GetUint64();
+      }
+    }
+  }
+  p->efficiency = GetOptNum(v, "efficiency");
+  return Status::Ok();
+}
+
+Status ReadPoints(const Value& o, const char* key, const std::string& where,
+                  std::vector<BenchPoint>* out) {
+  auto it = o.FindMember(key);
+  if (it == o.MemberEnd() || it->value.IsNull()) return Status::Ok();
+  if (!it->value.IsArray()) return InvalidArgument(where + "." + key + " is not an array");
+  size_t i = 0;
+  for (const Value& v : it->value.GetArray()) {
+    BenchPoint p;
+    FASTPATH_RETURN_IF_ERROR(ReadPoint(v, where + "." + key + "[" + std::to_string(i++) + "]", &p));
+    out->push_back(std::move(p));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string ReportsToJson(const std::vector<BenchReport>& reports) {
+  rapidjson::StringBuffer buffer;
+  Writer w(buffer);
+  w.SetIndent(' ', 2);
+  w.StartObject();
+  Key(w, "runs");
+  w.StartArray();
+  for (const auto& r : reports) WriteReport(w, r);
+  w.EndArray();
+  w.EndObject();
+  return std::string(buffer.GetString(), buffer.GetSize()) + "\n";
+}
+
+StatusOr<std::vector<BenchReport>> ReadReportsJson(std::string_view text, std::string_view source) {
+  const std::string src(source);
+  rapidjson::Document doc;
+  doc.Parse(text.data(), text.size());
+  if (doc.HasParseError()) {
+    return InvalidArgument(src + ": not JSON (" + rapidjson::GetParseError_En(doc.GetParseError()) +
+                           " at offset " + std::to_string(doc.GetErrorOffset()) + ")");
+  }
+  if (!doc.IsObject() || !doc.HasMember("runs") || !doc["runs"].IsArray()) {
+    return InvalidArgument(src + ": not a fastpath bench report (no \"runs\" array)");
+  }
+  std::vector<BenchReport> reports;
+  size_t i = 0;
+  for (const Value& run : doc["runs"].GetArray()) {
+    const std::string where = src + ": runs[" + std::to_string(i++) + "]";
+    if (!run.IsObject()) return InvalidArgument(where + " is not an object");
+    BenchReport r;
+    r.label = GetStr(run, "label");
+    r.model = GetStr(run, "model");
+    r.model_version = GetStr(run, "model_version");
+    r.transport = GetStr(run, "transport");
+    r.encoding = GetStr(run, "encoding");
+    r.url = GetStr(run, "url");
+    r.command = GetStr(run, "command");
+    r.started_at = GetStr(run, "started_at");
+    r.fastpath_version = GetStr(run, "fastpath_version");
+    r.seed = GetU64(run, "seed");
+    FASTPATH_RETURN_IF_ERROR(ReadPoints(run, "points", where, &r.points));
+    FASTPATH_RETURN_IF_ERROR(ReadPoints(run, "in_process", where, &r.in_process));
+    r.best_in_process_ips = GetOptNum(run, "best_in_process_ips");
+    r.efficiency = GetOptNum(run, "efficiency");
+    r.best_in_process_cpu_ceiling_ips = GetOptNum(run, "best_in_process_cpu_ceiling_ips");
+    r.efficiency_vs_cpu_ceiling = GetOptNum(run, "efficiency_vs_cpu_ceiling");
+    if (auto it = run.FindMember("calibration"); it != run.MemberEnd() && it->value.IsObject()) {
+      const Value& c = it->value;
+      CalibrationResult cal;
+      cal.slo_p99_ms = GetNum(c, "slo_p99_ms");
+      cal.concurrency = GetI64(c, "concurrency");
+      if (auto cands = c.FindMember("candidates");
+          cands != c.MemberEnd() && cands->value.IsArray()) {
+        size_t j = 0;
+        for (const Value& cv : cands->value.GetArray()) {
+          if (!cv.IsObject())
+            return InvalidArgument(where + ".calibration.candidates has a non-object");
+          CalibrationCandidate cand;
+          cand.dynamic_batching = GetBool(cv, "dynamic_batching");
+          cand.max_batch_size = GetI64(cv, "max_batch_size");
+          cand.max_queue_delay_us = GetI64(cv, "max_queue_delay_us");
+          cand.ran = GetBool(cv, "ran");
+          cand.failure = GetStr(cv, "failure");
+          if (auto pt = cv.FindMember("point"); pt != cv.MemberEnd()) {
+            FASTPATH_RETURN_IF_ERROR(ReadPoint(
+                pt->value, where + ".calibration.candidates[" + std::to_string(j) + "].point",
+                &cand.point));
+          }
+          ++j;
+          cal.candidates.push_back(std::move(cand));
+        }
+      }
+      if (auto ch = c.FindMember("chosen"); ch != c.MemberEnd() && ch->value.IsUint64()) {
+        cal.chosen = ch->value.GetUint64();
+      }
+      r.calibration = std::move(cal);
+    }
+    reports.push_back(std::move(r));
+  }
+  return reports;
+}
+
+}  // namespace fastpath::bench
