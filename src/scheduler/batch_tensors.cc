@@ -1,0 +1,107 @@
+#include "batch_tensors.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace fastpath::scheduler {
+
+BatchSignature BatchSignature::Of(const Job& job) {
+  BatchSignature sig;
+  if (job.request.inputs.empty()) sig.batchable = false;
+  for (const Tensor& t : job.request.inputs) {
+    if (t.shape.empty()) {
+      sig.batchable = false;
+      break;
+    }
+    sig.inputs[t.name] = {t.dtype, std::vector<int64_t>(t.shape.begin() + 1, t.shape.end())};
+  }
+  return sig;
+}
+
+bool BatchSignature::Accepts(const Job& job) const {
+  if (!batchable || job.request.inputs.size() != inputs.size()) return false;
+  for (const Tensor& t : job.request.inputs) {
+    auto it = inputs.find(t.name);
+    if (it == inputs.end() || t.shape.empty() || it->second.first != t.dtype) return false;
+    const auto& rest = it->second.second;
+    if (!std::equal(t.shape.begin() + 1, t.shape.end(), rest.begin(), rest.end())) return false;
+  }
+  return true;
+}
+
+namespace {
+
+const Tensor* FindTensor(const std::vector<Tensor>& tensors, const std::string& name) {
+  for (const Tensor& t : tensors) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::vector<Tensor> ConcatInputs(std::vector<Job*>& jobs) {
+  std::vector<Tensor> out;
+  for (const Tensor& first : jobs[0]->request.inputs) {
+    Tensor t;
+    t.name = first.name;
+    t.dtype = first.dtype;
+    t.shape = first.shape;
+    t.shape[0] = 0;
+    size_t bytes = 0;
+    for (Job* job : jobs) bytes += FindTensor(job->request.inputs, first.name)->data.size();
+    t.data.reserve(bytes);
+    for (Job* job : jobs) {
+      const Tensor* part = FindTensor(job->request.inputs, first.name);
+      t.shape[0] += part->shape[0];
+      t.data.append(part->data);
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+StatusOr<std::vector<Tensor>> SplitRows(Tensor& whole, const std::vector<uint64_t>& rows) {
+  uint64_t total = 0;
+  for (uint64_t r : rows) total += r;
+  if (whole.shape.empty() || whole.shape[0] < 0 || static_cast<uint64_t>(whole.shape[0]) != total) {
+    return Internal("output '" + whole.name + "' of the batched model has shape " +
+                    ShapeToString(whole.shape) + "; its first dim should be the batch size " +
+                    std::to_string(total));
+  }
+  const std::vector<int64_t> row_shape(whole.shape.begin() + 1, whole.shape.end());
+  FASTPATH_ASSIGN_OR_RETURN(const int64_t per_row, ElementCount(row_shape));
+  std::vector<Tensor> parts(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    parts[i].name = whole.name;
+    parts[i].dtype = whole.dtype;
+    parts[i].shape = whole.shape;
+    parts[i].shape[0] = static_cast<int64_t>(rows[i]);
+  }
+  if (whole.dtype == DataType::kBytes) {
+    FASTPATH_ASSIGN_OR_RETURN(
+        const auto elements,
+        SplitBytesElements(whole.data, per_row * static_cast<int64_t>(total), whole.name));
+    size_t next = 0;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      for (uint64_t e = 0; e < rows[i] * static_cast<uint64_t>(per_row); ++e) {
+        AppendBytesElement(&parts[i].data, elements[next++]);
+      }
+    }
+    return parts;
+  }
+  const size_t row_bytes = static_cast<size_t>(per_row) * ElementSize(whole.dtype);
+  if (whole.data.size() != row_bytes * total) {
+    return Internal("output '" + whole.name + "' holds " + std::to_string(whole.data.size()) +
+                    " bytes; shape " + ShapeToString(whole.shape) + " needs " +
+                    std::to_string(row_bytes * total));
+  }
+  size_t offset = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    parts[i].data.assign(whole.data, offset, row_bytes * rows[i]);
+    offset += row_bytes * rows[i];
+  }
+  return parts;
+}
+
+}  // namespace fastpath::scheduler

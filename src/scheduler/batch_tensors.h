@@ -1,0 +1,42 @@
+// The dynamic batcher's tensor work: which requests may share a batch, the batch's inputs
+// assembled from theirs, and an output of the batch split back into one per request.
+// Private to the scheduler module.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fastpath/common/status.h"
+#include "fastpath/common/tensor.h"
+#include "fastpath/scheduler/scheduler.h"
+
+namespace fastpath::scheduler {
+
+inline bool IsCancelled(const Job& job) {
+  return job.request.cancelled != nullptr && job.request.cancelled->load(std::memory_order_relaxed);
+}
+
+inline uint64_t BatchOf(const Job& job) { return std::max<uint64_t>(1, job.batch_size); }
+
+// What requests must share to run in one batch: the same inputs, each with the same
+// datatype and the same shape past the batch dim.
+struct BatchSignature {
+  bool batchable = true;  // false: the request runs alone (no inputs, or a scalar input)
+  std::map<std::string, std::pair<DataType, std::vector<int64_t>>> inputs;
+
+  static BatchSignature Of(const Job& job);
+  bool Accepts(const Job& job) const;
+};
+
+// The batch's inputs: each request's rows one after the other, in the first request's
+// input order. BYTES data concatenates as it is (each element carries its length).
+std::vector<Tensor> ConcatInputs(std::vector<Job*>& jobs);
+
+// Splits an output of the whole batch into one tensor per request, by rows.
+StatusOr<std::vector<Tensor>> SplitRows(Tensor& whole, const std::vector<uint64_t>& rows);
+
+}  // namespace fastpath::scheduler
