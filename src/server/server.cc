@@ -183,6 +183,17 @@ Status Server::UnloadModel(const std::string& name) {
   return repository_->Unload(name);
 }
 
+void Server::LoadModelAsync(const std::string& name, ControlCallback done) {
+  control_.Submit(
+      "loading model '" + name + "'", [this, name] { return LoadModel(name); }, std::move(done));
+}
+
+void Server::UnloadModelAsync(const std::string& name, ControlCallback done) {
+  control_.Submit(
+      "unloading model '" + name + "'", [this, name] { return UnloadModel(name); },
+      std::move(done));
+}
+
 void Server::Finish() {
   std::lock_guard lock(inflight_mu_);
   if (--inflight_ == 0) inflight_cv_.notify_all();
@@ -256,6 +267,9 @@ size_t Server::Shutdown(std::chrono::milliseconds grace) {
     inflight_cv_.wait_for(lock, grace, [&] { return inflight_ == 0; });
     left = inflight_;
   }
+  // A load or unload already running finishes (its caller is answered); queued ones are
+  // answered Unavailable.
+  control_.Stop();
   // Stopping the schedulers drains what they accepted, so even the requests past the
   // grace period get an answer before the process exits.
   repository_->StopAll();

@@ -99,7 +99,15 @@ class FakeInferenceServer : public server::InferenceServer {
     }
     return out;
   }
-  Status LoadModel(const std::string& name) override {
+  // Answered on the caller's thread, before returning: the front ends must cope with that
+  // as with the real server's immediate refusals.
+  void LoadModelAsync(const std::string& name, server::ControlCallback done) override {
+    done(LoadModel(name));
+  }
+  void UnloadModelAsync(const std::string& name, server::ControlCallback done) override {
+    done(UnloadModel(name));
+  }
+  Status LoadModel(const std::string& name) {
     std::lock_guard lock(mu_);
     load_calls_.push_back("load:" + name);
     if (!explicit_control_) return FailedPrecondition("model control mode is not explicit");
@@ -108,7 +116,7 @@ class FakeInferenceServer : public server::InferenceServer {
     it->second.ready = true;
     return Status::Ok();
   }
-  Status UnloadModel(const std::string& name) override {
+  Status UnloadModel(const std::string& name) {
     std::lock_guard lock(mu_);
     load_calls_.push_back("unload:" + name);
     if (!explicit_control_) return FailedPrecondition("model control mode is not explicit");

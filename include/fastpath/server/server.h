@@ -62,6 +62,7 @@ struct RepositoryEntry {
 };
 
 using InferCallback = std::function<void(StatusOr<InferResponse>)>;
+using ControlCallback = std::function<void(Status)>;
 
 class InferenceServer {
  public:
@@ -91,10 +92,12 @@ class InferenceServer {
       const std::string& name, const std::string& version) const = 0;
 
   virtual std::vector<RepositoryEntry> RepositoryIndex(bool ready_only) const = 0;
-  // Explicit model-control mode only; otherwise FailedPrecondition. Blocking: returns
-  // once the model is READY (OK) or failed to load (the reason).
-  virtual Status LoadModel(const std::string& name) = 0;
-  virtual Status UnloadModel(const std::string& name) = 0;
+  // Explicit model-control mode only; otherwise FailedPrecondition. `done` is called
+  // exactly once: when the model is READY (OK) or failed to load (the reason), or gone.
+  // The operation runs on the server's one bounded pool (control_pool.h), never on the
+  // caller's thread; a full pool or a server shutting down answers Unavailable at once.
+  virtual void LoadModelAsync(const std::string& name, ControlCallback done) = 0;
+  virtual void UnloadModelAsync(const std::string& name, ControlCallback done) = 0;
 
   // Validates and runs one request. `done` is called exactly once, possibly on another
   // thread, possibly before InferAsync returns. A request accepted here is always

@@ -16,6 +16,7 @@
 #include "fastpath/admission/self_test.h"
 #include "fastpath/backend/backend.h"
 #include "fastpath/repository/model_repository.h"
+#include "fastpath/server/control_pool.h"
 #include "fastpath/server/server.h"
 
 namespace fastpath::server {
@@ -59,12 +60,16 @@ class Server final : public InferenceServer {
   StatusOr<std::vector<ModelStatistics>> GetModelStatistics(
       const std::string& name, const std::string& version) const override;
   std::vector<RepositoryEntry> RepositoryIndex(bool ready_only) const override;
-  Status LoadModel(const std::string& name) override;
-  Status UnloadModel(const std::string& name) override;
+  void LoadModelAsync(const std::string& name, ControlCallback done) override;
+  void UnloadModelAsync(const std::string& name, ControlCallback done) override;
+  // The same, blocking the caller (what the pool runs).
+  Status LoadModel(const std::string& name);
+  Status UnloadModel(const std::string& name);
   void InferAsync(InferRequest request, InferCallback done) override;
 
   // Refuses new requests from now on (readiness turns false), waits up to `grace` for the
-  // requests in flight, then stops every model. Returns how many requests were still in
+  // requests in flight, refuses queued model-control operations and waits for the running
+  // ones, then stops every model. Returns how many requests were still in
   // flight when the grace period ended (0 when everything drained).
   size_t Shutdown(std::chrono::milliseconds grace);
 
@@ -93,6 +98,9 @@ class Server final : public InferenceServer {
   Clock* clock_;  // OrSteadyClock(options_.clock)
   std::shared_ptr<backend::Backend> backend_;
   std::unique_ptr<repository::ModelRepository> repository_;
+  // Load and unload, for both front ends: two workers (a long load does not hold up an
+  // unload), at most 16 waiting. Declared after repository_: stopped before it goes.
+  ControlPool control_{2, 16};
 
   std::atomic<bool> shutting_down_{false};
   std::mutex inflight_mu_;

@@ -3,7 +3,6 @@
 #include <atomic>
 #include <memory>
 #include <string>
-#include <thread>
 #include <utility>
 
 #include "call_util.h"
@@ -85,24 +84,6 @@ Parameters RepositoryParameters(
     }
   }
   return out;
-}
-
-// Runs a blocking repository operation on its own thread and finishes the call from
-// there: loading a model can take seconds, and gRPC's callback threads must not wait.
-// The thread touches `server` only before Finish, and the grpc::Server (hence the
-// facade, which outlives it) does not shut down until every call has finished.
-template <typename Op>
-grpc::ServerUnaryReactor* FinishOffThread(grpc::CallbackServerContext* context, Op op) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  try {
-    std::thread([reactor, op = std::move(op)]() mutable {
-      reactor->Finish(Guarded([&] { return ToGrpcStatus(op()); }));
-    }).detach();
-  } catch (const std::exception& e) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                 std::string("cannot start the repository operation: ") + e.what()));
-  }
-  return reactor;
 }
 
 // A ModelInfer call: remembers whether the client went away (cancelled, or its
@@ -282,9 +263,10 @@ grpc::ServerUnaryReactor* GrpcInferenceServiceImpl::RepositoryModelLoad(
       !s.ok()) {
     return FinishNow(context, [s] { return ToGrpcStatus(s); });
   }
-  return FinishOffThread(context, [this, name = request->model_name()] {
-    return server_.LoadModel(name);
-  });
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  server_.LoadModelAsync(request->model_name(),
+                         [reactor](Status s) { reactor->Finish(ToGrpcStatus(s)); });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* GrpcInferenceServiceImpl::RepositoryModelUnload(
@@ -301,9 +283,10 @@ grpc::ServerUnaryReactor* GrpcInferenceServiceImpl::RepositoryModelUnload(
       !s.ok()) {
     return FinishNow(context, [s] { return ToGrpcStatus(s); });
   }
-  return FinishOffThread(context, [this, name = request->model_name()] {
-    return server_.UnloadModel(name);
-  });
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  server_.UnloadModelAsync(request->model_name(),
+                           [reactor](Status s) { reactor->Finish(ToGrpcStatus(s)); });
+  return reactor;
 }
 
 }  // namespace fastpath::frontend

@@ -187,9 +187,8 @@ HttpReply ErrorReply(const Status& status) {
   return ErrorReply(static_cast<unsigned>(HttpStatusFor(status.code())), status.message());
 }
 
-EndpointRouter::EndpointRouter(server::InferenceServer& server, size_t max_body_bytes,
-                               BlockingExecutor blocking)
-    : server_(server), max_body_bytes_(max_body_bytes), blocking_(std::move(blocking)) {}
+EndpointRouter::EndpointRouter(server::InferenceServer& server, size_t max_body_bytes)
+    : server_(server), max_body_bytes_(max_body_bytes) {}
 
 void EndpointRouter::Handle(Request&& request, ReplyFn reply, ClientGone client_gone) {
   auto once = std::make_shared<ReplyOnce>(std::move(reply));
@@ -386,18 +385,13 @@ void EndpointRouter::HandleRepositoryControl(Request& request, const std::string
       !s.ok()) {
     return reply(ErrorReply(s));
   }
-  // LoadModel blocks until the model is ready: keep it off the event loop.
-  blocking_([this, model, load, reply] {
-    try {
-      Status s = load ? server_.LoadModel(model) : server_.UnloadModel(model);
-      if (!s.ok()) return reply(ErrorReply(s));
-      reply(JsonReply(200, ""));
-    } catch (const std::exception& e) {
-      reply(ErrorReply(500, std::string("internal error: ") + e.what()));
-    } catch (...) {
-      reply(ErrorReply(500, "internal error"));
-    }
-  });
+  // The facade's control pool runs it, off the event loop.
+  auto answer = [reply](Status s) { reply(s.ok() ? JsonReply(200, "") : ErrorReply(s)); };
+  if (load) {
+    server_.LoadModelAsync(model, std::move(answer));
+  } else {
+    server_.UnloadModelAsync(model, std::move(answer));
+  }
 }
 
 }  // namespace fastpath::frontend::http

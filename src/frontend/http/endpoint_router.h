@@ -34,13 +34,11 @@ using ReplyFn = std::function<void(HttpReply)>;
 // flight; null where it cannot tell. An inference request carries it to the facade, so
 // that a request still queued then never reaches the model.
 using ClientGone = std::shared_ptr<const std::atomic<bool>>;
-// Runs a task that may block (model load/unload) away from the event-loop threads.
-using BlockingExecutor = std::function<void(std::function<void()>)>;
 
 class EndpointRouter {
  public:
   // `server` is borrowed and must outlive the router.
-  EndpointRouter(server::InferenceServer& server, size_t max_body_bytes, BlockingExecutor blocking);
+  EndpointRouter(server::InferenceServer& server, size_t max_body_bytes);
 
   // Handles one complete request (the body is consumed: inference parses it in place).
   // This is the front end's one safety net: an exception escaping any handler becomes a
@@ -57,7 +55,6 @@ class EndpointRouter {
 
   server::InferenceServer& server_;
   size_t max_body_bytes_;
-  BlockingExecutor blocking_;
 };
 
 // Replies shared by the router and the connection code.

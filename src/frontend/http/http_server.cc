@@ -31,7 +31,6 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
@@ -388,9 +387,7 @@ class HttpServerImpl {
       : iocs_(MakeEventLoops(std::max(options.threads, 1))),
         acceptor_(net::make_strand(*iocs_[0])),
         core_(std::make_shared<ServerCore>(options)) {
-    core_->router = std::make_unique<http::EndpointRouter>(
-        server, options.max_body_bytes,
-        [this](std::function<void()> task) { net::post(blocking_pool_, std::move(task)); });
+    core_->router = std::make_unique<http::EndpointRouter>(server, options.max_body_bytes);
   }
 
   ~HttpServerImpl() { Shutdown(std::chrono::milliseconds(0)); }
@@ -447,9 +444,6 @@ class HttpServerImpl {
     // Released here, outside the core's lock, while the io_context still exists.
     { auto abandoned = core_->StopDelivering(); }
     for (auto& session : core_->LiveSessions()) session->CloseSocketNow();
-    // Load/unload calls in progress finish (their replies are dropped); none queued start.
-    blocking_pool_.stop();
-    blocking_pool_.join();
   }
 
  private:
@@ -511,7 +505,6 @@ class HttpServerImpl {
   }();
   size_t next_loop_ = 0;
   tcp::acceptor acceptor_;
-  net::thread_pool blocking_pool_{1};
   std::shared_ptr<ServerCore> core_;
   std::vector<std::thread> threads_;
   int port_ = 0;
