@@ -33,8 +33,9 @@ if [[ "${FASTPATH_SKIP_ASAN:-0}" != 1 ]]; then
   # The threads that matter most to TSan: the batcher and instance pool, the ensemble
   # scheduler, the facade and its model-control pool, and the HTTP front end's event loops.
   # Not the gRPC front end: Debian's gRPC and abseil are not built with TSan, so the
-  # synchronization inside its callback API is invisible to it and every gRPC test reports races in gRPC's own code
-  # (epoll, abseil's GraphCycles, Call::PerformOps at shutdown); it needs an instrumented gRPC.
+  # synchronization inside its callback API is invisible to it and every gRPC test reports
+  # races in gRPC's own code (epoll, abseil's GraphCycles, Call::PerformOps at shutdown);
+  # it needs an instrumented gRPC.
   tsan_targets=(scheduler_test ensemble_scheduler_test server_test control_pool_test
                 http_frontend_test)
   phase "configure tsan" cmake --preset tsan "${fastpath_cmake_args[@]}"
