@@ -28,7 +28,7 @@ int HttpStatusFor(StatusCode code) {
     case StatusCode::kNotFound: return 404;
     case StatusCode::kAlreadyExists: return 409;
     case StatusCode::kPayloadTooLarge: return 413;
-    case StatusCode::kResourceExhausted: return 429;
+    case StatusCode::kResourceExhausted: return 503;  // out of memory: retry (Retry-After)
     case StatusCode::kCancelled: return 499;
     case StatusCode::kInternal: return 500;
     case StatusCode::kUnimplemented: return 501;

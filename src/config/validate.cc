@@ -1,8 +1,10 @@
 // ValidateModelConfig: the checks that need no model file. Every message names the
 // entry and the field so that a user can fix config.pbtxt from the log line alone.
+#include <algorithm>
 #include <set>
 #include <string>
 
+#include "fastpath/backend/placement.h"
 #include "fastpath/config/ensemble_config.h"
 #include "fastpath/config/model_config.h"
 #include "internal.h"
@@ -242,8 +244,15 @@ Status ValidateVersionPolicy(const inference::ModelConfig& config) {
 }
 
 Status ValidateParameters(const inference::ModelConfig& config) {
+  const std::vector<std::string>& known = KnownFastpathParameters();
   for (const auto& [key, value] : config.parameters()) {
     if (key.empty()) return InvalidArgument("parameters: a key is empty");
+    if (key.rfind("fastpath.", 0) == 0 && !std::binary_search(known.begin(), known.end(), key)) {
+      std::string list;
+      for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
+      return InvalidArgument("parameters: '" + key +
+                             "' is not a fastpath parameter; the known ones are " + list);
+    }
     if (key == kIntraOpThreadCount || key == kInterOpThreadCount) {
       if (!internal::ParsePositiveInt(value.string_value(), kMaxThreadCount)) {
         return InvalidArgument("parameters: '" + key + "' is '" + value.string_value() +
@@ -255,6 +264,29 @@ Status ValidateParameters(const inference::ModelConfig& config) {
   }
   return Status::Ok();
 }
+
+}  // namespace
+
+const std::vector<std::string>& KnownFastpathParameters() {
+  static const std::vector<std::string> known = [] {
+    std::vector<std::string> keys = {
+        std::string(backend::kAllowCpuOpsParameter),
+        "fastpath.accuracy.reference_model",
+        "fastpath.accuracy.tolerance",
+        "fastpath.slo.batch_size",
+        "fastpath.slo.iterations",
+        "fastpath.slo.min_throughput",
+        "fastpath.slo.p95_ms",
+        "fastpath.slo.seed",
+        "fastpath.slo.warmup_iterations",
+    };
+    std::sort(keys.begin(), keys.end());
+    return keys;
+  }();
+  return known;
+}
+
+namespace {
 
 Status ValidateWarmup(const inference::ModelConfig& config, bool complete) {
   for (int i = 0; i < config.model_warmup_size(); ++i) {

@@ -295,7 +295,7 @@ StatusOr<Ort::Value> OrtModelInstance::MakeStagedInputValue(const Tensor& tensor
     const size_t capacity = std::max<size_t>(bytes, 1);
     void* data = staging_allocator_->Alloc(staging_allocator_, capacity);
     if (data == nullptr) {
-      return ResourceExhausted("cannot allocate " + std::to_string(capacity) +
+      return ResourceExhausted("out of memory: cannot allocate " + std::to_string(capacity) +
                                " bytes of staging memory for input '" + tensor.name + "'");
     }
     buffer = StagingBuffer{data, capacity};

@@ -76,9 +76,29 @@ std::string OnnxElementTypeName(ONNXTensorElementDataType type) {
   return "ONNX element type " + std::to_string(static_cast<int>(type));
 }
 
+bool IsOutOfMemoryMessage(std::string_view message) {
+  // ORT has no out-of-memory code (onnxruntime#26648); these are the texts it, CUDA and
+  // the CUDA libraries put in the message, whatever the code.
+  static constexpr std::string_view kForms[] = {
+      "Failed to allocate memory for requested buffer of size",  // BFCArena
+      "is smaller than requested bytes of",  // the arena's gpu_mem_limit / max_mem reached
+      "out of memory",                       // CUDA failure 2 (cudaErrorMemoryAllocation)
+      "CUBLAS_STATUS_ALLOC_FAILED",
+      "CUDNN_STATUS_ALLOC_FAILED",
+      "std::bad_alloc",
+  };
+  for (std::string_view form : kForms) {
+    if (message.find(form) != std::string_view::npos) return true;
+  }
+  return false;
+}
+
 Status StatusFromOrtError(OrtErrorCode code, const std::string& context,
                           const std::string& message) {
   std::string text = context + ": " + message;
+  if (code != ORT_OK && IsOutOfMemoryMessage(message)) {
+    return ResourceExhausted("out of memory: " + std::move(text));
+  }
   switch (code) {
     case ORT_OK:
       // ORT threw without an error code; still an error, and a surprising one.

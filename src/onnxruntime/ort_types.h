@@ -8,6 +8,7 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "fastpath/common/dtype.h"
 #include "fastpath/common/status.h"
@@ -22,7 +23,14 @@ std::optional<DataType> FastpathDataType(ONNXTensorElementDataType type);
 // "tensor(float16)"-style name for messages about types fastpath cannot carry.
 std::string OnnxElementTypeName(ONNXTensorElementDataType type);
 
-// One place where ORT's error codes become Status codes. `context` says what fastpath
+// True when an ORT error message says memory ran out: the BFC arena's "Failed to allocate
+// memory for requested buffer", the arena limit's "Available memory of X is smaller than
+// requested bytes of Y", CUDA's "out of memory", cuBLAS's and cuDNN's ALLOC_FAILED.
+bool IsOutOfMemoryMessage(std::string_view message);
+
+// One place where ORT's error codes become Status codes; an out-of-memory message is
+// ResourceExhausted starting "out of memory" whatever its code (HTTP 503 with
+// Retry-After, gRPC RESOURCE_EXHAUSTED: the request may be retried). `context` says what fastpath
 // was doing ("loading model '/m/model.onnx'") and prefixes ORT's own message.
 Status StatusFromOrtError(OrtErrorCode code, const std::string& context,
                           const std::string& message);
@@ -39,7 +47,7 @@ auto CatchOrtExceptions(const std::string& context, Fn&& body) -> decltype(body(
   } catch (const Ort::Exception& e) {
     return StatusFromOrtException(e, context);
   } catch (const std::bad_alloc&) {
-    return ResourceExhausted(context + ": out of memory");
+    return ResourceExhausted("out of memory: " + context);
   } catch (const std::exception& e) {
     return Internal(context + ": " + e.what());
   } catch (...) {

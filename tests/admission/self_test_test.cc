@@ -3,11 +3,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "fakes/manual_clock.h"
+#include "fastpath/admission/accuracy_guard.h"
 #include "fastpath/config/model_config.h"
 
 namespace fastpath::admission {
@@ -235,6 +237,23 @@ TEST(SelfTest, AFailedRunIsAnErrorNamingTheRun) {
   auto report = RunSelfTest(Plan(Budget(1.0)), model.Run(), model.clock);
   ASSERT_FALSE(report.ok());
   EXPECT_EQ(report.status().message(), "self-test timed run 3 failed: CUDA out of memory");
+}
+
+}  // namespace
+}  // namespace fastpath::admission
+
+namespace fastpath::admission {
+namespace {
+
+// The config module refuses "fastpath." keys it does not know; every key admission reads
+// must be among them, or a budget could never be declared.
+TEST(AdmissionParameters, EveryKeyAdmissionReadsIsKnownToTheConfigCheck) {
+  const std::vector<std::string>& known = config::KnownFastpathParameters();
+  for (const char* key : {kSloP95Ms, kSloMinThroughput, kSloBatchSize, kSloIterations,
+                          kSloWarmupIterations, kSloSeed, kAccuracyReferenceModel,
+                          kAccuracyTolerance}) {
+    EXPECT_TRUE(std::find(known.begin(), known.end(), key) != known.end()) << key;
+  }
 }
 
 }  // namespace

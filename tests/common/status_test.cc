@@ -37,6 +37,8 @@ TEST(StatusTest, MapsToTransportCodes) {
   EXPECT_EQ(HttpStatusFor(StatusCode::kNotFound), 404);
   EXPECT_EQ(HttpStatusFor(StatusCode::kPayloadTooLarge), 413);
   EXPECT_EQ(HttpStatusFor(StatusCode::kUnavailable), 503);
+  EXPECT_EQ(HttpStatusFor(StatusCode::kResourceExhausted), 503);  // out of memory: retry
+  EXPECT_EQ(GrpcCodeFor(StatusCode::kResourceExhausted), 8);
   EXPECT_EQ(GrpcCodeFor(StatusCode::kInvalidArgument), 3);
   EXPECT_EQ(GrpcCodeFor(StatusCode::kNotFound), 5);
   EXPECT_EQ(GrpcCodeFor(StatusCode::kUnavailable), 14);

@@ -228,6 +228,28 @@ TEST(ValidateModelConfigTest, VersionPolicy) {
                 "specific version -3");
 }
 
+TEST(ValidateModelConfigTest, AnUnknownFastpathParameterIsRefusedNamingTheKnownOnes) {
+  // Every key some module reads passes (values are each module's to check).
+  for (const std::string& key : KnownFastpathParameters()) {
+    const std::string value = key == "fastpath.allow_cpu_ops" ? "Shape" : "1";
+    const std::string text =
+        "parameters { key: \"" + key + "\" value { string_value: \"" + value + "\" } }";
+    EXPECT_TRUE(ValidateWith(text).ok()) << key;
+  }
+  // A misspelling, and a key no module reads yet, are errors at load, not silence.
+  for (const char* key : {"fastpath.slo.p95", "fastpath.memory.limit_bytes", "fastpath."}) {
+    const std::string text =
+        std::string("parameters { key: \"") + key + "\" value { string_value: \"1\" } }";
+    const Status s = ValidateWith(text);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << key;
+    EXPECT_THAT(s.message(), HasSubstr(std::string("'") + key + "' is not a fastpath parameter"));
+    EXPECT_THAT(s.message(), HasSubstr("fastpath.slo.p95_ms"));
+    EXPECT_THAT(s.message(), HasSubstr("fastpath.allow_cpu_ops"));
+  }
+  // Keys outside the namespace are Triton's or the backend's: not ours to refuse.
+  EXPECT_TRUE(ValidateWith("parameters { key: \"fastpathish\" value { string_value: \"1\" } }").ok());
+}
+
 TEST(ValidateModelConfigTest, ThreadParameters) {
   EXPECT_TRUE(
       ValidateWith("parameters { key: \"intra_op_thread_count\" value { string_value: \"8\" } }"

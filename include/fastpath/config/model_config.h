@@ -180,6 +180,13 @@ Status ValidateExecutionAccelerators(const inference::ModelConfig& config);
 // 0, which would let ORT pick), and the op types a GPU instance may run on the CPU from
 // "fastpath.allow_cpu_ops". A bad value is InvalidArgument naming the key and value.
 // allow_cpu_fallback_for_gpu stays false: the caller sets it from the profile.
+// Every `parameters` key in the "fastpath." namespace that some module reads: the
+// placement allowance (backend/placement.h), the self-test budget (admission/self_test.h)
+// and the accuracy guard (admission/accuracy_guard.h), sorted. ValidateModelConfig refuses
+// any other "fastpath." key, so that a misspelled or not yet supported one is an error at
+// load rather than a setting silently ignored.
+const std::vector<std::string>& KnownFastpathParameters();
+
 StatusOr<backend::InstanceOptions> InstanceOptionsFor(const inference::ModelConfig& config,
                                                       const inference::ModelInstanceGroup& group,
                                                       int gpu_id);

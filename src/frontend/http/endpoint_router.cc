@@ -184,7 +184,10 @@ HttpReply ErrorReply(unsigned status, std::string_view message) {
 }
 
 HttpReply ErrorReply(const Status& status) {
-  return ErrorReply(static_cast<unsigned>(HttpStatusFor(status.code())), status.message());
+  HttpReply reply =
+      ErrorReply(static_cast<unsigned>(HttpStatusFor(status.code())), status.message());
+  if (status.code() == StatusCode::kResourceExhausted) reply.retry_after_s = 1;
+  return reply;
 }
 
 EndpointRouter::EndpointRouter(server::InferenceServer& server, size_t max_body_bytes)

@@ -25,6 +25,9 @@ struct HttpReply {
   std::string body;
   // Set on binary inference replies: the size of the JSON part of `body`.
   std::optional<size_t> inference_header_length;
+  // Seconds in a Retry-After header: set on errors a client should simply retry (out of
+  // memory under transient pressure).
+  std::optional<unsigned> retry_after_s;
 };
 
 // Called exactly once per request, possibly on a facade thread, possibly before

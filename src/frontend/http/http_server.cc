@@ -158,6 +158,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     res->result(reply.status);
     res->keep_alive(keep_alive);
     if (!reply.content_type.empty()) res->set(bhttp::field::content_type, reply.content_type);
+    if (reply.retry_after_s) res->set(bhttp::field::retry_after, std::to_string(*reply.retry_after_s));
     if (reply.inference_header_length) {
       res->set(kInferHeaderLength, std::to_string(*reply.inference_header_length));
     }

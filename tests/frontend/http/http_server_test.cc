@@ -647,6 +647,17 @@ TEST_F(HttpFrontendTest, FacadeErrorsMapThroughHttpStatusFor) {
   auto r = Infer(R"({"inputs":[]})");
   EXPECT_EQ(r.status, 503);
   EXPECT_EQ(ErrorOf(r), "queue full");
+  EXPECT_FALSE(r.Header("Retry-After").has_value());
+}
+
+TEST_F(HttpFrontendTest, OutOfMemoryIs503WithRetryAfter) {
+  fake_.SetHandler([](const InferRequest&) -> StatusOr<InferResponse> {
+    return ResourceExhausted("out of memory: running model 'm': BFCArena");
+  });
+  auto r = Infer(R"({"inputs":[]})");
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(r.Header("Retry-After"), "1");
+  EXPECT_THAT(ErrorOf(r), HasSubstr("out of memory"));
 }
 
 // --- concurrency and lifecycle ---
