@@ -8,7 +8,8 @@
 #   OUT/fastpath/bin/fastpath            RPATH $ORIGIN/../lib, never LD_LIBRARY_PATH
 #   OUT/fastpath/lib/                    every shared library fastpath needs beyond the base
 #                                        system: ONNX Runtime, gRPC, protobuf, abseil,
-#                                        OpenSSL, c-ares, re2, prometheus-cpp, zlib
+#                                        OpenSSL, c-ares, re2, prometheus-cpp, spdlog,
+#                                        fmt, zlib
 #   OUT/fastpath/share/fastpath/         generate_models.py, make_test_models.py,
 #                                        gpu-check.sh, bundle.json (what is inside)
 #   OUT/fastpath-<version>-linux-x64[-cuda-<archs>].tar.zst

@@ -18,6 +18,7 @@ packages=(
   python3 python3-onnx python3-numpy
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libboost-dev rapidjson-dev libgtest-dev libgmock-dev prometheus-cpp-dev libssl-dev
+  libcli11-dev libspdlog-dev  # the command line (header-only); the logger (brings libfmt-dev)
   patchelf zstd  # tools/bundle.sh: RPATHs of the bundled libraries, the packed tarball
 )
 if [[ "${1:-}" == --test ]]; then

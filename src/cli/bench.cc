@@ -8,16 +8,16 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
-#include <map>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <set>
 #include <sstream>
 
 #include "bench_flags.h"
 #include "cli.h"
+#include "command_line.h"
 #include "fastpath/onnxruntime/ort_backend.h"
+#include "fastpath/common/log.h"
 #include "fastpath/config/model_config.h"
 
 namespace fastpath::cli {
@@ -26,63 +26,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kBenchUsage = R"(usage: fastpath bench -m MODEL [options]
-       fastpath bench plot --svg OUT.svg [--title TEXT] REPORT.json...
-
-Measures MODEL on a running server (or in-process on ONNX Runtime) and reports throughput,
-p50/p90/p95/p99/max latency, the server's queue/compute split and batch sizes (from the
-statistics extension), and errors by kind.
-
-target:
-  -m, --model NAME              model to measure (required)
-  --model-version V             version (default: the server's choice)
-  -u, --url HOST:PORT           server (default localhost:8000 for http, localhost:8001 for grpc)
-  -i, --protocol http|grpc      transport (default http)
-  --encoding binary|json        HTTP body encoding (default binary: the binary tensor extension)
-inputs:
-  -b, --batch-size N            batch elements per request (default 1)
-  --shape NAME:D1,D2,...        dims for an input's dynamic dims (repeatable)
-  --seed N                      seed of the deterministic inputs (default 0)
-  --request-pool N              distinct requests cycled through (default 16)
-load:
-  --concurrency SPEC            closed loop: 16 | 1,8,16,32 | 1:32:4 (linear) | 1:32:2x (default 1)
-  --request-rate SPEC           open loop at R requests/s instead (same SPEC forms)
-  --request-distribution D      constant | poisson (default constant)
-  --max-threads N               request-rate mode: sending threads (default 16)
-measurement:
-  --warmup-ms N                 warm-up before measuring (default 1000)
-  --measurement-interval-ms N   window length (default 2000)
-  --stability-percentage P      stable when throughput and p95 spread <= P% over 3 windows (default 10)
-  --max-trials N                give up on stability after N windows (default 10)
-in-process ceiling:
-  --in-process                  also run the model directly on ONNX Runtime (no server)
-  --model-repository DIR        where MODEL/<version>/model.onnx is (needed by --in-process)
-  --batch-sizes LIST            in-process batch sizes (default 1,2,4,8,16,32)
-  --no-server                   only the in-process measurement
-batching calibration:
-  --calibrate-batching          start `fastpath serve` on a copy of MODEL for each candidate
-                                (max batch size x queue delay) and pick the best within the SLO
-  --slo-p99-ms X                the p99 latency SLO (required with --calibrate-batching)
-  --queue-delays-us LIST        candidates (default 0,500,1000,2000,5000,10000)
-  --max-batch-sizes LIST        candidates (default 4,8,16,32)
-  --skip-baseline               do not measure the configuration without dynamic batching
-                                (calibration runs at --concurrency, default 32 there)
-output:
-  --label TEXT                  the configuration's name (one curve per label in the plot)
-  --json FILE  --csv FILE  --svg FILE
-  --append                      add this run to existing --json/--csv files (the SVG then
-                                plots every run in the JSON file)
-  -q, --quiet                   no progress line
-)";
-
-StatusOr<int64_t> ParseInt(const std::string& flag, const std::string& text, int64_t lo, int64_t hi) {
-  int64_t value = 0;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || value < lo || value > hi) {
-    return InvalidArgument(flag + " must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                           "], not '" + text + "'");
-  }
-  return value;
-}
+       fastpath bench plot --svg OUT.svg [--title TEXT] REPORT.json...)";
 
 StatusOr<double> ParseDouble(const std::string& flag, const std::string& text, double lo) {
   char* end = nullptr;
@@ -106,137 +50,171 @@ std::string QuoteArg(const std::string& a) {
   return out + "'";
 }
 
-StatusOr<BenchFlags> ParseBenchFlags(const std::vector<std::string>& args) {
-  BenchFlags f;
-  f.command_line = "fastpath bench";
-  for (const auto& a : args) f.command_line += " " + QuoteArg(a);
-  bool concurrency_given = false;
-  static const std::map<std::string, std::string> kAliases = {
-      {"-m", "--model"}, {"-u", "--url"}, {"-i", "--protocol"}, {"--transport", "--protocol"},
-      {"-b", "--batch-size"}, {"-q", "--quiet"}};
-  static const std::set<std::string> kSwitches = {"--in-process", "--no-server", "--calibrate-batching",
-                                                  "--append", "--quiet", "--skip-baseline"};
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string flag = args[i];
-    std::string value;
-    bool has_value = false;
-    if (auto eq = flag.find('='); eq != std::string::npos && flag.rfind("--", 0) == 0) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-      has_value = true;
-    }
-    if (auto it = kAliases.find(flag); it != kAliases.end()) flag = it->second;
-    if (flag == "--help" || flag == "-h") return FailedPrecondition("help");
-    if (kSwitches.count(flag)) {
-      if (has_value) return InvalidArgument(flag + " takes no value");
-      if (flag == "--in-process") f.in_process = true;
-      if (flag == "--no-server") f.no_server = true;
-      if (flag == "--calibrate-batching") f.calibrate = true;
-      if (flag == "--append") f.append = true;
-      if (flag == "--quiet") f.quiet = true;
-      if (flag == "--skip-baseline") f.skip_baseline = true;
-      continue;
-    }
-    if (flag.rfind("-", 0) != 0) return InvalidArgument("unexpected argument '" + flag + "'");
-    if (!has_value) {
-      if (i + 1 >= args.size()) return InvalidArgument("flag " + flag + " needs a value");
-      value = args[++i];
-    }
-    if (flag == "--model") {
-      f.model = value;
-    } else if (flag == "--model-version") {
-      f.model_version = value;
-    } else if (flag == "--url") {
-      f.url = value;
-    } else if (flag == "--protocol") {
-      FASTPATH_ASSIGN_OR_RETURN(f.transport, bench::ParseTransport(value));
-    } else if (flag == "--encoding") {
-      FASTPATH_ASSIGN_OR_RETURN(f.encoding, bench::ParseEncoding(value));
-    } else if (flag == "--batch-size") {
-      FASTPATH_ASSIGN_OR_RETURN(f.batch_size, ParseInt(flag, value, 1, 1 << 20));
-    } else if (flag == "--shape") {
-      FASTPATH_ASSIGN_OR_RETURN(auto shape, bench::ParseShapeOverride(value));
-      if (!f.shapes.emplace(shape.first, shape.second).second) {
-        return InvalidArgument("--shape given twice for input '" + shape.first + "'");
-      }
-    } else if (flag == "--seed") {
-      FASTPATH_ASSIGN_OR_RETURN(int64_t seed, ParseInt(flag, value, 0, INT64_MAX));
-      f.measure.seed = static_cast<uint64_t>(seed);
-    } else if (flag == "--request-pool") {
-      FASTPATH_ASSIGN_OR_RETURN(f.request_pool, ParseInt(flag, value, 1, 4096));
-    } else if (flag == "--concurrency" || flag == "--concurrency-range") {
-      FASTPATH_ASSIGN_OR_RETURN(f.concurrency, bench::ParseRangeSpec(value, "--concurrency"));
-      concurrency_given = true;
-    } else if (flag == "--request-rate" || flag == "--request-rate-range") {
-      FASTPATH_ASSIGN_OR_RETURN(f.request_rates, bench::ParseRangeSpec(value, "--request-rate"));
-    } else if (flag == "--request-distribution") {
-      FASTPATH_ASSIGN_OR_RETURN(f.measure.distribution, bench::ParseRequestDistribution(value));
-    } else if (flag == "--max-threads") {
-      FASTPATH_ASSIGN_OR_RETURN(int64_t n, ParseInt(flag, value, 1, 1024));
-      f.measure.max_threads = static_cast<int>(n);
-    } else if (flag == "--warmup-ms") {
-      FASTPATH_ASSIGN_OR_RETURN(int64_t n, ParseInt(flag, value, 0, 3600000));
-      f.measure.warmup = std::chrono::milliseconds(n);
-    } else if (flag == "--measurement-interval-ms" || flag == "-p") {
-      FASTPATH_ASSIGN_OR_RETURN(int64_t n, ParseInt(flag, value, 10, 3600000));
-      f.measure.window = std::chrono::milliseconds(n);
-    } else if (flag == "--stability-percentage" || flag == "-s") {
-      FASTPATH_ASSIGN_OR_RETURN(f.measure.stability_percentage, ParseDouble(flag, value, 0));
-    } else if (flag == "--max-trials" || flag == "-r") {
-      FASTPATH_ASSIGN_OR_RETURN(int64_t n, ParseInt(flag, value, 1, 1000));
-      f.measure.max_trials = static_cast<int>(n);
-    } else if (flag == "--label") {
-      f.label = value;
-    } else if (flag == "--json") {
-      f.json_path = value;
-    } else if (flag == "--csv") {
-      f.csv_path = value;
-    } else if (flag == "--svg") {
-      f.svg_path = value;
-    } else if (flag == "--model-repository") {
-      f.model_repository = value;
-    } else if (flag == "--batch-sizes") {
-      FASTPATH_ASSIGN_OR_RETURN(f.batch_sizes, bench::ParseRangeSpec(value, "--batch-sizes"));
-    } else if (flag == "--slo-p99-ms") {
-      FASTPATH_ASSIGN_OR_RETURN(double slo, ParseDouble(flag, value, 0));
-      if (slo <= 0) return InvalidArgument("--slo-p99-ms must be positive");
-      f.slo_p99_ms = slo;
-    } else if (flag == "--queue-delays-us") {
-      FASTPATH_ASSIGN_OR_RETURN(f.queue_delays_us, bench::ParseIntList(value, flag));
-    } else if (flag == "--max-batch-sizes") {
-      FASTPATH_ASSIGN_OR_RETURN(f.max_batch_sizes, bench::ParseRangeSpec(value, flag));
-    } else {
-      return InvalidArgument("unknown flag " + flag);
-    }
-  }
-  if (f.model.empty()) return InvalidArgument("-m/--model is required");
-  if (f.model.find('/') != std::string::npos || f.model == "." || f.model == "..") {
+std::string FormatNumber(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", value);
+  return text;
+}
+
+std::string JoinInts(const std::vector<int64_t>& values) {
+  std::string out;
+  for (int64_t v : values) out += (out.empty() ? "" : ",") + std::to_string(v);
+  return out;
+}
+
+// An option whose value one of bench's parsers (range specs, lists, enums) reads into `target`.
+template <typename T>
+CLI::Option* AddParsed(CLI::App& app, const std::string& names, const std::string& value_name,
+                       const std::string& help, const std::string& default_text, T* target,
+                       std::function<StatusOr<T>(const std::string&)> parse) {
+  return AddValue(app, names, value_name, help, default_text,
+                  [target, parse = std::move(parse)](const std::string& value) -> Status {
+                    FASTPATH_ASSIGN_OR_RETURN(*target, parse(value));
+                    return Status::Ok();
+                  });
+}
+
+// The options that the checks after parsing look at.
+struct BenchOptions {
+  CLI::Option* concurrency = nullptr;
+};
+
+BenchOptions DefineBenchOptions(CLI::App& app, BenchFlags& f) {
+  BenchOptions o;
+  app.option_defaults()->group("target");
+  AddText(app, "-m,--model", "NAME", &f.model, "model to measure")->required();
+  AddText(app, "--model-version", "V", &f.model_version, "version (default: the server's choice)");
+  CLI::Option* url = AddText(app, "-u,--url", "HOST:PORT", &f.url,
+                             "server (default localhost:8000 for http, localhost:8001 for grpc)");
+  AddParsed<bench::Transport>(app, "-i,--protocol,--transport", "http|grpc", "transport",
+                              bench::TransportName(f.transport), &f.transport,
+                              [](const std::string& v) { return bench::ParseTransport(v); });
+  AddParsed<bench::Encoding>(app, "--encoding", "binary|json",
+                             "HTTP body encoding (binary: the binary tensor extension)",
+                             bench::EncodingName(f.encoding), &f.encoding,
+                             [](const std::string& v) { return bench::ParseEncoding(v); });
+
+  app.option_defaults()->group("inputs");
+  AddInt(app, "-b,--batch-size", "N", &f.batch_size, 1, 1 << 20, "batch elements per request");
+  AddRepeatedValue(
+      app, "--shape", "NAME:D1,D2,...", "dims for an input's dynamic dims (repeatable)",
+      [&f](const std::string& value) -> Status {
+        FASTPATH_ASSIGN_OR_RETURN(auto shape, bench::ParseShapeOverride(value));
+        if (!f.shapes.emplace(shape.first, shape.second).second) {
+          return InvalidArgument("--shape given twice for input '" + shape.first + "'");
+        }
+        return Status::Ok();
+      });
+  AddInt(
+      app, "--seed", "N", 0, INT64_MAX, static_cast<int64_t>(f.measure.seed),
+      [&f](int64_t seed) { f.measure.seed = static_cast<uint64_t>(seed); },
+      "seed of the deterministic inputs");
+  AddInt(app, "--request-pool", "N", &f.request_pool, 1, 4096, "distinct requests cycled through");
+
+  app.option_defaults()->group("load");
+  o.concurrency = AddParsed<std::vector<int64_t>>(
+      app, "--concurrency,--concurrency-range", "SPEC",
+      "closed loop: 16 | 1,8,16,32 | 1:32:4 (linear) | 1:32:2x (32 with --calibrate-batching)",
+      JoinInts(f.concurrency), &f.concurrency,
+      [](const std::string& v) { return bench::ParseRangeSpec(v, "--concurrency"); });
+  CLI::Option* request_rate = AddParsed<std::vector<int64_t>>(
+      app, "--request-rate,--request-rate-range", "SPEC",
+      "open loop at R requests/s instead (same SPEC forms)", "", &f.request_rates,
+      [](const std::string& v) { return bench::ParseRangeSpec(v, "--request-rate"); });
+  AddParsed<bench::RequestDistribution>(
+      app, "--request-distribution", "constant|poisson", "request-rate mode: arrival times",
+      bench::RequestDistributionName(f.measure.distribution), &f.measure.distribution,
+      [](const std::string& v) { return bench::ParseRequestDistribution(v); });
+  AddInt(app, "--max-threads", "N", &f.measure.max_threads, 1, 1024,
+         "request-rate mode: sending threads");
+
+  app.option_defaults()->group("measurement");
+  AddInt(
+      app, "--warmup-ms", "N", 0, 3600000, f.measure.warmup.count(),
+      [&f](int64_t n) { f.measure.warmup = std::chrono::milliseconds(n); },
+      "warm-up before measuring");
+  AddInt(
+      app, "-p,--measurement-interval-ms", "N", 10, 3600000, f.measure.window.count(),
+      [&f](int64_t n) { f.measure.window = std::chrono::milliseconds(n); }, "window length");
+  AddParsed<double>(
+      app, "-s,--stability-percentage", "P",
+      "stable when throughput and p95 spread <= P% over 3 windows",
+      FormatNumber(f.measure.stability_percentage), &f.measure.stability_percentage,
+      [](const std::string& v) { return ParseDouble("--stability-percentage", v, 0); });
+  AddInt(app, "-r,--max-trials", "N", &f.measure.max_trials, 1, 1000,
+         "give up on stability after N windows");
+
+  app.option_defaults()->group("in-process ceiling");
+  CLI::Option* in_process = AddSwitch(app, "--in-process", &f.in_process,
+                                      "also run the model directly on ONNX Runtime (no server)");
+  CLI::Option* repository = AddText(app, "--model-repository", "DIR", &f.model_repository,
+                                    "where MODEL/<version>/model.onnx is (needed by --in-process)");
+  AddParsed<std::vector<int64_t>>(
+      app, "--batch-sizes", "LIST", "in-process batch sizes", JoinInts(f.batch_sizes),
+      &f.batch_sizes,
+      [](const std::string& v) { return bench::ParseRangeSpec(v, "--batch-sizes"); });
+  AddSwitch(app, "--no-server", &f.no_server, "only the in-process measurement")->needs(in_process);
+  in_process->needs(repository);
+
+  app.option_defaults()->group("batching calibration");
+  CLI::Option* calibrate = AddSwitch(
+      app, "--calibrate-batching", &f.calibrate,
+      "start `fastpath serve` on a copy of MODEL for each candidate (max batch size x queue "
+      "delay) and pick the best within the SLO");
+  CLI::Option* slo =
+      AddValue(app, "--slo-p99-ms", "X", "the p99 latency SLO", "",
+               [&f](const std::string& value) -> Status {
+                 FASTPATH_ASSIGN_OR_RETURN(double v, ParseDouble("--slo-p99-ms", value, 0));
+                 if (v <= 0) return InvalidArgument("--slo-p99-ms must be positive");
+                 f.slo_p99_ms = v;
+                 return Status::Ok();
+               });
+  AddParsed<std::vector<int64_t>>(
+      app, "--queue-delays-us", "LIST", "candidates", JoinInts(f.queue_delays_us),
+      &f.queue_delays_us,
+      [](const std::string& v) { return bench::ParseIntList(v, "--queue-delays-us"); });
+  AddParsed<std::vector<int64_t>>(
+      app, "--max-batch-sizes", "LIST", "candidates", JoinInts(f.max_batch_sizes),
+      &f.max_batch_sizes,
+      [](const std::string& v) { return bench::ParseRangeSpec(v, "--max-batch-sizes"); });
+  AddSwitch(app, "--skip-baseline", &f.skip_baseline,
+            "do not measure the configuration without dynamic batching");
+  calibrate->needs(slo)->needs(repository)->excludes(request_rate)->excludes(url);
+  slo->needs(calibrate);
+  o.concurrency->excludes(request_rate);
+
+  app.option_defaults()->group("output");
+  AddText(app, "--label", "TEXT", &f.label,
+          "the configuration's name (one curve per label in the plot)");
+  AddText(app, "--json", "FILE", &f.json_path, "the report as JSON");
+  AddText(app, "--csv", "FILE", &f.csv_path, "the points as CSV");
+  AddText(app, "--svg", "FILE", &f.svg_path, "latency against throughput");
+  AddSwitch(app, "--append", &f.append,
+            "add this run to existing --json/--csv files (the SVG then plots every run in the "
+            "JSON file)");
+  AddSwitch(app, "-q,--quiet", &f.quiet, "no progress line");
+  app.option_defaults()->group("logging");
+  AddLogOptions(app, &f.logging);
+  return o;
+}
+
+// What depends on values, beyond CLI11's required, needs and excludes.
+Status CheckBenchFlags(const BenchOptions& options, BenchFlags& f) {
+  if (f.model.find('/') != std::string::npos || f.model == "." || f.model == ".." ||
+      f.model.empty()) {
     return InvalidArgument("--model '" + f.model + "' is not a model name");
   }
-  if (f.no_server && !f.in_process) return InvalidArgument("--no-server needs --in-process");
-  if (f.in_process && f.model_repository.empty()) {
-    return InvalidArgument("--in-process needs --model-repository DIR (where " + f.model + "/<version>/model.onnx is)");
-  }
   if (f.calibrate) {
-    if (!f.slo_p99_ms) return InvalidArgument("--calibrate-batching needs --slo-p99-ms X");
-    if (f.model_repository.empty()) {
-      return InvalidArgument("--calibrate-batching needs --model-repository DIR (the model it serves)");
+    if (options.concurrency->count() == 0) f.concurrency = {32};
+    if (f.concurrency.size() != 1) {
+      return InvalidArgument("--calibrate-batching takes one --concurrency value");
     }
-    if (!f.request_rates.empty()) return InvalidArgument("--calibrate-batching measures at --concurrency, not --request-rate");
-    if (!concurrency_given) f.concurrency = {32};
-    if (f.concurrency.size() != 1) return InvalidArgument("--calibrate-batching takes one --concurrency value");
-    if (f.url.empty() == false) return InvalidArgument("--calibrate-batching starts its own servers; drop --url");
-  } else if (f.slo_p99_ms) {
-    return InvalidArgument("--slo-p99-ms is for --calibrate-batching");
-  }
-  if (!f.request_rates.empty() && concurrency_given) {
-    return InvalidArgument("--concurrency and --request-rate are two load modes: give one");
   }
   if (f.append && f.json_path.empty() && f.csv_path.empty()) {
     return InvalidArgument("--append needs --json or --csv");
   }
   f.measure.batch_size = f.batch_size;
-  return f;
+  return Status::Ok();
 }
 
 std::string NowIso() {
@@ -364,29 +342,15 @@ int Plot(const std::vector<std::string>& args) {
   std::string svg;
   std::string title = "fastpath bench: latency vs throughput";
   std::vector<std::string> inputs;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--help" || a == "-h") {
-      std::cout << kBenchUsage;
-      return kExitOk;
-    }
-    if ((a == "--svg" || a == "--title") && i + 1 < args.size()) {
-      (a == "--svg" ? svg : title) = args[++i];
-    } else if (a.rfind("--svg=", 0) == 0) {
-      svg = a.substr(6);
-    } else if (a.rfind("--title=", 0) == 0) {
-      title = a.substr(8);
-    } else if (a.rfind("-", 0) == 0) {
-      std::cerr << "fastpath bench plot: unknown flag " << a << "\n";
-      return kExitUsage;
-    } else {
-      inputs.push_back(a);
-    }
-  }
-  if (svg.empty() || inputs.empty()) {
-    std::cerr << "usage: fastpath bench plot --svg OUT.svg [--title TEXT] REPORT.json...\n";
-    return kExitUsage;
-  }
+  CLI::App app{
+      "Plots latency against throughput for every run in the reports (`fastpath bench "
+      "--json` outputs), one curve per label.",
+      "fastpath bench plot"};
+  UseHelpLayout(app, "usage: fastpath bench plot --svg OUT.svg [--title TEXT] REPORT.json...");
+  AddText(app, "--svg", "OUT.svg", &svg, "the plot to write")->required();
+  AddText(app, "--title", "TEXT", &title, "the plot's title");
+  app.add_option("REPORT.json", inputs, "`fastpath bench --json` outputs")->required();
+  if (auto exit_code = ParseCommandLine(app, args)) return *exit_code;
   std::vector<bench::BenchReport> runs;
   for (const auto& path : inputs) {
     auto text = ReadFile(path);
@@ -464,16 +428,20 @@ Status MeasureServerPoints(bench::Target& target, const BenchFlags& flags, Progr
 
 int Bench(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "plot") return Plot({args.begin() + 1, args.end()});
-  auto parsed = ParseBenchFlags(args);
-  if (!parsed.ok()) {
-    if (parsed.status().code() == StatusCode::kFailedPrecondition) {
-      std::cout << kBenchUsage;
-      return kExitOk;
-    }
-    std::cerr << "fastpath bench: " << parsed.status().message() << "\n\n" << kBenchUsage;
-    return kExitUsage;
-  }
-  BenchFlags& flags = *parsed;
+  BenchFlags flags;
+  flags.command_line = "fastpath bench";
+  for (const auto& a : args) flags.command_line += " " + QuoteArg(a);
+  CLI::App app{
+      "Measures MODEL on a running server (or in-process on ONNX Runtime) and reports "
+      "throughput, p50/p90/p95/p99/max latency, the server's queue/compute split and "
+      "batch sizes (from the statistics extension), and errors by kind.",
+      "fastpath bench"};
+  UseHelpLayout(app, kBenchUsage);
+  const BenchOptions options = DefineBenchOptions(app, flags);
+  if (auto exit_code = ParseCommandLine(app, args)) return *exit_code;
+  if (Status s = CheckBenchFlags(options, flags); !s.ok()) return UsageError(app, s.message());
+  flags.logging.name = "fastpath bench";
+  log::Configure(flags.logging);
   ProgressLine progress(flags.quiet);
 
   bench::BenchReport report;

@@ -11,6 +11,7 @@
 #include "fastpath/bench/client.h"
 #include "fastpath/bench/load_generator.h"
 #include "fastpath/bench/report.h"
+#include "fastpath/common/log.h"
 
 namespace fastpath::cli {
 
@@ -44,6 +45,7 @@ struct BenchFlags {
   std::vector<int64_t> max_batch_sizes = {4, 8, 16, 32};
   bool skip_baseline = false;
   std::string command_line;
+  log::Options logging;
 };
 
 // Prints progress on stderr: a \r-updated line on a terminal, one terse line per point

@@ -11,9 +11,11 @@
 #include <sstream>
 
 #include "cli.h"
+#include "command_line.h"
+#include "fastpath/common/log.h"
 #include "fastpath/gpu/node_snapshot.h"
-#include "fastpath/onnxruntime/tensorrt/engine_cache.h"
 #include "fastpath/onnxruntime/ort_backend.h"
+#include "fastpath/onnxruntime/tensorrt/engine_cache.h"
 #include "fastpath/config/model_config.h"
 #include "fastpath/gpu/capability_snapshot.h"
 
@@ -22,55 +24,35 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kBuildEnginesUsage =
-    R"(usage: fastpath build-engines --model-repository DIR [options]
-
-Builds the TensorRT engines of every model that lists "tensorrt" in its
-gpu_execution_accelerator, for each version and GPU, into the keyed engine cache
-(model sha256, TensorRT version, compute capability, precision, shape profile).
-
-  --model-repository DIR   Triton-layout model repository (required)
-  --model NAME             only this model
-  --engine-cache DIR       the engine cache root (default DIR/.engine-cache; serve takes
-                           the same flag)
-
-Exit codes: 0 built (or already there), 1 a model failed to build, 2 usage,
-17 TensorRT cannot be used on this machine (the message names why).
-)";
-
 struct BuildFlags {
   fs::path repository;
   std::string model;
   fs::path engine_cache;
+  log::Options logging;
 };
 
-StatusOr<BuildFlags> ParseFlags(const std::vector<std::string>& args) {
-  BuildFlags flags;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string flag = args[i];
-    std::string value;
-    if (flag == "--help" || flag == "-h") return FailedPrecondition("help");
-    if (auto eq = flag.find('='); eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-    } else if (i + 1 < args.size()) {
-      value = args[++i];
-    } else {
-      return InvalidArgument("flag " + flag + " needs a value");
-    }
-    if (value.empty()) return InvalidArgument("flag " + flag + " needs a value");
-    if (flag == "--model-repository") {
-      flags.repository = value;
-    } else if (flag == "--model") {
-      flags.model = value;
-    } else if (flag == "--engine-cache") {
-      flags.engine_cache = value;
-    } else {
-      return InvalidArgument("unknown flag " + flag);
-    }
-  }
-  if (flags.repository.empty()) return InvalidArgument("--model-repository is required");
-  return flags;
+// A path or name option that refuses an empty value, as the hand-written parser did.
+CLI::Option* AddNonEmpty(CLI::App& app, const std::string& name, const std::string& value_name,
+                         const std::string& help, std::function<void(const std::string&)> set) {
+  return AddValue(app, name, value_name, help, "",
+                  [name, set = std::move(set)](const std::string& value) -> Status {
+                    if (value.empty()) return InvalidArgument(name + " needs a value");
+                    set(value);
+                    return Status::Ok();
+                  });
+}
+
+void DefineBuildOptions(CLI::App& app, BuildFlags& flags) {
+  AddNonEmpty(app, "--model-repository", "DIR", "Triton-layout model repository",
+              [&flags](const std::string& value) { flags.repository = value; })
+      ->required();
+  AddNonEmpty(app, "--model", "NAME", "only this model (default: every model)",
+              [&flags](const std::string& value) { flags.model = value; });
+  AddNonEmpty(app, "--engine-cache", "DIR",
+              "the engine cache root (default: .engine-cache in the repository; serve takes "
+              "the same option)",
+              [&flags](const std::string& value) { flags.engine_cache = value; });
+  AddLogOptions(app, &flags.logging);
 }
 
 bool ListsTensorRt(const inference::ModelConfig& config) {
@@ -164,17 +146,20 @@ void SetEngineCacheFromSnapshot(const gpu::CapabilitySnapshot& snapshot, const f
 }
 
 int BuildEngines(const std::vector<std::string>& args) {
-  auto parsed = ParseFlags(args);
-  if (!parsed.ok()) {
-    if (parsed.status().code() == StatusCode::kFailedPrecondition) {
-      std::cout << kBuildEnginesUsage;
-      return kExitOk;
-    }
-    std::cerr << "fastpath build-engines: " << parsed.status().message() << "\n\n"
-              << kBuildEnginesUsage;
-    return kExitUsage;
-  }
-  const BuildFlags& flags = *parsed;
+  BuildFlags flags;
+  CLI::App app{
+      "Builds the TensorRT engines of every model that lists \"tensorrt\" in its "
+      "gpu_execution_accelerator, for each version and GPU, into the keyed engine cache "
+      "(model sha256, TensorRT version, compute capability, precision, shape profile).",
+      "fastpath build-engines"};
+  UseHelpLayout(app, "usage: fastpath build-engines --model-repository DIR [options]");
+  app.footer(
+      "Exit codes: 0 built (or already there), 1 a model failed to build, 2 usage,\n"
+      "17 TensorRT cannot be used on this machine (the message names why).");
+  DefineBuildOptions(app, flags);
+  if (auto exit_code = ParseCommandLine(app, args)) return *exit_code;
+  flags.logging.name = "fastpath build-engines";
+  log::Configure(flags.logging);
   std::error_code ec;
   if (!fs::is_directory(flags.repository, ec)) {
     std::cerr << "fastpath build-engines: model repository '" << flags.repository.string()
@@ -204,23 +189,22 @@ int BuildEngines(const std::vector<std::string>& args) {
   for (const std::string& name : models) {
     auto config = ReadConfig(flags.repository / name);
     if (!config.ok()) {
-      std::cerr << "fastpath build-engines: model '" << name << "': " << config.status().message()
-                << "\n";
+      log::Error("model '" + name + "': " + config.status().message());
       return kExitRuntime;
     }
     if (ListsTensorRt(*config) && GpuGroups(*config).empty()) {
-      std::cerr << "fastpath build-engines: model '" << name
-                << "' lists \"tensorrt\" but has no KIND_GPU instance_group (without one it "
-                   "runs on the CPU, as serve loads it); skipped\n";
+      log::Warn("model '" + name +
+                "' lists \"tensorrt\" but has no KIND_GPU instance_group (without one it runs on "
+                "the CPU, as serve loads it); skipped");
     } else if (ListsTensorRt(*config)) {
       trt_models.emplace_back(name, std::move(config).value());
     } else {
-      std::cerr << "fastpath build-engines: model '" << name
-                << "' does not list \"tensorrt\" in gpu_execution_accelerator; skipped\n";
+      log::Info("model '" + name +
+                "' does not list \"tensorrt\" in gpu_execution_accelerator; skipped");
     }
   }
   if (trt_models.empty()) {
-    std::cerr << "fastpath build-engines: no model to build\n";
+    log::Info("no model to build");
     return kExitOk;
   }
 
@@ -229,15 +213,13 @@ int BuildEngines(const std::vector<std::string>& args) {
   SetEngineCacheFromSnapshot(snapshot, flags.repository, flags.engine_cache, &cache);
   cache.trt_engine_cache.rebuild_stale = true;  // building is what this command is for
   if (const std::string why = TensorRtUnusable(snapshot, cache.trt_engine_cache); !why.empty()) {
-    std::cerr << "fastpath build-engines: TensorRT cannot be used on this machine, so no engine "
-                 "can be built: "
-              << why << " (exit " << kExitNoGpuExecutionProvider << ")\n";
+    log::Error("TensorRT cannot be used on this machine, so no engine can be built: " + why +
+               " (exit " + std::to_string(kExitNoGpuExecutionProvider) + ")");
     return kExitNoGpuExecutionProvider;
   }
   auto backend = onnxruntime::CreateOrtBackend();
   if (!backend.ok()) {
-    std::cerr << "fastpath build-engines: ONNX Runtime is unusable: " << backend.status().ToString()
-              << "\n";
+    log::Error("ONNX Runtime is unusable: " + backend.status().ToString());
     return kExitRuntime;
   }
 
@@ -270,15 +252,14 @@ int BuildEngines(const std::vector<std::string>& args) {
             if (plan.ok()) {
               dir = plan->decision.dir.string();
               if (!plan->decision.stale_reason.empty()) {
-                std::cerr << "fastpath build-engines: " << what << ": "
-                          << plan->decision.stale_reason << "\n";
+                log::Info(what + ": " + plan->decision.stale_reason);
               }
               status = (*backend)->CreateInstance(model_file, *options).status();
             }
           }
           if (!status.ok()) {
             ++failures;
-            std::cerr << "fastpath build-engines: " << what << ": " << status.message() << "\n";
+            log::Error(what + ": " + status.message());
             continue;
           }
           std::cout << "fastpath build-engines: " << what << ": engines in " << dir << "\n";

@@ -8,8 +8,10 @@
 #include <vector>
 
 #include "cli.h"
+#include "command_line.h"
 #include "fastpath/admission/snapshot_diff.h"
 #include "fastpath/admission/version_lock.h"
+#include "fastpath/common/log.h"
 #include "fastpath/gpu/capability_snapshot.h"
 #include "fastpath/gpu/node_snapshot.h"
 #include "fastpath/gpu/snapshot_json.h"
@@ -28,56 +30,36 @@ static_assert(kExitDeviceUnhealthy == static_cast<int>(gpu::FailureClass::kDevic
 static_assert(kExitNoGpuExecutionProvider ==
               static_cast<int>(gpu::FailureClass::kNoGpuExecutionProvider));
 
-constexpr const char* kDoctorUsage = R"(usage: fastpath doctor [options]
-
-Probes the NVIDIA driver, NVML, the CUDA libraries on the library path and the container
-plumbing, and prints what the GPU fast path has and what it lacks.
-
-  --json          print the snapshot as JSON instead of a table
-  --require-gpu   exit non-zero when the GPU fast path is unusable (default: report only)
-  --lock FILE     write the version lock of this machine (driver branch, CUDA, cuDNN,
-                  TensorRT, ONNX Runtime, GPU) to FILE, for `fastpath serve --version-lock`
-  --diff A B      compare two snapshots (`doctor --json` outputs) and list what changed;
-                  exit 0 when they agree, 1 when they differ, 21 when one is unreadable
-
-exit codes (with --require-gpu; without it, 0 whenever the probes ran):
+constexpr const char* kDoctorExitCodes =
+    R"(exit codes (with --require-gpu; without it, 0 whenever the probes ran):
    0  the GPU fast path is usable        13  NVML unavailable
   10  no driver library (libcuda.so.1)   14  the driver failed to initialize
   11  the driver sees no device          15  no CUDA runtime (libcudart)
   12  driver too old for a library       16  device unhealthy (ECC, HW slowdown)
                                          17  ORT's CUDA execution provider unusable
-   2  bad command line                   21  --diff: a snapshot is unreadable or not JSON
-)";
+   2  bad command line                   21  --diff: a snapshot is unreadable or not JSON)";
 
 struct DoctorFlags {
   bool json = false;
   bool require_gpu = false;
   std::string lock_file;                // --lock FILE
   std::vector<std::string> diff_files;  // --diff A B
+  log::Options logging;
 };
 
-StatusOr<DoctorFlags> ParseDoctorFlags(const std::vector<std::string>& args) {
-  DoctorFlags flags;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& flag = args[i];
-    if (flag == "--help" || flag == "-h") return FailedPrecondition("help");
-    if (flag == "--lock") {
-      if (i + 1 >= args.size()) return InvalidArgument("--lock needs a file name");
-      flags.lock_file = args[++i];
-    } else if (flag == "--diff") {
-      if (i + 2 >= args.size())
-        return InvalidArgument("--diff needs two snapshot files (doctor --json outputs)");
-      flags.diff_files = {args[i + 1], args[i + 2]};
-      i += 2;
-    } else if (flag == "--json") {
-      flags.json = true;
-    } else if (flag == "--require-gpu") {
-      flags.require_gpu = true;
-    } else {
-      return InvalidArgument("unknown flag " + flag);
-    }
-  }
-  return flags;
+void DefineDoctorOptions(CLI::App& app, DoctorFlags& flags) {
+  AddSwitch(app, "--json", &flags.json, "print the snapshot as JSON instead of a table");
+  AddSwitch(app, "--require-gpu", &flags.require_gpu,
+            "exit non-zero when the GPU fast path is unusable (default: report only)");
+  AddText(app, "--lock", "FILE", &flags.lock_file,
+          "write the version lock of this machine (driver branch, CUDA, cuDNN, TensorRT, ONNX "
+          "Runtime, GPU) to FILE, for `fastpath serve --version-lock`");
+  app.add_option("--diff", flags.diff_files,
+                 "compare two snapshots (`doctor --json` outputs) and list what changed; exit 0 "
+                 "when they agree, 1 when they differ, 21 when one is unreadable")
+      ->type_name("A B")
+      ->expected(2);
+  AddLogOptions(app, &flags.logging);
 }
 
 std::string Gib(uint64_t bytes) {
@@ -296,25 +278,27 @@ int WriteLock(const std::string& path, const gpu::CapabilitySnapshot& snapshot) 
 }  // namespace
 
 int Doctor(const std::vector<std::string>& args) {
-  StatusOr<DoctorFlags> flags = ParseDoctorFlags(args);
-  if (!flags.ok()) {
-    if (flags.status().code() == StatusCode::kFailedPrecondition) {
-      std::cout << kDoctorUsage;
-      return kExitOk;
-    }
-    std::cerr << "fastpath doctor: " << flags.status().message() << "\n\n" << kDoctorUsage;
-    return kExitUsage;
-  }
-  if (!flags->diff_files.empty()) return Diff(flags->diff_files[0], flags->diff_files[1]);
+  DoctorFlags flags;
+  CLI::App app{
+      "Probes the NVIDIA driver, NVML, the CUDA libraries on the library path and the "
+      "container plumbing, and prints what the GPU fast path has and what it lacks.",
+      "fastpath doctor"};
+  UseHelpLayout(app, "usage: fastpath doctor [options]");
+  app.footer(kDoctorExitCodes);
+  DefineDoctorOptions(app, flags);
+  if (auto exit_code = ParseCommandLine(app, args)) return *exit_code;
+  flags.logging.name = "fastpath doctor";
+  log::Configure(flags.logging);
+  if (!flags.diff_files.empty()) return Diff(flags.diff_files[0], flags.diff_files[1]);
   const gpu::CapabilitySnapshot snapshot = gpu::TakeNodeSnapshot(FASTPATH_VERSION);
   const std::vector<gpu::Finding> findings = gpu::Assess(snapshot);
-  if (!flags->lock_file.empty()) return WriteLock(flags->lock_file, snapshot);
-  if (flags->json) {
+  if (!flags.lock_file.empty()) return WriteLock(flags.lock_file, snapshot);
+  if (flags.json) {
     std::cout << gpu::SnapshotToJson(snapshot, findings);
   } else {
     std::cout << RenderTable(snapshot, findings);
   }
-  if (flags->require_gpu && !findings.empty()) return static_cast<int>(findings.front().failure);
+  if (flags.require_gpu && !findings.empty()) return static_cast<int>(findings.front().failure);
   return kExitOk;
 }
 

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli.h"
+#include "command_line.h"
 
 namespace fastpath::cli {
 
@@ -24,17 +25,22 @@ Status WriteFileAtomically(const std::string& path, const std::string& content) 
 
 namespace {
 
-constexpr const char* kUsage = R"(usage: fastpath <command> [options]
+struct Command {
+  const char* name;
+  const char* description;
+  int (*run)(const std::vector<std::string>& args);
+};
 
-commands:
-  serve     serve a model repository over KServe v2 HTTP and gRPC
-  doctor    print this machine's GPU capability snapshot (driver, NVML, CUDA libraries)
-  bench     measure a served model: latency percentiles, throughput, batching (perf_analyzer-like)
-  build-engines  prebuild a repository's TensorRT engines into the keyed engine cache
-  version   print the version
-
-Run `fastpath <command> --help` for a command's options.
-)";
+constexpr Command kCommands[] = {
+    {"serve", "serve a model repository over KServe v2 HTTP and gRPC", fastpath::cli::Serve},
+    {"doctor", "print this machine's GPU capability snapshot (driver, NVML, CUDA libraries)",
+     fastpath::cli::Doctor},
+    {"bench",
+     "measure a served model: latency percentiles, throughput, batching (perf_analyzer-like)",
+     fastpath::cli::Bench},
+    {"build-engines", "prebuild a repository's TensorRT engines into the keyed engine cache",
+     fastpath::cli::BuildEngines},
+};
 
 }  // namespace
 
@@ -44,21 +50,43 @@ int main(int argc, char** argv) {
   // asked for; an operator who wants it sets ORT_DISABLE_TELEMETRY=0 (not overwritten).
   // Set here, while the process has one thread, because setenv races getenv.
   setenv("ORT_DISABLE_TELEMETRY", "1", /*overwrite=*/0);
-  std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-    std::cout << kUsage;
-    return args.empty() ? fastpath::cli::kExitUsage : 0;
+
+  CLI::App app{"", "fastpath"};
+  fastpath::cli::UseHelpLayout(app, "usage: fastpath <command> [options]");
+  app.footer("Run `fastpath <command> --help` for a command's options.");
+  app.set_version_flag("--version", std::string("fastpath ") + FASTPATH_VERSION);
+  // At most one command: a later word that names one ("bench --label serve") is the first
+  // command's, not a second command.
+  app.require_subcommand(0, 1);
+  std::vector<std::pair<CLI::App*, const Command*>> commands;
+  for (const Command& command : kCommands) {
+    CLI::App* sub = app.add_subcommand(command.name, command.description);
+    // The command's own parser reads every word after its name, --help included.
+    sub->prefix_command()->group("Commands")->set_help_flag();
+    commands.emplace_back(sub, &command);
   }
-  const std::string command = args[0];
-  args.erase(args.begin());
-  if (command == "serve") return fastpath::cli::Serve(args);
-  if (command == "doctor") return fastpath::cli::Doctor(args);
-  if (command == "bench") return fastpath::cli::Bench(args);
-  if (command == "build-engines") return fastpath::cli::BuildEngines(args);
-  if (command == "version" || command == "--version") {
+  CLI::App* version = app.add_subcommand("version", "print the version")->group("Commands");
+  CLI::App* help = app.add_subcommand("help", "")->group("")->prefix_command();  // not listed
+  help->set_help_flag();
+
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (auto exit_code = fastpath::cli::ParseCommandLine(app, args, "unknown command"))
+    return *exit_code;
+  for (const auto& [sub, command] : commands) {
+    if (sub->parsed()) return command->run(sub->remaining());
+  }
+  if (version->parsed()) {
     std::cout << "fastpath " << FASTPATH_VERSION << "\n";
-    return 0;
+    return fastpath::cli::kExitOk;
   }
-  std::cerr << "fastpath: unknown command '" << command << "'\n\n" << kUsage;
+  if (help->parsed()) {  // `fastpath help serve` is `fastpath serve --help`
+    const std::vector<std::string> topic = help->remaining();
+    for (const auto& [sub, command] : commands) {
+      if (!topic.empty() && topic[0] == command->name) return command->run({"--help"});
+    }
+    std::cout << app.help();
+    return fastpath::cli::kExitOk;
+  }
+  std::cout << app.help();  // no command
   return fastpath::cli::kExitUsage;
 }

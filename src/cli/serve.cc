@@ -3,16 +3,16 @@
 #include <signal.h>
 
 #include <algorithm>
-#include <charconv>
-#include <iostream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "cli.h"
-#include "fastpath/gpu/node_snapshot.h"
+#include "command_line.h"
 #include "fastpath/admission/admission_report.h"
 #include "fastpath/admission/version_lock.h"
+#include "fastpath/common/log.h"
+#include "fastpath/gpu/node_snapshot.h"
 #include "fastpath/onnxruntime/ort_backend.h"
 #include "fastpath/frontend/grpc_server.h"
 #include "fastpath/frontend/http_server.h"
@@ -24,49 +24,16 @@
 namespace fastpath::cli {
 namespace {
 
-constexpr const char* kServeUsage = R"(usage: fastpath serve --model-repository DIR [options]
-
-  --model-repository DIR        Triton-layout model repository (required)
-  --profile MODE                production | dev (default dev). production: any degradation
-                                is fatal (exit 22, 23) and the CPU never runs a GPU model
-  --allow-cpu-fallback          dev only: a GPU model whose GPU placement fails serves on the
-                                CPU, labelled DEGRADED in the log and /v2/health/admission
-  --version-lock FILE           refuse to start (exit 20) unless this node matches the lock
-                                written by `fastpath doctor --lock`
-  --engine-cache DIR            TensorRT engine cache root, keyed per model version (default
-                                DIR/.engine-cache of the repository; see build-engines)
-  --http-port N                 KServe v2 HTTP/REST port (default 8000; 0 picks a free port)
-  --grpc-port N                 KServe v2 gRPC port (default 8001; 0 picks a free port)
-  --allow-metrics BOOL          serve Prometheus metrics at /metrics (default true)
-  --metrics-port N              Prometheus metrics port (default 8002; 0 picks a free port)
-  --host ADDR                   address to bind (default 0.0.0.0)
-  --model-control-mode MODE     none | explicit | poll (default none)
-  --load-model NAME             explicit mode: load NAME at start (repeatable; * = all)
-  --repository-poll-secs N      poll mode: seconds between rescans (default 15)
-  --strict-readiness BOOL       ready only when every model is READY (default true)
-  --http-threads N              threads serving HTTP connections (default 2)
-  --max-request-bytes N         largest request body / message accepted (default 268435456)
-  --max-queue-size N            requests queued per model version before 503 (default 1024)
-  --grace-period-secs N         on SIGTERM, how long in-flight requests may take (default 30)
-  --port-file FILE              write "http=N grpc=N[ metrics=N]" once listening (for tests
-                                with port 0)
-)";
-
-StatusOr<int64_t> ParseInt(const std::string& flag, const std::string& text, int64_t lo,
-                           int64_t hi) {
-  int64_t value = 0;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || ptr != text.data() + text.size() || value < lo || value > hi) {
-    return InvalidArgument(flag + " must be an integer in [" + std::to_string(lo) + ", " +
-                           std::to_string(hi) + "], not '" + text + "'");
+const char* ControlModeName(repository::ControlMode mode) {
+  switch (mode) {
+    case repository::ControlMode::kExplicit:
+      return "explicit";
+    case repository::ControlMode::kPoll:
+      return "poll";
+    case repository::ControlMode::kNone:
+      break;
   }
-  return value;
-}
-
-StatusOr<bool> ParseBool(const std::string& flag, const std::string& text) {
-  if (text == "true" || text == "1") return true;
-  if (text == "false" || text == "0") return false;
-  return InvalidArgument(flag + " must be true or false, not '" + text + "'");
+  return "none";
 }
 
 struct ServeFlags {
@@ -79,77 +46,96 @@ struct ServeFlags {
   std::string port_file;
   std::string version_lock;
   std::string engine_cache;
+  log::Options logging;
 };
 
-StatusOr<ServeFlags> ParseServeFlags(const std::vector<std::string>& args) {
-  ServeFlags flags;
-  bool have_repo = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string flag = args[i];
-    std::string value;
-    if (flag == "--allow-cpu-fallback") {  // the one flag without a value: an explicit opt-in
-      flags.server.policy.allow_cpu_fallback = true;
-      continue;
-    }
-    if (auto eq = flag.find('='); eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-    } else if (flag == "--help" || flag == "-h") {
-      return FailedPrecondition("help");
-    } else if (i + 1 < args.size()) {
-      value = args[++i];
-    } else {
-      return InvalidArgument("flag " + flag + " needs a value");
-    }
-    if (flag == "--engine-cache") {
-      flags.engine_cache = value;
-    } else if (flag == "--profile") {
-      FASTPATH_ASSIGN_OR_RETURN(flags.server.policy.profile, admission::ParseProfile(value));
-    } else if (flag == "--version-lock") {
-      flags.version_lock = value;
-    } else if (flag == "--model-repository") {
-      flags.server.repository.root = value;
-      have_repo = true;
-    } else if (flag == "--http-port") {
-      FASTPATH_ASSIGN_OR_RETURN(flags.http.port, ParseInt(flag, value, 0, 65535));
-    } else if (flag == "--grpc-port") {
-      FASTPATH_ASSIGN_OR_RETURN(flags.grpc.port, ParseInt(flag, value, 0, 65535));
-    } else if (flag == "--metrics-port") {
-      FASTPATH_ASSIGN_OR_RETURN(flags.metrics.port, ParseInt(flag, value, 0, 65535));
-    } else if (flag == "--allow-metrics") {
-      FASTPATH_ASSIGN_OR_RETURN(flags.allow_metrics, ParseBool(flag, value));
-    } else if (flag == "--host") {
-      flags.http.address = value;
-      flags.grpc.address = value;
-      flags.metrics.address = value;
-    } else if (flag == "--model-control-mode") {
-      FASTPATH_ASSIGN_OR_RETURN(flags.server.repository.mode, repository::ParseControlMode(value));
-    } else if (flag == "--load-model") {
-      flags.server.startup_models.push_back(value);
-    } else if (flag == "--repository-poll-secs") {
-      FASTPATH_ASSIGN_OR_RETURN(int64_t secs, ParseInt(flag, value, 1, 86400));
-      flags.server.repository.poll_interval = std::chrono::seconds(secs);
-    } else if (flag == "--strict-readiness") {
-      FASTPATH_ASSIGN_OR_RETURN(flags.server.strict_readiness, ParseBool(flag, value));
-    } else if (flag == "--http-threads") {
-      FASTPATH_ASSIGN_OR_RETURN(flags.http.threads, ParseInt(flag, value, 1, 256));
-    } else if (flag == "--max-request-bytes") {
-      FASTPATH_ASSIGN_OR_RETURN(int64_t bytes, ParseInt(flag, value, 1024, int64_t{1} << 31));
-      flags.http.max_body_bytes = static_cast<size_t>(bytes);
-      flags.grpc.max_message_bytes = static_cast<int>(std::min<int64_t>(bytes, INT32_MAX));
-    } else if (flag == "--max-queue-size") {
-      FASTPATH_ASSIGN_OR_RETURN(int64_t n, ParseInt(flag, value, 1, 1 << 24));
-      flags.server.repository.max_queue_size = static_cast<size_t>(n);
-    } else if (flag == "--grace-period-secs") {
-      FASTPATH_ASSIGN_OR_RETURN(int64_t secs, ParseInt(flag, value, 0, 3600));
-      flags.grace = std::chrono::seconds(secs);
-    } else if (flag == "--port-file") {
-      flags.port_file = value;
-    } else {
-      return InvalidArgument("unknown flag " + flag);
-    }
-  }
-  if (!have_repo) return InvalidArgument("--model-repository is required");
+// Binds every option of `fastpath serve` to `flags`, whose values are the defaults shown.
+void DefineServeOptions(CLI::App& app, ServeFlags& flags) {
+  AddValue(app, "--model-repository", "DIR", "Triton-layout model repository", "",
+           [&flags](const std::string& value) {
+             flags.server.repository.root = value;
+             return Status::Ok();
+           })
+      ->required();
+  AddValue(app, "--profile", "production|dev",
+           "production: any degradation is fatal (exit 22, 23) and the CPU never runs a GPU "
+           "model",
+           admission::ProfileName(flags.server.policy.profile), [&flags](const std::string& value) {
+             FASTPATH_ASSIGN_OR_RETURN(flags.server.policy.profile, admission::ParseProfile(value));
+             return Status::Ok();
+           });
+  AddSwitch(app, "--allow-cpu-fallback", &flags.server.policy.allow_cpu_fallback,
+            "dev only: a GPU model whose GPU placement fails serves on the CPU, labelled "
+            "DEGRADED in the log and /v2/health/admission");
+  AddText(app, "--version-lock", "FILE", &flags.version_lock,
+          "refuse to start (exit 20) unless this node matches the lock written by `fastpath "
+          "doctor --lock`");
+  AddText(app, "--engine-cache", "DIR", &flags.engine_cache,
+          "TensorRT engine cache root, keyed per model version (default: .engine-cache in the "
+          "repository; see build-engines)");
+  AddInt(app, "--http-port", "N", &flags.http.port, 0, 65535,
+         "KServe v2 HTTP/REST port; 0 picks a free port");
+  AddInt(app, "--grpc-port", "N", &flags.grpc.port, 0, 65535,
+         "KServe v2 gRPC port; 0 picks a free port");
+  AddBool(app, "--allow-metrics", &flags.allow_metrics, "serve Prometheus metrics at /metrics");
+  AddInt(app, "--metrics-port", "N", &flags.metrics.port, 0, 65535,
+         "Prometheus metrics port; 0 picks a free port");
+  AddValue(app, "--host", "ADDR", "address to bind", flags.http.address,
+           [&flags](const std::string& value) {
+             flags.http.address = value;
+             flags.grpc.address = value;
+             flags.metrics.address = value;
+             return Status::Ok();
+           });
+  AddValue(app, "--model-control-mode", "none|explicit|poll", "how models are loaded",
+           ControlModeName(flags.server.repository.mode), [&flags](const std::string& value) {
+             FASTPATH_ASSIGN_OR_RETURN(flags.server.repository.mode,
+                                       repository::ParseControlMode(value));
+             return Status::Ok();
+           });
+  AddRepeatedValue(app, "--load-model", "NAME",
+                   "explicit mode: load NAME at start (repeatable; * = all)",
+                   [&flags](const std::string& value) {
+                     flags.server.startup_models.push_back(value);
+                     return Status::Ok();
+                   });
+  AddInt(
+      app, "--repository-poll-secs", "N", 1, 86400,
+      std::chrono::duration_cast<std::chrono::seconds>(flags.server.repository.poll_interval)
+          .count(),
+      [&flags](int64_t secs) {
+        flags.server.repository.poll_interval = std::chrono::seconds(secs);
+      },
+      "poll mode: seconds between rescans");
+  AddBool(app, "--strict-readiness", &flags.server.strict_readiness,
+          "ready only when every model is READY");
+  AddInt(app, "--http-threads", "N", &flags.http.threads, 1, 256,
+         "threads serving HTTP connections");
+  // One option, two limits: each front end keeps its own default until it is given.
+  AddValue(app, "--max-request-bytes", "N",
+           "largest HTTP request body and gRPC message accepted, 1024 to 2^31 (default " +
+               std::to_string(flags.http.max_body_bytes) + " for HTTP, " +
+               std::to_string(flags.grpc.max_message_bytes) + " for gRPC)",
+           "", [&flags](const std::string& value) {
+             FASTPATH_ASSIGN_OR_RETURN(
+                 int64_t bytes, ParseInt("--max-request-bytes", value, 1024, int64_t{1} << 31));
+             flags.http.max_body_bytes = static_cast<size_t>(bytes);
+             flags.grpc.max_message_bytes = static_cast<int>(std::min<int64_t>(bytes, INT32_MAX));
+             return Status::Ok();
+           });
+  AddInt(app, "--max-queue-size", "N", &flags.server.repository.max_queue_size, 1, 1 << 24,
+         "requests queued per model version before 503");
+  AddInt(
+      app, "--grace-period-secs", "N", 0, 3600, flags.grace.count(),
+      [&flags](int64_t secs) { flags.grace = std::chrono::seconds(secs); },
+      "on SIGTERM, how long in-flight requests may take");
+  AddText(app, "--port-file", "FILE", &flags.port_file,
+          "write \"http=N grpc=N[ metrics=N]\" once listening (for tests with port 0)");
+  AddLogOptions(app, &flags.logging);
+}
+
+// What depends on the values, beyond what CLI11 checks.
+Status CheckServeFlags(const ServeFlags& flags) {
   if (flags.server.policy.profile == admission::Profile::kProduction &&
       flags.server.policy.allow_cpu_fallback) {
     return InvalidArgument(
@@ -160,7 +146,7 @@ StatusOr<ServeFlags> ParseServeFlags(const std::vector<std::string>& args) {
       !flags.server.startup_models.empty()) {
     return InvalidArgument("--load-model needs --model-control-mode explicit");
   }
-  return flags;
+  return Status::Ok();
 }
 
 // The node-level admission, before any model loads: the capability snapshot (kept for
@@ -172,31 +158,30 @@ int AdmitNode(ServeFlags* flags) {
   SetEngineCacheFromSnapshot(snapshot, flags->server.repository.root, flags->engine_cache,
                              &flags->server.repository);
   const admission::Policy& policy = flags->server.policy;
-  std::cerr << "fastpath: profile " << admission::ProfileName(policy.profile)
-            << (policy.profile == admission::Profile::kProduction
-                    ? ": any degradation is fatal; the CPU never runs a GPU model\n"
-                    : ": degraded models serve, labelled DEGRADED\n");
+  log::Info(std::string("profile ") + admission::ProfileName(policy.profile) +
+            (policy.profile == admission::Profile::kProduction
+                 ? ": any degradation is fatal; the CPU never runs a GPU model"
+                 : ": degraded models serve, labelled DEGRADED"));
   if (policy.allow_cpu_fallback) {
-    std::cerr
-        << "fastpath: !!! --allow-cpu-fallback: GPU models may run on the CPU (10-30x slower); "
-           "each one that does is labelled DEGRADED\n";
+    log::Warn(
+        "!!! --allow-cpu-fallback: GPU models may run on the CPU (10-30x slower); each one that "
+        "does is labelled DEGRADED");
   }
   for (const gpu::Finding& f : findings) {
-    std::cerr << "fastpath: GPU fast path: [" << gpu::FailureClassName(f.failure) << "] "
-              << f.message << "\n";
+    log::Warn(std::string("GPU fast path: [") + gpu::FailureClassName(f.failure) + "] " +
+              f.message);
   }
   if (flags->version_lock.empty()) return kExitOk;
   auto lock = admission::ReadLockFile(flags->version_lock);
   if (!lock.ok()) {
-    std::cerr << "fastpath serve: " << lock.status().message() << "\n";
+    log::Error(lock.status().message());
     return kExitBadLockFile;
   }
   const std::vector<admission::LockMismatch> mismatches = admission::CheckLock(*lock, snapshot);
   if (!mismatches.empty()) {
-    std::cerr << "fastpath serve: this node does not match the version lock " << flags->version_lock
-              << "; refusing to start:\n"
-              << admission::DescribeMismatches(mismatches) << "(exit " << kExitVersionLockMismatch
-              << "; see docs/runbooks/admission.md)\n";
+    log::Error("this node does not match the version lock " + flags->version_lock +
+               "; refusing to start:\n" + admission::DescribeMismatches(mismatches) + "(exit " +
+               std::to_string(kExitVersionLockMismatch) + "; see docs/runbooks/admission.md)");
     return kExitVersionLockMismatch;
   }
   flags->server.version_lock = flags->version_lock;
@@ -204,8 +189,8 @@ int AdmitNode(ServeFlags* flags) {
   std::string pins;
   for (const std::string& p : flags->server.version_lock_pinned)
     pins += (pins.empty() ? "" : ", ") + p;
-  std::cerr << "fastpath: version lock " << flags->version_lock << ": node admitted (pins "
-            << (pins.empty() ? "nothing" : pins) << ")\n";
+  log::Info("version lock " + flags->version_lock + ": node admitted (pins " +
+            (pins.empty() ? "nothing" : pins) + ")");
   return kExitOk;
 }
 
@@ -219,8 +204,7 @@ int JudgeStartup(const admission::AdmissionReport& report) {
     const std::string what =
         "model '" + m.name + "'" + (m.version.empty() ? "" : " version " + m.version);
     if (m.state == admission::AdmissionState::kDegraded) {
-      for (const std::string& r : m.reasons)
-        std::cerr << "fastpath: !!! " << what << " is DEGRADED: " << r << "\n";
+      for (const std::string& r : m.reasons) log::Warn("!!! " + what + " is DEGRADED: " + r);
     }
     if (m.state != admission::AdmissionState::kUnavailable ||
         (m.reasons.size() == 1 && m.reasons[0] == "unloaded")) {
@@ -234,27 +218,28 @@ int JudgeStartup(const admission::AdmissionReport& report) {
   }
   if (report.policy.profile != admission::Profile::kProduction || refused.empty()) return kExitOk;
   const int code = missed_budget ? kExitSelfTestFailed : kExitModelNotAdmitted;
-  std::cerr << "fastpath serve: production profile: "
-            << (missed_budget ? "a model missed its start-up self-test budget"
-                              : "a model is not READY")
-            << "; refusing to serve:\n"
-            << refused << "(exit " << code << "; see docs/runbooks/admission.md)\n";
+  log::Error(
+      std::string("production profile: ") +
+      (missed_budget ? "a model missed its start-up self-test budget" : "a model is not READY") +
+      "; refusing to serve:\n" + refused + "(exit " + std::to_string(code) +
+      "; see docs/runbooks/admission.md)");
   return code;
 }
 
 }  // namespace
 
 int Serve(const std::vector<std::string>& args) {
-  auto parsed = ParseServeFlags(args);
-  if (!parsed.ok()) {
-    if (parsed.status().message() == "help") {
-      std::cout << kServeUsage;
-      return 0;
-    }
-    std::cerr << "fastpath serve: " << parsed.status().message() << "\n\n" << kServeUsage;
-    return kExitUsage;
-  }
-  ServeFlags flags = std::move(parsed).value();
+  ServeFlags flags;
+  CLI::App app{
+      "Serves a Triton-layout model repository on ONNX Runtime over KServe v2 HTTP and "
+      "gRPC, with Prometheus metrics.",
+      "fastpath serve"};
+  UseHelpLayout(app, "usage: fastpath serve --model-repository DIR [options]");
+  DefineServeOptions(app, flags);
+  if (auto exit_code = ParseCommandLine(app, args)) return *exit_code;
+  if (Status s = CheckServeFlags(flags); !s.ok()) return UsageError(app, s.message());
+  flags.logging.name = "fastpath serve";
+  log::Configure(flags.logging);
 
   // Block the shutdown signals in every thread; the main thread takes them with sigwait.
   sigset_t signals;
@@ -267,28 +252,27 @@ int Serve(const std::vector<std::string>& args) {
 
   auto backend = onnxruntime::CreateOrtBackend();
   if (!backend.ok()) {
-    std::cerr << "fastpath serve: ONNX Runtime is unusable: " << backend.status().ToString()
-              << "\n";
+    log::Error("ONNX Runtime is unusable: " + backend.status().ToString());
     return kExitRuntime;
   }
-  std::cerr << "fastpath: ONNX Runtime " << onnxruntime::OrtVersion()
-            << ", execution providers per model (KIND_GPU: the config's gpu_execution_accelerator "
-               "list or cuda, through the plugin-EP API; placement logged per instance)\n";
+  log::Info("ONNX Runtime " + onnxruntime::OrtVersion() +
+            ", execution providers per model (KIND_GPU: the config's gpu_execution_accelerator "
+            "list or cuda, through the plugin-EP API; placement logged per instance)");
   std::shared_ptr<backend::Backend> shared_backend = std::move(backend).value();
   auto server = server::Server::Create(flags.server, shared_backend);
   if (!server.ok()) {
-    std::cerr << "fastpath serve: " << server.status().ToString() << "\n";
+    log::Error(server.status().ToString());
     return kExitRuntime;
   }
   if (int code = JudgeStartup((*server)->Admission()); code != kExitOk) return code;
   auto http = frontend::HttpServer::Start(**server, flags.http);
   if (!http.ok()) {
-    std::cerr << "fastpath serve: HTTP front end: " << http.status().ToString() << "\n";
+    log::Error("HTTP front end: " + http.status().ToString());
     return kExitRuntime;
   }
   auto grpc = frontend::GrpcServer::Start(**server, flags.grpc);
   if (!grpc.ok()) {
-    std::cerr << "fastpath serve: gRPC front end: " << grpc.status().ToString() << "\n";
+    log::Error("gRPC front end: " + grpc.status().ToString());
     return kExitRuntime;
   }
   // Declared after the facade so that it stops before the facade it reads goes away.
@@ -296,30 +280,33 @@ int Serve(const std::vector<std::string>& args) {
   if (flags.allow_metrics) {
     auto started = metrics::MetricsServer::Start(**server, flags.metrics);
     if (!started.ok()) {
-      std::cerr << "fastpath serve: metrics: " << started.status().ToString() << "\n";
+      log::Error("metrics: " + started.status().ToString());
       return kExitRuntime;
     }
     metrics_server = std::move(started).value();
   }
-  std::cerr << "fastpath: HTTP on " << flags.http.address << ":" << (*http)->port() << ", gRPC on "
-            << flags.grpc.address << ":" << (*grpc)->port() << ", metrics "
-            << (metrics_server ? "on " + flags.metrics.address + ":" +
-                                     std::to_string(metrics_server->port()) + "/metrics"
-                               : std::string("off"))
-            << "\n";
-  std::cerr << "fastpath: server is " << ((*server)->IsReady() ? "READY" : "NOT READY") << "\n";
+  log::Info("HTTP on " + flags.http.address + ":" + std::to_string((*http)->port()) + ", gRPC on " +
+            flags.grpc.address + ":" + std::to_string((*grpc)->port()) + ", metrics " +
+            (metrics_server ? "on " + flags.metrics.address + ":" +
+                                  std::to_string(metrics_server->port()) + "/metrics"
+                            : std::string("off")));
+  if ((*server)->IsReady()) {
+    log::Info("server is READY");
+  } else {
+    log::Warn("server is NOT READY");
+  }
   if (!flags.port_file.empty()) {
     std::string ports =
         "http=" + std::to_string((*http)->port()) + " grpc=" + std::to_string((*grpc)->port());
     if (metrics_server) ports += " metrics=" + std::to_string(metrics_server->port());
     Status s = WriteFileAtomically(flags.port_file, ports + "\n");
-    if (!s.ok()) std::cerr << "fastpath: " << s.message() << "\n";
+    if (!s.ok()) log::Error(s.message());
   }
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);
-  std::cerr << "fastpath: " << (signal_number == SIGTERM ? "SIGTERM" : "SIGINT")
-            << ": draining (grace period " << flags.grace.count() << " s)\n";
+  log::Info(std::string(signal_number == SIGTERM ? "SIGTERM" : "SIGINT") +
+            ": draining (grace period " + std::to_string(flags.grace.count()) + " s)");
   const auto grace = std::chrono::duration_cast<std::chrono::milliseconds>(flags.grace);
   // Order matters. The facade drains first: during the grace period readiness is false,
   // a new request is answered UNAVAILABLE (retryable elsewhere) instead of being cut off,
@@ -336,10 +323,10 @@ int Serve(const std::vector<std::string>& args) {
   grpc_stop.join();
   metrics_server.reset();  // served through the drain; closed last
   if (left > 0) {
-    std::cerr << "fastpath: " << left
-              << " requests outlived the grace period; answered them before exit\n";
+    log::Warn(std::to_string(left) +
+              " requests outlived the grace period; answered them before exit");
   }
-  std::cerr << "fastpath: stopped\n";
+  log::Info("stopped");
   return 0;
 }
 

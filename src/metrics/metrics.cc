@@ -11,11 +11,12 @@
 #include <boost/beast/http.hpp>
 #include <chrono>
 #include <exception>
-#include <iostream>
 #include <memory>
 #include <optional>
 #include <thread>
 #include <utility>
+
+#include "fastpath/common/log.h"
 
 namespace fastpath::metrics {
 namespace {
@@ -211,7 +212,7 @@ std::vector<MetricFamily> ServerCollector::Collect() const {
     for (MetricFamily& f : AdmissionFamilies(server_.Admission())) out.push_back(std::move(f));
     return out;
   } catch (const std::exception& e) {
-    std::cerr << "fastpath: metrics collection failed: " << e.what() << "\n";
+    log::Error(std::string("metrics collection failed: ") + e.what());
     return {};
   }
 }

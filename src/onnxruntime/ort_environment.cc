@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "ep_library.h"
+#include "fastpath/common/log.h"
 #include "ort_types.h"
 
 namespace fastpath::onnxruntime {
@@ -27,6 +28,39 @@ OrtLoggingLevel ToOrtLoggingLevel(OrtLogSeverity severity) {
       return ORT_LOGGING_LEVEL_FATAL;
   }
   return ORT_LOGGING_LEVEL_WARNING;
+}
+
+log::Level FromOrtLoggingLevel(OrtLoggingLevel severity) {
+  switch (severity) {
+    case ORT_LOGGING_LEVEL_VERBOSE:
+      return log::Level::kTrace;
+    case ORT_LOGGING_LEVEL_INFO:
+      return log::Level::kInfo;
+    case ORT_LOGGING_LEVEL_WARNING:
+      return log::Level::kWarn;
+    case ORT_LOGGING_LEVEL_ERROR:
+    case ORT_LOGGING_LEVEL_FATAL:
+      return log::Level::kError;
+  }
+  return log::Level::kWarn;
+}
+
+// ONNX Runtime's own lines (placement warnings, EP fallbacks) through the process logger, so
+// that --log-level and --log-format cover them too: the message as ORT wrote it, with ORT's
+// "category:logid" tag and its code location as fields. ORT's threshold is still
+// OrtBackendOptions::log_severity. Called on ORT's threads; nothing may unwind into ORT.
+void ORT_API_CALL LogThroughProcessLogger(void* /*param*/, OrtLoggingLevel severity,
+                                          const char* category, const char* logid,
+                                          const char* code_location, const char* message) {
+  try {
+    const log::Level level = FromOrtLoggingLevel(severity);
+    if (!log::Enabled(level)) return;
+    const std::string source = std::string(category != nullptr ? category : "onnxruntime") + ":" +
+                               (logid != nullptr ? logid : "");
+    log::Write(level, message != nullptr ? message : "",
+               {{"source", source}, {"location", code_location != nullptr ? code_location : ""}});
+  } catch (...) {
+  }
 }
 
 // The folder of the libonnxruntime this process loaded: the GPU package puts the provider
@@ -165,7 +199,8 @@ StatusOr<std::shared_ptr<OrtEnvironment>> OrtEnvironment::Get(const OrtBackendOp
   }
   return CatchOrtExceptions(
       "creating the ONNX Runtime environment", [&]() -> StatusOr<std::shared_ptr<OrtEnvironment>> {
-        Ort::Env env(ToOrtLoggingLevel(options.log_severity), options.log_id.c_str());
+        Ort::Env env(ToOrtLoggingLevel(options.log_severity), options.log_id.c_str(),
+                     LogThroughProcessLogger, nullptr);
         std::shared_ptr<OrtEnvironment> created(
             new OrtEnvironment(std::move(env), ChooseLibraryDir(options)));
         g_environment = created;

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <charconv>
 #include <fstream>
-#include <iostream>
 #include <sstream>
 
+#include "fastpath/common/log.h"
 #include "fastpath/config/ensemble_config.h"
 #include "fastpath/config/model_config.h"
 #include "fastpath/scheduler/dynamic_batch_scheduler.h"
@@ -17,8 +17,6 @@ namespace {
 
 constexpr const char* kConfigFile = "config.pbtxt";
 constexpr const char* kDefaultModelFile = "model.onnx";
-
-void Log(const std::string& line) { std::cerr << "fastpath: " << line << std::endl; }
 
 StatusOr<std::string> ReadFile(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -135,9 +133,9 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadVersion(
         if (const backend::PlacementAudit* placement = instance->placement()) {
           // Default-visible on purpose: where the nodes run is the first thing to know
           // when a model is slow, and ORT itself says it only at verbose level.
-          Log("model '" + name + "' v" + std::to_string(version) + " instance " +
-              std::to_string(instances.size()) + ": placement " +
-              backend::PlacementSummary(*placement));
+          log::Info("model '" + name + "' v" + std::to_string(version) + " instance " +
+                    std::to_string(instances.size()) + ": placement " +
+                    backend::PlacementSummary(*placement));
           runtime->placements.push_back(*placement);
           runtime->audited_instances.push_back(instance.get());
         }
@@ -172,7 +170,7 @@ ModelRepository::ModelState ModelRepository::LoadFromDisk(const std::string& nam
 
   auto fail = [&](const Status& status) {
     state.reason = status.message();
-    Log("model '" + name + "' is UNAVAILABLE: " + state.reason);
+    log::Error("model '" + name + "' is UNAVAILABLE: " + state.reason);
     return state;
   };
 
@@ -221,11 +219,12 @@ ModelRepository::ModelState ModelRepository::LoadFromDisk(const std::string& nam
     if (runtime.ok()) {
       vs.state = server::ModelState::kReady;
       vs.runtime = std::move(runtime).value();
-      Log("model '" + name + "' version " + std::to_string(v) + " is READY");
+      log::Info("model '" + name + "' version " + std::to_string(v) + " is READY");
     } else {
       vs.state = server::ModelState::kUnavailable;
       vs.reason = runtime.status().message();
-      Log("model '" + name + "' version " + std::to_string(v) + " is UNAVAILABLE: " + vs.reason);
+      log::Error("model '" + name + "' version " + std::to_string(v) +
+                 " is UNAVAILABLE: " + vs.reason);
     }
     state.versions.push_back(std::move(vs));
   }
@@ -325,7 +324,7 @@ Status ModelRepository::Unload(const std::string& name) {
     models_.erase(it);
   }
   StopVersions(old);
-  Log("model '" + name + "' unloaded");
+  log::Info("model '" + name + "' unloaded");
   std::set<std::string> touched = {name};
   ReloadDependents(name, &touched);
   return Status::Ok();

@@ -6,9 +6,9 @@
 // ensemble always runs on the step models' current versions; what a reload of a step
 // model changes here is only whether the ensemble is still valid, and so READY.
 #include <fstream>
-#include <iostream>
 #include <sstream>
 
+#include "fastpath/common/log.h"
 #include "fastpath/config/ensemble_config.h"
 #include "fastpath/repository/model_repository.h"
 
@@ -79,8 +79,7 @@ void ModelRepository::ReloadDependents(const std::string& name, std::set<std::st
   }
   for (const auto& ensemble : dependents) {
     if (touched->count(ensemble) > 0) continue;  // reloaded meanwhile, further down
-    std::cerr << "fastpath: re-validating ensemble '" << ensemble << "' after a change to '" << name
-              << "'" << std::endl;
+    log::Info("re-validating ensemble '" + ensemble + "' after a change to '" + name + "'");
     // Never loads a missing step model here: after an explicit unload the ensemble must
     // turn UNAVAILABLE, not bring the model back.
     (void)LoadLocked(ensemble, /*load_missing_steps=*/false, touched);

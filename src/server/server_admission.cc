@@ -6,15 +6,13 @@
 
 #include <future>
 #include <optional>
-#include <iostream>
 
+#include "fastpath/common/log.h"
 #include "fastpath/config/model_config.h"
 #include "fastpath/server/server_impl.h"
 
 namespace fastpath::server {
 namespace {
-
-void Log(const std::string& line) { std::cerr << "fastpath: " << line << std::endl; }
 
 std::string Join(const std::vector<std::string>& items, const std::string& separator) {
   std::string out;
@@ -184,7 +182,7 @@ Status Server::Admit(const std::filesystem::path& model_dir, repository::ModelVe
   for (const backend::PlacementAudit& audit : version.placements) {
     if (audit.degraded_reason.empty()) continue;
     record.degradations.push_back("GPU fast path degraded (dev profile): " + audit.degraded_reason);
-    Log("!!! " + what + " is DEGRADED: " + record.degradations.back());
+    log::Warn("!!! " + what + " is DEGRADED: " + record.degradations.back());
   }
   auto remember = [&](AdmissionRecord r) {
     std::lock_guard lock(admission_mu_);
@@ -211,10 +209,10 @@ Status Server::Admit(const std::filesystem::path& model_dir, repository::ModelVe
       const std::string reason = "accuracy guard: outputs differ from the FP32 reference: " + *miss;
       if (options_.policy.profile == admission::Profile::kProduction) return refuse(reason);
       record.degradations.push_back(reason);
-      Log("!!! " + what + " is DEGRADED (dev profile serves it anyway): " + reason);
+      log::Warn("!!! " + what + " is DEGRADED (dev profile serves it anyway): " + reason);
     } else {
-      Log(what + " agrees with its FP32 reference '" + (*guard)->reference_model + "' within " +
-          admission::FormatNumber((*guard)->tolerance));
+      log::Info(what + " agrees with its FP32 reference '" + (*guard)->reference_model +
+                "' within " + admission::FormatNumber((*guard)->tolerance));
     }
   }
   if (plan->empty() || !version.scheduler) {
@@ -227,7 +225,7 @@ Status Server::Admit(const std::filesystem::path& model_dir, repository::ModelVe
   if (!report.ok()) return refuse("self-test failed: " + report.status().message());
   record.self_test = *report;
   if (report->passed()) {
-    Log(what + " passed its start-up self-test: " + report->Summary());
+    log::Info(what + " passed its start-up self-test: " + report->Summary());
     remember(record);
     return Status::Ok();
   }
@@ -236,7 +234,7 @@ Status Server::Admit(const std::filesystem::path& model_dir, repository::ModelVe
                            std::to_string(report->figures->iterations) + " timed runs";
   if (options_.policy.profile == admission::Profile::kProduction) return refuse(miss);
   record.degradations.push_back(miss);
-  Log("!!! " + what + " is DEGRADED (dev profile serves it anyway): " + miss);
+  log::Warn("!!! " + what + " is DEGRADED (dev profile serves it anyway): " + miss);
   remember(record);
   return Status::Ok();
 }
