@@ -64,10 +64,9 @@ Status AppendGpuProvider(const backend::InstanceOptions& options,
   const std::string gpu = "GPU " + std::to_string(options.device_id);
   if (library.interface == EpLibraryInterface::kProviderBridge) {
     ep_options["device_id"] = std::to_string(options.device_id);
-    const Status status = provider == backend::ExecutionProvider::kTensorRt
-                              ? AppendTensorRtBridge(ep_options, session_options)
-                              : AppendCudaBridge(ep_options, session_options);
-    return status.WithContext(gpu);
+    return provider == backend::ExecutionProvider::kTensorRt
+               ? AppendTensorRtBridge(ep_options, session_options)
+               : AppendCudaBridge(ep_options, session_options);
   }
   std::string ordinals;
   const EpDeviceEntry* chosen = FindEpDevice(library, options.device_id, &ordinals);

@@ -83,6 +83,8 @@ bool IsOutOfMemoryMessage(std::string_view message) {
       "Failed to allocate memory for requested buffer of size",  // BFCArena
       "is smaller than requested bytes of",  // the arena's gpu_mem_limit / max_mem reached
       "out of memory",                       // CUDA failure 2 (cudaErrorMemoryAllocation)
+      "cudaErrorMemoryAllocation",
+      "CUDA_ERROR_OUT_OF_MEMORY",            // the driver API's name
       "CUBLAS_STATUS_ALLOC_FAILED",
       "CUDNN_STATUS_ALLOC_FAILED",
       "std::bad_alloc",

@@ -10,17 +10,18 @@ namespace {
 
 // The reason of Triton's nv_inference_request_failure for an ensemble that failed with
 // `status`, the status of the step that failed: a step refused (queue full, timed out,
-// stopping) or cancelled is the ensemble's too, a step whose model failed (Internal) is
-// BACKEND, and anything else (a step's config refusing the request, ...) OTHER.
+// stopping) or cancelled is the ensemble's too, a step whose model failed (Internal, or
+// out of memory) is BACKEND, and anything else (a step's config refusing the request, ...)
+// OTHER.
 FailureReason FailureReasonOf(const Status& status) {
   switch (status.code()) {
     case StatusCode::kUnavailable:
     case StatusCode::kDeadlineExceeded:
-    case StatusCode::kResourceExhausted:
       return FailureReason::kRejected;
     case StatusCode::kCancelled:
       return FailureReason::kCanceled;
     case StatusCode::kInternal:
+    case StatusCode::kResourceExhausted:
       return FailureReason::kBackend;
     default:
       return FailureReason::kOther;
@@ -217,7 +218,10 @@ void EnsembleScheduler::OnStepDone(const std::shared_ptr<Run>& run, size_t step,
     ++run->completed;
     if (!result.ok()) {
       if (run->error.ok()) {
-        run->error = Status(result.status().code(), "ensemble '" + plan_.name + "' " +
+        // Out of memory keeps its leading words, which clients and alerts match on.
+        const bool oom = result.status().code() == StatusCode::kResourceExhausted;
+        run->error = Status(result.status().code(), std::string(oom ? "out of memory: " : "") +
+                                                        "ensemble '" + plan_.name + "' " +
                                                         DescribeStep(plan_, step) + ": " +
                                                         result.status().message());
       }

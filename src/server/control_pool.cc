@@ -15,6 +15,7 @@ ControlPool::ControlPool(size_t threads, size_t max_queued) : max_queued_(max_qu
 ControlPool::~ControlPool() { Stop(); }
 
 void ControlPool::Submit(const std::string& what, Task task, Done done) {
+  Op op{what, std::move(task), std::move(done)};
   std::string refused;
   {
     std::lock_guard lock(mu_);
@@ -24,18 +25,18 @@ void ControlPool::Submit(const std::string& what, Task task, Done done) {
       refused = what + ": " + std::to_string(queue_.size()) +
                 " model-control operations are already waiting; retry once they are done";
     } else {
-      queue_.push_back({what, std::move(task), std::move(done)});
+      // Strong guarantee: if this throws, `op` (and its `done`) is untouched.
+      queue_.push_back(std::move(op));
     }
   }
   if (refused.empty()) {
     cv_.notify_one();
     return;
   }
-  done(Unavailable(refused));
+  op.done(Unavailable(refused));
 }
 
-void ControlPool::Stop() {
-  std::lock_guard stop_lock(stop_mu_);
+void ControlPool::Close() {
   std::deque<Op> abandoned;
   {
     std::lock_guard lock(mu_);
@@ -46,6 +47,11 @@ void ControlPool::Stop() {
   for (Op& op : abandoned) {
     op.done(Unavailable(op.what + ": the server is shutting down; the operation did not start"));
   }
+}
+
+void ControlPool::Stop() {
+  std::lock_guard stop_lock(stop_mu_);
+  Close();
   for (std::thread& t : workers_) {
     if (t.joinable()) t.join();
   }

@@ -262,13 +262,18 @@ void Server::RunOnModel(InferRequest request, InferCallback done) {
 size_t Server::Shutdown(std::chrono::milliseconds grace) {
   size_t left = 0;
   {
-    std::unique_lock lock(inflight_mu_);
+    std::lock_guard lock(inflight_mu_);
     shutting_down_ = true;
+  }
+  // No load or unload starts from now on: queued ones are answered Unavailable at once, so
+  // a draining server does not begin building a model it is about to drop.
+  control_.Close();
+  {
+    std::unique_lock lock(inflight_mu_);
     inflight_cv_.wait_for(lock, grace, [&] { return inflight_ == 0; });
     left = inflight_;
   }
-  // A load or unload already running finishes (its caller is answered); queued ones are
-  // answered Unavailable.
+  // A load or unload already running finishes (its caller is answered).
   control_.Stop();
   // Stopping the schedulers drains what they accepted, so even the requests past the
   // grace period get an answer before the process exits.

@@ -28,6 +28,8 @@ TEST(OrtErrorsTest, EveryKnownOutOfMemoryFormIsResourceExhausted) {
       {ORT_FAIL, "CUBLAS failure 3: CUBLAS_STATUS_ALLOC_FAILED ; GPU=0"},
       {ORT_EP_FAIL, "CUDNN failure 2: CUDNN_STATUS_ALLOC_FAILED ; GPU=0"},
       {ORT_RUNTIME_EXCEPTION, "std::bad_alloc"},
+      {ORT_EP_FAIL, "CUDA driver error CUDA_ERROR_OUT_OF_MEMORY in cuMemAlloc"},
+      {ORT_FAIL, "cudaMalloc returned cudaErrorMemoryAllocation"},
   };
   for (const auto& c : kCases) {
     EXPECT_TRUE(IsOutOfMemoryMessage(c.message)) << c.message;

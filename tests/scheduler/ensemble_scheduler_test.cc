@@ -184,6 +184,7 @@ TEST(EnsembleSchedulerTest, AFailedStepGivesTheEnsembleItsFailureReason) {
       {DeadlineExceeded("timed out in the queue"), FailureReason::kRejected},
       {Cancelled("the client went away"), FailureReason::kCanceled},
       {Internal("ORT: CUDA failure 700"), FailureReason::kBackend},
+      {ResourceExhausted("out of memory: running model 'b': BFCArena"), FailureReason::kBackend},
   };
   for (const auto& [failure, reason] : cases) {
     SCOPED_TRACE(failure.message());
@@ -197,6 +198,10 @@ TEST(EnsembleSchedulerTest, AFailedStepGivesTheEnsembleItsFailureReason) {
     runner.Answer("a", "+a");
     ASSERT_TRUE(answer.has_value());
     EXPECT_EQ(answer->status().code(), failure.code());
+    if (failure.code() == StatusCode::kResourceExhausted) {  // keeps its leading words
+      EXPECT_EQ(answer->status().message().rfind("out of memory: ensemble", 0), 0u)
+          << answer->status().message();
+    }
     const auto snapshot = stats.Snapshot("diamond", "1");
     EXPECT_EQ(snapshot.failures[static_cast<size_t>(reason)], 1u);
     EXPECT_EQ(snapshot.inference_stats.fail.count, 1u);

@@ -136,6 +136,30 @@ TEST(ControlPoolTest, StopAnswersTheQueuedAndWaitsForTheRunning) {
   EXPECT_THAT(l.message(), HasSubstr("shutting down"));
 }
 
+TEST(ControlPoolTest, CloseRefusesAtOnceWhileTheRunningOperationGoesOn) {
+  ControlPool pool(1, 4);
+  Gate gate;
+  Answer running;
+  pool.Submit(
+      "op running",
+      [&] {
+        gate.Wait();
+        return Status::Ok();
+      },
+      running.Done());
+  gate.AwaitWaiting(1);
+  pool.Close();
+  Answer refused;
+  pool.Submit(
+      "loading model 'r'", [] { return Status::Ok(); }, refused.Done());
+  ASSERT_EQ(refused.future.wait_for(std::chrono::seconds(0)), std::future_status::ready);
+  EXPECT_THAT(refused.future.get().message(), HasSubstr("shutting down"));
+  EXPECT_EQ(running.future.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
+  gate.Open();
+  EXPECT_TRUE(running.future.get().ok());
+  pool.Stop();
+}
+
 TEST(ControlPoolTest, AnExceptionIsAnInternalErrorAndTheWorkerGoesOn) {
   ControlPool pool(1, 4);
   Answer thrown;

@@ -22,7 +22,7 @@ enum class StatusCode {
   kUnimplemented,       // HTTP 501
   kDeadlineExceeded,    // request timeout: HTTP 504
   kCancelled,           // client went away: HTTP 499 (never sent in practice)
-  kResourceExhausted,   // out of memory / budget: HTTP 429... kept distinct from 413
+  kResourceExhausted,   // out of memory: HTTP 503 with Retry-After, gRPC RESOURCE_EXHAUSTED
   kInternal,            // a bug or a backend failure: HTTP 500
 };
 

@@ -35,8 +35,10 @@ class ControlPool {
   // `done` is called exactly once either way.
   void Submit(const std::string& what, Task task, Done done);
 
-  // Refuses new operations, answers the queued ones with Unavailable, and waits for the
-  // running ones to finish. Idempotent.
+  // Refuses new operations and answers the queued ones with Unavailable; the running ones
+  // go on. Idempotent.
+  void Close();
+  // Close, then waits for the running operations to finish. Idempotent.
   void Stop();
 
  private:

@@ -98,9 +98,10 @@ class Server final : public InferenceServer {
   Clock* clock_;  // OrSteadyClock(options_.clock)
   std::shared_ptr<backend::Backend> backend_;
   std::unique_ptr<repository::ModelRepository> repository_;
-  // Load and unload, for both front ends: two workers (a long load does not hold up an
-  // unload), at most 16 waiting. Declared after repository_: stopped before it goes.
-  ControlPool control_{2, 16};
+  // Load and unload, for both front ends: one worker (the repository runs one load or
+  // unload at a time anyway), at most 16 waiting. Declared after repository_: stopped
+  // before it goes.
+  ControlPool control_{1, 16};
 
   std::atomic<bool> shutting_down_{false};
   std::mutex inflight_mu_;

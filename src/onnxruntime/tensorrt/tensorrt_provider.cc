@@ -17,7 +17,11 @@ Status AppendTensorRtBridge(const std::map<std::string, std::string>& options,
     keys.push_back(key.c_str());
     values.push_back(value.c_str());
   }
-  return CatchOrtExceptions("appending the tensorrt execution provider (provider bridge)", [&] {
+  const auto device = options.find("device_id");
+  const std::string context =
+      "appending the tensorrt execution provider (provider bridge) for GPU " +
+      (device != options.end() ? device->second : std::string("0"));
+  return CatchOrtExceptions(context, [&] {
     const OrtApi& api = Ort::GetApi();
     OrtTensorRTProviderOptionsV2* raw = nullptr;
     Ort::ThrowOnError(api.CreateTensorRTProviderOptions(&raw));
