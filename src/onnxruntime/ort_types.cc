@@ -127,6 +127,18 @@ Status StatusFromOrtException(const Ort::Exception& e, const std::string& contex
   return StatusFromOrtError(e.GetOrtErrorCode(), context, e.what());
 }
 
+BridgeOptionArrays::BridgeOptionArrays(const char* provider,
+                                       const std::map<std::string, std::string>& options) {
+  for (const auto& [key, value] : options) {
+    keys.push_back(key.c_str());
+    values.push_back(value.c_str());
+  }
+  const auto device = options.find("device_id");
+  context = std::string("appending the ") + provider +
+            " execution provider (provider bridge) for GPU " +
+            (device != options.end() ? device->second : std::string("0"));
+}
+
 Status StatusFromOrtStatus(OrtStatus* raw, const std::string& context) {
   Ort::Status status(raw);  // takes ownership and releases it
   if (status.IsOK()) return Status::Ok();

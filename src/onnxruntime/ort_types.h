@@ -7,8 +7,10 @@
 #include <exception>
 #include <new>
 #include <optional>
+#include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "fastpath/common/dtype.h"
 #include "fastpath/common/status.h"
@@ -37,6 +39,16 @@ Status StatusFromOrtError(OrtErrorCode code, const std::string& context,
 Status StatusFromOrtException(const Ort::Exception& e, const std::string& context);
 // Takes ownership of `raw` (may be null: OK) and releases it.
 Status StatusFromOrtStatus(OrtStatus* raw, const std::string& context);
+
+// A provider-bridge provider's V2 options as ORT's Update*ProviderOptions take them:
+// parallel C-string arrays, valid while `options` is; and what appending it is called in
+// messages ("appending the cuda execution provider (provider bridge) for GPU 0").
+struct BridgeOptionArrays {
+  BridgeOptionArrays(const char* provider, const std::map<std::string, std::string>& options);
+  std::vector<const char*> keys;
+  std::vector<const char*> values;
+  std::string context;
+};
 
 // Runs `body` (which returns Status or StatusOr) and turns any exception into a Status:
 // the ORT C++ API reports errors by throwing, and no exception may leave this backend.

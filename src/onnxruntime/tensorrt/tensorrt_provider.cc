@@ -11,24 +11,15 @@ namespace fastpath::onnxruntime {
 
 Status AppendTensorRtBridge(const std::map<std::string, std::string>& options,
                             Ort::SessionOptions* session_options) {
-  std::vector<const char*> keys;
-  std::vector<const char*> values;
-  for (const auto& [key, value] : options) {
-    keys.push_back(key.c_str());
-    values.push_back(value.c_str());
-  }
-  const auto device = options.find("device_id");
-  const std::string context =
-      "appending the tensorrt execution provider (provider bridge) for GPU " +
-      (device != options.end() ? device->second : std::string("0"));
-  return CatchOrtExceptions(context, [&] {
+  const BridgeOptionArrays arrays("tensorrt", options);
+  return CatchOrtExceptions(arrays.context, [&] {
     const OrtApi& api = Ort::GetApi();
     OrtTensorRTProviderOptionsV2* raw = nullptr;
     Ort::ThrowOnError(api.CreateTensorRTProviderOptions(&raw));
     std::unique_ptr<OrtTensorRTProviderOptionsV2, decltype(api.ReleaseTensorRTProviderOptions)> trt(
         raw, api.ReleaseTensorRTProviderOptions);
-    Ort::ThrowOnError(
-        api.UpdateTensorRTProviderOptions(trt.get(), keys.data(), values.data(), keys.size()));
+    Ort::ThrowOnError(api.UpdateTensorRTProviderOptions(trt.get(), arrays.keys.data(),
+                                                        arrays.values.data(), arrays.keys.size()));
     session_options->AppendExecutionProvider_TensorRT_V2(*trt);
     return Status::Ok();
   });
