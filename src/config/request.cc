@@ -260,6 +260,7 @@ StatusOr<backend::InstanceOptions> InstanceOptionsFor(const inference::ModelConf
     FASTPATH_ASSIGN_OR_RETURN(options.allowed_cpu_ops,
                               backend::ParseAllowedCpuOps(allowed->second.string_value()));
   }
+  FASTPATH_ASSIGN_OR_RETURN(options.memory_limit_bytes, MemoryLimitFor(config));
   return options;
 }
 

@@ -253,6 +253,17 @@ Status ValidateParameters(const inference::ModelConfig& config) {
       return InvalidArgument("parameters: '" + key +
                              "' is not a fastpath parameter; the known ones are " + list);
     }
+    if (key == kMemoryLimitBytes) {
+      FASTPATH_RETURN_IF_ERROR(MemoryLimitFor(config).status());
+      for (const auto& accelerator :
+           config.optimization().execution_accelerators().gpu_execution_accelerator()) {
+        if (accelerator.parameters().count("gpu_mem_limit") != 0) {
+          return InvalidArgument("parameters: '" + key + "' and the " + accelerator.name() +
+                                 " accelerator's 'gpu_mem_limit' both cap the instance's "
+                                 "memory; keep one");
+        }
+      }
+    }
     if (key == kIntraOpThreadCount || key == kInterOpThreadCount) {
       if (!internal::ParsePositiveInt(value.string_value(), kMaxThreadCount)) {
         return InvalidArgument("parameters: '" + key + "' is '" + value.string_value() +
@@ -273,6 +284,7 @@ const std::vector<std::string>& KnownFastpathParameters() {
         std::string(backend::kAllowCpuOpsParameter),
         "fastpath.accuracy.reference_model",
         "fastpath.accuracy.tolerance",
+        std::string(kMemoryLimitBytes),
         "fastpath.slo.batch_size",
         "fastpath.slo.iterations",
         "fastpath.slo.min_throughput",
@@ -284,6 +296,36 @@ const std::vector<std::string>& KnownFastpathParameters() {
     return keys;
   }();
   return known;
+}
+
+StatusOr<std::optional<uint64_t>> MemoryLimitFor(const inference::ModelConfig& config) {
+  const auto it = config.parameters().find(std::string(kMemoryLimitBytes));
+  if (it == config.parameters().end()) return std::optional<uint64_t>();
+  const std::string& text = it->second.string_value();
+  const auto bad = [&](const std::string& why) {
+    return InvalidArgument("parameters: '" + std::string(kMemoryLimitBytes) + "' is '" + text +
+                           "'; " + why);
+  };
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  const std::string_view suffix = std::string_view(text).substr(digits);
+  int shift = 0;
+  if (suffix == "Ki") shift = 10;
+  else if (suffix == "Mi") shift = 20;
+  else if (suffix == "Gi") shift = 30;
+  else if (suffix == "Ti") shift = 40;
+  else if (!suffix.empty()) shift = -1;
+  if (digits == 0 || digits > 15 || shift < 0) {
+    return bad("it must be a number of bytes, optionally with a binary suffix (Ki, Mi, Gi, Ti), "
+               "e.g. \"512Mi\"");
+  }
+  const uint64_t number = std::stoull(text.substr(0, digits));
+  if (number > (uint64_t{1} << (62 - shift))) return bad("it is larger than any machine's memory");
+  const uint64_t bytes = number << shift;
+  if (bytes < kMinMemoryLimitBytes) {
+    return bad("it must be at least 1Mi (1048576 bytes); no model serves in less");
+  }
+  return std::optional<uint64_t>(bytes);
 }
 
 namespace {

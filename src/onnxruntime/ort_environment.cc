@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <onnxruntime_ep_device_ep_metadata_keys.h>
+#include <onnxruntime_session_options_config_keys.h>
 
 #include <cstdlib>
 #include <system_error>
@@ -9,6 +10,7 @@
 
 #include "ep_library.h"
 #include "fastpath/common/log.h"
+#include "ort_session.h"
 #include "ort_types.h"
 
 namespace fastpath::onnxruntime {
@@ -206,6 +208,35 @@ StatusOr<std::shared_ptr<OrtEnvironment>> OrtEnvironment::Get(const OrtBackendOp
         g_environment = created;
         return created;
       });
+}
+
+StatusOr<Ort::Session> OrtEnvironment::OpenSessionWithCpuArena(
+    const std::filesystem::path& model_file, Ort::SessionOptions* session_options,
+    uint64_t limit_bytes) {
+  std::lock_guard<std::mutex> lock(arena_mu_);
+  const std::string context = "creating the CPU memory arena of " +
+                              std::to_string(limit_bytes) + " bytes for '" +
+                              model_file.string() + "'";
+  const Ort::MemoryInfo cpu = Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
+  FASTPATH_RETURN_IF_ERROR(CatchOrtExceptions(context, [&] {
+    const OrtApi& api = Ort::GetApi();
+    const char* keys[] = {"max_mem", "arena_extend_strategy"};
+    const size_t values[] = {static_cast<size_t>(limit_bytes), 1 /* kSameAsRequested */};
+    OrtArenaCfg* raw = nullptr;
+    Ort::ThrowOnError(api.CreateArenaCfgV2(keys, values, 2, &raw));
+    std::unique_ptr<OrtArenaCfg, decltype(api.ReleaseArenaCfg)> config(raw, api.ReleaseArenaCfg);
+    Ort::ThrowOnError(api.CreateAndRegisterAllocator(env_, cpu, config.get()));
+    return Status::Ok();
+  }));
+  session_options->AddConfigEntry(kOrtSessionOptionsConfigUseEnvAllocators, "1");
+  StatusOr<Ort::Session> session = OpenSession(env_, model_file, *session_options);
+  // The session holds its reference; the next capped session gets an arena of its own.
+  if (OrtStatus* status = Ort::GetApi().UnregisterAllocator(env_, cpu); status != nullptr) {
+    const std::string message = Ort::GetApi().GetErrorMessage(status);
+    Ort::GetApi().ReleaseStatus(status);
+    if (session.ok()) return Internal(context + ": cannot unregister it: " + message);
+  }
+  return session;
 }
 
 const EpLibraryState& OrtEnvironment::Library(backend::ExecutionProvider provider) {

@@ -67,6 +67,17 @@ class OrtEnvironment {
 
   const std::filesystem::path& library_dir() const { return library_dir_; }
 
+  // Opens `model_file` (OpenSession) with a CPU memory arena of its own that never holds
+  // more than `limit_bytes`, growing by what is asked (kSameAsRequested) so that the limit
+  // is what tensors need rather than the next power of two. ORT's CPU provider takes no
+  // per-session arena limit; an arena registered in the environment is used by the
+  // sessions that ask for the environment's allocators, each taking a reference when it is
+  // created. So the arena is registered for this session's creation alone and unregistered
+  // after it, under a lock: every capped session has its own.
+  [[nodiscard]] StatusOr<Ort::Session> OpenSessionWithCpuArena(
+      const std::filesystem::path& model_file, Ort::SessionOptions* session_options,
+      uint64_t limit_bytes);
+
  private:
   OrtEnvironment(Ort::Env env, std::filesystem::path library_dir);
   EpLibraryState Register(backend::ExecutionProvider provider);
@@ -74,6 +85,7 @@ class OrtEnvironment {
   Ort::Env env_;
   std::filesystem::path library_dir_;
   std::mutex mu_;
+  std::mutex arena_mu_;  // one capped session at a time (OpenSessionWithCpuArena)
   std::map<backend::ExecutionProvider, std::unique_ptr<EpLibraryState>> libraries_;  // by mu_
 };
 

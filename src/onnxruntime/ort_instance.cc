@@ -1,7 +1,11 @@
 #include "ort_instance.h"
 
+#include <onnxruntime_run_options_config_keys.h>
+
 #include <algorithm>
+#include <charconv>
 #include <cstring>
+#include <string_view>
 #include <optional>
 #include <system_error>
 #include <utility>
@@ -85,8 +89,15 @@ StatusOr<std::unique_ptr<OrtModelInstance>> OrtModelInstance::Create(
   }
   FASTPATH_ASSIGN_OR_RETURN(Ort::SessionOptions session_options,
                             MakeInstanceSessionOptions(effective, env.get(), log_id, &degraded));
-  FASTPATH_ASSIGN_OR_RETURN(Ort::Session session,
-                            OpenSession(env->env(), model_file, session_options));
+  const bool gpu =
+      std::any_of(options.providers.begin(), options.providers.end(), backend::IsGpuProvider);
+  // A capped CPU instance gets a CPU arena of its own; a GPU instance's cap went into its
+  // provider's options (gpu_mem_limit).
+  FASTPATH_ASSIGN_OR_RETURN(
+      Ort::Session session,
+      !gpu && options.memory_limit_bytes
+          ? env->OpenSessionWithCpuArena(model_file, &session_options, *options.memory_limit_bytes)
+          : OpenSession(env->env(), model_file, session_options));
   if (engines) FASTPATH_RETURN_IF_ERROR(RecordBuiltTrtEngines(*engines));
   auto signature = ReadSignature(session);
   if (!signature.ok()) {
@@ -131,9 +142,40 @@ StatusOr<std::unique_ptr<OrtModelInstance>> OrtModelInstance::Create(
             break;
           }
         }
-        return std::unique_ptr<OrtModelInstance>(new OrtModelInstance(
+        // The arena whose statistics memory_stats() reads, and the run options that shrink
+        // it: the CPU's, or the device memory of the GPU provider the session was given.
+        const OrtMemoryInfo* arena_memory = nullptr;
+        std::string shrink = "cpu:0";
+        Ort::MemoryInfo cpu_arena = Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
+        if (gpu) {
+          for (const backend::ExecutionProvider provider : options.providers) {
+            if (!backend::IsGpuProvider(provider)) continue;
+            const EpLibraryState& library = env->Library(provider);
+            const EpDeviceEntry* device =
+                library.status.ok() ? FindEpDevice(library, options.device_id, nullptr) : nullptr;
+            if (device == nullptr) continue;
+            arena_memory =
+                Ort::ConstEpDevice(device->device).GetMemoryInfo(OrtDeviceMemoryType_DEFAULT);
+            shrink = "gpu:" + std::to_string(options.device_id);
+            break;
+          }
+        } else {
+          arena_memory = cpu_arena;
+        }
+        auto instance = std::unique_ptr<OrtModelInstance>(new OrtModelInstance(
             std::move(env), std::move(session), std::move(signature).value(),
             std::move(placement).value(), model_file.string(), staging_memory, staging_allocator));
+        if (arena_memory != nullptr) {
+          try {
+            instance->arena_ = Ort::Allocator(instance->session_, arena_memory);
+          } catch (const Ort::Exception&) {
+            // Not every provider gives its allocator out; memory_stats() then says nothing.
+          }
+        }
+        instance->memory_limit_bytes_ = options.memory_limit_bytes;
+        instance->shrink_options_.AddConfigEntry(kOrtRunOptionsConfigEnableMemoryArenaShrinkage,
+                                                 shrink.c_str());
+        return instance;
       });
 }
 
@@ -219,15 +261,31 @@ StatusOr<std::vector<Tensor>> OrtModelInstance::RunUnchecked(
   }
 
   std::vector<Ort::Value> results;
+  const Ort::RunOptions defaults{nullptr};
+  const Ort::RunOptions& run_options = shrink_next_run_ ? shrink_options_ : defaults;
+  shrink_next_run_ = false;
   try {
     results = staged()
-                  ? RunBound(input_names, input_values, wanted)
-                  : session_.Run(Ort::RunOptions{nullptr}, input_names.data(), input_values.data(),
+                  ? RunBound(run_options, input_names, input_values, wanted)
+                  : session_.Run(run_options, input_names.data(), input_values.data(),
                                  input_values.size(), wanted.data(), wanted.size());
   } catch (const Ort::Exception& e) {
     // ORT validated something fastpath did not (a shape the graph cannot take, say) or a
     // kernel failed; its code tells which, and its message says what.
-    return StatusFromOrtException(e, "running model '" + model_path_ + "'");
+    Status status = StatusFromOrtException(e, "running model '" + model_path_ + "'");
+    if (status.code() == StatusCode::kResourceExhausted) {
+      // Out of memory: the next run gives the arena's free regions back, and the message
+      // says what the cap was.
+      out_of_memory_runs_.fetch_add(1, std::memory_order_relaxed);
+      shrink_next_run_ = true;
+      return ResourceExhausted(
+          status.message() + "; " +
+          (memory_limit_bytes_ ? "the instance's memory limit is " +
+                                     std::to_string(*memory_limit_bytes_) + " bytes"
+                               : std::string("the instance has no memory limit")) +
+          " (parameters: fastpath.memory.limit_bytes)");
+    }
+    return status;
   }
   if (results.size() != wanted.size()) {
     return Internal("ORT returned " + std::to_string(results.size()) + " outputs for " +
@@ -305,7 +363,8 @@ StatusOr<Ort::Value> OrtModelInstance::MakeStagedInputValue(const Tensor& tensor
                                   tensor.shape.size(), *OnnxElementType(spec.dtype));
 }
 
-std::vector<Ort::Value> OrtModelInstance::RunBound(const std::vector<const char*>& input_names,
+std::vector<Ort::Value> OrtModelInstance::RunBound(const Ort::RunOptions& run_options,
+                                                   const std::vector<const char*>& input_names,
                                                    std::vector<Ort::Value>& input_values,
                                                    const std::vector<const char*>& output_names) {
   binding_.ClearBoundInputs();
@@ -321,10 +380,41 @@ std::vector<Ort::Value> OrtModelInstance::RunBound(const std::vector<const char*
     binding_.BindOutput(name, bytes ? static_cast<const OrtMemoryInfo*>(cpu_memory_)
                                     : staging_memory_);
   }
-  session_.Run(Ort::RunOptions{nullptr}, binding_);
+  session_.Run(run_options, binding_);
   binding_.SynchronizeOutputs();
   staged_runs_.fetch_add(1, std::memory_order_relaxed);
   return binding_.GetOutputValues();
+}
+
+std::optional<backend::MemoryStats> OrtModelInstance::memory_stats() const {
+  if (!arena_) return std::nullopt;
+  OrtKeyValuePairs* raw = nullptr;
+  if (OrtStatus* status = Ort::GetApi().AllocatorGetStats(arena_, &raw); status != nullptr) {
+    Ort::GetApi().ReleaseStatus(status);
+    return std::nullopt;
+  }
+  const Ort::KeyValuePairs stats(raw);
+  // ORT writes each figure as a decimal; a missing or unreadable one stays 0 (-1 is
+  // "no limit").
+  const auto read = [&](const char* key) -> std::optional<uint64_t> {
+    const char* text = stats.GetValue(key);
+    if (text == nullptr) return std::nullopt;
+    uint64_t value = 0;
+    const std::string_view view(text);
+    const auto [end, ec] = std::from_chars(view.data(), view.data() + view.size(), value);
+    if (ec != std::errc() || end != view.data() + view.size()) return std::nullopt;
+    return value;
+  };
+  backend::MemoryStats out;
+  out.in_use_bytes = read("InUse").value_or(0);
+  out.reserved_bytes = read("TotalAllocated").value_or(0);
+  out.peak_bytes = read("MaxInUse").value_or(0);
+  out.limit_bytes = read("Limit");
+  if (!out.limit_bytes) out.limit_bytes = memory_limit_bytes_;
+  out.arena_extensions = read("NumArenaExtensions").value_or(0);
+  out.arena_shrinkages = read("NumArenaShrinkages").value_or(0);
+  out.out_of_memory_runs = out_of_memory_runs_.load(std::memory_order_relaxed);
+  return out;
 }
 
 StatusOr<Tensor> OrtModelInstance::MakeOutputTensor(const std::string& name,

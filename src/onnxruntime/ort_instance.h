@@ -60,6 +60,9 @@ class OrtModelInstance final : public backend::ModelInstance {
     if (!staged()) return std::nullopt;
     return staged_runs_.load(std::memory_order_relaxed);
   }
+  // The statistics of the session's arena for the instance's device (the CPU, or the GPU of
+  // its first GPU provider); nullopt when ORT does not give that allocator out.
+  std::optional<backend::MemoryStats> memory_stats() const override;
 
  private:
   OrtModelInstance(std::shared_ptr<OrtEnvironment> env, Ort::Session session,
@@ -77,7 +80,8 @@ class OrtModelInstance final : public backend::ModelInstance {
   StatusOr<Ort::Value> MakeStagedInputValue(const Tensor& tensor, const backend::TensorSpec& spec,
                                             size_t index);
   // The session run on the staged path: inputs and outputs bound, outputs synchronized.
-  std::vector<Ort::Value> RunBound(const std::vector<const char*>& input_names,
+  std::vector<Ort::Value> RunBound(const Ort::RunOptions& run_options,
+                                   const std::vector<const char*>& input_names,
                                    std::vector<Ort::Value>& input_values,
                                    const std::vector<const char*>& output_names);
   // Copies one ORT output into an owning Tensor.
@@ -106,6 +110,14 @@ class OrtModelInstance final : public backend::ModelInstance {
   std::vector<StagingBuffer> staging_;  // one per model input, by signature index
   std::atomic<uint64_t> staged_runs_{0};
   Ort::IoBinding binding_{nullptr};
+  // Memory: the session's arena (for its statistics; null when ORT does not give it out),
+  // the cap, and after a run that ran out of memory, the next run shrinks the arena (gives
+  // back its free regions) at its end.
+  Ort::Allocator arena_{nullptr};
+  std::optional<uint64_t> memory_limit_bytes_;
+  Ort::RunOptions shrink_options_;
+  bool shrink_next_run_ = false;  // Run is called from one thread at a time
+  std::atomic<uint64_t> out_of_memory_runs_{0};
 };
 
 }  // namespace fastpath::onnxruntime

@@ -60,7 +60,9 @@ Status AppendGpuProvider(const backend::InstanceOptions& options,
       it != options.provider_options.end()) {
     ep_options = it->second;
   }
-  if (provider == backend::ExecutionProvider::kCuda) SetCudaInstanceOptions(&ep_options);
+  if (provider == backend::ExecutionProvider::kCuda) {
+    SetCudaInstanceOptions(options.memory_limit_bytes, &ep_options);
+  }
   const std::string gpu = "GPU " + std::to_string(options.device_id);
   if (library.interface == EpLibraryInterface::kProviderBridge) {
     ep_options["device_id"] = std::to_string(options.device_id);

@@ -231,13 +231,15 @@ TEST(ValidateModelConfigTest, VersionPolicy) {
 TEST(ValidateModelConfigTest, AnUnknownFastpathParameterIsRefusedNamingTheKnownOnes) {
   // Every key some module reads passes (values are each module's to check).
   for (const std::string& key : KnownFastpathParameters()) {
-    const std::string value = key == "fastpath.allow_cpu_ops" ? "Shape" : "1";
+    const std::string value = key == "fastpath.allow_cpu_ops"        ? "Shape"
+                              : key == "fastpath.memory.limit_bytes" ? "64Mi"
+                                                                     : "1";
     const std::string text =
         "parameters { key: \"" + key + "\" value { string_value: \"" + value + "\" } }";
     EXPECT_TRUE(ValidateWith(text).ok()) << key;
   }
   // A misspelling, and a key no module reads yet, are errors at load, not silence.
-  for (const char* key : {"fastpath.slo.p95", "fastpath.memory.limit_bytes", "fastpath."}) {
+  for (const char* key : {"fastpath.slo.p95", "fastpath.memory.limit", "fastpath."}) {
     const std::string text =
         std::string("parameters { key: \"") + key + "\" value { string_value: \"1\" } }";
     const Status s = ValidateWith(text);
@@ -248,6 +250,31 @@ TEST(ValidateModelConfigTest, AnUnknownFastpathParameterIsRefusedNamingTheKnownO
   }
   // Keys outside the namespace are Triton's or the backend's: not ours to refuse.
   EXPECT_TRUE(ValidateWith("parameters { key: \"fastpathish\" value { string_value: \"1\" } }").ok());
+}
+
+TEST(ValidateModelConfigTest, MemoryLimitTakesBytesOrABinarySuffixAndRefusesTheRestNamingIt) {
+  const auto limit = [](const std::string& value) {
+    inference::ModelConfig config;
+    (*config.mutable_parameters())["fastpath.memory.limit_bytes"].set_string_value(value);
+    return MemoryLimitFor(config);
+  };
+  EXPECT_EQ(*limit("1048576").value(), 1048576u);
+  EXPECT_EQ(*limit("256Mi").value(), 256u << 20);
+  EXPECT_EQ(*limit("2Gi").value(), uint64_t{2} << 30);
+  EXPECT_FALSE(MemoryLimitFor(inference::ModelConfig()).value().has_value());
+  for (const char* bad : {"", "-1", "1.5Gi", "12MB", "Mi", "100", "99999999999999999999",
+                          "9000000Ti"}) {
+    const auto s = limit(bad);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(s.status().message(),
+                HasSubstr(std::string("'fastpath.memory.limit_bytes' is '") + bad + "'"));
+  }
+  // ValidateModelConfig checks it too, so a typo fails the load, not the first run.
+  EXPECT_EQ(ValidateWith("parameters { key: \"fastpath.memory.limit_bytes\" value { "
+                         "string_value: \"lots\" } }")
+                .code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST(ValidateModelConfigTest, ThreadParameters) {

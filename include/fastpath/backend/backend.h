@@ -77,6 +77,22 @@ struct InstanceOptions {
   // Where a "tensorrt" instance keeps its engines; an empty root leaves
   // the TensorRT EP's own cache options alone (the config cannot set them).
   EngineCacheOptions engine_cache;
+  // The most the instance's memory arena may hold (parameters "fastpath.memory.limit_bytes"):
+  // on a CPU instance its own CPU arena, on a CUDA instance the device arena. Beyond it a
+  // run fails with ResourceExhausted ("out of memory ..."), never the process. nullopt: no
+  // cap beyond the machine's.
+  std::optional<uint64_t> memory_limit_bytes;
+};
+
+// What an instance's memory arena holds, read from the runtime's allocator statistics.
+struct MemoryStats {
+  uint64_t in_use_bytes = 0;    // held by live tensors (weights included) now
+  uint64_t reserved_bytes = 0;  // taken from the system by the arena (in use or not)
+  uint64_t peak_bytes = 0;      // the most in use at once since the instance was created
+  std::optional<uint64_t> limit_bytes;  // the cap (memory_limit_bytes); nullopt: none
+  uint64_t arena_extensions = 0;        // times the arena grew
+  uint64_t arena_shrinkages = 0;        // times it gave memory back
+  uint64_t out_of_memory_runs = 0;      // runs that failed for lack of memory
 };
 
 inline bool IsGpuProvider(ExecutionProvider ep) { return ep != ExecutionProvider::kCpu; }
@@ -99,6 +115,9 @@ class ModelInstance {
   // that does not stage (a CPU instance, a backend without binding). Safe to read from any
   // thread while Run goes on.
   virtual std::optional<uint64_t> staged_runs() const { return std::nullopt; }
+  // The instance's memory arena now; nullopt when the backend cannot tell. Safe to read
+  // from any thread while Run goes on (the stats thread reads it, never the request path).
+  virtual std::optional<MemoryStats> memory_stats() const { return std::nullopt; }
 };
 
 class Backend {

@@ -174,18 +174,28 @@ StatusOr<std::vector<ProviderChoice>> GpuExecutionProviders(const inference::Mod
 // ValidateModelConfig runs them.
 Status ValidateExecutionAccelerators(const inference::ModelConfig& config);
 
-// ORT session options for one instance of `group` (kind KIND_CPU -> {kCpu}; KIND_GPU ->
-// GpuExecutionProviders on device `gpu_id`), threads from the parameters "intra_op_thread_count" and
-// "inter_op_thread_count" (positive integers up to kMaxThreadCount, default 1 each: never
-// 0, which would let ORT pick), and the op types a GPU instance may run on the CPU from
-// "fastpath.allow_cpu_ops". A bad value is InvalidArgument naming the key and value.
-// allow_cpu_fallback_for_gpu stays false: the caller sets it from the profile.
 // Every `parameters` key in the "fastpath." namespace that some module reads: the
 // placement allowance (backend/placement.h), the self-test budget (admission/self_test.h)
 // and the accuracy guard (admission/accuracy_guard.h), sorted. ValidateModelConfig refuses
 // any other "fastpath." key, so that a misspelled or not yet supported one is an error at
 // load rather than a setting silently ignored.
 const std::vector<std::string>& KnownFastpathParameters();
+
+// parameters { key: "fastpath.memory.limit_bytes" value { string_value: "N" } }: the most
+// one instance's memory arena may hold. N is a count of bytes, optionally with a binary
+// suffix: "268435456", "256Mi", "1Gi" (Ki, Mi, Gi, Ti); at least 1 MiB. nullopt when the
+// key is absent; a bad value is InvalidArgument naming the key and the value.
+inline constexpr std::string_view kMemoryLimitBytes = "fastpath.memory.limit_bytes";
+inline constexpr uint64_t kMinMemoryLimitBytes = uint64_t{1} << 20;
+StatusOr<std::optional<uint64_t>> MemoryLimitFor(const inference::ModelConfig& config);
+
+// ORT session options for one instance of `group` (kind KIND_CPU -> {kCpu}; KIND_GPU ->
+// GpuExecutionProviders on device `gpu_id`), threads from the parameters "intra_op_thread_count" and
+// "inter_op_thread_count" (positive integers up to kMaxThreadCount, default 1 each: never
+// 0, which would let ORT pick), and the op types a GPU instance may run on the CPU from
+// "fastpath.allow_cpu_ops". A bad value is InvalidArgument naming the key and value.
+// allow_cpu_fallback_for_gpu stays false: the caller sets it from the profile.
+// The instance's memory cap from MemoryLimitFor.
 
 StatusOr<backend::InstanceOptions> InstanceOptionsFor(const inference::ModelConfig& config,
                                                       const inference::ModelInstanceGroup& group,

@@ -7,10 +7,14 @@
 
 namespace fastpath::onnxruntime {
 
-void SetCudaInstanceOptions(std::map<std::string, std::string>* options) {
+void SetCudaInstanceOptions(std::optional<uint64_t> memory_limit_bytes,
+                            std::map<std::string, std::string>* options) {
   // Without a user stream the CUDA EP creates its own compute stream for each session, and
   // fastpath creates one session per instance.
-  (*options)["has_user_compute_stream"] = "0";
+  options->insert_or_assign("has_user_compute_stream", std::string("0"));
+  if (memory_limit_bytes) {
+    options->insert_or_assign("gpu_mem_limit", std::to_string(*memory_limit_bytes));
+  }
 }
 
 Status AppendCudaBridge(const std::map<std::string, std::string>& options,
