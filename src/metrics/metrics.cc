@@ -200,6 +200,64 @@ std::vector<MetricFamily> AdmissionFamilies(const admission::AdmissionReport& re
     }
   }
   out.push_back(std::move(state));
+
+  // Memory (issue 13), per READY version's instance, read from its arena at scrape time.
+  MetricFamily in_use = Family("fastpath_memory_in_use_bytes",
+                               "Bytes held by live tensors (weights included) in the instance's "
+                               "memory arena",
+                               MetricType::Gauge);
+  MetricFamily reserved = Family("fastpath_memory_reserved_bytes",
+                                 "Bytes the instance's memory arena holds from the device, in use "
+                                 "or free (reserved minus in use is what fragmentation and "
+                                 "caching keep)",
+                                 MetricType::Gauge);
+  MetricFamily peak = Family("fastpath_memory_peak_bytes",
+                             "The most bytes in use at once in the instance's arena since it was "
+                             "created",
+                             MetricType::Gauge);
+  MetricFamily limit = Family("fastpath_memory_limit_bytes",
+                              "The instance's memory cap (parameters fastpath.memory.limit_bytes); "
+                              "absent for an instance without one",
+                              MetricType::Gauge);
+  MetricFamily extensions = Family("fastpath_memory_arena_extensions_total",
+                                   "Times the instance's memory arena grew", MetricType::Counter);
+  MetricFamily oom = Family("fastpath_memory_oom_total",
+                            "Runs that failed for lack of memory (each failed its batch's "
+                            "requests with 'out of memory')",
+                            MetricType::Counter);
+  const auto gauge = [](std::vector<ClientMetric::Label> labels, uint64_t value) {
+    ClientMetric m;
+    m.label = std::move(labels);
+    m.gauge.value = static_cast<double>(value);
+    return m;
+  };
+  for (const admission::ModelAdmission& model : report.models) {
+    uint64_t oom_runs = 0;
+    bool measured = false;
+    for (size_t i = 0; i < model.instance_memory.size(); ++i) {
+      const std::optional<backend::MemoryStats>& memory = model.instance_memory[i];
+      if (!memory) continue;
+      measured = true;
+      const std::vector<ClientMetric::Label> labels = {{"model", model.name},
+                                                       {"version", model.version},
+                                                       {"instance", std::to_string(i)},
+                                                       {"device", memory->device}};
+      in_use.metric.push_back(gauge(labels, memory->in_use_bytes));
+      reserved.metric.push_back(gauge(labels, memory->reserved_bytes));
+      peak.metric.push_back(gauge(labels, memory->peak_bytes));
+      if (memory->limit_bytes) limit.metric.push_back(gauge(labels, *memory->limit_bytes));
+      extensions.metric.push_back(
+          Counter(labels, static_cast<double>(memory->arena_extensions)));
+      oom_runs += memory->out_of_memory_runs;
+    }
+    if (measured) {
+      oom.metric.push_back(Counter({{"model", model.name}, {"version", model.version}},
+                                   static_cast<double>(oom_runs)));
+    }
+  }
+  for (MetricFamily* f : {&in_use, &reserved, &peak, &limit, &extensions, &oom}) {
+    if (!f->metric.empty()) out.push_back(std::move(*f));
+  }
   return out;
 }
 

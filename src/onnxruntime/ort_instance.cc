@@ -166,6 +166,7 @@ StatusOr<std::unique_ptr<OrtModelInstance>> OrtModelInstance::Create(
             std::move(env), std::move(session), std::move(signature).value(),
             std::move(placement).value(), model_file.string(), staging_memory, staging_allocator));
         if (arena_memory != nullptr) {
+          instance->arena_device_ = gpu ? "gpu" + std::to_string(options.device_id) : "cpu";
           try {
             instance->arena_ = Ort::Allocator(instance->session_, arena_memory);
           } catch (const Ort::Exception&) {
@@ -406,6 +407,7 @@ std::optional<backend::MemoryStats> OrtModelInstance::memory_stats() const {
     return value;
   };
   backend::MemoryStats out;
+  out.device = arena_device_;
   out.in_use_bytes = read("InUse").value_or(0);
   out.reserved_bytes = read("TotalAllocated").value_or(0);
   out.peak_bytes = read("MaxInUse").value_or(0);

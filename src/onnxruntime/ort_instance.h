@@ -114,6 +114,7 @@ class OrtModelInstance final : public backend::ModelInstance {
   // the cap, and after a run that ran out of memory, the next run shrinks the arena (gives
   // back its free regions) at its end.
   Ort::Allocator arena_{nullptr};
+  std::string arena_device_;  // MemoryStats::device
   std::optional<uint64_t> memory_limit_bytes_;
   Ort::RunOptions shrink_options_;
   bool shrink_next_run_ = false;  // Run is called from one thread at a time

@@ -43,6 +43,35 @@ std::string PlacementJson(const repository::ModelVersion& version) {
     w.Bool(staged_runs.has_value());
     w.Key("staged_runs");
     w.Uint64(staged_runs.value_or(0));
+    // The instance's memory arena now (issue 13): null when the backend cannot tell.
+    const std::optional<backend::MemoryStats> memory =
+        i < version.audited_instances.size() ? version.audited_instances[i]->memory_stats()
+                                             : std::nullopt;
+    w.Key("memory");
+    if (!memory) {
+      w.Null();
+    } else {
+      w.StartObject();
+      w.Key("in_use_bytes");
+      w.Uint64(memory->in_use_bytes);
+      w.Key("reserved_bytes");
+      w.Uint64(memory->reserved_bytes);
+      w.Key("peak_bytes");
+      w.Uint64(memory->peak_bytes);
+      w.Key("limit_bytes");
+      if (memory->limit_bytes) {
+        w.Uint64(*memory->limit_bytes);
+      } else {
+        w.Null();
+      }
+      w.Key("arena_extensions");
+      w.Uint64(memory->arena_extensions);
+      w.Key("arena_shrinkages");
+      w.Uint64(memory->arena_shrinkages);
+      w.Key("out_of_memory_runs");
+      w.Uint64(memory->out_of_memory_runs);
+      w.EndObject();
+    }
     w.Key("summary");
     str(backend::PlacementSummary(audit));
     w.Key("total_nodes");
@@ -289,6 +318,11 @@ admission::AdmissionReport Server::Admission() const {
       m.self_test = record->self_test;
       // Built again for a READY version: its staged-run counts are live.
       m.placement_json = live ? PlacementJson(*live) : record->placement_json;
+    }
+    if (live) {
+      for (const backend::ModelInstance* instance : live->audited_instances) {
+        m.instance_memory.push_back(instance->memory_stats());
+      }
     }
     report.models.push_back(std::move(m));
   }

@@ -238,6 +238,41 @@ TEST(AdmissionFamiliesTest, NoModelsStillSaysWhetherTheServerIsReady) {
   EXPECT_EQ(families[0].metric.at(0).gauge.value, 1);
 }
 
+TEST(AdmissionFamiliesTest, MemoryPerInstanceAndOutOfMemoryRunsPerVersion) {
+  admission::AdmissionReport report = SampleAdmission();
+  backend::MemoryStats capped;
+  capped.device = "cpu";
+  capped.in_use_bytes = 1000;
+  capped.reserved_bytes = 4096;
+  capped.peak_bytes = 3000;
+  capped.limit_bytes = 1 << 20;
+  capped.arena_extensions = 3;
+  capped.out_of_memory_runs = 2;
+  backend::MemoryStats uncapped = capped;
+  uncapped.device = "gpu1";
+  uncapped.limit_bytes.reset();
+  uncapped.out_of_memory_runs = 5;
+  // Instance 1's backend cannot tell: no samples for it, and no zeros either.
+  report.models[0].instance_memory = {capped, std::nullopt, uncapped};
+  prometheus::TextSerializer serializer;
+  const Exposition e = Parse(serializer.Serialize(AdmissionFamilies(report)));
+  const std::string i0 = "{model=\"mlp\",version=\"3\",instance=\"0\",device=\"cpu\"}";
+  const std::string i2 = "{model=\"mlp\",version=\"3\",instance=\"2\",device=\"gpu1\"}";
+  EXPECT_EQ(e.types.at("fastpath_memory_in_use_bytes"), "gauge");
+  EXPECT_EQ(e.types.at("fastpath_memory_oom_total"), "counter");
+  EXPECT_EQ(e.Get("fastpath_memory_in_use_bytes" + i0), 1000);
+  EXPECT_EQ(e.Get("fastpath_memory_reserved_bytes" + i0), 4096);
+  EXPECT_EQ(e.Get("fastpath_memory_peak_bytes" + i0), 3000);
+  EXPECT_EQ(e.Get("fastpath_memory_limit_bytes" + i0), 1 << 20);
+  EXPECT_FALSE(e.Has("fastpath_memory_limit_bytes" + i2));
+  EXPECT_EQ(e.Get("fastpath_memory_arena_extensions_total" + i2), 3);
+  EXPECT_EQ(e.Get("fastpath_memory_oom_total{model=\"mlp\",version=\"3\"}"), 7);
+  for (const auto& [key, value] : e.samples) {
+    EXPECT_EQ(key.find("instance=\"1\""), std::string::npos) << key;
+    EXPECT_EQ(key.find("fastpath_memory_oom_total{model=\"cnn\""), std::string::npos) << key;
+  }
+}
+
 TEST(ServerCollectorTest, ScrapesCarryTheFacadesAdmission) {
   class AdmittingServer : public StatsServer {
    public:

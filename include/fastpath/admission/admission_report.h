@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "fastpath/admission/self_test.h"
+#include "fastpath/backend/backend.h"
 #include "fastpath/common/status.h"
 
 namespace fastpath::admission {
@@ -38,6 +39,9 @@ struct ModelAdmission {
   // The placement audit of issue 4 §3 as a JSON object (nodes per execution provider);
   // empty until the backend records one, rendered as null.
   std::string placement_json;
+  // A READY version's instances' memory arenas now, in instance order (nullopt for one whose
+  // backend cannot tell); empty for a version that is not serving.
+  std::vector<std::optional<backend::MemoryStats>> instance_memory;
 };
 
 struct AdmissionReport {

@@ -86,6 +86,7 @@ struct InstanceOptions {
 
 // What an instance's memory arena holds, read from the runtime's allocator statistics.
 struct MemoryStats {
+  std::string device;           // "cpu", "gpu0", ...: where the arena's memory is
   uint64_t in_use_bytes = 0;    // held by live tensors (weights included) now
   uint64_t reserved_bytes = 0;  // taken from the system by the arena (in use or not)
   uint64_t peak_bytes = 0;      // the most in use at once since the instance was created
