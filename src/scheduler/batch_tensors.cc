@@ -40,23 +40,30 @@ const Tensor* FindTensor(const std::vector<Tensor>& tensors, const std::string& 
 
 }  // namespace
 
+Tensor ConcatRows(const std::vector<const Tensor*>& parts) {
+  Tensor t;
+  t.name = parts[0]->name;
+  t.dtype = parts[0]->dtype;
+  t.shape = parts[0]->shape;
+  t.shape[0] = 0;
+  size_t bytes = 0;
+  for (const Tensor* part : parts) bytes += part->data.size();
+  t.data.reserve(bytes);
+  for (const Tensor* part : parts) {
+    t.shape[0] += part->shape[0];
+    t.data.append(part->data);
+  }
+  return t;
+}
+
 std::vector<Tensor> ConcatInputs(std::vector<Job*>& jobs) {
   std::vector<Tensor> out;
+  std::vector<const Tensor*> parts(jobs.size());
   for (const Tensor& first : jobs[0]->request.inputs) {
-    Tensor t;
-    t.name = first.name;
-    t.dtype = first.dtype;
-    t.shape = first.shape;
-    t.shape[0] = 0;
-    size_t bytes = 0;
-    for (Job* job : jobs) bytes += FindTensor(job->request.inputs, first.name)->data.size();
-    t.data.reserve(bytes);
-    for (Job* job : jobs) {
-      const Tensor* part = FindTensor(job->request.inputs, first.name);
-      t.shape[0] += part->shape[0];
-      t.data.append(part->data);
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      parts[i] = FindTensor(jobs[i]->request.inputs, first.name);
     }
-    out.push_back(std::move(t));
+    out.push_back(ConcatRows(parts));
   }
   return out;
 }
@@ -102,6 +109,46 @@ StatusOr<std::vector<Tensor>> SplitRows(Tensor& whole, const std::vector<uint64_
     offset += row_bytes * rows[i];
   }
   return parts;
+}
+
+StatusOr<std::vector<Tensor>> RunSplittingOnOutOfMemory(backend::ModelInstance* instance,
+                                                        std::vector<Tensor>& inputs,
+                                                        const std::vector<std::string>& names,
+                                                        uint64_t rows) {
+  StatusOr<std::vector<Tensor>> whole = instance->Run(inputs, names);
+  if (whole.ok() || whole.status().code() != StatusCode::kResourceExhausted || rows < 2) {
+    return whole;
+  }
+  const uint64_t first = rows / 2;
+  const std::vector<uint64_t> halves = {first, rows - first};
+  // Every input is split by rows; one that cannot be (no batch dim) leaves the error as it is.
+  std::vector<std::vector<Tensor>> half_inputs(2);
+  for (Tensor& input : inputs) {
+    auto parts = SplitRows(input, halves);
+    if (!parts.ok()) return whole;
+    half_inputs[0].push_back(std::move((*parts)[0]));
+    half_inputs[1].push_back(std::move((*parts)[1]));
+  }
+  std::vector<std::vector<Tensor>> half_outputs(2);
+  for (size_t h = 0; h < 2; ++h) {
+    auto out = instance->Run(half_inputs[h], names);
+    if (!out.ok()) {
+      if (out.status().code() != StatusCode::kResourceExhausted) return out.status();
+      return ResourceExhausted(whole.status().message() + " (the batch of " +
+                               std::to_string(rows) + " rows ran out of memory, and so did its " +
+                               "half of " + std::to_string(halves[h]) + " rows run alone)");
+    }
+    // An output without the batch dim cannot be joined: the batch fails as it did.
+    for (const Tensor& t : *out) {
+      if (t.shape.empty() || t.shape[0] != static_cast<int64_t>(halves[h])) return whole;
+    }
+    half_outputs[h] = std::move(out).value();
+  }
+  std::vector<Tensor> joined;
+  for (size_t k = 0; k < half_outputs[0].size(); ++k) {
+    joined.push_back(ConcatRows({&half_outputs[0][k], &half_outputs[1][k]}));
+  }
+  return joined;
 }
 
 }  // namespace fastpath::scheduler

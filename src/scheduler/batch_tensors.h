@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "fastpath/backend/backend.h"
 #include "fastpath/common/status.h"
 #include "fastpath/common/tensor.h"
 #include "fastpath/scheduler/scheduler.h"
@@ -32,11 +33,26 @@ struct BatchSignature {
   bool Accepts(const Job& job) const;
 };
 
+// The tensors' rows one after the other; they share name, datatype and the shape past the
+// first dim. BYTES data concatenates as it is (each element carries its length).
+Tensor ConcatRows(const std::vector<const Tensor*>& parts);
+
 // The batch's inputs: each request's rows one after the other, in the first request's
-// input order. BYTES data concatenates as it is (each element carries its length).
+// input order.
 std::vector<Tensor> ConcatInputs(std::vector<Job*>& jobs);
 
 // Splits an output of the whole batch into one tensor per request, by rows.
 StatusOr<std::vector<Tensor>> SplitRows(Tensor& whole, const std::vector<uint64_t>& rows);
+
+// Runs `inputs`, a batch of `rows` rows (each input's first dim), on `instance`. When the
+// run fails for lack of memory (ResourceExhausted) and the batch has two rows or more, it
+// is run once more as two halves by rows, one after the other, and their outputs joined:
+// a batch that fits in half the memory still succeeds (issue 13). When a half fails too,
+// the error is the first one, saying that the halves failed as well. `inputs` may be
+// consumed by the split.
+StatusOr<std::vector<Tensor>> RunSplittingOnOutOfMemory(backend::ModelInstance* instance,
+                                                        std::vector<Tensor>& inputs,
+                                                        const std::vector<std::string>& names,
+                                                        uint64_t rows);
 
 }  // namespace fastpath::scheduler

@@ -335,7 +335,9 @@ void DynamicBatchScheduler::Execute(backend::ModelInstance* instance, Batch& bat
   const Clock::time_point ready = clock_->Now();
   timings.compute_input_ns = Nanoseconds(ready - start);
 
-  auto outputs = instance->Run(inputs, names);
+  uint64_t batch_rows = 0;
+  for (uint64_t r : rows) batch_rows += r;
+  auto outputs = RunSplittingOnOutOfMemory(instance, inputs, names, batch_rows);
   const Clock::time_point ran = clock_->Now();
   timings.compute_infer_ns = Nanoseconds(ran - ready);
   if (live.size() == 1) {

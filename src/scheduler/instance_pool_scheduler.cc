@@ -1,7 +1,9 @@
+#include "fastpath/scheduler/instance_pool_scheduler.h"
+
 #include <chrono>
 #include <utility>
 
-#include "fastpath/scheduler/instance_pool_scheduler.h"
+#include "batch_tensors.h"
 
 namespace fastpath::scheduler {
 InstancePoolScheduler::InstancePoolScheduler(
@@ -146,7 +148,10 @@ void InstancePoolScheduler::Execute(backend::ModelInstance* instance, Job& job) 
   StatsRecorder::Timings timings;
   timings.queue_ns = Nanoseconds(start - job.arrival);
 
-  auto outputs = instance->Run(job.request.inputs, job.output_names);
+  // A batching model's request may be split in halves by rows when it runs out of memory;
+  // one that does not batch (batch_size 0) runs as it is.
+  auto outputs = RunSplittingOnOutOfMemory(instance, job.request.inputs, job.output_names,
+                                           job.batch_size);
   const Clock::time_point ran = clock_->Now();
   timings.compute_infer_ns = Nanoseconds(ran - start);
   last_run_ns_.store(timings.compute_infer_ns, std::memory_order_relaxed);

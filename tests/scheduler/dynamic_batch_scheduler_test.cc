@@ -3,11 +3,13 @@
 // the requests in it. No sleeps.
 #include "fastpath/scheduler/dynamic_batch_scheduler.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -20,6 +22,7 @@
 namespace fastpath::scheduler {
 namespace {
 
+using ::testing::HasSubstr;
 using std::chrono::microseconds;
 using std::chrono::milliseconds;
 
@@ -50,6 +53,12 @@ class FakeModel {
   void FailWith(Status s) {
     std::lock_guard lock(mu_);
     fail_ = std::move(s);
+  }
+  // A run of more than `rows` rows fails as running out of memory does (after it is
+  // recorded).
+  void RunOutOfMemoryAbove(int64_t rows) {
+    std::lock_guard lock(mu_);
+    memory_rows_ = rows;
   }
   // Called at the start of every run (e.g. to move the manual clock: the run's length).
   void SetRunHook(std::function<void()> hook) {
@@ -108,6 +117,9 @@ class FakeModel {
                                   [&](int id) { return released_.count(id) > 0; });
     });
     if (!fail_.ok()) return fail_;
+    if (in.shape[0] > memory_rows_) {
+      return ResourceExhausted("out of memory: " + std::to_string(in.shape[0]) + " rows");
+    }
     lock.unlock();
     std::vector<Tensor> out;
     for (const auto& name : names) {
@@ -133,6 +145,7 @@ class FakeModel {
   std::set<int> released_;
   std::vector<RunRecord> runs_;
   Status fail_ = Status::Ok();
+  int64_t memory_rows_ = INT64_MAX;
   std::function<void()> hook_;
 };
 
@@ -679,6 +692,48 @@ TEST_F(DynamicBatchSchedulerTest, AFailedRunAnswersEveryRequestInTheBatch) {
   answers_.WaitCount(3);
   for (int id = 1; id <= 3; ++id) EXPECT_EQ(answers_.Get(id).status().message(), "boom");
   EXPECT_EQ(stats_.Snapshot("m", "1").inference_stats.fail.count, 3u);
+}
+
+TEST_F(DynamicBatchSchedulerTest, ABatchThatRunsOutOfMemoryIsRetriedOnceInHalves) {
+  // 8 rows do not fit, 4 do: the batch of four 2-row requests runs again as two halves,
+  // and every request gets its own right answer.
+  Start(Options(8, milliseconds(1)));
+  model_.RunOutOfMemoryAbove(4);
+  model_.Open();
+  for (int id = 1; id <= 4; ++id) Enqueue(MakeJob(id, /*rows=*/2));
+  Advance(milliseconds(1));
+  answers_.WaitCount(4);
+  for (int id = 1; id <= 4; ++id) ExpectOk(id, 2);
+  const auto runs = model_.Runs();
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[0].ids, (std::vector<int>{1, 1, 2, 2, 3, 3, 4, 4}));
+  EXPECT_EQ(runs[1].ids, (std::vector<int>{1, 1, 2, 2}));
+  EXPECT_EQ(runs[2].ids, (std::vector<int>{3, 3, 4, 4}));
+  EXPECT_EQ(stats_.Snapshot("m", "1").inference_stats.success.count, 4u);
+}
+
+TEST_F(DynamicBatchSchedulerTest, WhenHalfTheBatchRunsOutOfMemoryTooEveryRequestInItFails) {
+  Start(Options(8, milliseconds(1)));
+  model_.RunOutOfMemoryAbove(1);
+  model_.Open();
+  for (int id = 1; id <= 2; ++id) Enqueue(MakeJob(id, /*rows=*/2));
+  Advance(milliseconds(1));
+  answers_.WaitCount(2);
+  for (int id = 1; id <= 2; ++id) {
+    const auto answer = answers_.Get(id);
+    ASSERT_FALSE(answer.ok());
+    EXPECT_EQ(answer.status().code(), StatusCode::kResourceExhausted);
+    EXPECT_THAT(answer.status().message(),
+                HasSubstr("out of memory: 4 rows (the batch of 4 rows ran out of memory, and so "
+                          "did its half of 2 rows run alone)"));
+  }
+  EXPECT_EQ(model_.RunCount(), 2u);  // the batch, its first half; once, not recursively
+  const auto s = stats_.Snapshot("m", "1");
+  EXPECT_EQ(s.failures[static_cast<size_t>(FailureReason::kBackend)], 2u);
+  // The next request that fits is served.
+  Enqueue(MakeJob(3, /*rows=*/1));
+  Advance(milliseconds(1));
+  ExpectOk(3, 1);
 }
 
 TEST_F(DynamicBatchSchedulerTest, StopSendsWhatIsQueuedWithoutWaitingForTheWindow) {

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstring>
 #include <condition_variable>
 #include <future>
 #include <mutex>
@@ -284,4 +285,80 @@ TEST(InstancePoolSchedulerTest, StopWaitsForARunOnACallersThread) {
   EXPECT_TRUE(answered.get().ok());
 }
 
+}  // namespace fastpath::scheduler
+
+namespace fastpath::scheduler {
+namespace {
+
+// OUT = IN (FP32 rows) for at most `max_rows` rows; more runs out of memory.
+class MemoryBoundInstance : public backend::ModelInstance {
+ public:
+  explicit MemoryBoundInstance(int64_t max_rows) : max_rows_(max_rows) {}
+  StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& inputs,
+                                    const std::vector<std::string>& names) override {
+    rows_run.push_back(inputs.at(0).shape.at(0));
+    if (inputs[0].shape[0] > max_rows_) return ResourceExhausted("out of memory: too many rows");
+    Tensor out = inputs[0];
+    out.name = names.at(0);
+    return std::vector<Tensor>{out};
+  }
+  std::vector<int64_t> rows_run;
+
+ private:
+  int64_t max_rows_;
+};
+
+StatusOr<InferResponse> RunRows(int64_t max_rows, int64_t rows, std::vector<int64_t>* rows_run) {
+  auto instance = std::make_unique<MemoryBoundInstance>(max_rows);
+  MemoryBoundInstance* raw = instance.get();
+  std::vector<std::unique_ptr<backend::ModelInstance>> instances;
+  instances.push_back(std::move(instance));
+  StatsRecorder stats;
+  StatusOr<InferResponse> answer = Internal("not answered");
+  {
+    InstancePoolScheduler sched(std::move(instances), &stats, {});
+    std::promise<StatusOr<InferResponse>> result;
+    Job job;
+    job.request.model_name = "m";
+    job.request.model_version = "1";
+    Tensor in{"IN", DataType::kFp32, {rows, 2}, {}};
+    for (int64_t i = 0; i < rows * 2; ++i) {
+      const float v = static_cast<float>(i);
+      in.data.append(reinterpret_cast<const char*>(&v), sizeof v);
+    }
+    job.request.inputs.push_back(std::move(in));
+    job.output_names = {"OUT"};
+    job.batch_size = static_cast<uint64_t>(rows);
+    job.arrival = SteadyClock()->Now();
+    job.done = [&result](StatusOr<InferResponse> r) { result.set_value(std::move(r)); };
+    sched.Enqueue(std::move(job));
+    answer = result.get_future().get();
+    sched.Stop();
+    *rows_run = raw->rows_run;  // the scheduler owns the instance
+  }
+  return answer;
+}
+
+TEST(InstancePoolSchedulerTest, ARequestThatRunsOutOfMemoryIsRetriedOnceInHalvesByRows) {
+  std::vector<int64_t> rows_run;
+  const auto answer = RunRows(/*max_rows=*/3, /*rows=*/5, &rows_run);
+  ASSERT_TRUE(answer.ok()) << answer.status().ToString();
+  EXPECT_EQ(rows_run, (std::vector<int64_t>{5, 2, 3}));
+  ASSERT_EQ(answer->outputs.size(), 1u);
+  EXPECT_EQ(answer->outputs[0].shape, (std::vector<int64_t>{5, 2}));
+  ASSERT_EQ(answer->outputs[0].data.size(), 10 * sizeof(float));
+  for (int i = 0; i < 10; ++i) {  // the halves joined back in order
+    float v = 0;
+    std::memcpy(&v, answer->outputs[0].data.data() + i * sizeof v, sizeof v);
+    EXPECT_EQ(v, static_cast<float>(i));
+  }
+
+  // A single row cannot be split, and a half that does not fit fails the request.
+  EXPECT_EQ(RunRows(0, 1, &rows_run).status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(rows_run, (std::vector<int64_t>{1}));
+  EXPECT_EQ(RunRows(1, 4, &rows_run).status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(rows_run, (std::vector<int64_t>{4, 2}));
+}
+
+}  // namespace
 }  // namespace fastpath::scheduler
