@@ -1,0 +1,145 @@
+// Memory that cannot take the server down (issue 13), end to end on the real binary: a
+// model whose instance is capped by fastpath.memory.limit_bytes, under concurrent clients
+// mixing requests that fit with requests that cannot. Every request that fits is answered
+// right; every one that cannot gets 503 with Retry-After (gRPC RESOURCE_EXHAUSTED) and a
+// message starting "out of memory"; the server stays ready, and the admission report and
+// /metrics count what ran out.
+#include <thread>
+
+#include "integration_fixture.h"
+
+namespace fastpath::integration {
+namespace {
+
+constexpr int64_t kSmall = 256;      // elements per request that fit: 1 KiB out
+constexpr int64_t kBig = 1 << 20;    // 4 MiB out: never fits in the 2 MiB cap
+constexpr int kClients = 4;
+constexpr int kRequestsPerClient = 12;  // every fourth one big
+
+class MemoryTest : public ServerTest {
+ protected:
+  std::vector<std::string> Models() override { return {}; }
+  std::vector<std::string> ExtraArgs() override {
+    return {"--model-control-mode", "explicit", "--load-model", "capped"};
+  }
+  void PrepareRepository(testing::TempRepository& repo) override {
+    // add_one: OUTPUT0 = INPUT0 + 1, FP32 [batch, n].
+    repo.AddVersion("capped", 1, "add_one");
+    repo.WriteConfig("capped", R"(
+name: "capped"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+instance_group [ { kind: KIND_CPU count: 1 } ]
+dynamic_batching { max_queue_delay_microseconds: 500 }
+parameters { key: "fastpath.memory.limit_bytes" value { string_value: "2Mi" } }
+)");
+  }
+
+  HttpResponse Infer(HttpClient& client, int64_t n, float base) {
+    std::vector<float> values(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) values[static_cast<size_t>(i)] = base + static_cast<float>(i);
+    const std::string json =
+        R"({"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,)" + std::to_string(n) +
+        R"(],"parameters":{"binary_data_size":)" + std::to_string(n * 4) +
+        R"(}}],"parameters":{"binary_data_output":true}})";
+    BinaryBody body = MakeBinaryBody(json, {AsBytes(values)});
+    return client.Post("/v2/models/capped/infer", body.body,
+                       {{"inference-header-content-length", std::to_string(body.json_length)}});
+  }
+};
+
+TEST_F(MemoryTest, UnderConcurrentMixedLoadOnlyWhatCannotFitFailsAndTheServerStaysReady) {
+  std::vector<std::thread> clients;
+  std::vector<std::string> problems(kClients);
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([this, c, &problems] {
+      HttpClient client(server().http_port());
+      for (int i = 0; i < kRequestsPerClient; ++i) {
+        const bool big = i % 4 == 3;
+        const float base = static_cast<float>(c * 1000 + i);
+        const HttpResponse r = Infer(client, big ? kBig : kSmall, base);
+        if (big) {
+          if (r.status != 503 || r.Header("retry-after") != "1" ||
+              ErrorMessage(r.body).rfind("out of memory", 0) != 0 ||
+              ErrorMessage(r.body).find("memory limit is 2097152 bytes") == std::string::npos) {
+            problems[c] += "big request " + std::to_string(i) + ": " + r.Describe() + "\n";
+          }
+          continue;
+        }
+        if (r.status != 200) {
+          problems[c] += "small request " + std::to_string(i) + ": " + r.Describe() + "\n";
+          continue;
+        }
+        const auto decoded = DecodeBinaryResponse(r);
+        const auto out = FromBytes<float>(decoded.blobs.at(0));
+        bool right = out.size() == static_cast<size_t>(kSmall);
+        for (size_t k = 0; right && k < out.size(); ++k) {
+          right = out[k] == base + static_cast<float>(k) + 1.0f;
+        }
+        if (!right) problems[c] += "small request " + std::to_string(i) + ": wrong outputs\n";
+      }
+    });
+  }
+  for (auto& client : clients) client.join();
+  for (const std::string& p : problems) EXPECT_EQ(p, "");
+
+  // gRPC says RESOURCE_EXHAUSTED for the same request.
+  inference::ModelInferRequest request;
+  request.set_model_name("capped");
+  auto* input = request.add_inputs();
+  input->set_name("INPUT0");
+  input->set_datatype("FP32");
+  input->add_shape(1);
+  input->add_shape(kBig);
+  request.add_raw_input_contents(std::string(kBig * 4, '\0'));
+  grpc::ClientContext context;
+  inference::ModelInferResponse response;
+  const grpc::Status status = grpc().ModelInfer(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << Describe(status);
+  EXPECT_EQ(status.error_message().rfind("out of memory", 0), 0u) << status.error_message();
+
+  EXPECT_EQ(http().Get("/v2/health/ready").status, 200);
+  const int big_requests = kClients * kRequestsPerClient / 4 + 1;
+  // The admission report shows the instance's arena: its cap, and every run that ran out.
+  const HttpResponse admission = http().Get("/v2/health/admission");
+  ASSERT_EQ(admission.status, 200) << admission.Describe();
+  const auto doc = ParseJson(admission.body);
+  const auto& memory = doc["models"][0]["placement"]["instances"][0]["memory"];
+  ASSERT_TRUE(memory.IsObject()) << admission.body;
+  EXPECT_EQ(JsonUint(memory["limit_bytes"]), 2097152u);
+  // One run per big request (a single row is not split), plus none for the small ones.
+  EXPECT_EQ(JsonUint(memory["out_of_memory_runs"]), static_cast<uint64_t>(big_requests));
+  EXPECT_LE(JsonUint(memory["peak_bytes"]).value_or(UINT64_MAX), 2097152u);
+  // ...and so does /metrics.
+  HttpClient metrics(server().metrics_port());
+  const HttpResponse scrape = metrics.Get("/metrics");
+  ASSERT_EQ(scrape.status, 200);
+  EXPECT_NE(scrape.body.find("fastpath_memory_oom_total{model=\"capped\",version=\"1\"} " +
+                             std::to_string(big_requests)),
+            std::string::npos)
+      << scrape.body;
+  EXPECT_NE(scrape.body.find("fastpath_memory_limit_bytes{model=\"capped\",version=\"1\","
+                             "instance=\"0\",device=\"cpu\"} 2097152"),
+            std::string::npos);
+}
+
+TEST_F(MemoryTest, ABadMemoryLimitIsRefusedAtLoadNamingTheKey) {
+  repo().AddVersion("bad_limit", 1, "add_one");
+  repo().WriteConfig("bad_limit", R"(
+name: "bad_limit"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+parameters { key: "fastpath.memory.limit_bytes" value { string_value: "2 GB" } }
+)");
+  const HttpResponse r = http().Post("/v2/repository/models/bad_limit/load", "");
+  EXPECT_EQ(r.status, 503) << r.Describe();  // as every failed load (model_repository.cc)
+  EXPECT_NE(ErrorMessage(r.body).find("'fastpath.memory.limit_bytes' is '2 GB'"),
+            std::string::npos)
+      << r.Describe();
+  EXPECT_EQ(Infer(http(), kSmall, 0).status, 200);
+}
+
+}  // namespace
+}  // namespace fastpath::integration
