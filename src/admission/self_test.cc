@@ -310,6 +310,15 @@ StatusOr<SelfTestPlan> MakeSelfTestPlan(const inference::ModelConfig& config,
                         ? std::max<uint32_t>(config.model_warmup(0).batch_size(), 1)
                         : 1;
   if (config.max_batch_size() <= 0) plan.batch_size = 1;
+  auto timed = MakeSeededRequest(config, model_dir, plan.batch_size, budget.seed);
+  if (!timed.ok()) return InvalidArgument("self-test: " + timed.status().message());
+  plan.timed = std::move(timed).value();
+  return plan;
+}
+
+StatusOr<InferRequest> MakeSeededRequest(const inference::ModelConfig& config,
+                                         const std::filesystem::path& model_dir,
+                                         uint32_t batch_size, uint64_t seed) {
   std::map<std::string, InputSource> sources;
   if (config.model_warmup_size() > 0) {
     FASTPATH_ASSIGN_OR_RETURN(sources, WarmupSources(config.model_warmup(0)));
@@ -322,10 +331,7 @@ StatusOr<SelfTestPlan> MakeSelfTestPlan(const inference::ModelConfig& config,
       sources[input.name()] = std::move(s);
     }
   }
-  auto timed = MakeRequest(config, sources, plan.batch_size, budget.seed, model_dir);
-  if (!timed.ok()) return InvalidArgument("self-test: " + timed.status().message());
-  plan.timed = std::move(timed).value();
-  return plan;
+  return MakeRequest(config, sources, batch_size, seed, model_dir);
 }
 
 SelfTestFigures ComputeFigures(const std::vector<std::chrono::nanoseconds>& latencies,

@@ -285,6 +285,7 @@ const std::vector<std::string>& KnownFastpathParameters() {
         "fastpath.accuracy.reference_model",
         "fastpath.accuracy.tolerance",
         std::string(kMemoryLimitBytes),
+        "fastpath.memory.margin",
         "fastpath.slo.batch_size",
         "fastpath.slo.iterations",
         "fastpath.slo.min_throughput",

@@ -10,6 +10,7 @@
 
 #include "fakes/manual_clock.h"
 #include "fastpath/admission/accuracy_guard.h"
+#include "fastpath/admission/memory_budget.h"
 #include "fastpath/config/model_config.h"
 
 namespace fastpath::admission {
@@ -251,7 +252,7 @@ TEST(AdmissionParameters, EveryKeyAdmissionReadsIsKnownToTheConfigCheck) {
   const std::vector<std::string>& known = config::KnownFastpathParameters();
   for (const char* key : {kSloP95Ms, kSloMinThroughput, kSloBatchSize, kSloIterations,
                           kSloWarmupIterations, kSloSeed, kAccuracyReferenceModel,
-                          kAccuracyTolerance}) {
+                          kAccuracyTolerance, kMemoryMargin}) {
     EXPECT_TRUE(std::find(known.begin(), known.end(), key) != known.end()) << key;
   }
 }

@@ -80,6 +80,13 @@ StatusOr<SelfTestPlan> MakeSelfTestPlan(const inference::ModelConfig& config,
                                         const std::filesystem::path& model_dir,
                                         const SelfTestBudget& budget);
 
+// One seeded request of `batch_size` rows (1 for a model that does not batch): the inputs
+// and shapes of the first model_warmup, or without one random_data at the config dims. A
+// dynamic dim with nothing to make it concrete is an error that says to declare one.
+StatusOr<InferRequest> MakeSeededRequest(const inference::ModelConfig& config,
+                                         const std::filesystem::path& model_dir,
+                                         uint32_t batch_size, uint64_t seed);
+
 // The deterministic input bytes of one tensor (exposed for tests).
 std::string SeededData(DataType dtype, int64_t elements, uint64_t seed, const std::string& name);
 

@@ -1,0 +1,119 @@
+// The memory budget's arithmetic and its inputs: the margin parameter, the measured request
+// at max_batch_size, and the budget and per-element estimate from arena statistics.
+#include "fastpath/admission/memory_budget.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <google/protobuf/text_format.h>
+
+namespace fastpath::admission {
+namespace {
+
+using ::testing::HasSubstr;
+
+inference::ModelConfig Config(const std::string& text) {
+  inference::ModelConfig config;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &config)) << text;
+  return config;
+}
+
+TEST(MemoryBudgetTest, MarginDefaultsTo15PercentAndRefusesWhatIsNotANumberInRange) {
+  EXPECT_DOUBLE_EQ(MemoryMarginFor(inference::ModelConfig()).value(), 0.15);
+  inference::ModelConfig config;
+  auto& value = (*config.mutable_parameters())["fastpath.memory.margin"];
+  value.set_string_value("0.5");
+  EXPECT_DOUBLE_EQ(MemoryMarginFor(config).value(), 0.5);
+  value.set_string_value("0");
+  EXPECT_DOUBLE_EQ(MemoryMarginFor(config).value(), 0.0);
+  for (const char* bad : {"", "-0.1", "11", "15%", "nan", "0.2x"}) {
+    value.set_string_value(bad);
+    const auto margin = MemoryMarginFor(config);
+    ASSERT_FALSE(margin.ok()) << bad;
+    EXPECT_THAT(margin.status().message(),
+                HasSubstr(std::string("'fastpath.memory.margin' is '") + bad + "'"));
+  }
+}
+
+TEST(MemoryBudgetTest, TheMeasuredRequestIsAtMaxBatchSizeOrSaysWhyThereIsNone) {
+  std::string why;
+  const auto fixed = MakeMemoryBudgetRequest(Config(R"(
+name: "m" max_batch_size: 8
+input [ { name: "X" data_type: TYPE_FP32 dims: [ 4 ] } ]
+)"),
+                                             "", &why);
+  ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
+  ASSERT_TRUE(fixed->has_value());
+  ASSERT_EQ((*fixed)->inputs.size(), 1u);
+  EXPECT_EQ((*fixed)->inputs[0].shape, (std::vector<int64_t>{8, 4}));
+  EXPECT_EQ((*fixed)->inputs[0].data.size(), 8u * 4 * 4);
+
+  const auto unbatched = MakeMemoryBudgetRequest(Config(R"(
+name: "m"
+input [ { name: "X" data_type: TYPE_INT32 dims: [ 3, 2 ] } ]
+)"),
+                                                 "", &why);
+  ASSERT_TRUE(unbatched.ok() && unbatched->has_value());
+  EXPECT_EQ((*unbatched)->inputs[0].shape, (std::vector<int64_t>{3, 2}));
+
+  const auto dynamic = MakeMemoryBudgetRequest(Config(R"(
+name: "m" max_batch_size: 8
+input [ { name: "X" data_type: TYPE_FP32 dims: [ -1 ] } ]
+)"),
+                                               "", &why);
+  ASSERT_TRUE(dynamic.ok());
+  EXPECT_FALSE(dynamic->has_value());
+  EXPECT_THAT(why, HasSubstr("declare one at the largest shape"));
+
+  // A model_warmup makes the dynamic dim concrete: its shape, at max_batch_size rows.
+  const auto warmed = MakeMemoryBudgetRequest(Config(R"(
+name: "m" max_batch_size: 8
+input [ { name: "X" data_type: TYPE_FP32 dims: [ -1 ] } ]
+model_warmup [ { name: "w" batch_size: 1 inputs { key: "X" value {
+  data_type: TYPE_FP32 dims: [ 100 ] random_data: true } } } ]
+)"),
+                                              "", &why);
+  ASSERT_TRUE(warmed.ok()) << warmed.status().ToString();
+  ASSERT_TRUE(warmed->has_value());
+  EXPECT_EQ((*warmed)->inputs[0].shape, (std::vector<int64_t>{8, 100}));
+}
+
+TEST(MemoryBudgetTest, BudgetIsThePeakWithItsMarginAndTheEstimateIsLinearInElements) {
+  backend::MemoryStats before;
+  before.device = "cpu";
+  before.in_use_bytes = 1000;  // the weights
+  before.peak_bytes = 1200;
+  backend::MemoryStats after = before;
+  after.peak_bytes = 9000;  // the batch's activations: 8000 bytes
+  after.limit_bytes = 10000;
+  InferRequest request;
+  request.inputs.push_back({"X", DataType::kFp32, {8, 100}, std::string(3200, '\0')});
+  const MemoryBudget b = ComputeMemoryBudget(before, after, request, 8, 0.15);
+  EXPECT_EQ(b.device, "cpu");
+  EXPECT_EQ(b.weights_bytes, 1000u);
+  EXPECT_EQ(b.peak_bytes, 9000u);
+  EXPECT_EQ(b.budget_bytes, 10350u);  // 9000 × 1.15
+  EXPECT_EQ(b.input_elements, 800u);
+  EXPECT_DOUBLE_EQ(b.bytes_per_input_element, 10.0);
+  EXPECT_FALSE(b.fits_limit());  // 10350 > 10000
+  EXPECT_EQ(b.EstimateBytes(400), 5000u);    // half the batch
+  EXPECT_EQ(b.EstimateBytes(1600), 17000u);  // twice
+  EXPECT_EQ(DescribeBudget(b),
+            "weights 1000 B, peak 8.8 KiB at batch 8, budget 10.1 KiB (margin 15%), limit 9.8 "
+            "KiB");
+
+  after.limit_bytes = 20000;
+  EXPECT_TRUE(ComputeMemoryBudget(before, after, request, 8, 0.15).fits_limit());
+  after.limit_bytes.reset();
+  EXPECT_TRUE(ComputeMemoryBudget(before, after, request, 8, 0.15).fits_limit());
+}
+
+TEST(MemoryBudgetTest, BytesReadInBinaryUnits) {
+  EXPECT_EQ(FormatBytes(0), "0 B");
+  EXPECT_EQ(FormatBytes(1023), "1023 B");
+  EXPECT_EQ(FormatBytes(1536), "1.5 KiB");
+  EXPECT_EQ(FormatBytes(uint64_t{3} << 30), "3.0 GiB");
+}
+
+}  // namespace
+}  // namespace fastpath::admission
