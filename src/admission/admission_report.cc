@@ -154,6 +154,12 @@ std::string ReportToJson(const AdmissionReport& report) {
     }
     w.Key("placement");
     Embedded(w, m.placement_json);
+    w.Key("memory_budget");
+    Embedded(w, m.memory_budget ? MemoryBudgetToJson(*m.memory_budget) : std::string());
+    if (!m.memory_budget && !m.memory_budget_note.empty()) {
+      w.Key("memory_budget_note");
+      Str(w, m.memory_budget_note);
+    }
     w.EndObject();
   }
   w.EndArray();

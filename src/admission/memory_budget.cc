@@ -1,5 +1,8 @@
 #include "fastpath/admission/memory_budget.h"
 
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -80,6 +83,38 @@ MemoryBudget ComputeMemoryBudget(const backend::MemoryStats& before,
                                 static_cast<double>(b.input_elements);
   }
   return b;
+}
+
+std::string MemoryBudgetToJson(const MemoryBudget& b) {
+  rapidjson::StringBuffer buffer;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
+  w.StartObject();
+  w.Key("device");
+  w.String(b.device.c_str(), static_cast<rapidjson::SizeType>(b.device.size()));
+  w.Key("weights_bytes");
+  w.Uint64(b.weights_bytes);
+  w.Key("peak_bytes");
+  w.Uint64(b.peak_bytes);
+  w.Key("rows");
+  w.Uint64(b.rows);
+  w.Key("input_elements");
+  w.Uint64(b.input_elements);
+  w.Key("margin");
+  w.Double(b.margin);
+  w.Key("budget_bytes");
+  w.Uint64(b.budget_bytes);
+  w.Key("limit_bytes");
+  if (b.limit_bytes) {
+    w.Uint64(*b.limit_bytes);
+  } else {
+    w.Null();
+  }
+  w.Key("bytes_per_input_element");
+  w.Double(b.bytes_per_input_element);
+  w.Key("fits_limit");
+  w.Bool(b.fits_limit());
+  w.EndObject();
+  return std::string(buffer.GetString(), buffer.GetSize());
 }
 
 std::string FormatBytes(uint64_t bytes) {

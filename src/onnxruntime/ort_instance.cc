@@ -262,32 +262,39 @@ StatusOr<std::vector<Tensor>> OrtModelInstance::RunUnchecked(
   }
 
   std::vector<Ort::Value> results;
-  const Ort::RunOptions defaults{nullptr};
-  const Ort::RunOptions& run_options = shrink_next_run_ ? shrink_options_ : defaults;
-  shrink_next_run_ = false;
-  try {
-    results = staged()
-                  ? RunBound(run_options, input_names, input_values, wanted)
-                  : session_.Run(run_options, input_names.data(), input_values.data(),
-                                 input_values.size(), wanted.data(), wanted.size());
-  } catch (const Ort::Exception& e) {
-    // ORT validated something fastpath did not (a shape the graph cannot take, say) or a
-    // kernel failed; its code tells which, and its message says what.
-    Status status = StatusFromOrtException(e, "running model '" + model_path_ + "'");
-    if (status.code() == StatusCode::kResourceExhausted) {
-      // Out of memory: the next run gives the arena's free regions back, and the message
-      // says what the cap was.
-      out_of_memory_runs_.fetch_add(1, std::memory_order_relaxed);
-      shrink_next_run_ = true;
-      return ResourceExhausted(
-          status.message() + "; " +
-          (memory_limit_bytes_ ? "the instance's memory limit is " +
-                                     std::to_string(*memory_limit_bytes_) + " bytes"
-                               : std::string("the instance has no memory limit")) +
-          " (parameters: fastpath.memory.limit_bytes)");
+  const auto run = [&](const Ort::RunOptions& run_options) -> Status {
+    try {
+      results = staged()
+                    ? RunBound(run_options, input_names, input_values, wanted)
+                    : session_.Run(run_options, input_names.data(), input_values.data(),
+                                   input_values.size(), wanted.data(), wanted.size());
+      return Status::Ok();
+    } catch (const Ort::Exception& e) {
+      // ORT validated something fastpath did not (a shape the graph cannot take, say) or a
+      // kernel failed; its code tells which, and its message says what.
+      return StatusFromOrtException(e, "running model '" + model_path_ + "'");
     }
-    return status;
+  };
+  Status status = run(Ort::RunOptions{nullptr});
+  if (status.code() == StatusCode::kResourceExhausted) {
+    // Out of memory. The arena may hold enough in free regions of the wrong sizes (they
+    // count against its limit), and ORT gives them back only at the end of a run that asks
+    // for it (OrtAllocator::Shrink is not implemented for a session's arena). So the run is
+    // tried once more with the shrinkage option: it fails where it failed (rarely, it fits),
+    // and the arena is shrunk when it ends, so that what runs next (the scheduler's retry in
+    // halves, the client's retry) finds the memory free.
+    status = run(shrink_options_);
   }
+  if (status.code() == StatusCode::kResourceExhausted) {
+    out_of_memory_runs_.fetch_add(1, std::memory_order_relaxed);
+    return ResourceExhausted(
+        status.message() + "; " +
+        (memory_limit_bytes_ ? "the instance's memory limit is " +
+                                   std::to_string(*memory_limit_bytes_) + " bytes"
+                             : std::string("the instance has no memory limit")) +
+        " (parameters: fastpath.memory.limit_bytes)");
+  }
+  FASTPATH_RETURN_IF_ERROR(status);
   if (results.size() != wanted.size()) {
     return Internal("ORT returned " + std::to_string(results.size()) + " outputs for " +
                     std::to_string(wanted.size()) + " requested");

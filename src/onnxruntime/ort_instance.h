@@ -111,13 +111,12 @@ class OrtModelInstance final : public backend::ModelInstance {
   std::atomic<uint64_t> staged_runs_{0};
   Ort::IoBinding binding_{nullptr};
   // Memory: the session's arena (for its statistics; null when ORT does not give it out),
-  // the cap, and after a run that ran out of memory, the next run shrinks the arena (gives
-  // back its free regions) at its end.
+  // the cap, and the options of a run that shrinks the arena (gives back its free regions)
+  // at its end: a run that ran out of memory is tried once more with them.
   Ort::Allocator arena_{nullptr};
   std::string arena_device_;  // MemoryStats::device
   std::optional<uint64_t> memory_limit_bytes_;
   Ort::RunOptions shrink_options_;
-  bool shrink_next_run_ = false;  // Run is called from one thread at a time
   std::atomic<uint64_t> out_of_memory_runs_{0};
 };
 

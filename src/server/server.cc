@@ -1,5 +1,7 @@
 #include <algorithm>
+#include <cmath>
 
+#include "fastpath/admission/memory_budget.h"
 #include "fastpath/config/model_config.h"
 #include "fastpath/server/server_impl.h"
 
@@ -21,6 +23,30 @@ std::vector<TensorMetadata> Describe(const inference::ModelConfig& config, bool 
     for (const auto& o : config.output()) add(o);
   }
   return out;
+}
+
+// A request that could never fit its instance's memory cap, even split in halves by the
+// scheduler's retry, is refused before it runs (issue 13): PayloadTooLarge, HTTP 413.
+Status CheckMemoryEstimate(const repository::ModelVersion& version,
+                           const std::vector<Tensor>& inputs, uint64_t batch_rows) {
+  const repository::ModelVersion::MemoryEstimate& e = *version.memory_estimate;
+  const uint64_t elements = admission::InputElements(inputs);
+  const uint64_t smallest = batch_rows >= 2 ? (elements + 1) / 2 : elements;
+  const uint64_t need =
+      e.weights_bytes + static_cast<uint64_t>(std::ceil(e.bytes_per_input_element *
+                                                        static_cast<double>(smallest)));
+  if (need <= e.limit_bytes) return Status::Ok();
+  return PayloadTooLarge(
+      "out of memory: model '" + version.model_name + "' version " +
+      std::to_string(version.version) + " would need about " + admission::FormatBytes(need) +
+      " for " + (smallest == elements ? "this request's " : "half of this request's ") +
+      std::to_string(elements) + " input elements (" +
+      admission::FormatBytes(e.weights_bytes) + " of weights and " +
+      std::to_string(static_cast<uint64_t>(std::ceil(e.bytes_per_input_element))) +
+      " bytes per input element, measured at load), more than the instance's memory limit of " +
+      admission::FormatBytes(e.limit_bytes) +
+      " (parameters: fastpath.memory.limit_bytes); it can never fit: send fewer or smaller "
+      "inputs");
 }
 
 // The model sees `reshape` where the protocol shows `dims`.
@@ -246,6 +272,11 @@ void Server::RunOnModel(InferRequest request, InferCallback done) {
   // Validated above: every input of a batching model shares a batch dim >= 1.
   if (config.max_batch_size() > 0 && !request.inputs.empty() && !request.inputs[0].shape.empty()) {
     job.batch_size = static_cast<uint64_t>(request.inputs[0].shape[0]);
+  }
+  if (runtime->memory_estimate) {
+    if (Status s = CheckMemoryEstimate(*runtime, request.inputs, job.batch_size); !s.ok()) {
+      return reject(s);
+    }
   }
   job.request = std::move(request);
   // The callback holds the version alive; it never runs its last release on a worker

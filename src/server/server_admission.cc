@@ -199,6 +199,67 @@ StatusOr<std::string> Server::CheckAccuracy(const std::filesystem::path& model_d
   return admission::DescribeMiss(worst, guard) + " (warm-up '" + worst_step + "')";
 }
 
+StatusOr<std::string> Server::MeasureMemory(const std::filesystem::path& model_dir,
+                                            repository::ModelVersion& version,
+                                            AdmissionRecord* record) {
+  FASTPATH_ASSIGN_OR_RETURN(const double margin, admission::MemoryMarginFor(version.config));
+  std::vector<backend::MemoryStats> before;
+  for (const backend::ModelInstance* instance : version.audited_instances) {
+    const auto stats = instance->memory_stats();
+    if (!stats) {
+      record->memory_budget_note = "the backend does not report its instances' memory";
+      return std::string();
+    }
+    before.push_back(*stats);
+  }
+  if (before.empty() || !version.scheduler) {
+    record->memory_budget_note = "no instance to measure";
+    return std::string();
+  }
+  FASTPATH_ASSIGN_OR_RETURN(auto request, admission::MakeMemoryBudgetRequest(
+                                              version.config, model_dir,
+                                              &record->memory_budget_note));
+  if (!request) return std::string();
+  const uint64_t rows = version.config.max_batch_size() > 0
+                            ? static_cast<uint64_t>(version.config.max_batch_size())
+                            : 1;
+  const Status ran = RunBlocking(version, *request);
+  // The instance that ran it is the one whose peak (or count of runs out of memory) moved.
+  size_t ran_on = 0;
+  bool out_of_memory = ran.code() == StatusCode::kResourceExhausted;
+  std::vector<backend::MemoryStats> after;
+  for (size_t i = 0; i < version.audited_instances.size(); ++i) {
+    after.push_back(version.audited_instances[i]->memory_stats().value_or(before[i]));
+    if (after[i].out_of_memory_runs > before[i].out_of_memory_runs) out_of_memory = true;
+    if (after[i].peak_bytes - before[i].peak_bytes >
+        after[ran_on].peak_bytes - before[ran_on].peak_bytes) {
+      ran_on = i;
+    }
+  }
+  const std::optional<uint64_t> limit = after[ran_on].limit_bytes;
+  if (out_of_memory) {
+    // The scheduler's split retry may have saved the run; the batch itself does not fit.
+    return "memory budget: the measured request at batch " + std::to_string(rows) +
+           " ran out of memory" +
+           (limit ? " under the instance's limit of " + admission::FormatBytes(*limit) : "") +
+           (ran.ok() ? "" : ": " + ran.message()) +
+           "; lower max_batch_size or raise parameters fastpath.memory.limit_bytes";
+  }
+  if (!ran.ok()) return ran.WithContext("memory budget: the measured request");
+  const admission::MemoryBudget budget =
+      admission::ComputeMemoryBudget(before[ran_on], after[ran_on], *request, rows, margin);
+  record->memory_budget = budget;
+  if (limit) {
+    version.memory_estimate = repository::ModelVersion::MemoryEstimate{
+        budget.weights_bytes, budget.bytes_per_input_element, *limit};
+  }
+  if (!budget.fits_limit()) {
+    return "memory budget over the instance's limit: " + admission::DescribeBudget(budget) +
+           "; lower max_batch_size or raise parameters fastpath.memory.limit_bytes";
+  }
+  return std::string();
+}
+
 Status Server::Admit(const std::filesystem::path& model_dir, repository::ModelVersion& version) {
   const std::string what =
       "model '" + version.model_name + "' version " + std::to_string(version.version);
@@ -223,6 +284,18 @@ Status Server::Admit(const std::filesystem::path& model_dir, repository::ModelVe
     remember(record);
     return FailedPrecondition(reason);
   };
+
+  // Memory first: the measured request at max_batch_size sets the arenas' peak before any
+  // other run does.
+  auto memory = MeasureMemory(model_dir, version, &record);
+  if (!memory.ok()) return refuse(memory.status().message());
+  if (!memory->empty()) {
+    if (options_.policy.profile == admission::Profile::kProduction) return refuse(*memory);
+    record.degradations.push_back(*memory);
+    log::Warn("!!! " + what + " is DEGRADED (dev profile serves it anyway): " + *memory);
+  } else if (record.memory_budget) {
+    log::Info(what + " memory: " + admission::DescribeBudget(*record.memory_budget));
+  }
 
   auto budget = admission::ParseBudget(version.config);
   if (!budget.ok()) return refuse("self-test budget: " + budget.status().message());
@@ -316,6 +389,8 @@ admission::AdmissionReport Server::Admission() const {
     }
     if (record != nullptr) {
       m.self_test = record->self_test;
+      m.memory_budget = record->memory_budget;
+      m.memory_budget_note = record->memory_budget_note;
       // Built again for a READY version: its staged-run counts are live.
       m.placement_json = live ? PlacementJson(*live) : record->placement_json;
     }

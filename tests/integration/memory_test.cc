@@ -20,7 +20,8 @@ class MemoryTest : public ServerTest {
  protected:
   std::vector<std::string> Models() override { return {}; }
   std::vector<std::string> ExtraArgs() override {
-    return {"--model-control-mode", "explicit", "--load-model", "capped"};
+    return {"--model-control-mode", "explicit", "--load-model", "capped",
+            "--load-model", "budgeted"};
   }
   void PrepareRepository(testing::TempRepository& repo) override {
     // add_one: OUTPUT0 = INPUT0 + 1, FP32 [batch, n].
@@ -34,17 +35,45 @@ instance_group [ { kind: KIND_CPU count: 1 } ]
 dynamic_batching { max_queue_delay_microseconds: 500 }
 parameters { key: "fastpath.memory.limit_bytes" value { string_value: "2Mi" } }
 )");
+    // The same, with a model_warmup that makes the dim concrete, so that its memory budget
+    // is measured at load: 8 rows of 16384 elements.
+    repo.AddVersion("budgeted", 1, "add_one");
+    repo.WriteConfig("budgeted", R"(
+name: "budgeted"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+instance_group [ { kind: KIND_CPU count: 1 } ]
+model_warmup [ { name: "largest" batch_size: 1 inputs { key: "INPUT0" value {
+  data_type: TYPE_FP32 dims: [ 16384 ] random_data: true } } } ]
+parameters { key: "fastpath.memory.limit_bytes" value { string_value: "2Mi" } }
+)");
   }
 
-  HttpResponse Infer(HttpClient& client, int64_t n, float base) {
-    std::vector<float> values(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) values[static_cast<size_t>(i)] = base + static_cast<float>(i);
-    const std::string json =
-        R"({"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,)" + std::to_string(n) +
-        R"(],"parameters":{"binary_data_size":)" + std::to_string(n * 4) +
-        R"(}}],"parameters":{"binary_data_output":true}})";
+  // The model's entry in /v2/health/admission.
+  rapidjson::Document Admission(const std::string& model) {
+    const HttpResponse r = http().Get("/v2/health/admission");
+    EXPECT_EQ(r.status, 200) << r.Describe();
+    rapidjson::Document doc = ParseJson(r.body);
+    rapidjson::Document out;
+    for (const auto& m : doc["models"].GetArray()) {
+      if (m["name"].GetString() == model) out.CopyFrom(m, out.GetAllocator());
+    }
+    EXPECT_TRUE(out.IsObject()) << r.body;
+    return out;
+  }
+
+  HttpResponse Infer(HttpClient& client, int64_t n, float base, int64_t rows = 1,
+                     const std::string& model = "capped") {
+    std::vector<float> values(static_cast<size_t>(rows * n));
+    for (size_t i = 0; i < values.size(); ++i) values[i] = base + static_cast<float>(i);
+    const std::string json = R"({"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[)" +
+                             std::to_string(rows) + "," + std::to_string(n) +
+                             R"(],"parameters":{"binary_data_size":)" +
+                             std::to_string(rows * n * 4) +
+                             R"(}}],"parameters":{"binary_data_output":true}})";
     BinaryBody body = MakeBinaryBody(json, {AsBytes(values)});
-    return client.Post("/v2/models/capped/infer", body.body,
+    return client.Post("/v2/models/" + model + "/infer", body.body,
                        {{"inference-header-content-length", std::to_string(body.json_length)}});
   }
 };
@@ -102,11 +131,13 @@ TEST_F(MemoryTest, UnderConcurrentMixedLoadOnlyWhatCannotFitFailsAndTheServerSta
   EXPECT_EQ(http().Get("/v2/health/ready").status, 200);
   const int big_requests = kClients * kRequestsPerClient / 4 + 1;
   // The admission report shows the instance's arena: its cap, and every run that ran out.
-  const HttpResponse admission = http().Get("/v2/health/admission");
-  ASSERT_EQ(admission.status, 200) << admission.Describe();
-  const auto doc = ParseJson(admission.body);
-  const auto& memory = doc["models"][0]["placement"]["instances"][0]["memory"];
-  ASSERT_TRUE(memory.IsObject()) << admission.body;
+  const auto model = Admission("capped");
+  const auto& memory = model["placement"]["instances"][0]["memory"];
+  ASSERT_TRUE(memory.IsObject()) << ToJson(model);
+  // Its input's dim is dynamic and nothing makes it concrete: no budget, and it says why.
+  EXPECT_TRUE(model["memory_budget"].IsNull());
+  EXPECT_NE(std::string(model["memory_budget_note"].GetString()).find("model_warmup"),
+            std::string::npos);
   EXPECT_EQ(JsonUint(memory["limit_bytes"]), 2097152u);
   // One run per big request (a single row is not split), plus none for the small ones.
   EXPECT_EQ(JsonUint(memory["out_of_memory_runs"]), static_cast<uint64_t>(big_requests));
@@ -122,6 +153,43 @@ TEST_F(MemoryTest, UnderConcurrentMixedLoadOnlyWhatCannotFitFailsAndTheServerSta
   EXPECT_NE(scrape.body.find("fastpath_memory_limit_bytes{model=\"capped\",version=\"1\","
                              "instance=\"0\",device=\"cpu\"} 2097152"),
             std::string::npos);
+}
+
+TEST_F(MemoryTest, AMeasuredBudgetRefusesWhatCanNeverFitAndHalvesWhatCan) {
+  const auto model = Admission("budgeted");
+  const auto& budget = model["memory_budget"];
+  ASSERT_TRUE(budget.IsObject()) << ToJson(model);
+  EXPECT_EQ(JsonUint(budget["rows"]), 8u);
+  EXPECT_EQ(JsonUint(budget["input_elements"]), 8u * 16384);
+  EXPECT_EQ(JsonUint(budget["limit_bytes"]), 2097152u);
+  EXPECT_TRUE(budget["fits_limit"].GetBool());
+  // The measured run held at least its 512 KiB output.
+  EXPECT_GE(JsonUint(budget["peak_bytes"]).value_or(0), 8u * 16384 * 4);
+  EXPECT_STREQ(model["state"].GetString(), "READY");
+
+  // 4 MiB of output for one row: it can never fit, and is refused before it runs.
+  const HttpResponse never = Infer(http(), kBig, 0, 1, "budgeted");
+  EXPECT_EQ(never.status, 413) << never.Describe();
+  EXPECT_EQ(ErrorMessage(never.body).rfind("out of memory: model 'budgeted' version 1 would "
+                                           "need about ",
+                                           0),
+            0u)
+      << never.Describe();
+  EXPECT_NE(ErrorMessage(never.body).find("it can never fit"), std::string::npos);
+
+  // Two rows of 1.6 MB: together they run out of memory, each half fits, so the scheduler's
+  // retry in halves answers them right.
+  constexpr int64_t kHalf = 400000;
+  const HttpResponse split = Infer(http(), kHalf, 0, 2, "budgeted");
+  ASSERT_EQ(split.status, 200) << split.Describe();
+  const auto out = FromBytes<float>(DecodeBinaryResponse(split).blobs.at(0));
+  ASSERT_EQ(out.size(), static_cast<size_t>(2 * kHalf));
+  for (size_t i = 0; i < out.size(); i += 9973) {
+    ASSERT_EQ(out[i], static_cast<float>(i) + 1.0f) << i;
+  }
+  const auto after = Admission("budgeted");
+  EXPECT_EQ(JsonUint(after["placement"]["instances"][0]["memory"]["out_of_memory_runs"]), 1u);
+  EXPECT_EQ(http().Get("/v2/health/ready").status, 200);
 }
 
 TEST_F(MemoryTest, ABadMemoryLimitIsRefusedAtLoadNamingTheKey) {

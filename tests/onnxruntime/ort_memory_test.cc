@@ -89,6 +89,26 @@ TEST_F(OrtMemoryTest, ARunBeyondTheCapIsOneCleanOutOfMemoryAndTheInstanceServesO
   EXPECT_GE(stats->arena_extensions, 1u);
 }
 
+TEST_F(OrtMemoryTest, AfterRunningOutTheArenaGivesBackItsFreeRegionsSoTheNextRunFits) {
+  // 30000 rows leave about 1.2 MB of free regions in the 2 MiB arena; 40000 rows need about
+  // 1.6 MB in other sizes. They run out (the free regions count against the limit), the
+  // arena gives them back, and the same request then fits: fragmentation does not stick.
+  auto instance = Load(2 * kMiB);
+  ASSERT_NE(instance, nullptr);
+  ASSERT_TRUE(instance->Run({MlpInput(30000)}, {"Y"}).ok());
+  const uint64_t reserved = instance->memory_stats()->reserved_bytes;
+  EXPECT_GT(reserved, kMiB);
+  EXPECT_EQ(instance->Run({MlpInput(40000)}, {"Y"}).status().code(),
+            StatusCode::kResourceExhausted);
+  const auto shrunk = instance->memory_stats();
+  EXPECT_GE(shrunk->arena_shrinkages, 1u);
+  EXPECT_LT(shrunk->reserved_bytes, reserved);
+  const auto fits = instance->Run({MlpInput(40000)}, {"Y"});
+  ASSERT_TRUE(fits.ok()) << fits.status().ToString();
+  EXPECT_EQ((*fits)[0].shape, (std::vector<int64_t>{40000, 2}));
+  EXPECT_EQ(instance->memory_stats()->out_of_memory_runs, 1u);
+}
+
 TEST_F(OrtMemoryTest, EveryCappedInstanceHasAnArenaOfItsOwn) {
   auto small = Load(kMiB);
   auto large = Load(64 * kMiB);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "fastpath/admission/memory_budget.h"
 #include "fastpath/admission/self_test.h"
 #include "fastpath/backend/backend.h"
 #include "fastpath/common/status.h"
@@ -42,6 +43,9 @@ struct ModelAdmission {
   // A READY version's instances' memory arenas now, in instance order (nullopt for one whose
   // backend cannot tell); empty for a version that is not serving.
   std::vector<std::optional<backend::MemoryStats>> instance_memory;
+  // The memory budget measured at load (memory_budget.h), or why there is none.
+  std::optional<MemoryBudget> memory_budget;
+  std::string memory_budget_note;
 };
 
 struct AdmissionReport {
@@ -57,7 +61,9 @@ struct AdmissionReport {
 
 // {"profile", "allow_cpu_fallback", "live", "ready", "reasons", "version_lock":
 //  {"file", "pinned"} | null, "models": [{"name", "version", "state", "reasons",
-//  "self_test": {...} | null, "placement": {...} | null}], "capability_snapshot": {...} | null}
+//  "self_test": {...} | null, "placement": {...} | null, "memory_budget": {...} | null,
+//  "memory_budget_note" (only when there is no budget and a reason)}],
+//  "capability_snapshot": {...} | null}
 std::string ReportToJson(const AdmissionReport& report);
 
 }  // namespace fastpath::admission

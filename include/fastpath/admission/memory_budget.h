@@ -68,6 +68,10 @@ MemoryBudget ComputeMemoryBudget(const backend::MemoryStats& before,
 // "weights 1.2 MiB, peak 9.5 MiB at batch 8, budget 10.9 MiB (margin 15%), limit 8.0 MiB"
 std::string DescribeBudget(const MemoryBudget& budget);
 
+// {"device", "weights_bytes", "peak_bytes", "rows", "input_elements", "margin",
+//  "budget_bytes", "limit_bytes" (null: none), "bytes_per_input_element", "fits_limit"}
+std::string MemoryBudgetToJson(const MemoryBudget& budget);
+
 // Bytes in binary units for people: "512 B", "1.5 KiB", "9.5 MiB", "2.0 GiB".
 std::string FormatBytes(uint64_t bytes);
 

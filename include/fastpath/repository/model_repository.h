@@ -53,6 +53,16 @@ struct ModelVersion {
   std::vector<const backend::ModelInstance*> audited_instances;
   scheduler::StatsRecorder stats;
   std::unique_ptr<scheduler::Scheduler> scheduler;  // owns the model instances
+  // What a request costs one instance in memory, measured by admission (admission/
+  // memory_budget.h) before the version is published and unchanged after; set only for
+  // instances with a cap. A request estimated over the cap even when split in halves
+  // could never fit, and is refused before it runs (HTTP 413).
+  struct MemoryEstimate {
+    uint64_t weights_bytes = 0;
+    double bytes_per_input_element = 0;
+    uint64_t limit_bytes = 0;
+  };
+  std::optional<MemoryEstimate> memory_estimate;
 };
 
 struct VersionStatus {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "fastpath/admission/accuracy_guard.h"
+#include "fastpath/admission/memory_budget.h"
 #include "fastpath/admission/self_test.h"
 #include "fastpath/backend/backend.h"
 #include "fastpath/repository/model_repository.h"
@@ -79,6 +80,12 @@ class Server final : public InferenceServer {
   // Admission (server_admission.cc): the repository's hook. Runs the version's start-up
   // self-test through its scheduler and judges it under the profile.
   Status Admit(const std::filesystem::path& model_dir, repository::ModelVersion& version);
+  struct AdmissionRecord;
+  // The memory budget (admission/memory_budget.h): the measured request through the version,
+  // the arenas' statistics before and after. Sets record->memory_budget (or its note) and
+  // version.memory_estimate; returns the reason the budget does not fit, empty when it does.
+  StatusOr<std::string> MeasureMemory(const std::filesystem::path& model_dir,
+                                      repository::ModelVersion& version, AdmissionRecord* record);
   // Validates and runs one request on a version that is not published yet; `outputs`, when
   // given, receives the response's outputs (the config's, in its order).
   Status RunBlocking(repository::ModelVersion& version, InferRequest request,
@@ -117,6 +124,8 @@ class Server final : public InferenceServer {
     std::vector<std::string> degradations;  // dev profile: why it serves DEGRADED
     std::string refused;                    // the reason it was refused; empty if admitted
     std::string placement_json;             // the instances' placement audits
+    std::optional<admission::MemoryBudget> memory_budget;  // measured at load
+    std::string memory_budget_note;  // why it was not measured, when it was not
   };
   mutable std::mutex admission_mu_;
   std::map<std::pair<std::string, int64_t>, AdmissionRecord> admission_records_;  // guarded
