@@ -61,16 +61,17 @@ uint64_t InputElements(const std::vector<Tensor>& inputs) {
 }
 
 uint64_t MemoryBudget::EstimateBytes(uint64_t elements) const {
-  return weights_bytes +
+  return at_rest_bytes +
          static_cast<uint64_t>(std::ceil(bytes_per_input_element * static_cast<double>(elements)));
 }
 
 MemoryBudget ComputeMemoryBudget(const backend::MemoryStats& before,
                                  const backend::MemoryStats& after, const InferRequest& request,
-                                 uint64_t rows, double margin) {
+                                 uint64_t rows, double margin, uint64_t weights_bytes) {
   MemoryBudget b;
   b.device = after.device;
-  b.weights_bytes = before.in_use_bytes;
+  b.weights_bytes = weights_bytes;
+  b.at_rest_bytes = before.in_use_bytes;
   b.peak_bytes = std::max(after.peak_bytes, before.in_use_bytes);
   b.rows = rows;
   b.input_elements = InputElements(request.inputs);
@@ -79,10 +80,24 @@ MemoryBudget ComputeMemoryBudget(const backend::MemoryStats& before,
       static_cast<uint64_t>(std::ceil(static_cast<double>(b.peak_bytes) * (1.0 + margin)));
   b.limit_bytes = after.limit_bytes;
   if (b.input_elements > 0) {
-    b.bytes_per_input_element = static_cast<double>(b.peak_bytes - b.weights_bytes) /
+    b.bytes_per_input_element = static_cast<double>(b.peak_bytes - b.at_rest_bytes) /
                                 static_cast<double>(b.input_elements);
   }
   return b;
+}
+
+uint64_t FilesBytes(const std::filesystem::path& dir) {
+  uint64_t total = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    std::error_code size_ec;
+    if (it->is_regular_file(size_ec)) {
+      const uint64_t size = it->file_size(size_ec);
+      if (!size_ec) total += size;
+    }
+  }
+  return total;
 }
 
 std::string MemoryBudgetToJson(const MemoryBudget& b) {
@@ -93,6 +108,8 @@ std::string MemoryBudgetToJson(const MemoryBudget& b) {
   w.String(b.device.c_str(), static_cast<rapidjson::SizeType>(b.device.size()));
   w.Key("weights_bytes");
   w.Uint64(b.weights_bytes);
+  w.Key("at_rest_bytes");
+  w.Uint64(b.at_rest_bytes);
   w.Key("peak_bytes");
   w.Uint64(b.peak_bytes);
   w.Key("rows");
@@ -111,8 +128,22 @@ std::string MemoryBudgetToJson(const MemoryBudget& b) {
   }
   w.Key("bytes_per_input_element");
   w.Double(b.bytes_per_input_element);
+  w.Key("instances");
+  w.Uint(b.instances);
+  w.Key("device_total_bytes");
+  if (b.device_total_bytes) {
+    w.Uint64(*b.device_total_bytes);
+  } else {
+    w.Null();
+  }
+  w.Key("ran_out_of_memory");
+  w.Bool(b.ran_out_of_memory);
   w.Key("fits_limit");
   w.Bool(b.fits_limit());
+  w.Key("fits_device");
+  w.Bool(b.fits_device());
+  w.Key("fits");
+  w.Bool(b.fits());
   w.EndObject();
   return std::string(buffer.GetString(), buffer.GetSize());
 }
@@ -137,10 +168,18 @@ std::string FormatBytes(uint64_t bytes) {
 std::string DescribeBudget(const MemoryBudget& b) {
   char margin[16];
   std::snprintf(margin, sizeof margin, "%g%%", b.margin * 100);
-  return "weights " + FormatBytes(b.weights_bytes) + ", peak " + FormatBytes(b.peak_bytes) +
-         " at batch " + std::to_string(b.rows) + ", budget " + FormatBytes(b.budget_bytes) +
+  return "weights " + FormatBytes(b.weights_bytes) + ", arena at rest " +
+         FormatBytes(b.at_rest_bytes) + ", peak " + FormatBytes(b.peak_bytes) +
+         (b.ran_out_of_memory ? " when batch " + std::to_string(b.rows) + " ran out of memory"
+                              : " at batch " + std::to_string(b.rows)) +
+         ", budget " + (b.ran_out_of_memory ? "unknown" : FormatBytes(b.budget_bytes)) +
          " (margin " + margin + "), limit " +
-         (b.limit_bytes ? FormatBytes(*b.limit_bytes) : std::string("none"));
+         (b.limit_bytes ? FormatBytes(*b.limit_bytes) : std::string("none")) +
+         (b.device_total_bytes ? "; " + std::to_string(b.instances) +
+                                     (b.instances == 1 ? " instance needs " : " instances need ") +
+                                     FormatBytes(b.instances_bytes()) + " of the device's " +
+                                     FormatBytes(*b.device_total_bytes)
+                               : std::string());
 }
 
 }  // namespace fastpath::admission

@@ -2,7 +2,9 @@
 // (documented in README.md): orchestrators act on them.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -43,6 +45,15 @@ int Bench(const std::vector<std::string>& args);
 // `fastpath build-engines` (src/cli/build_engines.cc): prebuilds TensorRT engines. Exit 0
 // built, 1 a model failed, 2 usage, 17 (kExitNoGpuExecutionProvider) TensorRT unusable here.
 int BuildEngines(const std::vector<std::string>& args);
+
+// `fastpath budget` (src/cli/budget.cc): every model's memory budget against its cap and the
+// device's memory, without serving. Exit 0 all fit, 1 one does not fit or did not load, 2 usage.
+int Budget(const std::vector<std::string>& args);
+
+// The memory of each device this node gives instances, by MemoryStats::device name: "cpu"
+// (the cgroup's memory limit, else the machine's), "gpu<ordinal>" (what the driver reports;
+// a MIG slice's own memory when CUDA_VISIBLE_DEVICES names one).
+std::map<std::string, uint64_t> DeviceMemoryTotals(const gpu::CapabilitySnapshot& snapshot);
 
 // The TensorRT engine cache of serve and build-engines: root `engine_cache` (empty:
 // <repository>/.engine-cache), the TensorRT version (libnvinfer) and each GPU's compute

@@ -40,6 +40,8 @@ constexpr Command kCommands[] = {
      fastpath::cli::Bench},
     {"build-engines", "prebuild a repository's TensorRT engines into the keyed engine cache",
      fastpath::cli::BuildEngines},
+    {"budget", "measure every model's memory budget against its cap and the device, without serving",
+     fastpath::cli::Budget},
 };
 
 }  // namespace

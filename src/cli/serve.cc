@@ -155,6 +155,7 @@ int AdmitNode(ServeFlags* flags) {
   const gpu::CapabilitySnapshot snapshot = gpu::TakeNodeSnapshot(FASTPATH_VERSION);
   const std::vector<gpu::Finding> findings = gpu::Assess(snapshot);
   flags->server.capability_snapshot_json = gpu::SnapshotToJson(snapshot, findings);
+  flags->server.device_memory_bytes = DeviceMemoryTotals(snapshot);
   SetEngineCacheFromSnapshot(snapshot, flags->server.repository.root, flags->engine_cache,
                              &flags->server.repository);
   const admission::Policy& policy = flags->server.policy;

@@ -97,7 +97,9 @@ bool IsOutOfMemoryMessage(std::string_view message) {
 
 Status StatusFromOrtError(OrtErrorCode code, const std::string& context,
                           const std::string& message) {
-  std::string text = context + ": " + message;
+  // ORT's messages often end with a newline; fastpath's sentences go on after them.
+  const size_t end = message.find_last_not_of(" \t\r\n");
+  std::string text = context + ": " + message.substr(0, end == std::string::npos ? 0 : end + 1);
   if (code != ORT_OK && IsOutOfMemoryMessage(message)) {
     return ResourceExhausted("out of memory: " + std::move(text));
   }

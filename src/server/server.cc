@@ -33,7 +33,7 @@ Status CheckMemoryEstimate(const repository::ModelVersion& version,
   const uint64_t elements = admission::InputElements(inputs);
   const uint64_t smallest = batch_rows >= 2 ? (elements + 1) / 2 : elements;
   const uint64_t need =
-      e.weights_bytes + static_cast<uint64_t>(std::ceil(e.bytes_per_input_element *
+      e.at_rest_bytes + static_cast<uint64_t>(std::ceil(e.bytes_per_input_element *
                                                         static_cast<double>(smallest)));
   if (need <= e.limit_bytes) return Status::Ok();
   return PayloadTooLarge(
@@ -41,7 +41,7 @@ Status CheckMemoryEstimate(const repository::ModelVersion& version,
       std::to_string(version.version) + " would need about " + admission::FormatBytes(need) +
       " for " + (smallest == elements ? "this request's " : "half of this request's ") +
       std::to_string(elements) + " input elements (" +
-      admission::FormatBytes(e.weights_bytes) + " of weights and " +
+      admission::FormatBytes(e.at_rest_bytes) + " held at rest and " +
       std::to_string(static_cast<uint64_t>(std::ceil(e.bytes_per_input_element))) +
       " bytes per input element, measured at load), more than the instance's memory limit of " +
       admission::FormatBytes(e.limit_bytes) +

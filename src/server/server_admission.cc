@@ -4,6 +4,7 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include <algorithm>
 #include <future>
 #include <optional>
 
@@ -213,7 +214,8 @@ StatusOr<std::string> Server::MeasureMemory(const std::filesystem::path& model_d
     before.push_back(*stats);
   }
   if (before.empty() || !version.scheduler) {
-    record->memory_budget_note = "no instance to measure";
+    record->memory_budget_note =
+        "no instance of its own (an ensemble: its steps are measured as the models they are)";
     return std::string();
   }
   FASTPATH_ASSIGN_OR_RETURN(auto request, admission::MakeMemoryBudgetRequest(
@@ -237,6 +239,20 @@ StatusOr<std::string> Server::MeasureMemory(const std::filesystem::path& model_d
     }
   }
   const std::optional<uint64_t> limit = after[ran_on].limit_bytes;
+  if (!out_of_memory && !ran.ok()) return ran.WithContext("memory budget: the measured request");
+  admission::MemoryBudget budget = admission::ComputeMemoryBudget(
+      before[ran_on], after[ran_on], *request, rows, margin,
+      admission::FilesBytes(model_dir / std::to_string(version.version)));
+  budget.ran_out_of_memory = out_of_memory;
+  budget.instances = static_cast<uint32_t>(
+      std::count_if(after.begin(), after.end(), [&](const backend::MemoryStats& stats) {
+        return stats.device == budget.device;
+      }));
+  if (const auto total = options_.device_memory_bytes.find(budget.device);
+      total != options_.device_memory_bytes.end()) {
+    budget.device_total_bytes = total->second;
+  }
+  record->memory_budget = budget;
   if (out_of_memory) {
     // The scheduler's split retry may have saved the run; the batch itself does not fit.
     return "memory budget: the measured request at batch " + std::to_string(rows) +
@@ -245,17 +261,18 @@ StatusOr<std::string> Server::MeasureMemory(const std::filesystem::path& model_d
            (ran.ok() ? "" : ": " + ran.message()) +
            "; lower max_batch_size or raise parameters fastpath.memory.limit_bytes";
   }
-  if (!ran.ok()) return ran.WithContext("memory budget: the measured request");
-  const admission::MemoryBudget budget =
-      admission::ComputeMemoryBudget(before[ran_on], after[ran_on], *request, rows, margin);
-  record->memory_budget = budget;
   if (limit) {
     version.memory_estimate = repository::ModelVersion::MemoryEstimate{
-        budget.weights_bytes, budget.bytes_per_input_element, *limit};
+        budget.at_rest_bytes, budget.bytes_per_input_element, *limit};
   }
   if (!budget.fits_limit()) {
     return "memory budget over the instance's limit: " + admission::DescribeBudget(budget) +
            "; lower max_batch_size or raise parameters fastpath.memory.limit_bytes";
+  }
+  if (!budget.fits_device()) {
+    return "memory budget: the instances together do not fit the device: " +
+           admission::DescribeBudget(budget) +
+           "; lower the instance count or max_batch_size, or give the container more memory";
   }
   return std::string();
 }

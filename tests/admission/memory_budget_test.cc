@@ -88,9 +88,11 @@ TEST(MemoryBudgetTest, BudgetIsThePeakWithItsMarginAndTheEstimateIsLinearInEleme
   after.limit_bytes = 10000;
   InferRequest request;
   request.inputs.push_back({"X", DataType::kFp32, {8, 100}, std::string(3200, '\0')});
-  const MemoryBudget b = ComputeMemoryBudget(before, after, request, 8, 0.15);
+  const MemoryBudget b = ComputeMemoryBudget(before, after, request, 8, 0.15, 1500);
   EXPECT_EQ(b.device, "cpu");
-  EXPECT_EQ(b.weights_bytes, 1000u);
+  EXPECT_EQ(b.weights_bytes, 1500u);  // the files: 500 bytes of them live outside the arena
+  EXPECT_EQ(b.at_rest_bytes, 1000u);
+  EXPECT_EQ(b.instance_bytes(), 10850u);
   EXPECT_EQ(b.peak_bytes, 9000u);
   EXPECT_EQ(b.budget_bytes, 10350u);  // 9000 × 1.15
   EXPECT_EQ(b.input_elements, 800u);
@@ -99,13 +101,23 @@ TEST(MemoryBudgetTest, BudgetIsThePeakWithItsMarginAndTheEstimateIsLinearInEleme
   EXPECT_EQ(b.EstimateBytes(400), 5000u);    // half the batch
   EXPECT_EQ(b.EstimateBytes(1600), 17000u);  // twice
   EXPECT_EQ(DescribeBudget(b),
-            "weights 1000 B, peak 8.8 KiB at batch 8, budget 10.1 KiB (margin 15%), limit 9.8 "
-            "KiB");
+            "weights 1.5 KiB, arena at rest 1000 B, peak 8.8 KiB at batch 8, budget 10.1 KiB "
+            "(margin 15%), limit 9.8 KiB");
 
   after.limit_bytes = 20000;
-  EXPECT_TRUE(ComputeMemoryBudget(before, after, request, 8, 0.15).fits_limit());
+  MemoryBudget within = ComputeMemoryBudget(before, after, request, 8, 0.15, 1000);
+  EXPECT_TRUE(within.fits());
+  // Three instances of it on a device of 30000 bytes do not fit together.
+  within.instances = 3;
+  within.device_total_bytes = 30000;
+  EXPECT_TRUE(within.fits_limit());
+  EXPECT_FALSE(within.fits_device());
+  EXPECT_FALSE(within.fits());
+  EXPECT_THAT(DescribeBudget(within), HasSubstr("; 3 instances need 30.3 KiB of the device's "
+                                                "29.3 KiB"));
+  EXPECT_EQ(within.instances_bytes(), 3u * 10350);  // the weights all live in the arena
   after.limit_bytes.reset();
-  EXPECT_TRUE(ComputeMemoryBudget(before, after, request, 8, 0.15).fits_limit());
+  EXPECT_TRUE(ComputeMemoryBudget(before, after, request, 8, 0.15, 1000).fits_limit());
 }
 
 TEST(MemoryBudgetTest, BytesReadInBinaryUnits) {

@@ -6,6 +6,7 @@
 // /metrics count what ran out.
 #include <thread>
 
+#include "fakes/run_command.h"
 #include "integration_fixture.h"
 
 namespace fastpath::integration {
@@ -190,6 +191,46 @@ TEST_F(MemoryTest, AMeasuredBudgetRefusesWhatCanNeverFitAndHalvesWhatCan) {
   const auto after = Admission("budgeted");
   EXPECT_EQ(JsonUint(after["placement"]["instances"][0]["memory"]["out_of_memory_runs"]), 1u);
   EXPECT_EQ(http().Get("/v2/health/ready").status, 200);
+}
+
+TEST_F(MemoryTest, BudgetCommandMeasuresWithoutServingAndExitsOneWhenAModelDoesNotFit) {
+  // The same repository as the server's: "budgeted" is measured, "capped" is not (its dim is
+  // dynamic), and both fit.
+  const auto fits = testing::RunCommand({FASTPATH_BINARY, "budget", "--model-repository",
+                                         repo().root().string(), "--json"});
+  ASSERT_EQ(fits.exit_code, 0) << fits.out << fits.err;
+  const auto doc = ParseJson(fits.out);
+  ASSERT_TRUE(doc.IsObject()) << fits.out;
+  EXPECT_TRUE(doc["fits"].GetBool());
+  ASSERT_EQ(doc["models"].Size(), 2u) << fits.out;
+  const auto& budgeted = doc["models"][0];
+  EXPECT_STREQ(budgeted["name"].GetString(), "budgeted");
+  EXPECT_EQ(JsonUint(budgeted["memory_budget"]["limit_bytes"]), 2097152u);
+  EXPECT_EQ(JsonUint(budgeted["memory_budget"]["rows"]), 8u);
+  EXPECT_GT(JsonUint(budgeted["memory_budget"]["weights_bytes"]).value_or(0), 0u);
+  EXPECT_TRUE(doc["models"][1]["memory_budget"].IsNull());
+  EXPECT_NE(std::string(doc["models"][1]["note"].GetString()).find("model_warmup"),
+            std::string::npos);
+  EXPECT_TRUE(doc["devices"]["cpu"]["fits"].GetBool());
+
+  // A model whose measured batch cannot fit its cap: the table says no, the exit is 1.
+  repo().AddVersion("tight", 1, "add_one");
+  repo().WriteConfig("tight", R"(
+name: "tight"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 65536 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 65536 ] } ]
+parameters { key: "fastpath.memory.limit_bytes" value { string_value: "1Mi" } }
+)");
+  const auto tight = testing::RunCommand({FASTPATH_BINARY, "budget", "--model-repository",
+                                          repo().root().string(), "--model", "tight"});
+  EXPECT_EQ(tight.exit_code, 1) << tight.out << tight.err;
+  EXPECT_NE(tight.out.find("MODEL"), std::string::npos) << tight.out;
+  EXPECT_NE(tight.out.find("tight"), std::string::npos) << tight.out;
+  EXPECT_EQ(tight.out.find("budgeted"), std::string::npos) << "only the model asked for";
+
+  const auto usage = testing::RunCommand({FASTPATH_BINARY, "budget"});
+  EXPECT_EQ(usage.exit_code, 2) << usage.err;
 }
 
 TEST_F(MemoryTest, ABadMemoryLimitIsRefusedAtLoadNamingTheKey) {

@@ -58,7 +58,7 @@ struct ModelVersion {
   // instances with a cap. A request estimated over the cap even when split in halves
   // could never fit, and is refused before it runs (HTTP 413).
   struct MemoryEstimate {
-    uint64_t weights_bytes = 0;
+    uint64_t at_rest_bytes = 0;
     double bytes_per_input_element = 0;
     uint64_t limit_bytes = 0;
   };

@@ -36,6 +36,9 @@ struct ServerOptions {
   // what Admission() shows beside the models.
   admission::Policy policy;
   std::string capability_snapshot_json;  // gpu::SnapshotToJson, taken by the caller
+  // The memory of each device instances may use, by MemoryStats::device name ("cpu",
+  // "gpu0", ...), for the memory budget's device check; a device not listed is unchecked.
+  std::map<std::string, uint64_t> device_memory_bytes;
   std::string version_lock;              // the lock file the node was admitted under
   std::vector<std::string> version_lock_pinned;
 };
