@@ -201,6 +201,7 @@ int Budget(const std::vector<std::string>& args) {
   options.startup_models = flags.models.empty() ? std::vector<std::string>{"*"} : flags.models;
   options.policy.profile = admission::Profile::kDev;  // report what is over, rather than refuse
   options.device_memory_bytes = DeviceMemoryTotals(snapshot);
+  options.measure_all_memory_budgets = true;
   SetEngineCacheFromSnapshot(snapshot, flags.repository, fs::path(), &options.repository);
   auto backend = onnxruntime::CreateOrtBackend();
   if (!backend.ok()) {

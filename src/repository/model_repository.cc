@@ -215,6 +215,9 @@ ModelRepository::ModelState ModelRepository::LoadFromDisk(const std::string& nam
     if (runtime.ok() && options_.admit) {
       // Admission before publication: a refused version is never READY, not even briefly.
       if (Status s = options_.admit(dir, **runtime); !s.ok()) runtime = s;
+      // Admission's own runs (warm-up, self-test, memory budget) are not clients'
+      // inferences: the statistics start at publication.
+      if (runtime.ok()) (*runtime)->stats.Reset();
     }
     if (runtime.ok()) {
       vs.state = server::ModelState::kReady;

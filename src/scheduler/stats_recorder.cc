@@ -65,4 +65,9 @@ ModelStatistics StatsRecorder::Snapshot(const std::string& name,
   return out;
 }
 
+void StatsRecorder::Reset() {
+  std::lock_guard lock(mu_);
+  stats_ = ModelStatistics{};
+}
+
 }  // namespace fastpath::scheduler

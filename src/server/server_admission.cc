@@ -204,6 +204,15 @@ StatusOr<std::string> Server::MeasureMemory(const std::filesystem::path& model_d
                                             repository::ModelVersion& version,
                                             AdmissionRecord* record) {
   FASTPATH_ASSIGN_OR_RETURN(const double margin, admission::MemoryMarginFor(version.config));
+  const auto& parameters = version.config.parameters();
+  if (!options_.measure_all_memory_budgets &&
+      parameters.count(std::string(config::kMemoryLimitBytes)) == 0 &&
+      parameters.count(admission::kMemoryMargin) == 0) {
+    record->memory_budget_note =
+        "not asked for: the model sets no parameters fastpath.memory.limit_bytes (`fastpath "
+        "budget` measures every model)";
+    return std::string();
+  }
   std::vector<backend::MemoryStats> before;
   for (const backend::ModelInstance* instance : version.audited_instances) {
     const auto stats = instance->memory_stats();
@@ -239,7 +248,12 @@ StatusOr<std::string> Server::MeasureMemory(const std::filesystem::path& model_d
     }
   }
   const std::optional<uint64_t> limit = after[ran_on].limit_bytes;
-  if (!out_of_memory && !ran.ok()) return ran.WithContext("memory budget: the measured request");
+  if (!out_of_memory && !ran.ok()) {
+    // Random data the model cannot take (an axis, a count): nothing measured, nothing judged.
+    record->memory_budget_note = "the seeded request failed, so nothing was measured (declare a "
+                                 "model_warmup with valid inputs): " + ran.message();
+    return std::string();
+  }
   admission::MemoryBudget budget = admission::ComputeMemoryBudget(
       before[ran_on], after[ran_on], *request, rows, margin,
       admission::FilesBytes(model_dir / std::to_string(version.version)));

@@ -29,6 +29,8 @@ class StatsRecorder {
   // `reason` is the label of Triton's nv_inference_request_failure.
   void RecordFailure(uint64_t request_ns, FailureReason reason = FailureReason::kOther);
   ModelStatistics Snapshot(const std::string& name, const std::string& version) const;
+  // Back to nothing recorded.
+  void Reset();
 
  private:
   mutable std::mutex mu_;

@@ -39,6 +39,11 @@ struct ServerOptions {
   // The memory of each device instances may use, by MemoryStats::device name ("cpu",
   // "gpu0", ...), for the memory budget's device check; a device not listed is unchecked.
   std::map<std::string, uint64_t> device_memory_bytes;
+  // Measure the memory budget of every model (fastpath budget). Otherwise only of a model
+  // that asks for it with parameters fastpath.memory.limit_bytes or fastpath.memory.margin:
+  // the measured request is random data at max_batch_size, which a model whose work depends
+  // on its input values (Range, loops) may take long over.
+  bool measure_all_memory_budgets = false;
   std::string version_lock;              // the lock file the node was admitted under
   std::vector<std::string> version_lock_pinned;
 };
