@@ -240,7 +240,7 @@ std::vector<MetricFamily> AdmissionFamilies(const admission::AdmissionReport& re
       measured = true;
       const std::vector<ClientMetric::Label> labels = {{"model", model.name},
                                                        {"version", model.version},
-                                                       {"instance", std::to_string(i)},
+                                                       {"model_instance", std::to_string(i)},
                                                        {"device", memory->device}};
       in_use.metric.push_back(gauge(labels, memory->in_use_bytes));
       reserved.metric.push_back(gauge(labels, memory->reserved_bytes));

@@ -152,7 +152,7 @@ TEST_F(MemoryTest, UnderConcurrentMixedLoadOnlyWhatCannotFitFailsAndTheServerSta
             std::string::npos)
       << scrape.body;
   EXPECT_NE(scrape.body.find("fastpath_memory_limit_bytes{model=\"capped\",version=\"1\","
-                             "instance=\"0\",device=\"cpu\"} 2097152"),
+                             "model_instance=\"0\",device=\"cpu\"} 2097152"),
             std::string::npos);
 }
 

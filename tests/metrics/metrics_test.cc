@@ -256,8 +256,8 @@ TEST(AdmissionFamiliesTest, MemoryPerInstanceAndOutOfMemoryRunsPerVersion) {
   report.models[0].instance_memory = {capped, std::nullopt, uncapped};
   prometheus::TextSerializer serializer;
   const Exposition e = Parse(serializer.Serialize(AdmissionFamilies(report)));
-  const std::string i0 = "{model=\"mlp\",version=\"3\",instance=\"0\",device=\"cpu\"}";
-  const std::string i2 = "{model=\"mlp\",version=\"3\",instance=\"2\",device=\"gpu1\"}";
+  const std::string i0 = "{model=\"mlp\",version=\"3\",model_instance=\"0\",device=\"cpu\"}";
+  const std::string i2 = "{model=\"mlp\",version=\"3\",model_instance=\"2\",device=\"gpu1\"}";
   EXPECT_EQ(e.types.at("fastpath_memory_in_use_bytes"), "gauge");
   EXPECT_EQ(e.types.at("fastpath_memory_oom_total"), "counter");
   EXPECT_EQ(e.Get("fastpath_memory_in_use_bytes" + i0), 1000);
@@ -268,7 +268,7 @@ TEST(AdmissionFamiliesTest, MemoryPerInstanceAndOutOfMemoryRunsPerVersion) {
   EXPECT_EQ(e.Get("fastpath_memory_arena_extensions_total" + i2), 3);
   EXPECT_EQ(e.Get("fastpath_memory_oom_total{model=\"mlp\",version=\"3\"}"), 7);
   for (const auto& [key, value] : e.samples) {
-    EXPECT_EQ(key.find("instance=\"1\""), std::string::npos) << key;
+    EXPECT_EQ(key.find("model_instance=\"1\""), std::string::npos) << key;
     EXPECT_EQ(key.find("fastpath_memory_oom_total{model=\"cnn\""), std::string::npos) << key;
   }
 }

@@ -29,7 +29,8 @@ namespace fastpath::metrics {
 //   DEGRADED and UNAVAILABLE, 0 for the others), so that `fastpath_model_state{state=
 //   "DEGRADED"} == 1` is the alert for a model served below its proven fast path.
 // And memory (issue 13), per READY version's instance (labels `model`, `version`,
-// `instance`, `device`), read from the instance's arena at scrape time:
+// `model_instance`: its index, since Prometheus keeps `instance` for the target; `device`),
+// read from the instance's arena at scrape time:
 //   fastpath_memory_in_use_bytes, fastpath_memory_reserved_bytes, fastpath_memory_peak_bytes,
 //   fastpath_memory_limit_bytes (gauges; the limit only where there is one),
 //   fastpath_memory_arena_extensions_total (counter); and per version
