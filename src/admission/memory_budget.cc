@@ -86,6 +86,12 @@ MemoryBudget ComputeMemoryBudget(const backend::MemoryStats& before,
   return b;
 }
 
+double FragmentationRatio(const backend::MemoryStats& stats) {
+  if (stats.reserved_bytes == 0 || stats.in_use_bytes >= stats.reserved_bytes) return 0;
+  return static_cast<double>(stats.reserved_bytes - stats.in_use_bytes) /
+         static_cast<double>(stats.reserved_bytes);
+}
+
 uint64_t FilesBytes(const std::filesystem::path& dir) {
   uint64_t total = 0;
   std::error_code ec;

@@ -129,6 +129,18 @@ void DefineServeOptions(CLI::App& app, ServeFlags& flags) {
       app, "--grace-period-secs", "N", 0, 3600, flags.grace.count(),
       [&flags](int64_t secs) { flags.grace = std::chrono::seconds(secs); },
       "on SIGTERM, how long in-flight requests may take");
+  AddInt(
+      app, "--memory-sample-interval-ms", "N", 0, 3600 * 1000,
+      flags.server.memory_sample_interval.count(),
+      [&flags](int64_t ms) { flags.server.memory_sample_interval = std::chrono::milliseconds(ms); },
+      "how often every instance's memory arena is sampled for the leak detector and /metrics "
+      "(0: never)");
+  AddInt(
+      app, "--memory-leak-window-secs", "N", 60, 7 * 24 * 3600,
+      std::chrono::duration_cast<std::chrono::seconds>(flags.server.leak_detector.window).count(),
+      [&flags](int64_t secs) { flags.server.leak_detector.window = std::chrono::seconds(secs); },
+      "the leak detector's window: memory held at rest that rises across all of it, with the "
+      "request mix steady, is a suspected leak");
   AddText(app, "--port-file", "FILE", &flags.port_file,
           "write \"http=N grpc=N[ metrics=N]\" once listening (for tests with port 0)");
   AddLogOptions(app, &flags.logging);

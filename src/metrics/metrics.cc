@@ -16,6 +16,7 @@
 #include <thread>
 #include <utility>
 
+#include "fastpath/admission/memory_budget.h"
 #include "fastpath/common/log.h"
 
 namespace fastpath::metrics {
@@ -221,6 +222,19 @@ std::vector<MetricFamily> AdmissionFamilies(const admission::AdmissionReport& re
                               MetricType::Gauge);
   MetricFamily extensions = Family("fastpath_memory_arena_extensions_total",
                                    "Times the instance's memory arena grew", MetricType::Counter);
+  MetricFamily fragmentation = Family(
+      "fastpath_memory_fragmentation_ratio",
+      "(reserved - in use) / reserved of the instance's arena: what it holds beyond its live "
+      "tensors, as a share of all it holds",
+      MetricType::Gauge);
+  MetricFamily leak = Family("fastpath_memory_leak_suspected",
+                             "1 when the memory the instance holds at rest has kept rising over "
+                             "the leak window with the request mix steady",
+                             MetricType::Gauge);
+  MetricFamily slope = Family("fastpath_memory_leak_slope_bytes_per_second",
+                              "The slope of the memory the instance holds at rest over the leak "
+                              "window",
+                              MetricType::Gauge);
   MetricFamily oom = Family("fastpath_memory_oom_total",
                             "Runs that failed for lack of memory (each failed its batch's "
                             "requests with 'out of memory')",
@@ -248,6 +262,17 @@ std::vector<MetricFamily> AdmissionFamilies(const admission::AdmissionReport& re
       if (memory->limit_bytes) limit.metric.push_back(gauge(labels, *memory->limit_bytes));
       extensions.metric.push_back(
           Counter(labels, static_cast<double>(memory->arena_extensions)));
+      ClientMetric ratio;
+      ratio.label = labels;
+      ratio.gauge.value = admission::FragmentationRatio(*memory);
+      fragmentation.metric.push_back(std::move(ratio));
+      if (i < model.instance_leaks.size() && model.instance_leaks[i]) {
+        leak.metric.push_back(gauge(labels, model.instance_leaks[i]->suspected ? 1 : 0));
+        ClientMetric s;
+        s.label = labels;
+        s.gauge.value = model.instance_leaks[i]->slope_bytes_per_second;
+        slope.metric.push_back(std::move(s));
+      }
       oom_runs += memory->out_of_memory_runs;
     }
     if (measured) {
@@ -255,7 +280,8 @@ std::vector<MetricFamily> AdmissionFamilies(const admission::AdmissionReport& re
                                    static_cast<double>(oom_runs)));
     }
   }
-  for (MetricFamily* f : {&in_use, &reserved, &peak, &limit, &extensions, &oom}) {
+  for (MetricFamily* f :
+       {&in_use, &reserved, &peak, &limit, &extensions, &fragmentation, &leak, &slope, &oom}) {
     if (!f->metric.empty()) out.push_back(std::move(*f));
   }
   return out;

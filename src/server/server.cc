@@ -126,6 +126,17 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options,
         raw->RunOnModel(std::move(request), std::move(done));
       });
   server->repository_->LoadStartupModels(server->options_.startup_models);
+  server->memory_watch_ = std::make_unique<MemoryWatch>(
+      [raw = server.get()] {
+        std::vector<std::shared_ptr<repository::ModelVersion>> versions;
+        for (const RepositoryEntry& entry : raw->repository_->Index(/*ready_only=*/true)) {
+          auto runtime = raw->repository_->FindReady(entry.name, entry.version);
+          if (runtime.ok()) versions.push_back(std::move(runtime).value());
+        }
+        return versions;
+      },
+      server->clock_, server->options_.memory_sample_interval, server->options_.leak_detector);
+  server->memory_watch_->Start();
   return server;
 }
 
@@ -296,6 +307,7 @@ size_t Server::Shutdown(std::chrono::milliseconds grace) {
     std::lock_guard lock(inflight_mu_);
     shutting_down_ = true;
   }
+  if (memory_watch_) memory_watch_->Stop();
   // No load or unload starts from now on: queued ones are answered Unavailable at once, so
   // a draining server does not begin building a model it is about to drop.
   control_.Close();

@@ -22,8 +22,9 @@ std::string Join(const std::vector<std::string>& items, const std::string& separ
 }
 
 // The placement audits of a version's instances (issue 4 §3) for the admission report,
-// with each instance's live count of staged (IO-bound) runs.
-std::string PlacementJson(const repository::ModelVersion& version) {
+// with each instance's live count of staged (IO-bound) runs and its memory (issue 13): the
+// arena now and, with `watch`, the leak verdict.
+std::string PlacementJson(const repository::ModelVersion& version, const MemoryWatch* watch) {
   const std::vector<backend::PlacementAudit>& audits = version.placements;
   if (audits.empty()) return "";
   rapidjson::StringBuffer buffer;
@@ -71,6 +72,27 @@ std::string PlacementJson(const repository::ModelVersion& version) {
       w.Uint64(memory->arena_shrinkages);
       w.Key("out_of_memory_runs");
       w.Uint64(memory->out_of_memory_runs);
+      // What the arena holds beyond its live tensors, as a share of all it holds.
+      w.Key("fragmentation_ratio");
+      w.Double(admission::FragmentationRatio(*memory));
+      const std::optional<admission::LeakVerdict> leak =
+          watch != nullptr ? watch->Verdict(version.model_name, version.version, i)
+                           : std::nullopt;
+      w.Key("leak");
+      if (!leak) {
+        w.Null();
+      } else {
+        w.StartObject();
+        w.Key("suspected");
+        w.Bool(leak->suspected);
+        w.Key("slope_bytes_per_second");
+        w.Double(leak->slope_bytes_per_second);
+        w.Key("growth_bytes");
+        w.Uint64(leak->growth_bytes);
+        w.Key("reason");
+        str(leak->reason);
+        w.EndObject();
+      }
       w.EndObject();
     }
     w.Key("summary");
@@ -296,7 +318,7 @@ Status Server::Admit(const std::filesystem::path& model_dir, repository::ModelVe
       "model '" + version.model_name + "' version " + std::to_string(version.version);
   AdmissionRecord record;
   record.runtime = &version;
-  record.placement_json = PlacementJson(version);
+  record.placement_json = PlacementJson(version, nullptr);
   // A GPU instance the placement policy would refuse serves only under --allow-cpu-fallback
   // (dev), and TensorRT engines built under another key are rebuilt only in dev; either is
   // labelled DEGRADED like a missed budget.
@@ -423,11 +445,14 @@ admission::AdmissionReport Server::Admission() const {
       m.memory_budget = record->memory_budget;
       m.memory_budget_note = record->memory_budget_note;
       // Built again for a READY version: its staged-run counts are live.
-      m.placement_json = live ? PlacementJson(*live) : record->placement_json;
+      m.placement_json = live ? PlacementJson(*live, memory_watch_.get()) : record->placement_json;
     }
     if (live) {
-      for (const backend::ModelInstance* instance : live->audited_instances) {
-        m.instance_memory.push_back(instance->memory_stats());
+      for (size_t i = 0; i < live->audited_instances.size(); ++i) {
+        m.instance_memory.push_back(live->audited_instances[i]->memory_stats());
+        m.instance_leaks.push_back(memory_watch_ ? memory_watch_->Verdict(live->model_name,
+                                                                          live->version, i)
+                                                 : std::nullopt);
       }
     }
     report.models.push_back(std::move(m));

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "fastpath/admission/leak_detector.h"
 #include "fastpath/admission/memory_budget.h"
 #include "fastpath/admission/self_test.h"
 #include "fastpath/backend/backend.h"
@@ -43,6 +44,9 @@ struct ModelAdmission {
   // A READY version's instances' memory arenas now, in instance order (nullopt for one whose
   // backend cannot tell); empty for a version that is not serving.
   std::vector<std::optional<backend::MemoryStats>> instance_memory;
+  // The memory watch's leak verdict per instance, beside instance_memory (nullopt: not
+  // sampled yet).
+  std::vector<std::optional<LeakVerdict>> instance_leaks;
   // The memory budget measured at load (memory_budget.h), or why there is none.
   std::optional<MemoryBudget> memory_budget;
   std::string memory_budget_note;

@@ -99,6 +99,10 @@ std::string DescribeBudget(const MemoryBudget& budget);
 //  "fits"}
 std::string MemoryBudgetToJson(const MemoryBudget& budget);
 
+// (reserved − in use) / reserved: what the arena holds beyond its live tensors (cached free
+// regions, fragments), as a share of all it holds; 0 for an empty arena.
+double FragmentationRatio(const backend::MemoryStats& stats);
+
 // Bytes in binary units for people: "512 B", "1.5 KiB", "9.5 MiB", "2.0 GiB".
 std::string FormatBytes(uint64_t bytes);
 

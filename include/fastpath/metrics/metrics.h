@@ -33,8 +33,10 @@ namespace fastpath::metrics {
 // read from the instance's arena at scrape time:
 //   fastpath_memory_in_use_bytes, fastpath_memory_reserved_bytes, fastpath_memory_peak_bytes,
 //   fastpath_memory_limit_bytes (gauges; the limit only where there is one),
-//   fastpath_memory_arena_extensions_total (counter); and per version
-//   fastpath_memory_oom_total (counter: runs that failed for lack of memory).
+//   fastpath_memory_arena_extensions_total (counter), fastpath_memory_fragmentation_ratio,
+//   and once the memory watch has judged it, fastpath_memory_leak_suspected (0/1) and
+//   fastpath_memory_leak_slope_bytes_per_second; per version fastpath_memory_oom_total
+//   (counter: runs that failed for lack of memory).
 class ServerCollector final : public prometheus::Collectable {
  public:
   // `server` is not owned and must outlive the collector.

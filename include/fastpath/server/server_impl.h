@@ -18,6 +18,7 @@
 #include "fastpath/backend/backend.h"
 #include "fastpath/repository/model_repository.h"
 #include "fastpath/server/control_pool.h"
+#include "fastpath/server/memory_watch.h"
 #include "fastpath/server/server.h"
 
 namespace fastpath::server {
@@ -44,6 +45,10 @@ struct ServerOptions {
   // the measured request is random data at max_batch_size, which a model whose work depends
   // on its input values (Range, loops) may take long over.
   bool measure_all_memory_budgets = false;
+  // The memory watch (memory_watch.h): how often every instance's arena is sampled (0: never,
+  // but SampleMemory() still samples), and the leak detector's window and thresholds.
+  std::chrono::milliseconds memory_sample_interval{10000};
+  admission::LeakDetectorOptions leak_detector;
   std::string version_lock;              // the lock file the node was admitted under
   std::vector<std::string> version_lock_pinned;
 };
@@ -56,6 +61,9 @@ class Server final : public InferenceServer {
   static StatusOr<std::unique_ptr<Server>> Create(ServerOptions options,
                                                   std::shared_ptr<backend::Backend> backend);
   ~Server() override;
+
+  // One pass of the memory watch now (tests move a manual clock, then call it).
+  void SampleMemory() { memory_watch_->SampleNow(); }
 
   bool IsLive() const override;
   bool IsReady() const override;
@@ -117,6 +125,8 @@ class Server final : public InferenceServer {
   // unload at a time anyway), at most 16 waiting. Declared after repository_: stopped
   // before it goes.
   ControlPool control_{1, 16};
+  // Samples the READY versions' arenas; stopped first in Shutdown.
+  std::unique_ptr<MemoryWatch> memory_watch_;
 
   std::atomic<bool> shutting_down_{false};
   std::mutex inflight_mu_;
