@@ -43,11 +43,18 @@
 #      efficiency against in-process ONNX Runtime on CUDA (`bench --in-process`, the same
 #      config) at its best batch size, against 0.90.
 #   9. TensorRT available or unavailable, with the reason (doctor --json).
+#  10. A forced out of memory on the GPU is one clean error: make_test_models.py's add_one
+#      (OUTPUT0 = INPUT0 + 1, dims [-1]) on KIND_GPU with parameters
+#      fastpath.memory.limit_bytes "16Mi"; a [1, 8388608] FP32 request (32 MiB in, 32 MiB
+#      out) gets HTTP 503 with Retry-After (it ran out on the GPU) or 413 (refused before it
+#      ran) and an error starting "out of memory"; a small request before and after it
+#      answers 200, and /v2/health/ready is still 200.
 #
 # Outputs (at most 8 files in the report folder): report.md, doctor.json (doctor --json),
 # admission.json (ResNet-50's server after the load), stats.json (its statistics),
 # bench.json and bench.csv (server sweep, then the in-process run appended), serve.log
-# (every server's log, one after another), responses.jsonl (the HTTP answers of checks 5-7).
+# (every server's log, one after another), responses.jsonl (the HTTP answers of checks 5-7
+# and 10).
 #
 # Exit status: 0 when every check passed (SKIP counts as passed); 1 when one failed; doctor's
 # exit code (10-17) when the GPU fast path is not usable at all (check 1); 1 when no
@@ -100,7 +107,7 @@ models="$work/models"
 names=("" "doctor --require-gpu" "KIND_GPU admission (production)"
        "no visible device refused (CUDA_VISIBLE_DEVICES=)" "IO binding staged path"
        "BYTES output on a GPU instance" "gpu_mem_limit" "FP16 accuracy guard"
-       "ResNet-50 bench" "TensorRT")
+       "ResNet-50 bench" "TensorRT" "forced out of memory on the GPU")
 results=()
 header=()
 fail_fast=""
@@ -138,7 +145,7 @@ write_report() {
       echo
       echo "$fail_fast"
     else
-      for n in 1 2 3 4 5 6 7 8 9; do
+      for n in 1 2 3 4 5 6 7 8 9 10; do
         line="${results[$n]:-FAIL ${names[$n]}: not run ($not_run_reason)}"
         echo "- $line"
         [[ "$line" == PASS* || "$line" == SKIP* ]] || passed=0
@@ -468,6 +475,8 @@ def write_model(repo, name, model_bytes, config, extra_files=None):
 
 
 MEM_LIMIT = os.environ.get("GPU_CHECK_MEM_LIMIT", "268435456")  # check 6's gpu_mem_limit, bytes
+OOM_LIMIT = "16Mi"        # check 10's parameters fastpath.memory.limit_bytes
+OOM_ELEMENTS = 2**23      # check 10's large request: [1, 8388608] FP32, 32 MiB in and out
 BYTES_W = [[1, 2], [3, 4], [5, 6], [7, 8]]
 BYTES_B = [1, -1]
 
@@ -535,6 +544,17 @@ def cmd_make_models(root, flat):
                                    "fastpath.slo.iterations": "5",
                                    "fastpath.slo.seed": "1"}),
                 {"model_fp32.onnx": fp32})
+
+    # 10. A forced out of memory: add_one (OUTPUT0 = INPUT0 + 1) with its arena capped by
+    # fastpath.memory.limit_bytes (the CUDA EP's gpu_mem_limit underneath). No model_warmup,
+    # so its dynamic dim leaves the budget unmeasured at load and the large request really
+    # runs on the GPU and runs out there (503), rather than being refused up front (413).
+    with open(os.path.join(flat, "add_one.onnx"), "rb") as f:
+        add_one = f.read()
+    write_model(os.path.join(root, "oom"), "gpu_oom", add_one,
+                gpu_config("gpu_oom", 8, [("INPUT0", "TYPE_FP32", [-1])],
+                           [("OUTPUT0", "TYPE_FP32", [-1])],
+                           params={"fastpath.memory.limit_bytes": OOM_LIMIT}))
 
 
 def cmd_admitted(admission_path, model):
@@ -694,6 +714,92 @@ def cmd_memlimit(url, pid, log):
               f"{m and m.get('state')}, placement {placement_summary(m)}); a request needing "
               f"1 GiB on the GPU got HTTP {s2} in {ms2:.0f} ms: {short(error, 260)}; the next "
               f"request HTTP {s3} (Y {y_of(d3)}) in {ms3:.1f} ms; server alive {alive}, ready {ready}")
+    verdict(not problems, name, detail + ("" if not problems else "; " + "; ".join(problems)))
+
+
+def post_text(url, text, timeout=120):
+    """POST a JSON text as it is: (status, Retry-After header or None, body)."""
+    request = urllib.request.Request(url, data=text.encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as r:
+            return r.status, r.headers.get("Retry-After"), r.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers.get("Retry-After"), e.read().decode("utf-8", "replace")
+    except Exception as e:  # connection refused, reset, timeout: the server is in trouble
+        return 0, None, f"{type(e).__name__}: {e}"
+
+
+def cmd_oom(url, pid, log):
+    name = "forced out of memory on the GPU"
+    model = "gpu_oom"
+
+    def admission_of():
+        _, text = http("GET", f"{url}/v2/health/admission")
+        try:
+            return model_admission(json.loads(text), model)
+        except ValueError:
+            return None
+
+    def memory_of(m):
+        instances = ((m or {}).get("placement") or {}).get("instances") or []
+        return [inst.get("memory") for inst in instances]
+
+    xs = [i / 4.0 for i in range(16)]
+    small = {"inputs": [{"name": "INPUT0", "shape": [1, 16], "datatype": "FP32", "data": xs}]}
+    want = [x + 1 for x in xs]
+
+    def output_of(doc):
+        return (outputs_by_name(doc).get("OUTPUT0") or {}).get("data")
+
+    m = admission_of()
+    s1, d1, t1, _ = infer(url, model, small, log, "oom small")
+    # Compact JSON, every element 1: 16 MiB of body for 32 MiB of FP32, under the HTTP limit.
+    big = ('{"inputs":[{"name":"INPUT0","shape":[1,%d],"datatype":"FP32","data":[' % OOM_ELEMENTS
+           + "1," * (OOM_ELEMENTS - 1) + "1]}]}")
+    start = time.monotonic()
+    s2, retry_after, t2 = post_text(f"{url}/v2/models/{model}/infer", big)
+    ms2 = (time.monotonic() - start) * 1000
+    log_response(log, "oom 32 MiB", s2, t2, ms2)
+    s3, d3, t3, ms3 = infer(url, model, small, log, "oom small after")
+    ready, _ = http("GET", f"{url}/v2/health/ready")
+    try:
+        os.kill(int(pid), 0)
+        alive = True
+    except OSError:
+        alive = False
+    after = admission_of()
+    try:
+        d2 = json.loads(t2)
+    except ValueError:
+        d2 = None
+    error = d2.get("error") if isinstance(d2, dict) else None
+    problems = []
+    if m is None or m.get("state") != "READY":
+        problems.append(f"model not READY: {m and m.get('reasons')}")
+    if s1 != 200 or output_of(d1) != want:
+        problems.append(f"first small request: HTTP {s1} {short(t1, 200)}")
+    if s2 == 200:
+        problems.append(f"the 32 MiB request succeeded: the limit of {OOM_LIMIT} was not enforced")
+    elif s2 not in (503, 413) or not isinstance(error, str):
+        problems.append(f"the 32 MiB request got no clean out-of-memory error: HTTP {s2} "
+                        f"{short(t2, 200)}")
+    elif not error.startswith("out of memory"):
+        problems.append(f"the error does not start with 'out of memory': {short(error, 200)}")
+    elif s2 == 503 and retry_after != "1":
+        problems.append(f"HTTP 503 with Retry-After {retry_after!r}, want '1'")
+    if s3 != 200 or output_of(d3) != want:
+        problems.append(f"the next small request: HTTP {s3} {short(t3, 200)}")
+    if not alive or ready != 200:
+        problems.append(f"server alive {alive}, /v2/health/ready {ready}")
+    how = {503: "ran out on the GPU", 413: "refused before it ran"}.get(s2, "")
+    detail = (f"{model} (add_one) on KIND_GPU, fastpath.memory.limit_bytes {OOM_LIMIT} (model "
+              f"{m and m.get('state')}, placement {placement_summary(m)}); a [1, {OOM_ELEMENTS}] "
+              f"FP32 request got HTTP {s2}{' (' + how + ')' if how else ''}"
+              f"{', Retry-After ' + retry_after if retry_after else ''} in {ms2:.0f} ms: "
+              f"{short(error if error is not None else t2, 260)}; the next small request HTTP "
+              f"{s3} in {ms3:.1f} ms; server alive {alive}, ready {ready}; arena after: "
+              f"{short(json.dumps(memory_of(after)), 300)}")
     verdict(not problems, name, detail + ("" if not problems else "; " + "; ".join(problems)))
 
 
@@ -880,7 +986,7 @@ timeout "$(tmo 90)" env LD_LIBRARY_PATH="$fp_ld_path" "$fastpath" doctor --json 
   >"$report_dir/doctor.json" 2>"$work/doctor.err" || doctor_rc=$?
 evaluate 1 doctor "$report_dir/doctor.json" "$doctor_rc" "$bundle" "$work/doctor.err"
 if [[ "${results[1]}" != PASS* ]]; then
-  fail_fast="The GPU fast path is not usable on this machine, so the other 8 checks (they all need it) were not run."
+  fail_fast="The GPU fast path is not usable on this machine, so the other 9 checks (they all need it) were not run."
   ((doctor_rc != 0)) || doctor_rc=1
   exit "$doctor_rc"
 fi
@@ -938,7 +1044,7 @@ start_server() {
   return 2
 }
 
-# serve_check N NAME REPO VERDICT-COMMAND: checks 5-7, each on its own server.
+# serve_check N NAME REPO VERDICT-COMMAND: checks 5-7 and 10, each on its own server.
 serve_check() {
   local n="$1" name="$2" repo="$3" command="$4" started_rc=0
   if ((!small_models)); then record "$n" "FAIL ${names[$n]}: $models_failed"; return; fi
@@ -950,6 +1056,7 @@ serve_check() {
         bytes) evaluate "$n" bytes "$http_url" "$report_dir/responses.jsonl" ;;
         memlimit) evaluate "$n" memlimit "$http_url" "$server_pid" "$report_dir/responses.jsonl" ;;
         fp16) evaluate "$n" fp16 "$http_url" "$work/serve-$name.log" "$report_dir/responses.jsonl" ;;
+        oom) evaluate "$n" oom "$http_url" "$server_pid" "$report_dir/responses.jsonl" ;;
       esac
       stop_server ;;
     1)
@@ -961,10 +1068,11 @@ serve_check() {
   esac
 }
 
-# ---- 5, 6, 7: the small models, each on its own server ----
+# ---- 5, 6, 7, 10: the small models, each on its own server ----
 serve_check 5 bytes "$models/bytes" bytes
 serve_check 6 memlimit "$models/memlimit" memlimit
 serve_check 7 fp16 "$models/fp16" fp16
+serve_check 10 oom "$models/oom" oom
 
 # ---- ResNet-50 on KIND_GPU ----
 resnet_ok=0
