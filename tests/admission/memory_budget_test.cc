@@ -120,6 +120,16 @@ TEST(MemoryBudgetTest, BudgetIsThePeakWithItsMarginAndTheEstimateIsLinearInEleme
   EXPECT_TRUE(ComputeMemoryBudget(before, after, request, 8, 0.15, 1000).fits_limit());
 }
 
+TEST(MemoryBudgetTest, FragmentationIsTheShareOfTheArenaNotHeldByLiveTensors) {
+  backend::MemoryStats stats;
+  EXPECT_EQ(FragmentationRatio(stats), 0.0);  // an empty arena
+  stats.reserved_bytes = 1000;
+  stats.in_use_bytes = 250;
+  EXPECT_DOUBLE_EQ(FragmentationRatio(stats), 0.75);
+  stats.in_use_bytes = 1000;
+  EXPECT_EQ(FragmentationRatio(stats), 0.0);
+}
+
 TEST(MemoryBudgetTest, BytesReadInBinaryUnits) {
   EXPECT_EQ(FormatBytes(0), "0 B");
   EXPECT_EQ(FormatBytes(1023), "1023 B");

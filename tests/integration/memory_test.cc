@@ -1,6 +1,6 @@
 // Memory that cannot take the server down (issue 13), end to end on the real binary: a
 // model whose instance is capped by fastpath.memory.limit_bytes, under concurrent clients
-// mixing requests that fit with requests that cannot. Every request that fits is answered
+// (32 at once) mixing requests that fit with requests that cannot. Every request that fits is answered
 // right; every one that cannot gets 503 with Retry-After (gRPC RESOURCE_EXHAUSTED) and a
 // message starting "out of memory"; the server stays ready, and the admission report and
 // /metrics count what ran out.
@@ -14,8 +14,8 @@ namespace {
 
 constexpr int64_t kSmall = 256;      // elements per request that fit: 1 KiB out
 constexpr int64_t kBig = 1 << 20;    // 4 MiB out: never fits in the 2 MiB cap
-constexpr int kClients = 4;
-constexpr int kRequestsPerClient = 12;  // every fourth one big
+constexpr int kClients = 32;           // as the issue's "done when": concurrency 32
+constexpr int kRequestsPerClient = 4;  // every fourth one big
 
 class MemoryTest : public ServerTest {
  protected:
@@ -140,15 +140,19 @@ TEST_F(MemoryTest, UnderConcurrentMixedLoadOnlyWhatCannotFitFailsAndTheServerSta
   EXPECT_NE(std::string(model["memory_budget_note"].GetString()).find("model_warmup"),
             std::string::npos);
   EXPECT_EQ(JsonUint(memory["limit_bytes"]), 2097152u);
-  // One run per big request (a single row is not split), plus none for the small ones.
-  EXPECT_EQ(JsonUint(memory["out_of_memory_runs"]), static_cast<uint64_t>(big_requests));
+  // Big requests alike may share a batch: a lone one fails in one run (a single row is not
+  // split), a batch of k >= 2 in two (the batch, then its first half). So between 1 and
+  // one per big request; the small ones never ran out.
+  const uint64_t runs = JsonUint(memory["out_of_memory_runs"]).value_or(0);
+  EXPECT_GE(runs, 1u);
+  EXPECT_LE(runs, static_cast<uint64_t>(big_requests));
   EXPECT_LE(JsonUint(memory["peak_bytes"]).value_or(UINT64_MAX), 2097152u);
   // ...and so does /metrics.
   HttpClient metrics(server().metrics_port());
   const HttpResponse scrape = metrics.Get("/metrics");
   ASSERT_EQ(scrape.status, 200);
   EXPECT_NE(scrape.body.find("fastpath_memory_oom_total{model=\"capped\",version=\"1\"} " +
-                             std::to_string(big_requests)),
+                             std::to_string(runs)),
             std::string::npos)
       << scrape.body;
   EXPECT_NE(scrape.body.find("fastpath_memory_limit_bytes{model=\"capped\",version=\"1\","
