@@ -257,6 +257,12 @@ Status ValidateParameters(const inference::ModelConfig& config) {
       FASTPATH_RETURN_IF_ERROR(MemoryLimitFor(config).status());
       for (const auto& accelerator :
            config.optimization().execution_accelerators().gpu_execution_accelerator()) {
+        if (accelerator.name() == "tensorrt") {
+          return InvalidArgument("parameters: '" + key +
+                                 "' cannot cap a model that lists the tensorrt accelerator: "
+                                 "TensorRT's allocator takes no limit from fastpath, and a cap "
+                                 "shown but not enforced is worse than none");
+        }
         if (accelerator.parameters().count("gpu_mem_limit") != 0) {
           return InvalidArgument("parameters: '" + key + "' and the " + accelerator.name() +
                                  " accelerator's 'gpu_mem_limit' both cap the instance's "

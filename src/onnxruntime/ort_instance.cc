@@ -143,32 +143,42 @@ StatusOr<std::unique_ptr<OrtModelInstance>> OrtModelInstance::Create(
           }
         }
         // The arena whose statistics memory_stats() reads, and the run options that shrink
-        // it: the CPU's, or the device memory of the GPU provider the session was given.
+        // it: the CPU's, or the device memory of the GPU provider the session was given (the
+        // EP device's for a plugin EP; ORT's "Cuda" arena for a provider bridge, which
+        // enumerates no device). A GPU arena that ORT does not give out leaves the instance
+        // without statistics, and its shrink on the CPU's (harmless).
+        Ort::MemoryInfo owned_memory{nullptr};
         const OrtMemoryInfo* arena_memory = nullptr;
-        std::string shrink = "cpu:0";
-        Ort::MemoryInfo cpu_arena = Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
-        if (gpu) {
+        if (!gpu) {
+          owned_memory = Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
+          arena_memory = owned_memory;
+        } else {
           for (const backend::ExecutionProvider provider : options.providers) {
             if (!backend::IsGpuProvider(provider)) continue;
             const EpLibraryState& library = env->Library(provider);
-            const EpDeviceEntry* device =
-                library.status.ok() ? FindEpDevice(library, options.device_id, nullptr) : nullptr;
+            if (!library.status.ok()) continue;  // skipped under the dev profile's opt-in
+            if (library.interface == EpLibraryInterface::kProviderBridge) {
+              owned_memory = Ort::MemoryInfo("Cuda", OrtArenaAllocator, options.device_id,
+                                             OrtMemTypeDefault);
+              arena_memory = owned_memory;
+              break;
+            }
+            const EpDeviceEntry* device = FindEpDevice(library, options.device_id, nullptr);
             if (device == nullptr) continue;
             arena_memory =
                 Ort::ConstEpDevice(device->device).GetMemoryInfo(OrtDeviceMemoryType_DEFAULT);
-            shrink = "gpu:" + std::to_string(options.device_id);
             break;
           }
-        } else {
-          arena_memory = cpu_arena;
         }
         auto instance = std::unique_ptr<OrtModelInstance>(new OrtModelInstance(
             std::move(env), std::move(session), std::move(signature).value(),
             std::move(placement).value(), model_file.string(), staging_memory, staging_allocator));
+        std::string shrink = "cpu:0";
         if (arena_memory != nullptr) {
-          instance->arena_device_ = gpu ? "gpu" + std::to_string(options.device_id) : "cpu";
           try {
             instance->arena_ = Ort::Allocator(instance->session_, arena_memory);
+            instance->arena_device_ = gpu ? "gpu" + std::to_string(options.device_id) : "cpu";
+            if (gpu) shrink = "gpu:" + std::to_string(options.device_id);
           } catch (const Ort::Exception&) {
             // Not every provider gives its allocator out; memory_stats() then says nothing.
           }
@@ -283,7 +293,10 @@ StatusOr<std::vector<Tensor>> OrtModelInstance::RunUnchecked(
     // tried once more with the shrinkage option: it fails where it failed (rarely, it fits),
     // and the arena is shrunk when it ends, so that what runs next (the scheduler's retry in
     // halves, the client's retry) finds the memory free.
-    status = run(shrink_options_);
+    // An ORT that cannot shrink this arena refuses the option before running: the first
+    // error stands then.
+    Status retry = run(shrink_options_);
+    if (retry.ok() || retry.code() == StatusCode::kResourceExhausted) status = std::move(retry);
   }
   if (status.code() == StatusCode::kResourceExhausted) {
     out_of_memory_runs_.fetch_add(1, std::memory_order_relaxed);
@@ -419,7 +432,6 @@ std::optional<backend::MemoryStats> OrtModelInstance::memory_stats() const {
   out.reserved_bytes = read("TotalAllocated").value_or(0);
   out.peak_bytes = read("MaxInUse").value_or(0);
   out.limit_bytes = read("Limit");
-  if (!out.limit_bytes) out.limit_bytes = memory_limit_bytes_;
   out.arena_extensions = read("NumArenaExtensions").value_or(0);
   out.arena_shrinkages = read("NumArenaShrinkages").value_or(0);
   out.out_of_memory_runs = out_of_memory_runs_.load(std::memory_order_relaxed);

@@ -63,9 +63,9 @@ void MemoryWatch::SampleNow() {
       const Key key{version->model_name, version->version, i};
       seen.insert(key);
       auto it = entries_.find(key);
-      if (it == entries_.end() || it->second.runtime != version.get()) {
+      if (it == entries_.end() || it->second.runtime.lock() != version) {
         // A new version, or the same number loaded again: a new history.
-        it = entries_.insert_or_assign(key, Entry{admission::LeakDetector(options_), {}, version.get()})
+        it = entries_.insert_or_assign(key, Entry{admission::LeakDetector(options_), {}, version})
                  .first;
       }
       Entry& entry = it->second;

@@ -270,6 +270,13 @@ TEST(ValidateModelConfigTest, MemoryLimitTakesBytesOrABinarySuffixAndRefusesTheR
     EXPECT_THAT(s.status().message(),
                 HasSubstr(std::string("'fastpath.memory.limit_bytes' is '") + bad + "'"));
   }
+  // A TensorRT model cannot be capped: its allocator takes no limit, and a cap shown but not
+  // enforced would mislead.
+  EXPECT_THAT(ValidateWith("optimization { execution_accelerators { gpu_execution_accelerator "
+                           "[ { name: \"tensorrt\" } ] } } parameters { key: "
+                           "\"fastpath.memory.limit_bytes\" value { string_value: \"1Gi\" } }")
+                  .message(),
+              HasSubstr("cannot cap a model that lists the tensorrt accelerator"));
   // ValidateModelConfig checks it too, so a typo fails the load, not the first run.
   EXPECT_EQ(ValidateWith("parameters { key: \"fastpath.memory.limit_bytes\" value { "
                          "string_value: \"lots\" } }")

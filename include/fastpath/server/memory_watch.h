@@ -54,7 +54,9 @@ class MemoryWatch {
   struct Entry {
     admission::LeakDetector detector;
     admission::LeakVerdict verdict;
-    const repository::ModelVersion* runtime = nullptr;  // identity only: a reload restarts
+    // Which load of the version this history is of: a reload restarts it. Weak, so that
+    // the address of an unloaded version cannot be reused by its reload while it is held.
+    std::weak_ptr<repository::ModelVersion> runtime;
   };
   struct Counts {
     uint64_t executions = 0;
