@@ -4,6 +4,8 @@
 // request at max_batch_size (admission/memory_budget.h), and prints per model: where its
 // instances run, weights, the peak at max batch, the margin, the budget, the cap, the
 // device's memory and whether it fits; then the total per device.
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
 #include <unistd.h>
 
 #include <iostream>
@@ -110,48 +112,63 @@ void PrintTable(const admission::AdmissionReport& report,
   }
 }
 
-std::string JsonString(const std::string& text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof escaped, "\\u%04x", c);
-      out += escaped;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
 void PrintJson(const admission::AdmissionReport& report,
                const std::map<std::string, DeviceTotal>& devices, bool fits) {
-  std::string out = "{\"fits\":" + std::string(fits ? "true" : "false") + ",\"models\":[";
-  bool first_model = true;
+  rapidjson::StringBuffer buffer;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
+  const auto str = [&w](const std::string& text) {
+    w.String(text.c_str(), static_cast<rapidjson::SizeType>(text.size()));
+  };
+  w.StartObject();
+  w.Key("fits");
+  w.Bool(fits);
+  w.Key("models");
+  w.StartArray();
   for (const admission::ModelAdmission& m : report.models) {
     if (NotAsked(m)) continue;
-    out += std::string(first_model ? "" : ",") + "{\"name\":" + JsonString(m.name) +
-           ",\"version\":" + JsonString(m.version) + ",\"state\":" +
-           JsonString(admission::AdmissionStateName(m.state)) + ",\"reasons\":[";
-    for (size_t r = 0; r < m.reasons.size(); ++r) out += (r ? "," : "") + JsonString(m.reasons[r]);
-    out += "],\"memory_budget\":" +
-           (m.memory_budget ? admission::MemoryBudgetToJson(*m.memory_budget) : "null") +
-           ",\"note\":" + JsonString(m.memory_budget_note) + "}";
-    first_model = false;
+    w.StartObject();
+    w.Key("name");
+    str(m.name);
+    w.Key("version");
+    str(m.version);
+    w.Key("state");
+    w.String(admission::AdmissionStateName(m.state));
+    w.Key("reasons");
+    w.StartArray();
+    for (const std::string& reason : m.reasons) str(reason);
+    w.EndArray();
+    w.Key("memory_budget");
+    if (m.memory_budget) {
+      const std::string budget = admission::MemoryBudgetToJson(*m.memory_budget);
+      w.RawValue(budget.c_str(), budget.size(), rapidjson::kObjectType);
+    } else {
+      w.Null();
+    }
+    w.Key("note");
+    str(m.memory_budget_note);
+    w.EndObject();
   }
-  out += "],\"devices\":{";
-  bool first = true;
+  w.EndArray();
+  w.Key("devices");
+  w.StartObject();
   for (const auto& [device, total] : devices) {
-    out += std::string(first ? "" : ",") + JsonString(device) +
-           ":{\"budget_bytes\":" + std::to_string(total.budget_bytes) + ",\"total_bytes\":" +
-           (total.total_bytes ? std::to_string(*total.total_bytes) : "null") +
-           ",\"fits\":" + (total.fits() ? "true" : "false") + "}";
-    first = false;
+    w.Key(device.c_str(), static_cast<rapidjson::SizeType>(device.size()));
+    w.StartObject();
+    w.Key("budget_bytes");
+    w.Uint64(total.budget_bytes);
+    w.Key("total_bytes");
+    if (total.total_bytes) {
+      w.Uint64(*total.total_bytes);
+    } else {
+      w.Null();
+    }
+    w.Key("fits");
+    w.Bool(total.fits());
+    w.EndObject();
   }
-  std::cout << out << "}}\n";
+  w.EndObject();
+  w.EndObject();
+  std::cout << std::string(buffer.GetString(), buffer.GetSize()) << "\n";
 }
 
 }  // namespace
