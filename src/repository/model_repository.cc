@@ -18,6 +18,13 @@ namespace {
 constexpr const char* kConfigFile = "config.pbtxt";
 constexpr const char* kDefaultModelFile = "model.onnx";
 
+// Ok when the version serves: READY, and some instance of it can run (none may, each out
+// of service after running out of memory). Otherwise why not (empty when unknown).
+Status Serving(const VersionStatus& v) {
+  if (!v.runtime) return Unavailable(v.reason);
+  return v.runtime->scheduler ? v.runtime->scheduler->Health() : Status::Ok();
+}
+
 StatusOr<std::string> ReadFile(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return NotFound("cannot read " + path.string());
@@ -111,6 +118,18 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadVersion(
   FASTPATH_ASSIGN_OR_RETURN(const backend::ModelSignature signature, backend_->Inspect(file));
   FASTPATH_RETURN_IF_ERROR(config::CompleteAndValidate(signature, &runtime->config, completion));
 
+  // What an instance answers after it runs out of memory before it serves again.
+  std::optional<scheduler::RecoveryProbe> probe;
+  if (options_.recovery_probe) {
+    auto made = options_.recovery_probe(options_.root / name, runtime->config);
+    if (made.ok()) {
+      probe = std::move(made).value();
+    } else {
+      log::Info("model '" + name + "' v" + std::to_string(version) +
+                ": its instances are trusted after running out of memory, without a check: " +
+                made.status().message());
+    }
+  }
   std::vector<std::unique_ptr<backend::ModelInstance>> instances;
   for (const auto& group : runtime->config.instance_group()) {
     std::vector<int> devices = {0};
@@ -129,7 +148,14 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadVersion(
         options.engine_cache.compute_capability = cc->second;
       }
       for (int i = 0; i < std::max(1, group.count()); ++i) {
-        FASTPATH_ASSIGN_OR_RETURN(auto instance, backend_->CreateInstance(file, options));
+        FASTPATH_ASSIGN_OR_RETURN(auto created, backend_->CreateInstance(file, options));
+        auto instance = std::make_unique<scheduler::RecoveringInstance>(
+            std::move(created),
+            "instance " + std::to_string(instances.size()) + " of model '" + name +
+                "' version " + std::to_string(version),
+            probe, [backend = backend_, file, options] {
+              return backend->CreateInstance(file, options);
+            });
         if (const backend::PlacementAudit* placement = instance->placement()) {
           // Default-visible on purpose: where the nodes run is the first thing to know
           // when a model is slow, and ORT itself says it only at verbose level.
@@ -405,15 +431,20 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::FindReady(const std::st
   if (version.empty()) {
     std::string reasons;
     for (auto v = state.versions.rbegin(); v != state.versions.rend(); ++v) {
-      if (v->runtime) return v->runtime;
-      if (!v->reason.empty()) reasons += (reasons.empty() ? ": " : "; ") + v->reason;
+      const Status serving = Serving(*v);
+      if (serving.ok()) return v->runtime;
+      if (!serving.message().empty()) {
+        reasons += (reasons.empty() ? ": " : "; ") + serving.message();
+      }
     }
     return Unavailable("model '" + name + "' has no ready version" + reasons);
   }
   for (const auto& v : state.versions) {
     if (std::to_string(v.version) != version) continue;
-    if (v.runtime) return v.runtime;
-    return Unavailable("version " + version + " of model '" + name + "' is not ready: " + v.reason);
+    const Status serving = Serving(v);
+    if (serving.ok()) return v.runtime;
+    return Unavailable("version " + version + " of model '" + name +
+                       "' is not ready: " + serving.message());
   }
   return NotFound("unknown version '" + version + "' of model '" + name + "'");
 }
@@ -448,8 +479,15 @@ std::vector<server::RepositoryEntry> ModelRepository::Index(bool ready_only) con
       continue;
     }
     for (const auto& v : state.versions) {
-      if (ready_only && v.state != server::ModelState::kReady) continue;
-      out.push_back({name, std::to_string(v.version), v.state, v.reason});
+      const Status serving = Serving(v);
+      if (ready_only && !serving.ok()) continue;
+      // A READY version whose instances are all out of service is UNAVAILABLE until one is
+      // rebuilt.
+      out.push_back({name, std::to_string(v.version),
+                     serving.ok() || v.state != server::ModelState::kReady
+                         ? v.state
+                         : server::ModelState::kUnavailable,
+                     serving.ok() ? v.reason : serving.message()});
     }
   }
   if (!ready_only) {
@@ -472,7 +510,7 @@ bool ModelRepository::AllReady() const {
   for (const auto& [name, state] : models_) {
     if (!state.reason.empty()) return false;
     for (const auto& v : state.versions) {
-      if (v.state != server::ModelState::kReady) return false;
+      if (!Serving(v).ok()) return false;
     }
   }
   return true;

@@ -1,6 +1,7 @@
 #include "fastpath/scheduler/dynamic_batch_scheduler.h"
 
 #include "batch_tensors.h"
+#include "instance_health.h"
 
 #include <algorithm>
 #include <set>
@@ -96,7 +97,8 @@ DynamicBatchScheduler::DynamicBatchScheduler(
     : instances_(std::move(instances)),
       stats_(stats),
       options_(std::move(options)),
-      clock_(OrSteadyClock(options_.clock)) {
+      clock_(OrSteadyClock(options_.clock)),
+      health_(std::make_unique<InstanceHealth>(instances_.size(), clock_)) {
   max_cut_size_ = options_.max_batch_size;
   if (!options_.preferred_batch_sizes.empty()) {
     max_cut_size_ = *std::max_element(options_.preferred_batch_sizes.begin(),
@@ -115,6 +117,7 @@ DynamicBatchScheduler::DynamicBatchScheduler(
   for (auto& instance : instances_) {
     auto worker = std::make_unique<Worker>();
     worker->instance = instance.get();
+    worker->index = workers_.size();
     workers_.push_back(std::move(worker));
   }
   for (auto& worker : workers_) {
@@ -136,6 +139,7 @@ void DynamicBatchScheduler::Enqueue(Job job) {
       last_single_run_ns_.load(std::memory_order_relaxed) <= Nanoseconds(options_.caller_run_limit);
   Worker* here = nullptr;
   std::optional<Batch> here_batch;
+  const Status health = health_->Check();
   {
     std::lock_guard lock(mu_);
     size_t index = 0;
@@ -147,6 +151,8 @@ void DynamicBatchScheduler::Enqueue(Job job) {
     PolicyQueue& q = queues_[index];
     if (stopping_) {
       refusal = "model '" + job.request.model_name + "' is shutting down";
+    } else if (!health.ok()) {
+      refusal = "model '" + job.request.model_name + "': " + health.message();
     } else if (q.size() >= q.max_size) {
       refusal = "queue of model '" + job.request.model_name + "'" +
                 (options_.priority_levels > 0 ? " at priority " + std::to_string(index + 1) : "") +
@@ -224,11 +230,17 @@ void DynamicBatchScheduler::TimerLoop() {
 void DynamicBatchScheduler::RunOnCaller(Worker* worker, Batch batch, std::vector<Answer> answers) {
   // The worker stays busy meanwhile, so that its own thread gets nothing to run on the
   // same instance; afterwards it is free again, as after a run on its thread.
-  Execute(worker->instance, batch, &answers);
+  const bool out_of_memory = Execute(worker->instance, batch, &answers);
   std::vector<Worker*> handed;
   {
     std::lock_guard lock(mu_);
-    worker->busy = false;
+    // Its recovery is its own thread's: this one is a front end's event loop.
+    if (out_of_memory) {
+      worker->needs_recovery = true;
+      worker->cv.notify_one();
+    } else {
+      worker->busy = false;
+    }
     running_ -= batch.entries.size();
     const Clock::time_point wake = ScheduleLocked(&answers, &handed);
     if (wake < timer_wake_) {
@@ -256,7 +268,28 @@ void DynamicBatchScheduler::SyncForTesting() {
 void DynamicBatchScheduler::WorkerLoop(Worker* worker) {
   std::unique_lock lock(mu_);
   for (;;) {
-    worker->cv.wait(lock, [&] { return worker->batch.has_value() || (stopping_ && queued_ == 0); });
+    worker->cv.wait(lock, [&] {
+      return worker->batch.has_value() || worker->needs_recovery || (stopping_ && queued_ == 0);
+    });
+    if (worker->needs_recovery) {
+      worker->needs_recovery = false;
+      lock.unlock();
+      health_->Recover(worker->index, worker->instance);
+      lock.lock();
+      worker->busy = false;
+      std::vector<Answer> answers;
+      std::vector<Worker*> handed;
+      const Clock::time_point wake = ScheduleLocked(&answers, &handed);
+      if (wake < timer_wake_) {
+        timer_wake_ = wake;
+        timer_cv_.notify_one();
+      }
+      lock.unlock();
+      WakeWorkers(handed);
+      Deliver(std::move(answers));
+      lock.lock();
+      continue;
+    }
     if (!worker->batch) return;
     Batch batch = std::move(*worker->batch);
     worker->batch.reset();
@@ -264,7 +297,13 @@ void DynamicBatchScheduler::WorkerLoop(Worker* worker) {
     lock.unlock();
 
     std::vector<Answer> answers;
-    Execute(worker->instance, batch, &answers);
+    if (Execute(worker->instance, batch, &answers)) {
+      // Out of memory: the batch's answers go first, then the instance recovers before
+      // it takes more work.
+      Deliver(std::move(answers));
+      answers.clear();
+      health_->Recover(worker->index, worker->instance);
+    }
 
     lock.lock();
     worker->busy = false;
@@ -282,7 +321,7 @@ void DynamicBatchScheduler::WorkerLoop(Worker* worker) {
   }
 }
 
-void DynamicBatchScheduler::Execute(backend::ModelInstance* instance, Batch& batch,
+bool DynamicBatchScheduler::Execute(backend::ModelInstance* instance, Batch& batch,
                                     std::vector<Answer>* answers) {
   const Clock::time_point start = clock_->Now();
   // The last look before the model: what was cancelled or expired meanwhile stays out.
@@ -304,7 +343,7 @@ void DynamicBatchScheduler::Execute(backend::ModelInstance* instance, Batch& bat
       live.push_back(&e);
     }
   }
-  if (live.empty()) return;
+  if (live.empty()) return false;
 
   StatsRecorder::Timings timings;
   uint64_t queue_ns = 0;
@@ -374,7 +413,7 @@ void DynamicBatchScheduler::Execute(backend::ModelInstance* instance, Batch& bat
   }
   if (!failed.ok()) {
     for (Entry* e : live) answers->push_back(Fail(*e, failed, FailureReason::kBackend));
-    return;
+    return failed.code() == StatusCode::kResourceExhausted;
   }
 
   const Clock::time_point end = clock_->Now();
@@ -395,6 +434,7 @@ void DynamicBatchScheduler::Execute(backend::ModelInstance* instance, Batch& bat
     response.outputs = std::move(split[i]);
     answers->push_back(Answer{live[i]->sequence, std::move(jobs[i]->done), std::move(response)});
   }
+  return false;
 }
 
 void DynamicBatchScheduler::Deliver(std::vector<Answer> answers) {
@@ -435,6 +475,7 @@ void DynamicBatchScheduler::Stop() {
     if (joined_) return;
     stopping_ = true;
     timer_cv_.notify_all();
+    health_->Stop();
     for (auto& w : workers_) w->cv.notify_all();
   }
   if (timer_.joinable()) timer_.join();
@@ -450,6 +491,8 @@ size_t DynamicBatchScheduler::Pending() const {
   std::lock_guard lock(mu_);
   return queued_ + running_;
 }
+
+Status DynamicBatchScheduler::Health() const { return health_->Check(); }
 
 size_t DynamicBatchScheduler::Queued() const {
   std::lock_guard lock(mu_);

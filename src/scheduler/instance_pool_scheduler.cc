@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "batch_tensors.h"
+#include "instance_health.h"
 
 namespace fastpath::scheduler {
 InstancePoolScheduler::InstancePoolScheduler(
@@ -13,7 +14,9 @@ InstancePoolScheduler::InstancePoolScheduler(
       stats_(stats),
       options_(std::move(options)),
       clock_(OrSteadyClock(options_.clock)),
-      busy_(instances_.size(), false) {
+      busy_(instances_.size(), false),
+      needs_recovery_(instances_.size(), false),
+      health_(std::make_unique<InstanceHealth>(instances_.size(), clock_)) {
   workers_.reserve(instances_.size());
   for (size_t i = 0; i < instances_.size(); ++i) {
     workers_.emplace_back([this, i] { WorkerLoop(i); });
@@ -30,9 +33,10 @@ void InstancePoolScheduler::Enqueue(Job job) {
   size_t here = kNone;
   bool accepted = false;
   bool wake_all = false;
+  Status health = health_->Check();
   {
     std::lock_guard lock(mu_);
-    if (!stopping_ && queue_.size() < options_.max_queue_size) {
+    if (health.ok() && !stopping_ && queue_.size() < options_.max_queue_size) {
       accepted = true;
       if (may_run_here && queue_.empty()) {
         for (size_t i = 0; i < busy_.size() && here == kNone; ++i) {
@@ -70,9 +74,14 @@ void InstancePoolScheduler::Enqueue(Job job) {
     std::lock_guard lock(mu_);
     return stopping_;
   }();
-  job.done(Unavailable(stopped ? "model '" + job.request.model_name + "' is shutting down"
-                               : "queue of model '" + job.request.model_name + "' is full (" +
-                                     std::to_string(options_.max_queue_size) + " requests)"));
+  if (stopped) {
+    job.done(Unavailable("model '" + job.request.model_name + "' is shutting down"));
+  } else if (!health.ok()) {
+    job.done(Unavailable("model '" + job.request.model_name + "': " + health.message()));
+  } else {
+    job.done(Unavailable("queue of model '" + job.request.model_name + "' is full (" +
+                         std::to_string(options_.max_queue_size) + " requests)"));
+  }
 }
 
 void InstancePoolScheduler::Stop() {
@@ -81,6 +90,7 @@ void InstancePoolScheduler::Stop() {
     if (stopping_ && workers_.empty()) return;
     stopping_ = true;
   }
+  health_->Stop();
   cv_.notify_all();
   for (auto& w : workers_) {
     if (w.joinable()) w.join();
@@ -95,13 +105,28 @@ size_t InstancePoolScheduler::Pending() const {
   return queue_.size() + running_;
 }
 
+Status InstancePoolScheduler::Health() const { return health_->Check(); }
+
 void InstancePoolScheduler::WorkerLoop(size_t index) {
   for (;;) {
     Job job;
     {
       std::unique_lock lock(mu_);
       // An instance a caller is running is not free, not even to drain the queue.
-      cv_.wait(lock, [&] { return !busy_[index] && (stopping_ || !queue_.empty()); });
+      cv_.wait(lock, [&] {
+        return needs_recovery_[index] || (!busy_[index] && (stopping_ || !queue_.empty()));
+      });
+      if (needs_recovery_[index]) {
+        // Its run on a caller's thread ran out of memory; the instance is still busy.
+        needs_recovery_[index] = false;
+        lock.unlock();
+        health_->Recover(index, instances_[index].get());
+        lock.lock();
+        busy_[index] = false;
+        lock.unlock();
+        cv_.notify_all();
+        continue;
+      }
       // Drain before exiting: a job accepted is a job answered.
       if (queue_.empty()) return;
       job = std::move(queue_.front());
@@ -109,7 +134,8 @@ void InstancePoolScheduler::WorkerLoop(size_t index) {
       busy_[index] = true;
       ++running_;
     }
-    Execute(instances_[index].get(), job);
+    // The instance that ran out of memory recovers before it takes more work.
+    if (Execute(instances_[index].get(), job)) health_->Recover(index, instances_[index].get());
     std::lock_guard lock(mu_);
     busy_[index] = false;
     --running_;
@@ -117,10 +143,15 @@ void InstancePoolScheduler::WorkerLoop(size_t index) {
 }
 
 void InstancePoolScheduler::RunOnCaller(size_t index, Job& job) {
-  Execute(instances_[index].get(), job);
+  const bool out_of_memory = Execute(instances_[index].get(), job);
   {
     std::lock_guard lock(mu_);
-    busy_[index] = false;
+    // Its recovery is its worker's: the caller's thread is a front end's event loop.
+    if (out_of_memory) {
+      needs_recovery_[index] = true;
+    } else {
+      busy_[index] = false;
+    }
     --running_;
     if (--caller_runs_ == 0) caller_done_cv_.notify_all();
   }
@@ -128,13 +159,13 @@ void InstancePoolScheduler::RunOnCaller(size_t index, Job& job) {
   cv_.notify_all();
 }
 
-void InstancePoolScheduler::Execute(backend::ModelInstance* instance, Job& job) {
+bool InstancePoolScheduler::Execute(backend::ModelInstance* instance, Job& job) {
   const Clock::time_point start = clock_->Now();
   if (job.request.cancelled != nullptr && job.request.cancelled->load(std::memory_order_relaxed)) {
     stats_->RecordFailure(Nanoseconds(start - job.arrival), FailureReason::kCanceled);
     job.done(Cancelled("request for model '" + job.request.model_name +
                        "' was cancelled while queued; it never reached the model"));
-    return;
+    return false;
   }
   if (start > job.request.deadline) {
     // A timeout in the queue is a rejection, as in Triton.
@@ -143,7 +174,7 @@ void InstancePoolScheduler::Execute(backend::ModelInstance* instance, Job& job) 
                               "' timed out after " +
                               std::to_string(Nanoseconds(start - job.arrival) / 1000) +
                               " us in the queue; it never reached the model"));
-    return;
+    return false;
   }
   StatsRecorder::Timings timings;
   timings.queue_ns = Nanoseconds(start - job.arrival);
@@ -157,8 +188,9 @@ void InstancePoolScheduler::Execute(backend::ModelInstance* instance, Job& job) 
   last_run_ns_.store(timings.compute_infer_ns, std::memory_order_relaxed);
   if (!outputs.ok()) {
     stats_->RecordFailure(Nanoseconds(ran - job.arrival), FailureReason::kBackend);
+    const bool out_of_memory = outputs.status().code() == StatusCode::kResourceExhausted;
     job.done(outputs.status());
-    return;
+    return out_of_memory;
   }
 
   InferResponse response;
@@ -170,6 +202,7 @@ void InstancePoolScheduler::Execute(backend::ModelInstance* instance, Job& job) 
   timings.compute_output_ns = Nanoseconds(end - ran);
   stats_->RecordSuccess(1, job.batch_size, timings, Nanoseconds(end - job.arrival));
   job.done(std::move(response));
+  return false;
 }
 
 }  // namespace fastpath::scheduler

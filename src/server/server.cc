@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "fastpath/admission/memory_budget.h"
+#include "fastpath/admission/self_test.h"
 #include "fastpath/config/model_config.h"
 #include "fastpath/server/server_impl.h"
 
@@ -110,6 +111,21 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options,
   server->options_.repository.admit = [raw = server.get()](const std::filesystem::path& dir,
                                                            repository::ModelVersion& version) {
     return raw->Admit(dir, version);
+  };
+  // After an out-of-memory run an instance answers one seeded request of one row, shaped
+  // as the scheduler gives requests to it, before it serves again.
+  server->options_.repository.recovery_probe =
+      [max_elements = server->options_.max_tensor_elements](
+          const std::filesystem::path& model_dir,
+          const inference::ModelConfig& config) -> StatusOr<scheduler::RecoveryProbe> {
+    FASTPATH_ASSIGN_OR_RETURN(InferRequest request,
+                              admission::MakeSeededRequest(config, model_dir, 1, /*seed=*/0));
+    FASTPATH_RETURN_IF_ERROR(config::ValidateInferInputs(config, request.inputs, max_elements));
+    FASTPATH_RETURN_IF_ERROR(ReshapeInputs(config, &request.inputs));
+    scheduler::RecoveryProbe probe;
+    probe.inputs = std::move(request.inputs);
+    for (const auto& out : config.output()) probe.output_names.push_back(out.name());
+    return probe;
   };
   const admission::Policy& policy = server->options_.policy;
   server->options_.repository.clock = server->clock_;

@@ -119,6 +119,11 @@ class ModelInstance {
   // The instance's memory arena now; nullopt when the backend cannot tell. Safe to read
   // from any thread while Run goes on (the stats thread reads it, never the request path).
   virtual std::optional<MemoryStats> memory_stats() const { return std::nullopt; }
+  // Called by the scheduler, on the instance's own thread and before the instance takes
+  // more work, after a run of it failed for lack of memory (ResourceExhausted). Ok: the
+  // instance may serve again. An error: it is out of service, and the scheduler calls
+  // again after a pause. The default trusts the instance (a backend with nothing to check).
+  virtual Status RecoverFromOutOfMemory() { return Status::Ok(); }
 };
 
 class Backend {

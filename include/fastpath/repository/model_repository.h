@@ -24,6 +24,7 @@
 #include "fastpath/config/model_config.h"
 #include "fastpath/scheduler/ensemble_scheduler.h"
 #include "fastpath/scheduler/instance_pool_scheduler.h"
+#include "fastpath/scheduler/recovering_instance.h"
 #include "fastpath/scheduler/scheduler.h"
 #include "fastpath/server/server.h"
 #include "model_config.pb.h"
@@ -91,6 +92,13 @@ struct RepositoryOptions {
   // capability of its GPU (compute_capabilities, by CUDA ordinal). Empty root: none.
   backend::EngineCacheOptions trt_engine_cache;
   std::map<int, std::string> compute_capabilities;
+  // The small request an instance answers after it runs out of memory, before it serves
+  // again (scheduler/recovering_instance.h), made once per loaded version from its
+  // completed config. Unset, or an error (a shape nothing makes concrete): instances are
+  // trusted after an out-of-memory run, and rebuilt never.
+  std::function<StatusOr<scheduler::RecoveryProbe>(const std::filesystem::path& model_dir,
+                                                   const inference::ModelConfig& config)>
+      recovery_probe;
 };
 
 class ModelRepository {

@@ -30,6 +30,8 @@
 
 namespace fastpath::scheduler {
 
+class InstanceHealth;
+
 // Triton's ModelQueuePolicy.
 struct QueuePolicy {
   enum class TimeoutAction { kReject, kDelay };
@@ -86,6 +88,7 @@ class DynamicBatchScheduler final : public Scheduler {
   // once every run, on the instances' threads or on callers', has been answered.
   void Stop() override;
   size_t Pending() const override;
+  Status Health() const override;
   // Requests waiting in the queues (not yet handed to an instance).
   size_t Queued() const;
 
@@ -112,8 +115,12 @@ class DynamicBatchScheduler final : public Scheduler {
   };
   struct Worker {
     backend::ModelInstance* instance = nullptr;
+    size_t index = 0;            // of the instance
     std::optional<Batch> batch;  // guarded by mu_; set by the batcher, taken by the thread
     bool busy = false;           // guarded by mu_: from hand-over until the batch is done
+    // Guarded by mu_: its run on a caller's thread ran out of memory; it stays busy until
+    // its own thread has recovered it.
+    bool needs_recovery = false;
     std::condition_variable cv;
     std::thread thread;
   };
@@ -143,7 +150,9 @@ class DynamicBatchScheduler final : public Scheduler {
   std::optional<Batch> CutBatchLocked(Clock::time_point now, Clock::time_point* wake);
   void TimerLoop();
   void WorkerLoop(Worker* worker);
-  void Execute(backend::ModelInstance* instance, Batch& batch, std::vector<Answer>* answers);
+  // Runs the batch and adds its answers; true when the run failed for lack of memory (the
+  // instance must then recover before it takes more work).
+  bool Execute(backend::ModelInstance* instance, Batch& batch, std::vector<Answer>* answers);
   // Answers outside the lock, in arrival order when preserve_ordering asks for it.
   void Deliver(std::vector<Answer> answers);
   Answer Fail(Entry& entry, Status status, FailureReason reason);
@@ -153,6 +162,7 @@ class DynamicBatchScheduler final : public Scheduler {
   DynamicBatchOptions options_;
   Clock* clock_;
   uint64_t max_cut_size_;  // the largest preferred size, else max_batch_size (as Triton)
+  std::unique_ptr<InstanceHealth> health_;
 
   mutable std::mutex mu_;
   std::vector<PolicyQueue> queues_;  // guarded by mu_; index = priority level - 1

@@ -18,6 +18,8 @@
 
 namespace fastpath::scheduler {
 
+class InstanceHealth;
+
 struct InstancePoolOptions {
   size_t max_queue_size = 1024;  // beyond this, Enqueue rejects (no unbounded queue)
   // As DynamicBatchOptions::caller_run_limit: a request whose caller may run the model
@@ -30,6 +32,8 @@ struct InstancePoolOptions {
 // Each instance has its own execution thread; all pull from one FIFO queue, so a job
 // goes to the first free instance. A short request that finds the queue empty and an
 // instance idle runs on the caller's thread instead (no hand-off to and from a worker).
+// An instance whose run fails for lack of memory is kept out of rotation until it has
+// recovered (backend::ModelInstance::RecoverFromOutOfMemory) on its own thread.
 class InstancePoolScheduler final : public Scheduler {
  public:
   // Takes ownership of the instances. `stats` must outlive the scheduler.
@@ -40,11 +44,14 @@ class InstancePoolScheduler final : public Scheduler {
   void Enqueue(Job job) override;
   void Stop() override;
   size_t Pending() const override;
+  Status Health() const override;
 
  private:
   void WorkerLoop(size_t index);
   void RunOnCaller(size_t index, Job& job);
-  void Execute(backend::ModelInstance* instance, Job& job);
+  // Runs and answers the job; true when the run failed for lack of memory (the instance
+  // must then recover before it takes more work).
+  bool Execute(backend::ModelInstance* instance, Job& job);
 
   std::vector<std::unique_ptr<backend::ModelInstance>> instances_;
   StatsRecorder* stats_;
@@ -56,6 +63,10 @@ class InstancePoolScheduler final : public Scheduler {
   std::condition_variable caller_done_cv_;  // caller_runs_ fell to 0
   std::deque<Job> queue_;                   // guarded by mu_
   std::vector<bool> busy_;                  // per instance, guarded by mu_
+  // Per instance, guarded by mu_: it ran out of memory on a caller's thread and stays
+  // busy until its worker has recovered it.
+  std::vector<bool> needs_recovery_;
+  std::unique_ptr<InstanceHealth> health_;
   size_t running_ = 0;                      // guarded by mu_
   size_t caller_runs_ = 0;                  // runs on callers' threads, guarded by mu_
   bool stopping_ = false;                   // guarded by mu_

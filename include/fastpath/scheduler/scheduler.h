@@ -41,6 +41,10 @@ class Scheduler {
   virtual void Stop() = 0;
   // Jobs accepted and not yet answered.
   virtual size_t Pending() const = 0;
+  // Unavailable, with the reason, while no instance can serve (each out of service after
+  // running out of memory, and not yet rebuilt); Ok otherwise. Cheap: the repository asks
+  // it for every request, and readiness follows it.
+  virtual Status Health() const { return Status::Ok(); }
 };
 
 }  // namespace fastpath::scheduler

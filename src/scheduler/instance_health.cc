@@ -1,0 +1,56 @@
+#include "instance_health.h"
+
+#include <algorithm>
+
+#include "fastpath/common/log.h"
+
+namespace fastpath::scheduler {
+
+InstanceHealth::InstanceHealth(size_t instances, Clock* clock)
+    : clock_(clock), out_(instances, false) {}
+
+void InstanceHealth::Recover(size_t index, backend::ModelInstance* instance) {
+  Clock::duration pause = kFirstPause;
+  for (;;) {
+    const Status recovered = instance->RecoverFromOutOfMemory();
+    std::unique_lock lock(mu_);
+    if (recovered.ok()) {
+      if (out_[index]) {
+        out_[index] = false;
+        --out_count_;
+        none_can_serve_.store(false, std::memory_order_release);
+      }
+      return;
+    }
+    if (!out_[index]) {
+      out_[index] = true;
+      ++out_count_;
+    }
+    reason_ = recovered.message();
+    if (out_count_ == out_.size()) {
+      none_can_serve_.store(true, std::memory_order_release);
+      log::Error("no instance can serve: " + reason_);
+    } else {
+      log::Warn(reason_ + "; the other instances serve");
+    }
+    if (stopping_) return;
+    const Clock::time_point until = clock_->Now() + pause;
+    while (!stopping_ && clock_->Now() < until) clock_->WaitUntil(lock, cv_, until);
+    if (stopping_) return;
+    pause = std::min<Clock::duration>(pause * 2, kLongestPause);
+  }
+}
+
+Status InstanceHealth::Check() const {
+  if (!none_can_serve_.load(std::memory_order_acquire)) return Status::Ok();
+  std::lock_guard lock(mu_);
+  return Unavailable("no instance can serve: " + reason_);
+}
+
+void InstanceHealth::Stop() {
+  std::lock_guard lock(mu_);
+  stopping_ = true;
+  cv_.notify_all();
+}
+
+}  // namespace fastpath::scheduler
