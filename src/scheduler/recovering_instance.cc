@@ -62,8 +62,8 @@ Status RecoveringInstance::RecoverFromOutOfMemory() {
       return Status::Ok();
     }
     const std::string failure = answer.status().message();
-    log::Warn(name_ + " failed its check after running out of memory; rebuilding it while the "
-              "other instances serve: " + failure);
+    log::Warn(name_ + " failed its check after running out of memory; rebuilding it: " +
+              failure);
     // The old copy goes first, so that its memory is free for the new one.
     Drop("it failed its check after running out of memory (" + failure +
          ") and is being rebuilt");
