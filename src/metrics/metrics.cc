@@ -227,6 +227,11 @@ std::vector<MetricFamily> AdmissionFamilies(const admission::AdmissionReport& re
       "(reserved - in use) / reserved of the instance's arena: what it holds beyond its live "
       "tensors, as a share of all it holds",
       MetricType::Gauge);
+  MetricFamily fragmented = Family(
+      "fastpath_memory_fragmentation_suspected",
+      "1 when the instance's arena grew within the window although it held free at least what "
+      "its largest run needs: no free region was large enough",
+      MetricType::Gauge);
   MetricFamily leak = Family("fastpath_memory_leak_suspected",
                              "1 when the memory the instance holds at rest has kept rising over "
                              "the leak window with the request mix steady",
@@ -266,6 +271,10 @@ std::vector<MetricFamily> AdmissionFamilies(const admission::AdmissionReport& re
       ratio.label = labels;
       ratio.gauge.value = admission::FragmentationRatio(*memory);
       fragmentation.metric.push_back(std::move(ratio));
+      if (i < model.instance_fragmentation.size() && model.instance_fragmentation[i]) {
+        fragmented.metric.push_back(
+            gauge(labels, model.instance_fragmentation[i]->suspected ? 1 : 0));
+      }
       if (i < model.instance_leaks.size() && model.instance_leaks[i]) {
         leak.metric.push_back(gauge(labels, model.instance_leaks[i]->suspected ? 1 : 0));
         ClientMetric s;
@@ -281,7 +290,8 @@ std::vector<MetricFamily> AdmissionFamilies(const admission::AdmissionReport& re
     }
   }
   for (MetricFamily* f :
-       {&in_use, &reserved, &peak, &limit, &extensions, &fragmentation, &leak, &slope, &oom}) {
+       {&in_use, &reserved, &peak, &limit, &extensions, &fragmentation, &fragmented, &leak, &slope,
+        &oom}) {
     if (!f->metric.empty()) out.push_back(std::move(*f));
   }
   return out;

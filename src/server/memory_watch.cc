@@ -65,17 +65,28 @@ void MemoryWatch::SampleNow() {
       auto it = entries_.find(key);
       if (it == entries_.end() || it->second.runtime.lock() != version) {
         // A new version, or the same number loaded again: a new history.
-        it = entries_.insert_or_assign(key, Entry{admission::LeakDetector(options_), {}, version})
+        it = entries_
+                 .insert_or_assign(key, Entry{admission::LeakDetector(options_), {},
+                                              admission::FragmentationDetector(options_.window),
+                                              {}, version})
                  .first;
       }
       Entry& entry = it->second;
       entry.detector.Observe(now, memory->in_use_bytes, mean_rows);
-      const bool was = entry.verdict.suspected;
+      entry.fragmentation_detector.Observe(now, *memory);
+      const bool was_leak = entry.verdict.suspected;
+      const bool was_fragmented = entry.fragmentation.suspected;
       entry.verdict = entry.detector.Judge();
-      if (entry.verdict.suspected && !was) {
-        log::Warn("!!! model '" + version->model_name + "' version " +
-                  std::to_string(version->version) + " instance " + std::to_string(i) +
-                  ": memory leak suspected: " + entry.verdict.reason);
+      entry.fragmentation = entry.fragmentation_detector.Judge();
+      const std::string which = "model '" + version->model_name + "' version " +
+                                std::to_string(version->version) + " instance " +
+                                std::to_string(i);
+      if (entry.verdict.suspected && !was_leak) {
+        log::Warn("!!! " + which + ": memory leak suspected: " + entry.verdict.reason);
+      }
+      if (entry.fragmentation.suspected && !was_fragmented) {
+        log::Warn("!!! " + which + ": memory fragmentation suspected: " +
+                  entry.fragmentation.reason);
       }
     }
   }
@@ -93,6 +104,14 @@ std::optional<admission::LeakVerdict> MemoryWatch::Verdict(const std::string& mo
   const auto it = entries_.find({model, version, index});
   if (it == entries_.end()) return std::nullopt;
   return it->second.verdict;
+}
+
+std::optional<admission::FragmentationVerdict> MemoryWatch::Fragmentation(
+    const std::string& model, int64_t version, size_t index) const {
+  std::lock_guard lock(mu_);
+  const auto it = entries_.find({model, version, index});
+  if (it == entries_.end()) return std::nullopt;
+  return it->second.fragmentation;
 }
 
 }  // namespace fastpath::server

@@ -23,7 +23,7 @@ std::string Join(const std::vector<std::string>& items, const std::string& separ
 
 // The placement audits of a version's instances (issue 4 §3) for the admission report,
 // with each instance's live count of staged (IO-bound) runs and its memory (issue 13): the
-// arena now and, with `watch`, the leak verdict.
+// arena now and, with `watch`, the leak and fragmentation verdicts.
 std::string PlacementJson(const repository::ModelVersion& version, const MemoryWatch* watch) {
   const std::vector<backend::PlacementAudit>& audits = version.placements;
   if (audits.empty()) return "";
@@ -91,6 +91,26 @@ std::string PlacementJson(const repository::ModelVersion& version, const MemoryW
         w.Uint64(leak->growth_bytes);
         w.Key("reason");
         str(leak->reason);
+        w.EndObject();
+      }
+      const std::optional<admission::FragmentationVerdict> fragmentation =
+          watch != nullptr ? watch->Fragmentation(version.model_name, version.version, i)
+                           : std::nullopt;
+      w.Key("fragmentation");
+      if (!fragmentation) {
+        w.Null();
+      } else {
+        w.StartObject();
+        w.Key("suspected");
+        w.Bool(fragmentation->suspected);
+        w.Key("free_bytes");
+        w.Uint64(fragmentation->free_bytes);
+        w.Key("largest_run_bytes");
+        w.Uint64(fragmentation->largest_run_bytes);
+        w.Key("extensions_in_window");
+        w.Uint64(fragmentation->extensions_in_window);
+        w.Key("reason");
+        str(fragmentation->reason);
         w.EndObject();
       }
       w.EndObject();
@@ -453,6 +473,9 @@ admission::AdmissionReport Server::Admission() const {
         m.instance_leaks.push_back(memory_watch_ ? memory_watch_->Verdict(live->model_name,
                                                                           live->version, i)
                                                  : std::nullopt);
+        m.instance_fragmentation.push_back(
+            memory_watch_ ? memory_watch_->Fragmentation(live->model_name, live->version, i)
+                          : std::nullopt);
       }
     }
     report.models.push_back(std::move(m));

@@ -127,6 +127,13 @@ TEST(MemoryWatchTest, ALeakingInstanceIsCaughtWithinOneWindowAndASteadyOneIsNot)
   ASSERT_TRUE(steady.has_value());
   EXPECT_FALSE(steady->suspected) << steady->reason;
 
+  // The same samples judge fragmentation: neither arena grew while it held enough free.
+  for (const admission::ModelAdmission& m : server.Admission().models) {
+    ASSERT_EQ(m.instance_fragmentation.size(), 1u) << m.name;
+    ASSERT_TRUE(m.instance_fragmentation[0].has_value()) << m.name;
+    EXPECT_FALSE(m.instance_fragmentation[0]->suspected) << m.instance_fragmentation[0]->reason;
+  }
+
   // And on /metrics.
   const std::string text = metrics::RenderText(metrics::ServerCollector(server));
   EXPECT_NE(text.find("fastpath_memory_leak_suspected{model=\"leaky\",version=\"1\","

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "fastpath/admission/fragmentation_detector.h"
 #include "fastpath/admission/leak_detector.h"
 #include "fastpath/admission/memory_budget.h"
 #include "fastpath/admission/self_test.h"
@@ -47,6 +48,8 @@ struct ModelAdmission {
   // The memory watch's leak verdict per instance, beside instance_memory (nullopt: not
   // sampled yet).
   std::vector<std::optional<LeakVerdict>> instance_leaks;
+  // And its fragmentation verdict.
+  std::vector<std::optional<FragmentationVerdict>> instance_fragmentation;
   // The memory budget measured at load (memory_budget.h), or why there is none.
   std::optional<MemoryBudget> memory_budget;
   std::string memory_budget_note;

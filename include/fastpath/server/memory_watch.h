@@ -1,8 +1,9 @@
 // The memory watch (issue 13 §4): a thread of its own samples the memory arena of every
 // READY version's instances every interval, off the request path, and judges each for a
-// slow leak (admission/leak_detector.h). The request mix it hands the detector is the
-// version's mean batch rows per execution since the previous sample. A leak first
-// suspected is logged as a warning; the verdicts show in /v2/health/admission and on
+// slow leak (admission/leak_detector.h) and for fragmentation
+// (admission/fragmentation_detector.h), over the same window. The request mix it hands the detector is the
+// version's mean batch rows per execution since the previous sample. A leak or
+// fragmentation first suspected is logged as a warning; the verdicts show in /v2/health/admission and on
 // /metrics. Time is the server's clock; tests call SampleNow() after moving a manual one.
 #pragma once
 
@@ -19,6 +20,7 @@
 #include <tuple>
 #include <vector>
 
+#include "fastpath/admission/fragmentation_detector.h"
 #include "fastpath/admission/leak_detector.h"
 #include "fastpath/common/clock.h"
 #include "fastpath/repository/model_repository.h"
@@ -48,12 +50,18 @@ class MemoryWatch {
   // never sampled (or its backend reports no memory).
   std::optional<admission::LeakVerdict> Verdict(const std::string& model, int64_t version,
                                                 size_t index) const;
+  // Likewise for fragmentation.
+  std::optional<admission::FragmentationVerdict> Fragmentation(const std::string& model,
+                                                               int64_t version,
+                                                               size_t index) const;
 
  private:
   using Key = std::tuple<std::string, int64_t, size_t>;
   struct Entry {
     admission::LeakDetector detector;
     admission::LeakVerdict verdict;
+    admission::FragmentationDetector fragmentation_detector;
+    admission::FragmentationVerdict fragmentation;
     // Which load of the version this history is of: a reload restarts it. Weak, so that
     // the address of an unloaded version cannot be reused by its reload while it is held.
     std::weak_ptr<repository::ModelVersion> runtime;
