@@ -92,12 +92,13 @@ double FragmentationRatio(const backend::MemoryStats& stats) {
          static_cast<double>(stats.reserved_bytes);
 }
 
-uint64_t FilesBytes(const std::filesystem::path& dir) {
+uint64_t FilesBytes(const std::filesystem::path& dir, const std::string& except) {
   uint64_t total = 0;
   std::error_code ec;
   for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
        !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
     std::error_code size_ec;
+    if (!except.empty() && it->path() == dir / except) continue;
     if (it->is_regular_file(size_ec)) {
       const uint64_t size = it->file_size(size_ec);
       if (!size_ec) total += size;

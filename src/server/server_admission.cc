@@ -296,9 +296,12 @@ StatusOr<std::string> Server::MeasureMemory(const std::filesystem::path& model_d
                                  "model_warmup with valid inputs): " + ran.message();
     return std::string();
   }
+  // The accuracy guard's FP32 reference sits beside the model; no instance loads it.
+  const auto guard = admission::ParseAccuracyGuard(version.config);
+  const std::string reference = guard.ok() && guard->has_value() ? (*guard)->reference_model : "";
   admission::MemoryBudget budget = admission::ComputeMemoryBudget(
       before[ran_on], after[ran_on], *request, rows, margin,
-      admission::FilesBytes(model_dir / std::to_string(version.version)));
+      admission::FilesBytes(model_dir / std::to_string(version.version), reference));
   budget.ran_out_of_memory = out_of_memory;
   budget.instances = static_cast<uint32_t>(
       std::count_if(after.begin(), after.end(), [&](const backend::MemoryStats& stats) {

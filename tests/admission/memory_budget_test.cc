@@ -6,6 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <google/protobuf/text_format.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 namespace fastpath::admission {
 namespace {
@@ -135,6 +139,28 @@ TEST(MemoryBudgetTest, BytesReadInBinaryUnits) {
   EXPECT_EQ(FormatBytes(1023), "1023 B");
   EXPECT_EQ(FormatBytes(1536), "1.5 KiB");
   EXPECT_EQ(FormatBytes(uint64_t{3} << 30), "3.0 GiB");
+}
+
+}  // namespace
+}  // namespace fastpath::admission
+
+namespace fastpath::admission {
+namespace {
+
+TEST(MemoryBudgetTest, WeightsAreTheVersionFolderButTheAccuracyReference) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("fastpath_files_bytes_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir / "data");
+  const auto write = [](const std::filesystem::path& file, size_t bytes) {
+    std::ofstream(file, std::ios::binary) << std::string(bytes, 'x');
+  };
+  write(dir / "model.onnx", 1000);
+  write(dir / "data" / "weights.bin", 500);  // external data, in a subfolder
+  write(dir / "model_fp32.onnx", 4000);      // the FP32 twin the accuracy guard runs
+  EXPECT_EQ(FilesBytes(dir), 5500u);
+  EXPECT_EQ(FilesBytes(dir, "model_fp32.onnx"), 1500u);
+  EXPECT_EQ(FilesBytes(dir / "absent"), 0u);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

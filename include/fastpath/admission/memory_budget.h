@@ -86,8 +86,9 @@ MemoryBudget ComputeMemoryBudget(const backend::MemoryStats& before,
                                  uint64_t rows, double margin, uint64_t weights_bytes);
 
 // The size of the regular files under `dir` (a version folder: the model and its external
-// data); 0 when it cannot be read.
-uint64_t FilesBytes(const std::filesystem::path& dir);
+// data), but for the file named `except` directly in it (the FP32 reference the accuracy
+// guard keeps beside the model, which no instance loads); 0 when it cannot be read.
+uint64_t FilesBytes(const std::filesystem::path& dir, const std::string& except = "");
 
 // "weights 1.2 MiB, arena at rest 1.2 MiB, peak 9.5 MiB at batch 8, budget 10.9 MiB
 // (margin 15%), limit 8.0 MiB; 2 instances need 21.8 MiB of the device's 16.0 GiB"
