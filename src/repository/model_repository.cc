@@ -260,6 +260,44 @@ ModelRepository::ModelState ModelRepository::LoadFromDisk(const std::string& nam
   return state;
 }
 
+std::string ModelRepository::KeepServing(ModelState& serving, ModelState& fresh) {
+  const auto ready = [](const VersionStatus& v) { return v.runtime != nullptr; };
+  if (std::none_of(serving.versions.begin(), serving.versions.end(), ready)) return "";
+  if (!fresh.reason.empty() || std::none_of(fresh.versions.begin(), fresh.versions.end(), ready)) {
+    // Nothing new serves: the model stays as it was. The fingerprint is the new one, so
+    // that a poll does not reload the same broken files again (a changed folder's is the
+    // old one: it is read again).
+    std::string why = fresh.reason;
+    for (const auto& v : fresh.versions) {
+      why += (why.empty() ? "" : "; ") + std::string("version ") + std::to_string(v.version) +
+             ": " + v.reason;
+    }
+    why = "the reload failed, and the previous load keeps serving: " + why;
+    ModelState kept = std::move(serving);
+    kept.reload_failure = why;
+    if (!fresh.fingerprint.empty()) kept.fingerprint = fresh.fingerprint;
+    serving = std::move(fresh);
+    fresh = std::move(kept);
+    return why;
+  }
+  // Some new versions serve: each one that failed keeps its previous load, if it had one.
+  std::string why;
+  for (VersionStatus& v : fresh.versions) {
+    if (v.runtime) continue;
+    for (VersionStatus& before : serving.versions) {
+      if (before.version != v.version || !before.runtime) continue;
+      const std::string failure = "version " + std::to_string(v.version) +
+                                  " failed to reload, and its previous load keeps serving: " +
+                                  v.reason;
+      why += (why.empty() ? "" : "; ") + failure;
+      v.state = server::ModelState::kReady;
+      v.reason = failure;
+      v.runtime = std::move(before.runtime);
+    }
+  }
+  return why;
+}
+
 void ModelRepository::StopVersions(const ModelState& state) {
   for (const auto& v : state.versions) {
     if (v.runtime && v.runtime->scheduler) v.runtime->scheduler->Stop();
@@ -296,7 +334,7 @@ Status ModelRepository::Load(const std::string& name) {
 }
 
 Status ModelRepository::LoadLocked(const std::string& name, bool load_missing_steps,
-                                   std::set<std::string>* touched) {
+                                   std::set<std::string>* touched, bool keep_serving) {
   touched->insert(name);
   std::error_code ec;
   if (!fs::is_directory(options_.root / name, ec)) {
@@ -314,6 +352,16 @@ Status ModelRepository::LoadLocked(const std::string& name, bool load_missing_st
     }
   }
   ModelState fresh = LoadFromDisk(name);
+  if (fresh.fingerprint != Fingerprint(name)) {
+    // Written while it was read (a copy in progress): nothing of it is published, and the
+    // old fingerprint stays, so that the next poll reads the folder again.
+    StopVersions(fresh);
+    ModelState changed;
+    changed.reason = "the model folder changed while it was read (a copy in progress?); it is "
+                     "read again at the next poll or load";
+    changed.step_models = std::move(fresh.step_models);
+    fresh = std::move(changed);
+  }
   Status result = Status::Ok();
   if (!fresh.reason.empty()) {
     result = Unavailable("model '" + name + "' failed to load: " + fresh.reason);
@@ -335,6 +383,11 @@ Status ModelRepository::LoadLocked(const std::string& name, bool load_missing_st
     }
     auto& slot = models_[name];
     old = std::move(slot);
+    const std::string kept = keep_serving ? KeepServing(old, fresh) : "";
+    if (!kept.empty()) {
+      log::Error("model '" + name + "': " + kept);
+      result = Unavailable("model '" + name + "': " + kept);
+    }
     slot = std::move(fresh);
   }
   StopVersions(old);  // outside the lock: draining may take a while
@@ -487,7 +540,9 @@ std::vector<server::RepositoryEntry> ModelRepository::Index(bool ready_only) con
                      serving.ok() || v.state != server::ModelState::kReady
                          ? v.state
                          : server::ModelState::kUnavailable,
-                     serving.ok() ? v.reason : serving.message()});
+                     !serving.ok()         ? serving.message()
+                     : v.reason.empty() ? state.reload_failure
+                                        : v.reason});
     }
   }
   if (!ready_only) {

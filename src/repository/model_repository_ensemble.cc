@@ -82,7 +82,7 @@ void ModelRepository::ReloadDependents(const std::string& name, std::set<std::st
     log::Info("re-validating ensemble '" + ensemble + "' after a change to '" + name + "'");
     // Never loads a missing step model here: after an explicit unload the ensemble must
     // turn UNAVAILABLE, not bring the model back.
-    (void)LoadLocked(ensemble, /*load_missing_steps=*/false, touched);
+    (void)LoadLocked(ensemble, /*load_missing_steps=*/false, touched, /*keep_serving=*/false);
   }
 }
 

@@ -222,16 +222,26 @@ TEST_F(EnsembleRepositoryTest, ExplicitLoadBringsItsStepsAndFollowsThem) {
   EXPECT_TRUE(Ready(*repo, "a_pipeline", false));
 }
 
-TEST_F(EnsembleRepositoryTest, AStepModelThatNoLongerFitsMakesItUnavailable) {
+TEST_F(EnsembleRepositoryTest, AStepModelThatFailsToReloadKeepsServingAndSoDoesTheEnsemble) {
   auto repo = Make(ControlMode::kExplicit);
   ASSERT_TRUE(repo->Load("a_pipeline").ok());
-  // add_one now takes FP64: the ensemble's tensor X (FP32) no longer fits.
+  // add_one's config now says FP64, which contradicts its model file: the reload fails.
   std::string changed = kAddOne;
   changed.replace(changed.find("TYPE_FP32"), 9, "TYPE_FP64");
   repo_.WriteConfig("add_one", changed);
-  EXPECT_FALSE(repo->Load("add_one").ok());  // FP64 contradicts the model file
-  // add_one itself is now UNAVAILABLE, and so the ensemble.
-  EXPECT_FALSE(Ready(*repo, "a_pipeline", true));
+  const Status reload = repo->Load("add_one");
+  EXPECT_EQ(reload.code(), StatusCode::kUnavailable);
+  EXPECT_NE(reload.message().find("the previous load keeps serving"), std::string::npos)
+      << reload.message();
+  // The previous add_one serves on, and the ensemble with it (issue 12).
+  EXPECT_TRUE(Ready(*repo, "add_one", false));
+  EXPECT_TRUE(Ready(*repo, "a_pipeline", false));
+  EXPECT_TRUE(Run(*repo, std::vector<float>(16, 0.5f)).ok());
+  const auto index = repo->Index(false);
+  const server::RepositoryEntry* e = Entry(index, "add_one");
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->state, server::ModelState::kReady);
+  EXPECT_NE(e->reason.find("TYPE_FP64"), std::string::npos) << e->reason;
 }
 
 }  // namespace

@@ -116,7 +116,12 @@ class ModelRepository {
   // `explicit_models` ("*" = all) for explicit. Starts the poll thread in poll mode.
   void LoadStartupModels(const std::vector<std::string>& explicit_models);
   // Loads (or reloads) one model from disk. OK when at least one version is READY,
-  // otherwise the reason. A reload swaps versions atomically; the old ones drain.
+  // otherwise the reason. A reload loads, warms and admits the new versions beside the
+  // serving ones, then swaps them in atomically; the old ones drain. What serves is never
+  // given up for what failed: a version that fails to reload keeps its previous load
+  // serving (and so does the whole model when nothing new is READY, or its config fails),
+  // with the failure as the reason in the index and the error returned. A folder that
+  // changes while it is read is not published; the next poll reads it again.
   // An ensemble first loads the step models that are not loaded yet (as Triton does in
   // explicit mode). Loading any model re-validates the loaded ensembles that use it.
   Status Load(const std::string& name);
@@ -147,6 +152,8 @@ class ModelRepository {
     std::string reason;  // model-level failure (config, versions); empty otherwise
     std::vector<VersionStatus> versions;
     std::string fingerprint;  // what was on disk when it was loaded (poll mode)
+    // Why the last reload was not published while this state kept serving; empty when it was.
+    std::string reload_failure;
     std::vector<std::string> step_models;  // an ensemble's step models (its dependencies)
   };
 
@@ -161,13 +168,19 @@ class ModelRepository {
   // The step models config.pbtxt names, when the folder holds an ensemble.
   std::vector<std::string> StepModelsOnDisk(const std::string& name) const;
   // Load with load_mu_ held. `touched` collects the models (re)loaded by this operation,
-  // so that ensembles depending on each other end the recursion.
+  // so that ensembles depending on each other end the recursion. Without `keep_serving`
+  // (an ensemble re-validated after a change to a step) a failure is published: an
+  // ensemble whose step is gone cannot serve, whatever it did before.
   Status LoadLocked(const std::string& name, bool load_missing_steps,
-                    std::set<std::string>* touched);
+                    std::set<std::string>* touched, bool keep_serving = true);
   void ReloadDependents(const std::string& name, std::set<std::string>* touched);
   std::string Fingerprint(const std::string& name) const;
   std::vector<std::string> ModelFolders() const;
   static void StopVersions(const ModelState& state);
+  // Keeps what `serving` has READY where `fresh` failed (see Load); returns why, empty when
+  // `fresh` is published whole. `fresh` then holds what is published, and `serving` what
+  // is given up.
+  static std::string KeepServing(ModelState& serving, ModelState& fresh);
   void PollLoop();
 
   RepositoryOptions options_;
