@@ -114,11 +114,10 @@ StatusOr<std::vector<Tensor>> SplitRows(Tensor& whole, const std::vector<uint64_
 StatusOr<std::vector<Tensor>> RunSplittingOnOutOfMemory(backend::ModelInstance* instance,
                                                         std::vector<Tensor>& inputs,
                                                         const std::vector<std::string>& names,
-                                                        uint64_t rows) {
+                                                        uint64_t rows, bool* suspect) {
   StatusOr<std::vector<Tensor>> whole = instance->Run(inputs, names);
-  if (whole.ok() || whole.status().code() != StatusCode::kResourceExhausted || rows < 2) {
-    return whole;
-  }
+  *suspect = !whole.ok() && whole.status().code() == StatusCode::kResourceExhausted;
+  if (!*suspect || rows < 2) return whole;
   const uint64_t first = rows / 2;
   const std::vector<uint64_t> halves = {first, rows - first};
   // Every input is split by rows; one that cannot be (no batch dim) leaves the error as it is.
@@ -144,6 +143,7 @@ StatusOr<std::vector<Tensor>> RunSplittingOnOutOfMemory(backend::ModelInstance* 
     }
     half_outputs[h] = std::move(out).value();
   }
+  *suspect = false;  // both halves ran well after it
   std::vector<Tensor> joined;
   for (size_t k = 0; k < half_outputs[0].size(); ++k) {
     joined.push_back(ConcatRows({&half_outputs[0][k], &half_outputs[1][k]}));

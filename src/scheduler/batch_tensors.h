@@ -49,10 +49,12 @@ StatusOr<std::vector<Tensor>> SplitRows(Tensor& whole, const std::vector<uint64_
 // is run once more as two halves by rows, one after the other, and their outputs joined:
 // a batch that fits in half the memory still succeeds (issue 13). When a half fails too,
 // the error is the first one, saying that the halves failed as well. `inputs` may be
-// consumed by the split.
+// consumed by the split. `suspect` is set when a run ran out of memory and the instance
+// has not run well since (the halves, if any, failed in any way): it must be checked
+// before it takes more work (ModelInstance::RecoverFromOutOfMemory).
 StatusOr<std::vector<Tensor>> RunSplittingOnOutOfMemory(backend::ModelInstance* instance,
                                                         std::vector<Tensor>& inputs,
                                                         const std::vector<std::string>& names,
-                                                        uint64_t rows);
+                                                        uint64_t rows, bool* suspect);
 
 }  // namespace fastpath::scheduler

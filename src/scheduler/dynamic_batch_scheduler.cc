@@ -139,9 +139,11 @@ void DynamicBatchScheduler::Enqueue(Job job) {
       last_single_run_ns_.load(std::memory_order_relaxed) <= Nanoseconds(options_.caller_run_limit);
   Worker* here = nullptr;
   std::optional<Batch> here_batch;
-  const Status health = health_->Check();
   {
     std::lock_guard lock(mu_);
+    // Under the lock: once the last instance is out, what waits is answered (FailQueued)
+    // and nothing more may queue behind it.
+    const Status health = health_->Check();
     size_t index = 0;
     if (options_.priority_levels > 0) {
       uint64_t level = job.priority;
@@ -272,10 +274,13 @@ void DynamicBatchScheduler::WorkerLoop(Worker* worker) {
       return worker->batch.has_value() || worker->needs_recovery || (stopping_ && queued_ == 0);
     });
     if (worker->needs_recovery) {
+      // Its last run ran out of memory; the instance stays busy while it recovers.
       worker->needs_recovery = false;
       lock.unlock();
-      health_->Recover(worker->index, worker->instance);
+      const bool recovered = health_->Recover(worker->index, worker->instance,
+                                              [this](const Status& why) { FailQueued(why); });
       lock.lock();
+      if (!recovered) return;  // stopping: out of service, it takes nothing; the others drain
       worker->busy = false;
       std::vector<Answer> answers;
       std::vector<Worker*> handed;
@@ -297,17 +302,17 @@ void DynamicBatchScheduler::WorkerLoop(Worker* worker) {
     lock.unlock();
 
     std::vector<Answer> answers;
-    if (Execute(worker->instance, batch, &answers)) {
-      // Out of memory: the batch's answers go first, then the instance recovers before
-      // it takes more work.
-      Deliver(std::move(answers));
-      answers.clear();
-      health_->Recover(worker->index, worker->instance);
-    }
+    const bool out_of_memory = Execute(worker->instance, batch, &answers);
 
     lock.lock();
-    worker->busy = false;
     running_ -= size;
+    // The instance that ran out of memory recovers (at the top of the loop, once the
+    // batch is answered) before it takes more work.
+    if (out_of_memory) {
+      worker->needs_recovery = true;
+    } else {
+      worker->busy = false;
+    }
     std::vector<Worker*> handed;
     const Clock::time_point wake = ScheduleLocked(&answers, &handed);
     if (wake < timer_wake_) {
@@ -376,7 +381,8 @@ bool DynamicBatchScheduler::Execute(backend::ModelInstance* instance, Batch& bat
 
   uint64_t batch_rows = 0;
   for (uint64_t r : rows) batch_rows += r;
-  auto outputs = RunSplittingOnOutOfMemory(instance, inputs, names, batch_rows);
+  bool suspect = false;
+  auto outputs = RunSplittingOnOutOfMemory(instance, inputs, names, batch_rows, &suspect);
   const Clock::time_point ran = clock_->Now();
   timings.compute_infer_ns = Nanoseconds(ran - ready);
   if (live.size() == 1) {
@@ -413,7 +419,7 @@ bool DynamicBatchScheduler::Execute(backend::ModelInstance* instance, Batch& bat
   }
   if (!failed.ok()) {
     for (Entry* e : live) answers->push_back(Fail(*e, failed, FailureReason::kBackend));
-    return failed.code() == StatusCode::kResourceExhausted;
+    return suspect;
   }
 
   const Clock::time_point end = clock_->Now();
@@ -493,6 +499,27 @@ size_t DynamicBatchScheduler::Pending() const {
 }
 
 Status DynamicBatchScheduler::Health() const { return health_->Check(); }
+
+void DynamicBatchScheduler::FailQueued(const Status& why) {
+  std::vector<Answer> answers;
+  {
+    std::lock_guard lock(mu_);
+    for (PolicyQueue& q : queues_) {
+      for (std::deque<Entry>* list : {&q.waiting, &q.delayed}) {
+        for (Entry& e : *list) {
+          answers.push_back(Fail(
+              e, Unavailable("model '" + e.job.request.model_name + "': " + why.message()),
+              FailureReason::kRejected));
+        }
+        queued_ -= list->size();
+        list->clear();
+      }
+    }
+    cancellable_ = 0;
+    earliest_expiry_ = Clock::time_point::max();
+  }
+  Deliver(std::move(answers));
+}
 
 size_t DynamicBatchScheduler::Queued() const {
   std::lock_guard lock(mu_);

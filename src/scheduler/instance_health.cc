@@ -9,34 +9,43 @@ namespace fastpath::scheduler {
 InstanceHealth::InstanceHealth(size_t instances, Clock* clock)
     : clock_(clock), out_(instances, false) {}
 
-void InstanceHealth::Recover(size_t index, backend::ModelInstance* instance) {
+bool InstanceHealth::Recover(size_t index, backend::ModelInstance* instance,
+                             const std::function<void(const Status&)>& none_can_serve) {
   Clock::duration pause = kFirstPause;
   for (;;) {
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return false;
+    }
     const Status recovered = instance->RecoverFromOutOfMemory();
-    std::unique_lock lock(mu_);
-    if (recovered.ok()) {
-      if (out_[index]) {
-        out_[index] = false;
-        --out_count_;
-        none_can_serve_.store(false, std::memory_order_release);
+    bool none = false;
+    {
+      std::lock_guard lock(mu_);
+      if (recovered.ok()) {
+        if (out_[index]) {
+          out_[index] = false;
+          --out_count_;
+          none_can_serve_.store(false, std::memory_order_release);
+        }
+        return true;
       }
-      return;
+      if (!out_[index]) {
+        out_[index] = true;
+        ++out_count_;
+      }
+      reason_ = recovered.message();
+      none = out_count_ == out_.size();
+      if (none) none_can_serve_.store(true, std::memory_order_release);
     }
-    if (!out_[index]) {
-      out_[index] = true;
-      ++out_count_;
-    }
-    reason_ = recovered.message();
-    if (out_count_ == out_.size()) {
-      none_can_serve_.store(true, std::memory_order_release);
-      log::Error("no instance can serve: " + reason_);
+    if (none) {
+      log::Error("no instance can serve: " + recovered.message());
+      none_can_serve(Unavailable("no instance can serve: " + recovered.message()));
     } else {
-      log::Warn(reason_ + "; the other instances serve");
+      log::Warn(recovered.message() + "; the other instances serve");
     }
-    if (stopping_) return;
+    std::unique_lock lock(mu_);
     const Clock::time_point until = clock_->Now() + pause;
     while (!stopping_ && clock_->Now() < until) clock_->WaitUntil(lock, cv_, until);
-    if (stopping_) return;
     pause = std::min<Clock::duration>(pause * 2, kLongestPause);
   }
 }

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -27,11 +28,16 @@ class InstanceHealth {
 
   // On instance `index`'s own thread, while its scheduler keeps it out of rotation:
   // calls instance->RecoverFromOutOfMemory() until it returns Ok, pausing on the clock
-  // between tries (kFirstPause, doubling up to kLongestPause), or until Stop(). While
-  // it fails, the instance counts as out of service.
-  void Recover(size_t index, backend::ModelInstance* instance);
+  // between tries (kFirstPause, doubling up to kLongestPause). While it fails the
+  // instance counts as out of service; each time a failure leaves no instance that can
+  // serve, `none_can_serve` is called (no lock held) with Check()'s status, so that the
+  // scheduler answers what waits in its queue instead of holding it through the pauses.
+  // True once recovered; false when Stop() came first (the instance stays out).
+  bool Recover(size_t index, backend::ModelInstance* instance,
+               const std::function<void(const Status&)>& none_can_serve);
   // Unavailable with the latest reason when no instance can serve; Ok otherwise. One
-  // atomic load while all is well (it is on the request path).
+  // atomic load while all is well (it is on the request path). A scheduler asks it under
+  // its own lock, which it may hold while this takes InstanceHealth's (never the reverse).
   Status Check() const;
   // Ends the pauses: a stopping scheduler recovers nothing more.
   void Stop();

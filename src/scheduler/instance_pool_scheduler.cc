@@ -33,9 +33,12 @@ void InstancePoolScheduler::Enqueue(Job job) {
   size_t here = kNone;
   bool accepted = false;
   bool wake_all = false;
-  Status health = health_->Check();
+  Status health = Status::Ok();
   {
     std::lock_guard lock(mu_);
+    // Under the lock: once the last instance is out, what waits is answered (FailQueued)
+    // and nothing more may queue behind it.
+    health = health_->Check();
     if (health.ok() && !stopping_ && queue_.size() < options_.max_queue_size) {
       accepted = true;
       if (may_run_here && queue_.empty()) {
@@ -117,10 +120,13 @@ void InstancePoolScheduler::WorkerLoop(size_t index) {
         return needs_recovery_[index] || (!busy_[index] && (stopping_ || !queue_.empty()));
       });
       if (needs_recovery_[index]) {
-        // Its run on a caller's thread ran out of memory; the instance is still busy.
+        // Its last run ran out of memory; the instance stays busy while it recovers.
         needs_recovery_[index] = false;
         lock.unlock();
-        health_->Recover(index, instances_[index].get());
+        if (!health_->Recover(index, instances_[index].get(),
+                              [this](const Status& why) { FailQueued(why); })) {
+          return;  // stopping: out of service, it takes nothing; the others drain
+        }
         lock.lock();
         busy_[index] = false;
         lock.unlock();
@@ -134,11 +140,27 @@ void InstancePoolScheduler::WorkerLoop(size_t index) {
       busy_[index] = true;
       ++running_;
     }
-    // The instance that ran out of memory recovers before it takes more work.
-    if (Execute(instances_[index].get(), job)) health_->Recover(index, instances_[index].get());
+    const bool out_of_memory = Execute(instances_[index].get(), job);
     std::lock_guard lock(mu_);
-    busy_[index] = false;
     --running_;
+    // The instance that ran out of memory recovers before it takes more work.
+    if (out_of_memory) {
+      needs_recovery_[index] = true;
+    } else {
+      busy_[index] = false;
+    }
+  }
+}
+
+void InstancePoolScheduler::FailQueued(const Status& why) {
+  std::deque<Job> waiting;
+  {
+    std::lock_guard lock(mu_);
+    waiting.swap(queue_);
+  }
+  for (Job& job : waiting) {
+    stats_->RecordFailure(Nanoseconds(clock_->Now() - job.arrival), FailureReason::kRejected);
+    job.done(Unavailable("model '" + job.request.model_name + "': " + why.message()));
   }
 }
 
@@ -181,16 +203,16 @@ bool InstancePoolScheduler::Execute(backend::ModelInstance* instance, Job& job) 
 
   // A batching model's request may be split in halves by rows when it runs out of memory;
   // one that does not batch (batch_size 0) runs as it is.
+  bool suspect = false;
   auto outputs = RunSplittingOnOutOfMemory(instance, job.request.inputs, job.output_names,
-                                           job.batch_size);
+                                           job.batch_size, &suspect);
   const Clock::time_point ran = clock_->Now();
   timings.compute_infer_ns = Nanoseconds(ran - start);
   last_run_ns_.store(timings.compute_infer_ns, std::memory_order_relaxed);
   if (!outputs.ok()) {
     stats_->RecordFailure(Nanoseconds(ran - job.arrival), FailureReason::kBackend);
-    const bool out_of_memory = outputs.status().code() == StatusCode::kResourceExhausted;
     job.done(outputs.status());
-    return out_of_memory;
+    return suspect;
   }
 
   InferResponse response;

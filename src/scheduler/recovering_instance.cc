@@ -19,7 +19,8 @@ RecoveringInstance::RecoveringInstance(std::unique_ptr<backend::ModelInstance> i
 
 StatusOr<std::vector<Tensor>> RecoveringInstance::Run(const std::vector<Tensor>& inputs,
                                                       const std::vector<std::string>& output_names) {
-  // Only this thread swaps inner_, so reading it here needs no lock.
+  // The scheduler orders Run after any swap (the instance is busy across both, under its
+  // lock), so reading inner_ here needs no lock.
   if (inner_ == nullptr) return Unavailable(name_ + " is out of service: " + out_of_service_);
   return inner_->Run(inputs, output_names);
 }
@@ -39,18 +40,30 @@ std::optional<backend::MemoryStats> RecoveringInstance::memory_stats() const {
   std::shared_lock lock(mu_);
   if (inner_ == nullptr) return std::nullopt;
   std::optional<backend::MemoryStats> stats = inner_->memory_stats();
-  if (stats) stats->out_of_memory_runs += retired_out_of_memory_runs_;
+  if (stats) {
+    stats->out_of_memory_runs += retired_.out_of_memory_runs;
+    stats->arena_extensions += retired_.arena_extensions;
+    stats->arena_shrinkages += retired_.arena_shrinkages;
+  }
   return stats;
 }
 
 void RecoveringInstance::Drop(std::string why) {
-  std::unique_lock lock(mu_);
-  if (const auto stats = inner_->memory_stats()) {
-    retired_out_of_memory_runs_ += stats->out_of_memory_runs;
+  std::unique_ptr<backend::ModelInstance> dropped;
+  {
+    std::unique_lock lock(mu_);
+    if (const auto stats = inner_->memory_stats()) {
+      retired_.out_of_memory_runs += stats->out_of_memory_runs;
+      retired_.arena_extensions += stats->arena_extensions;
+      retired_.arena_shrinkages += stats->arena_shrinkages;
+    }
+    retired_staged_runs_ += inner_->staged_runs().value_or(0);
+    out_of_service_ = std::move(why);
+    dropped = std::move(inner_);
   }
-  retired_staged_runs_ += inner_->staged_runs().value_or(0);
-  out_of_service_ = std::move(why);
-  inner_.reset();
+  // Destroyed outside the lock: tearing a session down takes a while, and the statistics'
+  // readers wait on the lock.
+  dropped.reset();
 }
 
 Status RecoveringInstance::RecoverFromOutOfMemory() {
@@ -62,6 +75,12 @@ Status RecoveringInstance::RecoverFromOutOfMemory() {
       return Status::Ok();
     }
     const std::string failure = answer.status().message();
+    if (answer.status().code() == StatusCode::kResourceExhausted) {
+      // Memory is still short (other instances, other arenas): a fresh copy would need
+      // more than the check did. Out of service until a later check fits.
+      return Unavailable(name_ + " is out of service until memory frees: its check after "
+                         "running out of memory ran out too: " + failure);
+    }
     log::Warn(name_ + " failed its check after running out of memory; rebuilding it: " +
               failure);
     // The old copy goes first, so that its memory is free for the new one.

@@ -37,7 +37,7 @@ TEST(FragmentationDetectorTest, GrowthWithEnoughFreeForTheLargestRunIsFragmentat
   EXPECT_TRUE(v.suspected) << v.reason;
   EXPECT_EQ(v.extensions_in_window, 2u);
   EXPECT_EQ(v.largest_run_bytes, 40 * kMiB);
-  EXPECT_EQ(v.free_bytes, 228 * kMiB);
+  EXPECT_EQ(v.free_bytes, 100 * kMiB);  // just before it grew
   EXPECT_THAT(v.reason, HasSubstr("grew 2 times"));
   EXPECT_THAT(v.reason, HasSubstr("100.0 MiB free"));
 }
@@ -68,6 +68,23 @@ TEST(FragmentationDetectorTest, GrowthOlderThanTheWindowIsForgotten) {
   for (int m = 2; m <= 40; ++m) detector.Observe(kStart + minutes(m), Stats(100, 264, 140, 4));
   EXPECT_EQ(detector.Judge().extensions_in_window, 0u);
   EXPECT_FALSE(detector.Judge().suspected);
+}
+
+TEST(FragmentationDetectorTest, GrowingBackAfterAShrinkIsNotFragmentation) {
+  FragmentationDetector detector(minutes(30));
+  backend::MemoryStats before = Stats(100, 300, 140, 3);  // 200 MiB free, cached
+  detector.Observe(kStart, before);
+  // An out-of-memory run shrank the arena to what is in use; runs then grow it back.
+  backend::MemoryStats shrunk = Stats(100, 100, 140, 3);
+  shrunk.arena_shrinkages = 1;
+  detector.Observe(kStart + minutes(1), shrunk);
+  backend::MemoryStats regrown = Stats(100, 164, 140, 4);
+  regrown.arena_shrinkages = 1;
+  detector.Observe(kStart + minutes(2), regrown);
+  const FragmentationVerdict v = detector.Judge();
+  EXPECT_FALSE(v.suspected) << v.reason;
+  EXPECT_EQ(v.extensions_in_window, 1u);
+  EXPECT_THAT(v.reason, HasSubstr("growth for need"));
 }
 
 TEST(FragmentationDetectorTest, NothingSampledSaysSo) {

@@ -25,7 +25,9 @@ struct Script {
   std::mutex mu;
   std::condition_variable cv;
   bool broken = false;          // every run fails (not for lack of memory)
+  bool break_on_oom = false;    // running out of memory breaks the session (sets broken)
   bool recover_ok = false;      // what RecoverFromOutOfMemory says (SelfCheckingInstance)
+  bool hold_recovery = false;   // RecoverFromOutOfMemory waits while this is set
   int recover_calls = 0;
   int runs = 0;
   std::vector<std::thread::id> run_threads;
@@ -37,8 +39,8 @@ struct Script {
   }
 };
 
-// Runs out of memory on the input "oom", fails everything while the script says broken,
-// and otherwise echoes its input as "OUT".
+// Runs out of memory on an input holding "oom", or "big" in a batch of 2 rows or more;
+// fails everything while the script says broken; otherwise echoes its input as "OUT".
 class ScriptedInstance : public backend::ModelInstance {
  public:
   explicit ScriptedInstance(Script* script) : script_(script) {}
@@ -54,8 +56,12 @@ class ScriptedInstance : public backend::ModelInstance {
       script_->run_threads.push_back(std::this_thread::get_id());
       if (script_->broken) return Internal("CUDA failure 700: an illegal memory access");
     }
-    if (inputs.at(0).data.find("oom") != std::string::npos) {
+    const Tensor& in = inputs.at(0);
+    if (in.data.find("oom") != std::string::npos ||
+        (in.data.find("big") != std::string::npos && in.shape.at(0) >= 2)) {
       ++out_of_memory_runs_;
+      std::lock_guard lock(script_->mu);
+      if (script_->break_on_oom) script_->broken = true;
       return ResourceExhausted("out of memory: Failed to allocate memory for requested buffer");
     }
     Tensor out = inputs[0];
@@ -80,7 +86,8 @@ class SelfCheckingInstance final : public ScriptedInstance {
  public:
   using ScriptedInstance::ScriptedInstance;
   Status RecoverFromOutOfMemory() override {
-    std::lock_guard lock(script_->mu);
+    std::unique_lock lock(script_->mu);
+    script_->cv.wait(lock, [&] { return !script_->hold_recovery; });
     ++script_->recover_calls;
     script_->recover_threads.push_back(std::this_thread::get_id());
     script_->cv.notify_all();
@@ -89,9 +96,10 @@ class SelfCheckingInstance final : public ScriptedInstance {
   }
 };
 
-std::vector<Tensor> Input(const std::string& text) {
-  std::vector<Tensor> inputs{{"IN", DataType::kBytes, {1}, ""}};
-  AppendBytesElement(&inputs[0].data, text);
+// One BYTES input "IN" with one row per element of `rows`.
+std::vector<Tensor> Input(const std::string& text, int rows = 1) {
+  std::vector<Tensor> inputs{{"IN", DataType::kBytes, {rows}, ""}};
+  for (int i = 0; i < rows; ++i) AppendBytesElement(&inputs[0].data, text);
   return inputs;
 }
 
@@ -185,13 +193,29 @@ TEST(RecoveringInstanceTest, AProbeThatAFreshCopyFailsIsNotValidInputAndIsDroppe
   EXPECT_EQ(rebuilds.calls, 1);
 }
 
+TEST(RecoveringInstanceTest, ACheckShortOfMemoryKeepsTheInstanceOutWithoutARebuild) {
+  Script script;
+  Rebuilds rebuilds{&script};
+  RecoveryProbe big{Input("oom"), {"OUT"}};  // memory stays short for it
+  RecoveringInstance instance(std::make_unique<ScriptedInstance>(&script), "instance 0",
+                              std::move(big), rebuilds.Fn());
+  const Status recovered = instance.RecoverFromOutOfMemory();
+  EXPECT_EQ(recovered.code(), StatusCode::kUnavailable);
+  EXPECT_NE(recovered.message().find("out of service until memory frees"), std::string::npos)
+      << recovered.message();
+  // A fresh copy would need more than the check: none is made, the copy is kept.
+  EXPECT_EQ(rebuilds.calls, 0);
+  EXPECT_TRUE(instance.memory_stats().has_value());
+}
+
 TEST(RecoveringInstanceTest, AFreshCopyShortOfMemoryStaysOut) {
   Script script;
   Rebuilds rebuilds{&script};
-  RecoveryProbe big{Input("oom"), {"OUT"}};  // no copy can answer it
+  rebuilds.heal = true;
+  RecoveryProbe big{Input("oom"), {"OUT"}};
   RecoveringInstance instance(std::make_unique<ScriptedInstance>(&script), "instance 0",
                               std::move(big), rebuilds.Fn());
-  ASSERT_EQ(instance.Run(Input("oom"), {"OUT"}).status().code(), StatusCode::kResourceExhausted);
+  script.broken = true;  // the old copy fails its check for another reason: rebuilt
   const Status recovered = instance.RecoverFromOutOfMemory();
   EXPECT_EQ(recovered.code(), StatusCode::kUnavailable);
   EXPECT_NE(recovered.message().find("rebuilt copy ran out of memory too"), std::string::npos)
@@ -230,11 +254,12 @@ TEST(RecoveringInstanceTest, WithoutAProbeAnInstanceIsTrusted) {
 // --- the schedulers ---------------------------------------------------------------------
 
 Job MakeJob(const std::string& text, std::promise<StatusOr<InferResponse>>* result,
-            Clock* clock, bool caller_may_run = false) {
+            Clock* clock, bool caller_may_run = false, int rows = 1) {
   Job job;
   job.request.model_name = "m";
   job.request.model_version = "1";
-  job.request.inputs = Input(text);
+  job.request.inputs = Input(text, rows);
+  job.batch_size = static_cast<uint64_t>(rows);
   job.request.caller_may_run_model = caller_may_run;
   job.output_names = {"OUT"};
   job.arrival = clock->Now();
@@ -243,16 +268,14 @@ Job MakeJob(const std::string& text, std::promise<StatusOr<InferResponse>>* resu
 }
 
 StatusOr<InferResponse> Send(Scheduler& scheduler, const std::string& text, Clock* clock,
-                             bool caller_may_run = false) {
+                             bool caller_may_run = false, int rows = 1) {
   std::promise<StatusOr<InferResponse>> result;
   auto answered = result.get_future();
-  scheduler.Enqueue(MakeJob(text, &result, clock, caller_may_run));
+  scheduler.Enqueue(MakeJob(text, &result, clock, caller_may_run, rows));
   return answered.get();
 }
 
-// Health() turns to Unavailable once the instance's first recovery failed. Checking it
-// takes the lock the recovering thread holds until it waits out its pause; so once it
-// says Unavailable, that thread waits on the clock.
+// Health() turns to Unavailable once the only instance's first recovery failed.
 void WaitOutOfService(const Scheduler& scheduler) {
   while (scheduler.Health().ok()) std::this_thread::yield();
 }
@@ -314,8 +337,15 @@ TEST_P(OutOfMemoryRecoveryTest, WithNoInstanceLeftTheModelSaysWhyUntilOneIsRebui
     std::lock_guard lock(script_.mu);
     script_.recover_ok = true;
   }
-  clock_.Advance(std::chrono::seconds(1));  // the first pause
-  script_.WaitRecoverCalls(2);
+  // The recovering thread may not wait on the clock yet: move it until the next try came.
+  for (;;) {
+    {
+      std::lock_guard lock(script_.mu);
+      if (script_.recover_calls >= 2) break;
+    }
+    clock_.Advance(std::chrono::seconds(1));
+    std::this_thread::yield();
+  }
   while (!scheduler->Health().ok()) std::this_thread::yield();
   EXPECT_TRUE(Send(*scheduler, "x", &clock_).ok());
 }
@@ -344,6 +374,55 @@ TEST_P(OutOfMemoryRecoveryTest, ARunOnTheCallersThreadRecoversOnTheInstancesOwnT
   EXPECT_EQ(script_.run_threads.back(), std::this_thread::get_id());  // the OOM run: here
   ASSERT_EQ(script_.recover_threads.size(), 1u);
   EXPECT_NE(script_.recover_threads[0], std::this_thread::get_id());  // its recovery: not
+}
+
+TEST_P(OutOfMemoryRecoveryTest, WhatWaitsIsAnsweredWhenTheLastInstanceGoesOut) {
+  {
+    std::lock_guard lock(script_.mu);
+    script_.hold_recovery = true;
+  }
+  auto scheduler = Make(1);
+  EXPECT_EQ(Send(*scheduler, "oom", &clock_).status().code(), StatusCode::kResourceExhausted);
+  // While the instance recovers the model is not out yet: this request queues.
+  std::promise<StatusOr<InferResponse>> queued;
+  auto answered = queued.get_future();
+  scheduler->Enqueue(MakeJob("x", &queued, &clock_));
+  EXPECT_EQ(answered.wait_for(std::chrono::milliseconds(20)), std::future_status::timeout);
+  {
+    std::lock_guard lock(script_.mu);
+    script_.hold_recovery = false;
+    script_.cv.notify_all();
+  }
+  // The recovery fails: no instance can serve, and the queued request is answered so
+  // rather than held through the pauses.
+  const auto result = answered.get();
+  EXPECT_EQ(result.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(result.status().message().find("no instance can serve"), std::string::npos)
+      << result.status().message();
+  EXPECT_EQ(scheduler->Pending(), 0u);
+}
+
+TEST_P(OutOfMemoryRecoveryTest, ABatchThatFitsInHalvesLeavesTheInstanceUnchecked) {
+  script_.recover_ok = true;
+  auto scheduler = Make(1);
+  EXPECT_TRUE(Send(*scheduler, "big", &clock_, false, /*rows=*/2).ok());
+  EXPECT_TRUE(Send(*scheduler, "x", &clock_).ok());
+  EXPECT_EQ(script_.recover_calls, 0);  // it ran well right after running out
+}
+
+TEST_P(OutOfMemoryRecoveryTest, ASessionBrokenByRunningOutIsCheckedThoughItsHalvesFailOtherwise) {
+  script_.recover_ok = true;
+  script_.break_on_oom = true;
+  auto scheduler = Make(1);
+  // The batch runs out; its halves then fail with the broken session's own error.
+  const auto failed = Send(*scheduler, "big", &clock_, false, /*rows=*/2);
+  EXPECT_EQ(failed.status().code(), StatusCode::kInternal);
+  script_.WaitRecoverCalls(1);  // checked all the same
+  {
+    std::lock_guard lock(script_.mu);
+    script_.broken = false;  // as its rebuild would
+  }
+  EXPECT_TRUE(Send(*scheduler, "x", &clock_).ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedulers, OutOfMemoryRecoveryTest, ::testing::Bool(),

@@ -5,8 +5,11 @@
 // the samples of one window (default 30 minutes) and suspects fragmentation when the arena
 // grew in it (its extension count rose) and, at the sample just before it first grew in
 // the window, it held free (reserved minus in use) at least what the largest run needs
-// beyond what rests: the peak in use minus the least in use seen. A sample taken while a
-// run holds memory counts less free, so the verdict errs towards "not fragmented".
+// beyond what rests: the peak in use minus the least in use seen. A shrink (after an
+// out-of-memory run) gives the free regions back, so growth is counted from the last
+// shrink in the window on: the arena growing back after one is not fragmentation. A sample
+// taken while a run holds memory counts less free, so the verdict errs towards "not
+// fragmented".
 #pragma once
 
 #include <chrono>
@@ -21,7 +24,9 @@ namespace fastpath::admission {
 
 struct FragmentationVerdict {
   bool suspected = false;
-  uint64_t free_bytes = 0;         // reserved minus in use, at the last sample
+  // Reserved minus in use: just before the arena first grew in the window, or at the last
+  // sample when it did not grow.
+  uint64_t free_bytes = 0;
   uint64_t largest_run_bytes = 0;  // peak in use minus the least in use seen
   uint64_t extensions_in_window = 0;
   std::string reason;  // why it is or is not suspected, for people
@@ -44,6 +49,7 @@ class FragmentationDetector {
     uint64_t reserved_bytes;
     uint64_t peak_bytes;
     uint64_t arena_extensions;
+    uint64_t arena_shrinkages;
   };
   std::chrono::nanoseconds window_;
   std::deque<Sample> samples_;  // the last window's, oldest first

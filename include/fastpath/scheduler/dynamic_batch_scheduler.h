@@ -118,8 +118,8 @@ class DynamicBatchScheduler final : public Scheduler {
     size_t index = 0;            // of the instance
     std::optional<Batch> batch;  // guarded by mu_; set by the batcher, taken by the thread
     bool busy = false;           // guarded by mu_: from hand-over until the batch is done
-    // Guarded by mu_: its run on a caller's thread ran out of memory; it stays busy until
-    // its own thread has recovered it.
+    // Guarded by mu_: its last run ran out of memory; it stays busy until its own thread
+    // has recovered it.
     bool needs_recovery = false;
     std::condition_variable cv;
     std::thread thread;
@@ -153,6 +153,8 @@ class DynamicBatchScheduler final : public Scheduler {
   // Runs the batch and adds its answers; true when the run failed for lack of memory (the
   // instance must then recover before it takes more work).
   bool Execute(backend::ModelInstance* instance, Batch& batch, std::vector<Answer>* answers);
+  // Answers every queued request with `why` (no instance can serve). Not under mu_.
+  void FailQueued(const Status& why);
   // Answers outside the lock, in arrival order when preserve_ordering asks for it.
   void Deliver(std::vector<Answer> answers);
   Answer Fail(Entry& entry, Status status, FailureReason reason);

@@ -52,6 +52,8 @@ class InstancePoolScheduler final : public Scheduler {
   // Runs and answers the job; true when the run failed for lack of memory (the instance
   // must then recover before it takes more work).
   bool Execute(backend::ModelInstance* instance, Job& job);
+  // Answers every queued job with `why` (no instance can serve).
+  void FailQueued(const Status& why);
 
   std::vector<std::unique_ptr<backend::ModelInstance>> instances_;
   StatsRecorder* stats_;
@@ -63,8 +65,8 @@ class InstancePoolScheduler final : public Scheduler {
   std::condition_variable caller_done_cv_;  // caller_runs_ fell to 0
   std::deque<Job> queue_;                   // guarded by mu_
   std::vector<bool> busy_;                  // per instance, guarded by mu_
-  // Per instance, guarded by mu_: it ran out of memory on a caller's thread and stays
-  // busy until its worker has recovered it.
+  // Per instance, guarded by mu_: its last run ran out of memory, and it stays busy until
+  // its worker has recovered it.
   std::vector<bool> needs_recovery_;
   std::unique_ptr<InstanceHealth> health_;
   size_t running_ = 0;                      // guarded by mu_

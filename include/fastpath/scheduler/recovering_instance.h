@@ -46,8 +46,9 @@ class RecoveringInstance final : public backend::ModelInstance {
   // Counted over every copy the instance has had.
   std::optional<uint64_t> staged_runs() const override;
   std::optional<backend::MemoryStats> memory_stats() const override;
-  // Runs the probe. When it fails, the instance is dropped (its memory freed first) and
-  // rebuilt, and the fresh copy runs the probe too. A fresh copy that fails the probe
+  // Runs the probe. When it runs out of memory too, the instance stays out of service (a
+  // fresh copy would need more); when it fails otherwise, the instance is dropped (its
+  // memory freed first) and rebuilt, and the fresh copy runs the probe too. A fresh copy that fails the probe
   // for any reason but memory shows that the probe is not valid input for this model
   // (random data is not valid for every model): the probe is dropped, with a warning,
   // and the copy serves. An error means out of service: no copy, or one short of memory.
@@ -57,12 +58,15 @@ class RecoveringInstance final : public backend::ModelInstance {
   // Drops inner_ (counting what it ran), leaving `why` as the reason it is out of service.
   void Drop(std::string why);
 
-  // Run, RecoverFromOutOfMemory and the swap of inner_ happen on one thread at a time
-  // (the scheduler's); mu_ guards inner_ against the readers on other threads.
+  // Run, RecoverFromOutOfMemory and the swap of inner_ happen one at a time (the
+  // scheduler keeps the instance busy across them, under its lock); mu_ guards inner_
+  // against the statistics' readers on other threads.
   mutable std::shared_mutex mu_;
   std::unique_ptr<backend::ModelInstance> inner_;  // null while out of service
-  uint64_t retired_out_of_memory_runs_ = 0;         // guarded by mu_: of dropped copies
-  uint64_t retired_staged_runs_ = 0;                // guarded by mu_
+  // Guarded by mu_: the counters of dropped copies, carried forward (out-of-memory runs,
+  // arena extensions and shrinkages), so that counters and detectors see one instance.
+  backend::MemoryStats retired_;
+  uint64_t retired_staged_runs_ = 0;  // guarded by mu_
   std::optional<backend::PlacementAudit> placement_;
   const std::string name_;
   std::optional<RecoveryProbe> probe_;
