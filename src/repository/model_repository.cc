@@ -196,7 +196,7 @@ ModelRepository::ModelState ModelRepository::LoadFromDisk(const std::string& nam
 
   auto fail = [&](const Status& status) {
     state.reason = status.message();
-    log::Error("model '" + name + "' is UNAVAILABLE: " + state.reason);
+    log::Error("model '" + name + "' failed to load: " + state.reason);
     return state;
   };
 
@@ -253,7 +253,7 @@ ModelRepository::ModelState ModelRepository::LoadFromDisk(const std::string& nam
       vs.state = server::ModelState::kUnavailable;
       vs.reason = runtime.status().message();
       log::Error("model '" + name + "' version " + std::to_string(v) +
-                 " is UNAVAILABLE: " + vs.reason);
+                 " failed to load: " + vs.reason);
     }
     state.versions.push_back(std::move(vs));
   }
@@ -296,6 +296,41 @@ std::string ModelRepository::KeepServing(ModelState& serving, ModelState& fresh)
     }
   }
   return why;
+}
+
+void ModelRepository::Retire(const ModelState& state) {
+  std::vector<std::shared_ptr<ModelVersion>> versions;
+  for (const auto& v : state.versions) {
+    if (v.runtime && v.runtime->scheduler) versions.push_back(v.runtime);
+  }
+  if (versions.empty()) return;
+  Clock* clock = OrSteadyClock(options_.clock);
+  std::lock_guard lock(retire_mu_);
+  for (auto& version : versions) retiring_.emplace_back(clock->Now() + kRetireGrace, version);
+  if (!retire_thread_.joinable()) retire_thread_ = std::thread([this] { RetireLoop(); });
+  retire_cv_.notify_all();
+}
+
+void ModelRepository::RetireLoop() {
+  Clock* clock = OrSteadyClock(options_.clock);
+  std::unique_lock lock(retire_mu_);
+  for (;;) {
+    if (retiring_.empty()) {
+      if (retire_stop_) return;
+      retire_cv_.wait(lock);
+      continue;
+    }
+    if (!retire_stop_ && clock->Now() < retiring_.front().first) {
+      clock->WaitUntil(lock, retire_cv_, retiring_.front().first);
+      continue;
+    }
+    std::shared_ptr<ModelVersion> version = std::move(retiring_.front().second);
+    retiring_.pop_front();
+    lock.unlock();
+    version->scheduler->Stop();  // drains what it accepted
+    version.reset();
+    lock.lock();
+  }
 }
 
 void ModelRepository::StopVersions(const ModelState& state) {
@@ -390,7 +425,7 @@ Status ModelRepository::LoadLocked(const std::string& name, bool load_missing_st
     }
     slot = std::move(fresh);
   }
-  StopVersions(old);  // outside the lock: draining may take a while
+  Retire(old);  // outside the lock
   ReloadDependents(name, touched);
   return result;
 }
@@ -405,7 +440,7 @@ Status ModelRepository::Unload(const std::string& name) {
     old = std::move(it->second);
     models_.erase(it);
   }
-  StopVersions(old);
+  Retire(old);
   log::Info("model '" + name + "' unloaded");
   std::set<std::string> touched = {name};
   ReloadDependents(name, &touched);
@@ -470,6 +505,12 @@ void ModelRepository::StopAll() {
     models.swap(models_);
   }
   for (const auto& [name, state] : models) StopVersions(state);
+  {
+    std::lock_guard lock(retire_mu_);
+    retire_stop_ = true;
+  }
+  retire_cv_.notify_all();
+  if (retire_thread_.joinable()) retire_thread_.join();
 }
 
 StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::FindReady(const std::string& name,

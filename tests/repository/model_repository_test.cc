@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "fakes/temp_repository.h"
 #include "fastpath/onnxruntime/ort_backend.h"
 
@@ -167,6 +170,66 @@ TEST_F(ModelRepositoryTest, PollPicksUpNewChangedAndRemovedModels) {
   repo_.Remove("simple_fp32");
   repo->Poll();
   EXPECT_EQ(repo->FindReady("simple_fp32", "").status().code(), StatusCode::kNotFound);
+}
+
+// Issue 12: what serves is never given up for what failed.
+TEST_F(ModelRepositoryTest, AModelFileReplacedByABrokenOneKeepsThePreviousLoadServing) {
+  repo_.AddVersion("simple", 1, "simple");
+  auto repo = Make(ControlMode::kPoll);
+  repo->Poll();
+  auto before = repo->FindReady("simple", "");
+  ASSERT_TRUE(before.ok());
+  // Half a file, as an unfinished copy leaves it.
+  std::ofstream(repo_.root() / "simple" / "1" / "model.onnx", std::ios::trunc) << "\x08\x07garbage";
+  repo->Poll();
+  auto after = repo->FindReady("simple", "");
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_EQ(after->get(), before->get());  // the very load that served, still serving
+  const auto index = repo->Index(false);
+  const server::RepositoryEntry* e = Entry(index, "simple", "1");
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->state, ModelState::kReady);
+  EXPECT_NE(e->reason.find("the previous load keeps serving"), std::string::npos) << e->reason;
+  EXPECT_TRUE(repo->AllReady());
+
+  // The same broken file is not loaded again at every poll; a good one is.
+  repo->Poll();
+  EXPECT_EQ(repo->FindReady("simple", "")->get(), before->get());
+  repo_.AddVersion("simple", 1, "simple");
+  repo->Poll();
+  auto fixed = repo->FindReady("simple", "");
+  ASSERT_TRUE(fixed.ok());
+  EXPECT_NE(fixed->get(), before->get());
+  EXPECT_EQ(Entry(repo->Index(false), "simple", "1")->reason, "");
+}
+
+TEST_F(ModelRepositoryTest, AConfigThatNoLongerParsesKeepsThePreviousLoadServing) {
+  repo_.AddVersion("simple", 1, "simple");
+  auto repo = Make(ControlMode::kExplicit);
+  ASSERT_TRUE(repo->Load("simple").ok());
+  repo_.WriteConfig("simple", "max_batch_size: -3");
+  const Status s = repo->Load("simple");
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_NE(s.message().find("the previous load keeps serving"), std::string::npos)
+      << s.message();
+  EXPECT_TRUE(repo->FindReady("simple", "").ok());
+}
+
+TEST_F(ModelRepositoryTest, ANewVersionThatFailsLeavesTheServingOneServing) {
+  repo_.AddVersion("simple", 1, "simple");
+  auto repo = Make(ControlMode::kPoll);
+  repo->Poll();
+  // Version 2 arrives broken: the policy (latest 1) selects it alone, and it fails.
+  std::filesystem::create_directories(repo_.root() / "simple" / "2");
+  std::ofstream(repo_.root() / "simple" / "2" / "model.onnx") << "not a model";
+  repo->Poll();
+  auto serving = repo->FindReady("simple", "");
+  ASSERT_TRUE(serving.ok()) << serving.status().ToString();
+  EXPECT_EQ((*serving)->version, 1);
+  // Once version 2 is good, it takes over.
+  repo_.AddVersion("simple", 2, "simple");
+  repo->Poll();
+  EXPECT_EQ((*repo->FindReady("simple", ""))->version, 2);
 }
 
 TEST(ControlModeTest, Parses) {

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -103,6 +104,8 @@ struct RepositoryOptions {
 
 class ModelRepository {
  public:
+  static constexpr std::chrono::seconds kRetireGrace{1};
+
   // `backend` must outlive the repository. `step_runner` runs the steps of ensembles
   // (platform "ensemble") through the server facade; without one an ensemble still loads
   // and validates, but its requests fail with FailedPrecondition.
@@ -177,6 +180,11 @@ class ModelRepository {
   std::string Fingerprint(const std::string& name) const;
   std::vector<std::string> ModelFolders() const;
   static void StopVersions(const ModelState& state);
+  // Versions replaced or unloaded: they stop (draining) after kRetireGrace, so that a
+  // request that found one just before the swap still runs on it instead of meeting a
+  // stopped scheduler. StopAll stops them at once.
+  void Retire(const ModelState& state);
+  void RetireLoop();
   // Keeps what `serving` has READY where `fresh` failed (see Load); returns why, empty when
   // `fresh` is published whole. `fresh` then holds what is published, and `serving` what
   // is given up.
@@ -192,6 +200,13 @@ class ModelRepository {
   bool stopped_ = false;                      // guarded by mu_
   // Serializes Load/Unload/Poll so that two loads of one model never race.
   std::mutex load_mu_;
+
+  std::mutex retire_mu_;
+  std::condition_variable retire_cv_;
+  std::deque<std::pair<Clock::time_point, std::shared_ptr<ModelVersion>>>
+      retiring_;               // guarded by retire_mu_, oldest first
+  bool retire_stop_ = false;  // guarded by retire_mu_
+  std::thread retire_thread_;
 
   std::mutex poll_mu_;
   std::condition_variable poll_cv_;

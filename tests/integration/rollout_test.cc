@@ -1,0 +1,176 @@
+// Rollouts that fail no request (issue 12), end to end on the real binary under load: 8
+// clients send requests to `simple` without pause while its files change under the
+// server. A model file replaced by a broken one (poll mode, and an explicit load), and a
+// good version 2 added, each leave 0 failed requests: what serves is unloaded only for a
+// version that loaded, and a request that found the old version just before the swap
+// still runs on it.
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "integration_fixture.h"
+
+namespace fastpath::integration {
+namespace {
+
+constexpr int kClients = 8;
+
+// Clients sending `simple` requests until stopped; counts what failed.
+class Load {
+ public:
+  explicit Load(int port) {
+    for (int c = 0; c < kClients; ++c) {
+      threads_.emplace_back([this, port, c] {
+        HttpClient client(port);
+        const auto a = Iota(c, 16), b = Iota(100 + c, 16);
+        while (!stop_.load()) {
+          const HttpResponse r = client.Post("/v2/models/simple/infer", SimpleJsonRequest(a, b));
+          if (r.status == 200) {
+            ok_.fetch_add(1);
+          } else {
+            std::lock_guard lock(mu_);
+            if (failed_++ == 0) first_failure_ = r.Describe();
+          }
+        }
+      });
+    }
+  }
+  ~Load() { Stop(); }
+  void Stop() {
+    stop_ = true;
+    for (auto& t : threads_) {
+      if (t.joinable()) t.join();
+    }
+  }
+  // Waits until `n` more requests have succeeded.
+  void WaitSucceeded(int64_t n) {
+    const int64_t target = ok_.load() + n;
+    while (ok_.load() < target) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  int64_t ok() const { return ok_.load(); }
+  int64_t failed() {
+    std::lock_guard lock(mu_);
+    return failed_;
+  }
+  std::string first_failure() {
+    std::lock_guard lock(mu_);
+    return first_failure_;
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> ok_{0};
+  std::mutex mu_;
+  int64_t failed_ = 0;
+  std::string first_failure_;
+  std::vector<std::thread> threads_;
+};
+
+class RolloutTest : public ServerTest {
+ protected:
+  std::vector<std::string> Models() override { return {"simple"}; }
+
+  // The repository index entry of simple's `version`, or an empty document.
+  rapidjson::Document IndexEntry(const std::string& version) {
+    const HttpResponse r = http().Post("/v2/repository/index", "{}");
+    rapidjson::Document out;
+    if (r.status != 200) return out;
+    const rapidjson::Document doc = ParseJson(r.body);
+    for (const auto& e : doc.GetArray()) {
+      if (std::string(e["name"].GetString()) == "simple" && e.HasMember("version") &&
+          std::string(e["version"].GetString()) == version) {
+        out.CopyFrom(e, out.GetAllocator());
+      }
+    }
+    return out;
+  }
+  // Polls the index until `pred` holds for simple's `version` (the poll thread works on
+  // its own time); fails the test after 20 s.
+  template <typename Pred>
+  void WaitIndex(const std::string& version, Pred pred) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (std::chrono::steady_clock::now() < deadline) {
+      const rapidjson::Document e = IndexEntry(version);
+      if (e.IsObject() && pred(e)) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ADD_FAILURE() << "simple version " << version << " never reached the expected state; log:\n"
+                  << server().LogTail();
+  }
+  static std::string Reason(const rapidjson::Value& e) {
+    return e.HasMember("reason") ? e["reason"].GetString() : "";
+  }
+  void BreakVersion1() {
+    // Half a file, as an unfinished copy or a bad export leaves it.
+    std::ofstream(repo().root() / "simple" / "1" / "model.onnx", std::ios::trunc)
+        << "\x08\x07half a model";
+  }
+};
+
+class PollRolloutTest : public RolloutTest {
+ protected:
+  std::vector<std::string> ExtraArgs() override {
+    return {"--model-control-mode", "poll", "--repository-poll-secs", "1"};
+  }
+};
+
+TEST_F(PollRolloutTest, AModelFileReplacedByABrokenOneFailsNoRequest) {
+  Load load(server().http_port());
+  load.WaitSucceeded(200);
+  BreakVersion1();
+  WaitIndex("1", [](const rapidjson::Value& e) {
+    return Reason(e).find("the previous load keeps serving") != std::string::npos;
+  });
+  EXPECT_EQ(std::string(IndexEntry("1")["state"].GetString()), "READY");
+  load.WaitSucceeded(200);
+  // Fixed again: the good file loads and takes over, still without a failure.
+  repo().AddVersion("simple", 1, "simple");
+  WaitIndex("1", [](const rapidjson::Value& e) { return Reason(e).empty(); });
+  load.WaitSucceeded(200);
+  load.Stop();
+  EXPECT_EQ(load.failed(), 0) << load.first_failure() << "\nlog:\n" << server().LogTail();
+  EXPECT_EQ(http().Get("/v2/health/ready").status, 200);
+}
+
+TEST_F(PollRolloutTest, AGoodVersionTwoTakesOverWithoutAFailedRequest) {
+  Load load(server().http_port());
+  load.WaitSucceeded(200);
+  repo().AddVersion("simple", 2, "simple");
+  WaitIndex("2", [](const rapidjson::Value& e) {
+    return std::string(e["state"].GetString()) == "READY";
+  });
+  load.WaitSucceeded(400);
+  load.Stop();
+  EXPECT_EQ(load.failed(), 0) << load.first_failure() << "\nlog:\n" << server().LogTail();
+  EXPECT_FALSE(IndexEntry("1").IsObject() &&
+               std::string(IndexEntry("1")["state"].GetString()) == "READY");
+}
+
+class ExplicitRolloutTest : public RolloutTest {
+ protected:
+  std::vector<std::string> ExtraArgs() override {
+    return {"--model-control-mode", "explicit", "--load-model", "simple"};
+  }
+};
+
+TEST_F(ExplicitRolloutTest, ALoadOfABrokenFileFailsAndTheServingLoadServesOn) {
+  Load load(server().http_port());
+  load.WaitSucceeded(200);
+  BreakVersion1();
+  const HttpResponse r = http().Post("/v2/repository/models/simple/load", "{}");
+  EXPECT_NE(r.status, 200) << r.Describe();
+  EXPECT_NE(ErrorMessage(r.body).find("the previous load keeps serving"), std::string::npos)
+      << r.Describe();
+  load.WaitSucceeded(200);
+  // A good file and a load again: it takes over.
+  repo().AddVersion("simple", 1, "simple");
+  EXPECT_EQ(http().Post("/v2/repository/models/simple/load", "{}").status, 200);
+  load.WaitSucceeded(200);
+  load.Stop();
+  EXPECT_EQ(load.failed(), 0) << load.first_failure() << "\nlog:\n" << server().LogTail();
+}
+
+}  // namespace
+}  // namespace fastpath::integration
