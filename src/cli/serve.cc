@@ -168,6 +168,7 @@ int AdmitNode(ServeFlags* flags) {
   const std::vector<gpu::Finding> findings = gpu::Assess(snapshot);
   flags->server.capability_snapshot_json = gpu::SnapshotToJson(snapshot, findings);
   flags->server.device_memory_bytes = DeviceMemoryTotals(snapshot);
+  flags->server.repository.usable_cpu_cores = gpu::UsableCores(snapshot.container);
   SetEngineCacheFromSnapshot(snapshot, flags->server.repository.root, flags->engine_cache,
                              &flags->server.repository);
   const admission::Policy& policy = flags->server.policy;

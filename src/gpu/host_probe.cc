@@ -2,6 +2,7 @@
 // path, container plumbing, and the driver/library compatibility check.
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -171,10 +172,36 @@ ContainerInfo ProbeContainer(const ProbeEnvironment& env) {
     }
   }
 
+  // The affinity mask: "0-3,8-11".
+  {
+    std::ifstream in(UnderRoot(env, "/proc/self/status"));
+    std::string line;
+    const std::string key = "Cpus_allowed_list:";
+    while (std::getline(in, line)) {
+      if (line.rfind(key, 0) != 0) continue;
+      std::stringstream ranges(line.substr(key.size()));
+      std::string range;
+      uint32_t count = 0;
+      bool valid = true;
+      while (std::getline(ranges, range, ',')) {
+        range.erase(0, range.find_first_not_of(" \t"));
+        const size_t dash = range.find('-');
+        const auto first = ParseU64(range.substr(0, dash));
+        const auto last = dash == std::string::npos ? first : ParseU64(range.substr(dash + 1));
+        if (!first || !last || *last < *first) {
+          valid = false;
+          break;
+        }
+        count += static_cast<uint32_t>(*last - *first + 1);
+      }
+      if (valid && count > 0) info.allowed_cpus = count;
+    }
+  }
+
   // The process's own cgroup, from /proc/self/cgroup ("0::/path" for v2,
   // "N:...memory...:/path" for v1), then the root of the hierarchy as seen from a
   // container with its own cgroup namespace.
-  std::string v2_path, v1_path;
+  std::string v2_path, v1_path, v1_cpu_path;
   {
     std::ifstream in(UnderRoot(env, "/proc/self/cgroup"));
     std::string line;
@@ -189,6 +216,7 @@ ContainerInfo ProbeContainer(const ProbeEnvironment& env) {
       std::string controller;
       while (std::getline(names, controller, ',')) {
         if (controller == "memory") v1_path = path;
+        if (controller == "cpu") v1_cpu_path = path;
       }
     }
   }
@@ -196,7 +224,27 @@ ContainerInfo ProbeContainer(const ProbeEnvironment& env) {
     if (auto text = ReadFirstLine(UnderRoot(env, dir + "/memory.max"))) {
       info.cgroup_version = "v2";
       if (*text != "max") info.cgroup_memory_limit_bytes = ParseU64(*text);
+      // "max 100000" (no quota) or "<quota> <period>" in microseconds.
+      if (auto cpu = ReadFirstLine(UnderRoot(env, dir + "/cpu.max"))) {
+        std::stringstream fields(*cpu);
+        std::string quota, period;
+        fields >> quota >> period;
+        const auto q = ParseU64(quota), p = ParseU64(period);
+        if (q && p && *p > 0) info.cgroup_cpu_quota = static_cast<double>(*q) / *p;
+      }
       return info;
+    }
+  }
+  for (const std::string& dir :
+       {"/sys/fs/cgroup/cpu" + v1_cpu_path, "/sys/fs/cgroup/cpu,cpuacct" + v1_cpu_path,
+        std::string("/sys/fs/cgroup/cpu")}) {
+    // -1: no quota (ParseU64 refuses it).
+    const auto q = ParseU64(ReadFirstLine(UnderRoot(env, dir + "/cpu.cfs_quota_us")).value_or(""));
+    const auto p =
+        ParseU64(ReadFirstLine(UnderRoot(env, dir + "/cpu.cfs_period_us")).value_or(""));
+    if (q && p && *p > 0) {
+      info.cgroup_cpu_quota = static_cast<double>(*q) / *p;
+      break;
     }
   }
   for (const std::string& dir : {"/sys/fs/cgroup/memory" + v1_path, std::string("/sys/fs/cgroup/memory")}) {
@@ -210,6 +258,15 @@ ContainerInfo ProbeContainer(const ProbeEnvironment& env) {
     }
   }
   return info;
+}
+
+uint32_t UsableCores(const ContainerInfo& container) {
+  uint32_t cores = container.allowed_cpus.value_or(0);
+  if (container.cgroup_cpu_quota) {
+    const auto quota = static_cast<uint32_t>(std::max(1.0, std::ceil(*container.cgroup_cpu_quota)));
+    cores = cores == 0 ? quota : std::min(cores, quota);
+  }
+  return cores;
 }
 
 CompatibilityInfo CheckCompatibility(const ProbeEnvironment& env, const DriverInfo& driver,

@@ -207,6 +207,13 @@ std::string SnapshotToJson(const CapabilitySnapshot& s, const std::vector<Findin
   OptStr(w, "mig_device", s.container.mig_device);
   Str(w, "cgroup_version", s.container.cgroup_version);
   OptUint(w, "cgroup_memory_limit_bytes", s.container.cgroup_memory_limit_bytes);
+  OptUint(w, "allowed_cpus", s.container.allowed_cpus);
+  w.Key("cgroup_cpu_quota");
+  if (s.container.cgroup_cpu_quota) {
+    w.Double(*s.container.cgroup_cpu_quota);
+  } else {
+    w.Null();
+  }
   w.EndObject();
   w.Key("onnxruntime");
   WriteOnnxRuntime(w, s.onnxruntime);

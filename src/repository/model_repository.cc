@@ -130,6 +130,24 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadVersion(
                 made.status().message());
     }
   }
+  // Threads: what the config says, else the usable cores shared by the CPU instances.
+  int cpu_instances = 0;
+  for (const auto& group : runtime->config.instance_group()) {
+    if (group.kind() == inference::ModelInstanceGroup::KIND_CPU) cpu_instances += std::max(1, group.count());
+  }
+  const bool threads_set =
+      runtime->config.parameters().count(std::string(config::kIntraOpThreadCount)) > 0;
+  int default_threads = 1;
+  if (!threads_set && cpu_instances > 0 && options_.usable_cpu_cores > 0) {
+    default_threads = std::max(1, static_cast<int>(options_.usable_cpu_cores) / cpu_instances);
+    log::Info("model '" + name + "' v" + std::to_string(version) + ": " +
+              std::to_string(default_threads) + " intra-op thread" +
+              (default_threads == 1 ? "" : "s") + " per CPU instance (" +
+              std::to_string(options_.usable_cpu_cores) + " usable cores from the affinity mask "
+              "and the cgroup quota, shared by " + std::to_string(cpu_instances) +
+              " CPU instance" + (cpu_instances == 1 ? "" : "s") +
+              "); set parameters intra_op_thread_count to choose");
+  }
   std::vector<std::unique_ptr<backend::ModelInstance>> instances;
   for (const auto& group : runtime->config.instance_group()) {
     std::vector<int> devices = {0};
@@ -139,6 +157,9 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadVersion(
     for (int device : devices) {
       FASTPATH_ASSIGN_OR_RETURN(backend::InstanceOptions options,
                                 config::InstanceOptionsFor(runtime->config, group, device));
+      if (!threads_set && group.kind() == inference::ModelInstanceGroup::KIND_CPU) {
+        options.intra_op_threads = default_threads;
+      }
       options.allow_cpu_fallback_for_gpu = options_.allow_cpu_fallback_for_gpu;
       options.engine_cache = options_.trt_engine_cache;
       options.engine_cache.model_name = name;

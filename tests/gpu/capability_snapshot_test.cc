@@ -394,6 +394,32 @@ TEST_F(CapabilitySnapshotTest, ContainerCgroupV1) {
   EXPECT_THAT(c.device_nodes, IsEmpty());
 }
 
+TEST_F(CapabilitySnapshotTest, UsableCoresAreTheAffinityMaskCappedByTheCgroupQuota) {
+  WriteFile("proc/self/status", "Name:\tfastpath\nCpus_allowed_list:\t0-3,8-11\n");
+  WriteFile("proc/self/cgroup", "0::/kubepods/pod1/abc\n");
+  WriteFile("sys/fs/cgroup/kubepods/pod1/abc/memory.max", "max\n");
+  WriteFile("sys/fs/cgroup/kubepods/pod1/abc/cpu.max", "max 100000\n");
+  ContainerInfo c = ProbeContainer(env_);
+  EXPECT_EQ(c.allowed_cpus, 8u);
+  EXPECT_FALSE(c.cgroup_cpu_quota.has_value());
+  EXPECT_EQ(UsableCores(c), 8u);
+  // A pod limit of 2.5 CPUs: 3 threads, never more than the mask.
+  WriteFile("sys/fs/cgroup/kubepods/pod1/abc/cpu.max", "250000 100000\n");
+  c = ProbeContainer(env_);
+  EXPECT_DOUBLE_EQ(*c.cgroup_cpu_quota, 2.5);
+  EXPECT_EQ(UsableCores(c), 3u);
+  // cgroup v1's cfs quota.
+  fs::remove_all(root_ / "sys/fs/cgroup/kubepods");
+  fs::remove(root_ / "sys/fs/cgroup/memory.max");
+  WriteFile("proc/self/cgroup", "3:cpu,cpuacct:/docker/xyz\n");
+  WriteFile("sys/fs/cgroup/cpu,cpuacct/docker/xyz/cpu.cfs_quota_us", "100000\n");
+  WriteFile("sys/fs/cgroup/cpu,cpuacct/docker/xyz/cpu.cfs_period_us", "100000\n");
+  c = ProbeContainer(env_);
+  EXPECT_EQ(UsableCores(c), 1u);
+  // Nothing known: 0, and the caller keeps its own default.
+  EXPECT_EQ(UsableCores(ContainerInfo{}), 0u);
+}
+
 TEST_F(CapabilitySnapshotTest, JsonCarriesEverySectionAndNullForNotSupported) {
   env_.nvml = {FakeLib("nvml_minimal/libnvidia-ml.so.1")};
   Fake("FASTPATH_FAKE_CUDA_DEVICES", "0");

@@ -126,7 +126,17 @@ struct ContainerInfo {
   std::optional<std::string> mig_device;  // the first MIG-... UUID the environment selects
   std::string cgroup_version;             // "v2", "v1" or "" when no memory controller found
   std::optional<uint64_t> cgroup_memory_limit_bytes;  // nullopt = unlimited or unknown
+  // The CPUs the process may run on (Cpus_allowed_list of /proc/self/status: the affinity
+  // mask, as taskset and cpusets set it); nullopt when unknown.
+  std::optional<uint32_t> allowed_cpus;
+  // The cgroup's CPU quota in cores (cpu.max, or v1's cfs_quota_us / cfs_period_us);
+  // nullopt = unlimited or unknown.
+  std::optional<double> cgroup_cpu_quota;
 };
+
+// The cores the process can really use: the allowed CPUs, capped by the cgroup quota
+// (rounded up: a quota of 1.5 cores runs 2 threads at 75%); 0 when neither is known.
+uint32_t UsableCores(const ContainerInfo& container);
 
 // --- compatibility ---
 struct CompatibilityInfo {

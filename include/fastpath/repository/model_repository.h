@@ -93,6 +93,10 @@ struct RepositoryOptions {
   // capability of its GPU (compute_capabilities, by CUDA ordinal). Empty root: none.
   backend::EngineCacheOptions trt_engine_cache;
   std::map<int, std::string> compute_capabilities;
+  // The cores the process can use (gpu::UsableCores: the affinity mask capped by the cgroup
+  // quota); 0: unknown. A model that does not set intra_op_thread_count shares them among
+  // its CPU instances (at least one thread each); GPU instances keep one.
+  uint32_t usable_cpu_cores = 0;
   // The small request an instance answers after it runs out of memory, before it serves
   // again (scheduler/recovering_instance.h), made once per loaded version from its
   // completed config. Unset, or an error (a shape nothing makes concrete): instances are
