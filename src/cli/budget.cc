@@ -220,6 +220,7 @@ int Budget(const std::vector<std::string>& args) {
   options.device_memory_bytes = DeviceMemoryTotals(snapshot);
   options.measure_all_memory_budgets = true;
   SetEngineCacheFromSnapshot(snapshot, flags.repository, fs::path(), &options.repository);
+  options.repository.usable_cpu_cores = gpu::UsableCores(snapshot.container);  // as serve
   auto backend = onnxruntime::CreateOrtBackend();
   if (!backend.ok()) {
     log::Error("ONNX Runtime is unusable: " + backend.status().ToString());

@@ -212,10 +212,28 @@ StatusOr<std::vector<int64_t>> ReshapeForClient(const inference::ModelConfig& co
                         output.reshape().shape(), output.dims(), model_shape);
 }
 
+std::optional<int> DefaultIntraOpThreads(const inference::ModelConfig& config,
+                                         uint32_t usable_cpu_cores) {
+  if (usable_cpu_cores == 0 || config.parameters().count(std::string(kIntraOpThreadCount)) > 0) {
+    return std::nullopt;
+  }
+  int cpu_instances = 0;
+  for (const auto& group : config.instance_group()) {
+    if (group.kind() == inference::ModelInstanceGroup::KIND_CPU) {
+      cpu_instances += std::max(1, group.count());
+    }
+  }
+  if (cpu_instances == 0) return std::nullopt;
+  return std::max(1, static_cast<int>(usable_cpu_cores) / cpu_instances);
+}
+
 StatusOr<backend::InstanceOptions> InstanceOptionsFor(const inference::ModelConfig& config,
                                                       const inference::ModelInstanceGroup& group,
-                                                      int gpu_id) {
+                                                      int gpu_id, uint32_t usable_cpu_cores) {
   backend::InstanceOptions options;
+  if (group.kind() == inference::ModelInstanceGroup::KIND_CPU) {
+    options.intra_op_threads = DefaultIntraOpThreads(config, usable_cpu_cores).value_or(1);
+  }
   switch (group.kind()) {
     case inference::ModelInstanceGroup::KIND_CPU:
       options.providers = {backend::ExecutionProvider::kCpu};

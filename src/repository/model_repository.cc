@@ -131,22 +131,13 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadVersion(
     }
   }
   // Threads: what the config says, else the usable cores shared by the CPU instances.
-  int cpu_instances = 0;
-  for (const auto& group : runtime->config.instance_group()) {
-    if (group.kind() == inference::ModelInstanceGroup::KIND_CPU) cpu_instances += std::max(1, group.count());
-  }
-  const bool threads_set =
-      runtime->config.parameters().count(std::string(config::kIntraOpThreadCount)) > 0;
-  int default_threads = 1;
-  if (!threads_set && cpu_instances > 0 && options_.usable_cpu_cores > 0) {
-    default_threads = std::max(1, static_cast<int>(options_.usable_cpu_cores) / cpu_instances);
+  if (const auto threads =
+          config::DefaultIntraOpThreads(runtime->config, options_.usable_cpu_cores)) {
     log::Info("model '" + name + "' v" + std::to_string(version) + ": " +
-              std::to_string(default_threads) + " intra-op thread" +
-              (default_threads == 1 ? "" : "s") + " per CPU instance (" +
-              std::to_string(options_.usable_cpu_cores) + " usable cores from the affinity mask "
-              "and the cgroup quota, shared by " + std::to_string(cpu_instances) +
-              " CPU instance" + (cpu_instances == 1 ? "" : "s") +
-              "); set parameters intra_op_thread_count to choose");
+              std::to_string(*threads) + " intra-op thread" + (*threads == 1 ? "" : "s") +
+              " per CPU instance (" + std::to_string(options_.usable_cpu_cores) +
+              " usable cores from the affinity mask and the cgroup quota, shared by the "
+              "model's CPU instances); set parameters intra_op_thread_count to choose");
   }
   std::vector<std::unique_ptr<backend::ModelInstance>> instances;
   for (const auto& group : runtime->config.instance_group()) {
@@ -155,11 +146,9 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadVersion(
       devices.assign(group.gpus().begin(), group.gpus().end());
     }
     for (int device : devices) {
-      FASTPATH_ASSIGN_OR_RETURN(backend::InstanceOptions options,
-                                config::InstanceOptionsFor(runtime->config, group, device));
-      if (!threads_set && group.kind() == inference::ModelInstanceGroup::KIND_CPU) {
-        options.intra_op_threads = default_threads;
-      }
+      FASTPATH_ASSIGN_OR_RETURN(
+          backend::InstanceOptions options,
+          config::InstanceOptionsFor(runtime->config, group, device, options_.usable_cpu_cores));
       options.allow_cpu_fallback_for_gpu = options_.allow_cpu_fallback_for_gpu;
       options.engine_cache = options_.trt_engine_cache;
       options.engine_cache.model_name = name;
@@ -326,7 +315,13 @@ void ModelRepository::Retire(const ModelState& state) {
   }
   if (versions.empty()) return;
   Clock* clock = OrSteadyClock(options_.clock);
-  std::lock_guard lock(retire_mu_);
+  std::unique_lock lock(retire_mu_);
+  if (retire_stop_) {
+    // StopAll has flushed the retiring versions and joined the thread: stop these here.
+    lock.unlock();
+    for (auto& version : versions) version->scheduler->Stop();
+    return;
+  }
   for (auto& version : versions) retiring_.emplace_back(clock->Now() + kRetireGrace, version);
   if (!retire_thread_.joinable()) retire_thread_ = std::thread([this] { RetireLoop(); });
   retire_cv_.notify_all();
@@ -431,6 +426,7 @@ Status ModelRepository::LoadLocked(const std::string& name, bool load_missing_st
     result = Unavailable("model '" + name + "' failed to load: " + reasons);
   }
   ModelState old;
+  bool unchanged = false;
   {
     std::lock_guard lock(mu_);
     if (stopped_) {
@@ -444,10 +440,13 @@ Status ModelRepository::LoadLocked(const std::string& name, bool load_missing_st
       log::Error("model '" + name + "': " + kept);
       result = Unavailable("model '" + name + "': " + kept);
     }
+    unchanged = !fresh.reload_failure.empty();  // kept whole: what serves is as it was
     slot = std::move(fresh);
   }
   Retire(old);  // outside the lock
-  ReloadDependents(name, touched);
+  // Nothing changed for the ensembles that use it when it was kept whole; re-reading them
+  // would only risk publishing their own half-written files.
+  if (!unchanged) ReloadDependents(name, touched);
   return result;
 }
 
@@ -504,7 +503,15 @@ void ModelRepository::StopAll() {
   }
   poll_cv_.notify_all();
   if (poll_thread_.joinable()) poll_thread_.join();
-  // Ensembles first: the requests they have in flight still run steps on the other
+  // Retired versions first, at once: a retired ensemble's requests still run steps on the
+  // models stopped below.
+  {
+    std::lock_guard lock(retire_mu_);
+    retire_stop_ = true;
+  }
+  retire_cv_.notify_all();
+  if (retire_thread_.joinable()) retire_thread_.join();
+  // Ensembles next: the requests they have in flight still run steps on the other
   // models, which must stay findable and running until the ensembles have drained.
   std::vector<std::shared_ptr<ModelVersion>> ensembles;
   {
@@ -526,12 +533,6 @@ void ModelRepository::StopAll() {
     models.swap(models_);
   }
   for (const auto& [name, state] : models) StopVersions(state);
-  {
-    std::lock_guard lock(retire_mu_);
-    retire_stop_ = true;
-  }
-  retire_cv_.notify_all();
-  if (retire_thread_.joinable()) retire_thread_.join();
 }
 
 StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::FindReady(const std::string& name,

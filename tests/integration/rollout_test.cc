@@ -44,10 +44,17 @@ class Load {
       if (t.joinable()) t.join();
     }
   }
-  // Waits until `n` more requests have succeeded.
+  // Waits until `n` more requests have succeeded; fails the test after 60 s.
   void WaitSucceeded(int64_t n) {
     const int64_t target = ok_.load() + n;
-    while (ok_.load() < target) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (ok_.load() < target) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ADD_FAILURE() << "only " << ok_.load() << " of " << target << " requests succeeded in 60 s";
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
   }
   int64_t ok() const { return ok_.load(); }
   int64_t failed() {

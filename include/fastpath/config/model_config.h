@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -195,10 +196,18 @@ StatusOr<std::optional<uint64_t>> MemoryLimitFor(const inference::ModelConfig& c
 // 0, which would let ORT pick), and the op types a GPU instance may run on the CPU from
 // "fastpath.allow_cpu_ops". A bad value is InvalidArgument naming the key and value.
 // allow_cpu_fallback_for_gpu stays false: the caller sets it from the profile.
-// The instance's memory cap from MemoryLimitFor.
-
+// The instance's memory cap from MemoryLimitFor. Without "intra_op_thread_count", a
+// KIND_CPU instance takes usable_cpu_cores / DefaultThreadsShare(config) threads (at
+// least 1): the cores the process may use, shared by the model's CPU instances; 0 (not
+// known) keeps 1.
 StatusOr<backend::InstanceOptions> InstanceOptionsFor(const inference::ModelConfig& config,
                                                       const inference::ModelInstanceGroup& group,
-                                                      int gpu_id);
+                                                      int gpu_id, uint32_t usable_cpu_cores = 0);
+
+// The intra-op threads a CPU instance of `config` gets by default from `usable_cpu_cores`
+// (see InstanceOptionsFor); nullopt when the config sets them, has no CPU instance, or the
+// cores are not known. For the start-up log and the tools that must choose as serve does.
+std::optional<int> DefaultIntraOpThreads(const inference::ModelConfig& config,
+                                         uint32_t usable_cpu_cores);
 
 }  // namespace fastpath::config
