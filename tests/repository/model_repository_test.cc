@@ -2,9 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <thread>
 
+#include "fakes/manual_clock.h"
 #include "fakes/temp_repository.h"
 #include "fastpath/onnxruntime/ort_backend.h"
 
@@ -230,6 +234,47 @@ TEST_F(ModelRepositoryTest, ANewVersionThatFailsLeavesTheServingOneServing) {
   repo_.AddVersion("simple", 2, "simple");
   repo->Poll();
   EXPECT_EQ((*repo->FindReady("simple", ""))->version, 2);
+}
+
+// One `simple` request straight to `version`'s scheduler, as the server sends it after
+// finding the version.
+Status RunOn(ModelVersion& version) {
+  scheduler::Job job;
+  job.request.model_name = "simple";
+  for (const char* name : {"INPUT0", "INPUT1"}) {
+    job.request.inputs.push_back({name, DataType::kInt32, {1, 16}, std::string(64, '\1')});
+  }
+  job.output_names = {"OUTPUT0", "OUTPUT1"};
+  std::promise<Status> answered;
+  job.done = [&answered](StatusOr<InferResponse> r) { answered.set_value(r.status()); };
+  version.scheduler->Enqueue(std::move(job));
+  return answered.get_future().get();
+}
+
+TEST_F(ModelRepositoryTest, AReplacedVersionServesWhatFoundItUntilItsGraceEnds) {
+  repo_.AddVersion("simple", 1, "simple");
+  fastpath::testing::ManualClock clock;
+  RepositoryOptions options;
+  options.root = repo_.root();
+  options.mode = ControlMode::kExplicit;
+  options.clock = &clock;
+  ModelRepository repo(options, backend_.get());
+  ASSERT_TRUE(repo.Load("simple").ok());
+  const std::shared_ptr<ModelVersion> old = *repo.FindReady("simple", "");
+  ASSERT_TRUE(repo.Load("simple").ok());  // a reload: a new load takes its place
+  EXPECT_NE(repo.FindReady("simple", "")->get(), old.get());
+  // A request that found the old load just before the swap still runs on it.
+  EXPECT_TRUE(RunOn(*old).ok());
+  // After the grace it is stopped (drained), and refuses.
+  clock.Advance(ModelRepository::kRetireGrace);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  Status late = Status::Ok();
+  while (late.ok() && std::chrono::steady_clock::now() < deadline) {
+    late = RunOn(*old);
+    if (late.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(late.code(), StatusCode::kUnavailable);
+  EXPECT_NE(late.message().find("shutting down"), std::string::npos) << late.message();
 }
 
 TEST(ControlModeTest, Parses) {
