@@ -410,6 +410,7 @@ Status ModelRepository::LoadLocked(const std::string& name, bool load_missing_st
     ModelState changed;
     changed.reason = "the model folder changed while it was read (a copy in progress?); it is "
                      "read again at the next poll or load";
+    log::Warn("model '" + name + "': " + changed.reason);
     changed.step_models = std::move(fresh.step_models);
     fresh = std::move(changed);
   }
