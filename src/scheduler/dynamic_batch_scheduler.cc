@@ -273,6 +273,7 @@ void DynamicBatchScheduler::WorkerLoop(Worker* worker) {
     worker->cv.wait(lock, [&] {
       return worker->batch.has_value() || worker->needs_recovery || (stopping_ && queued_ == 0);
     });
+    std::vector<Answer> answers;
     if (worker->needs_recovery) {
       // Its last run ran out of memory; the instance stays busy while it recovers.
       worker->needs_recovery = false;
@@ -282,36 +283,24 @@ void DynamicBatchScheduler::WorkerLoop(Worker* worker) {
       lock.lock();
       if (!recovered) return;  // stopping: out of service, it takes nothing; the others drain
       worker->busy = false;
-      std::vector<Answer> answers;
-      std::vector<Worker*> handed;
-      const Clock::time_point wake = ScheduleLocked(&answers, &handed);
-      if (wake < timer_wake_) {
-        timer_wake_ = wake;
-        timer_cv_.notify_one();
-      }
-      lock.unlock();
-      WakeWorkers(handed);
-      Deliver(std::move(answers));
-      lock.lock();
-      continue;
-    }
-    if (!worker->batch) return;
-    Batch batch = std::move(*worker->batch);
-    worker->batch.reset();
-    const size_t size = batch.entries.size();
-    lock.unlock();
-
-    std::vector<Answer> answers;
-    const bool out_of_memory = Execute(worker->instance, batch, &answers);
-
-    lock.lock();
-    running_ -= size;
-    // The instance that ran out of memory recovers (at the top of the loop, once the
-    // batch is answered) before it takes more work.
-    if (out_of_memory) {
-      worker->needs_recovery = true;
     } else {
-      worker->busy = false;
+      if (!worker->batch) return;
+      Batch batch = std::move(*worker->batch);
+      worker->batch.reset();
+      const size_t size = batch.entries.size();
+      lock.unlock();
+
+      const bool out_of_memory = Execute(worker->instance, batch, &answers);
+
+      lock.lock();
+      running_ -= size;
+      // The instance that ran out of memory recovers (at the top of the loop, once the
+      // batch is answered) before it takes more work.
+      if (out_of_memory) {
+        worker->needs_recovery = true;
+      } else {
+        worker->busy = false;
+      }
     }
     std::vector<Worker*> handed;
     const Clock::time_point wake = ScheduleLocked(&answers, &handed);
