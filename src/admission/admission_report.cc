@@ -163,6 +163,19 @@ std::string ReportToJson(const AdmissionReport& report) {
     w.EndObject();
   }
   w.EndArray();
+  w.Key("gpu_telemetry");
+  if (report.gpu_telemetry.empty()) {
+    w.Null();
+  } else {
+    w.StartObject();
+    w.Key("source");
+    Str(w, report.gpu_telemetry);
+    w.Key("gpus");
+    w.StartArray();
+    for (const gpu::GpuStatus& status : report.gpus) Embedded(w, gpu::StatusToJson(status));
+    w.EndArray();
+    w.EndObject();
+  }
   w.Key("capability_snapshot");
   Embedded(w, report.snapshot_json);
   w.EndObject();

@@ -18,6 +18,7 @@
 #include "fastpath/frontend/http_server.h"
 #include "fastpath/gpu/capability_snapshot.h"
 #include "fastpath/gpu/snapshot_json.h"
+#include "fastpath/gpu/telemetry.h"
 #include "fastpath/metrics/metrics.h"
 #include "fastpath/server/server_impl.h"
 
@@ -46,6 +47,7 @@ struct ServeFlags {
   std::string port_file;
   std::string version_lock;
   std::string engine_cache;
+  std::string gpu_trace;
   log::Options logging;
 };
 
@@ -141,6 +143,21 @@ void DefineServeOptions(CLI::App& app, ServeFlags& flags) {
       [&flags](int64_t secs) { flags.server.leak_detector.window = std::chrono::seconds(secs); },
       "the leak detector's window: memory held at rest that rises across all of it, with the "
       "request mix steady, is a suspected leak");
+  AddInt(
+      app, "--gpu-sample-interval-ms", "N", 0, 3600 * 1000, flags.server.gpu_sample_interval.count(),
+      [&flags](int64_t ms) { flags.server.gpu_sample_interval = std::chrono::milliseconds(ms); },
+      "how often every GPU is sampled through NVML (temperature, clocks, throttle reasons, "
+      "ECC, XIDs) for /metrics, /v2/health/admission and the quarantine (0: once, at start)");
+  AddText(app, "--gpu-trace", "FILE", &flags.gpu_trace,
+          "replay GPU samples from this JSON-lines trace instead of NVML (an incident, or a "
+          "test; `fastpath doctor --record-gpu-trace` writes one)");
+  AddValue(app, "--gpu-ignored-xids", "LIST",
+           "XIDs that are the application's fault and never quarantine a GPU (the Kubernetes "
+           "device plugin's list); every other XID does",
+           "13,31,43,45,68,109", [&flags](const std::string& value) {
+             FASTPATH_ASSIGN_OR_RETURN(flags.server.gpu_ignored_xids, gpu::ParseXidList(value));
+             return Status::Ok();
+           });
   AddText(app, "--port-file", "FILE", &flags.port_file,
           "write \"http=N grpc=N[ metrics=N]\" once listening (for tests with port 0)");
   AddLogOptions(app, &flags.logging);
@@ -208,6 +225,29 @@ int AdmitNode(ServeFlags* flags) {
   return kExitOk;
 }
 
+// GPU telemetry: the trace when one is given, else NVML where it loads and shows a GPU; none
+// on a machine without one. Returns the exit code, kExitOk to go on.
+int OpenGpuTelemetry(ServeFlags* flags) {
+  if (!flags->gpu_trace.empty()) {
+    auto trace = gpu::OpenTraceSource(flags->gpu_trace);
+    if (!trace.ok()) {
+      log::Error("--gpu-trace: " + trace.status().message());
+      return kExitUsage;
+    }
+    flags->server.gpu_source = std::move(trace).value();
+  } else {
+    auto nvml = gpu::OpenNvmlSource(gpu::ProbeEnvironment::Host());
+    if (!nvml.ok()) {
+      log::Info("GPU telemetry off: " + nvml.status().message());
+      return kExitOk;
+    }
+    flags->server.gpu_source = std::move(nvml).value();
+  }
+  log::Info("GPU telemetry from " + flags->server.gpu_source->Describe() + ", every " +
+            std::to_string(flags->server.gpu_sample_interval.count()) + " ms");
+  return kExitOk;
+}
+
 // After the start-up models loaded and ran their self-tests: DEGRADED models are shouted
 // in the log; in production a model that is not READY stops the start (22 for a missed
 // budget, with the figures beside it, 23 otherwise).
@@ -263,6 +303,7 @@ int Serve(const std::vector<std::string>& args) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   if (int code = AdmitNode(&flags); code != kExitOk) return code;
+  if (int code = OpenGpuTelemetry(&flags); code != kExitOk) return code;
 
   auto backend = onnxruntime::CreateOrtBackend();
   if (!backend.ok()) {

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "fastpath/admission/memory_budget.h"
 #include "fastpath/admission/self_test.h"
@@ -48,6 +49,23 @@ Status CheckMemoryEstimate(const repository::ModelVersion& version,
       admission::FormatBytes(e.limit_bytes) +
       " (parameters: fastpath.memory.limit_bytes); it can never fit: send fewer or smaller "
       "inputs");
+}
+
+// Unavailable (HTTP 503) when an instance of `version` is on a GPU in quarantine: the
+// hardware announced it is failing, so nothing new runs on it (requests in flight finish).
+Status CheckGpusHealthy(const repository::ModelVersion& version, const GpuWatch& gpus) {
+  for (const backend::ModelInstance* instance : version.audited_instances) {
+    const std::optional<backend::MemoryStats> memory = instance->memory_stats();
+    if (!memory || memory->device.rfind("gpu", 0) != 0) continue;
+    const int gpu = std::atoi(memory->device.c_str() + 3);
+    if (std::string why = gpus.Quarantined(gpu); !why.empty()) {
+      return Unavailable("model '" + version.model_name + "' version " +
+                         std::to_string(version.version) + " runs on GPU " + std::to_string(gpu) +
+                         ", which is quarantined: " + why +
+                         "; send this request to another server");
+    }
+  }
+  return Status::Ok();
 }
 
 // The model sees `reshape` where the protocol shows `dims`.
@@ -153,6 +171,12 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options,
       },
       server->clock_, server->options_.memory_sample_interval, server->options_.leak_detector);
   server->memory_watch_->Start();
+  if (server->options_.gpu_source) {
+    server->gpu_watch_ = std::make_unique<GpuWatch>(
+        server->options_.gpu_source, server->clock_, server->options_.gpu_sample_interval,
+        server->options_.gpu_ignored_xids);
+    server->gpu_watch_->Start();
+  }
   return server;
 }
 
@@ -162,6 +186,8 @@ bool Server::IsLive() const { return true; }
 
 bool Server::IsReady() const {
   if (shutting_down_) return false;
+  // A GPU in quarantine announces hardware that is failing: no request should be sent here.
+  if (gpu_watch_ && gpu_watch_->AnyQuarantined()) return false;
   return !options_.strict_readiness || repository_->AllReady();
 }
 
@@ -272,6 +298,9 @@ void Server::RunOnModel(InferRequest request, InferCallback done) {
   auto found = repository_->FindReady(request.model_name, request.model_version);
   if (!found.ok()) return fail(found.status());
   std::shared_ptr<repository::ModelVersion> runtime = std::move(found).value();
+  if (gpu_watch_ && gpu_watch_->AnyQuarantined()) {
+    if (Status s = CheckGpusHealthy(*runtime, *gpu_watch_); !s.ok()) return fail(s);
+  }
   const inference::ModelConfig& config = runtime->config;
   // A request the model's config refuses counts as a failure of that model.
   auto reject = [&](const Status& status) {
@@ -324,6 +353,7 @@ size_t Server::Shutdown(std::chrono::milliseconds grace) {
     shutting_down_ = true;
   }
   if (memory_watch_) memory_watch_->Stop();
+  if (gpu_watch_) gpu_watch_->Stop();
   // No load or unload starts from now on: queued ones are answered Unavailable at once, so
   // a draining server does not begin building a model it is about to drop.
   control_.Close();

@@ -426,6 +426,17 @@ admission::AdmissionReport Server::Admission() const {
   report.pinned = options_.version_lock_pinned;
   report.snapshot_json = options_.capability_snapshot_json;
   if (shutting_down_) report.reasons.push_back("the server is shutting down");
+  if (gpu_watch_) {
+    report.gpu_telemetry = gpu_watch_->source();
+    report.gpus = gpu_watch_->Statuses();
+    for (const gpu::GpuStatus& gpu : report.gpus) {
+      if (gpu.quarantined.empty()) continue;
+      report.reasons.push_back("GPU " + std::to_string(gpu.gpu) +
+                               (gpu.last.uuid.empty() ? "" : " (" + gpu.last.uuid + ")") +
+                               " is quarantined: " + gpu.quarantined +
+                               "; drain this node and reset or replace the GPU");
+    }
+  }
   std::map<std::pair<std::string, int64_t>, AdmissionRecord> records;
   {
     std::lock_guard lock(admission_mu_);

@@ -207,6 +207,53 @@ std::string Describe(const grpc::Status& status) {
   return "code " + std::to_string(status.error_code()) + ": " + status.error_message();
 }
 
+SimpleLoad::SimpleLoad(int port, int clients) {
+  for (int c = 0; c < clients; ++c) {
+    threads_.emplace_back([this, port, c] {
+      HttpClient client(port);
+      const auto a = Iota(c, 16), b = Iota(100 + c, 16);
+      while (!stop_.load()) {
+        const HttpResponse r = client.Post("/v2/models/simple/infer", SimpleJsonRequest(a, b));
+        if (r.status == 200) {
+          ok_.fetch_add(1);
+        } else {
+          std::lock_guard lock(mu_);
+          if (failed_++ == 0) first_failure_ = r.Describe();
+        }
+      }
+    });
+  }
+}
+
+void SimpleLoad::Stop() {
+  stop_ = true;
+  for (auto& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+}
+
+void SimpleLoad::WaitSucceeded(int64_t n) {
+  const int64_t target = ok_.load() + n;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (ok_.load() < target) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ADD_FAILURE() << "only " << ok_.load() << " of " << target << " requests succeeded in 60 s";
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+int64_t SimpleLoad::failed() {
+  std::lock_guard lock(mu_);
+  return failed_;
+}
+
+std::string SimpleLoad::first_failure() {
+  std::lock_guard lock(mu_);
+  return first_failure_;
+}
+
 void ServerTest::SetUp() {
   repo_ = std::make_unique<testing::TempRepository>(FASTPATH_TEST_MODELS_DIR);
   work_ = std::make_unique<testing::TempRepository>(FASTPATH_TEST_MODELS_DIR);

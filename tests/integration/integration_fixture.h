@@ -10,12 +10,15 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fakes/temp_repository.h"
@@ -93,6 +96,32 @@ void ExpectSimpleGrpcResponse(const inference::ModelInferResponse& response,
                               const std::vector<int32_t>& a, const std::vector<int32_t>& b);
 // "code 3 (INVALID_ARGUMENT): message"
 std::string Describe(const grpc::Status& status);
+
+// ---- Load ----
+
+// Clients (8 by default) sending `simple` requests over HTTP without pause until stopped;
+// counts what succeeded and what failed.
+class SimpleLoad {
+ public:
+  explicit SimpleLoad(int port, int clients = 8);
+  ~SimpleLoad() { Stop(); }
+  SimpleLoad(const SimpleLoad&) = delete;
+  SimpleLoad& operator=(const SimpleLoad&) = delete;
+  void Stop();
+  // Waits until `n` more requests have succeeded; fails the test after 60 s.
+  void WaitSucceeded(int64_t n);
+  int64_t ok() const { return ok_.load(); }
+  int64_t failed();
+  std::string first_failure();
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> ok_{0};
+  std::mutex mu_;
+  int64_t failed_ = 0;  // guarded
+  std::string first_failure_;  // guarded
+  std::vector<std::thread> threads_;
+};
 
 // ---- The fixture ----
 

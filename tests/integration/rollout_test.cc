@@ -4,76 +4,14 @@
 // good version 2 added, each leave 0 failed requests: what serves is unloaded only for a
 // version that loaded, and a request that found the old version just before the swap
 // still runs on it.
-#include <atomic>
 #include <chrono>
 #include <fstream>
-#include <mutex>
 #include <thread>
 
 #include "integration_fixture.h"
 
 namespace fastpath::integration {
 namespace {
-
-constexpr int kClients = 8;
-
-// Clients sending `simple` requests until stopped; counts what failed.
-class Load {
- public:
-  explicit Load(int port) {
-    for (int c = 0; c < kClients; ++c) {
-      threads_.emplace_back([this, port, c] {
-        HttpClient client(port);
-        const auto a = Iota(c, 16), b = Iota(100 + c, 16);
-        while (!stop_.load()) {
-          const HttpResponse r = client.Post("/v2/models/simple/infer", SimpleJsonRequest(a, b));
-          if (r.status == 200) {
-            ok_.fetch_add(1);
-          } else {
-            std::lock_guard lock(mu_);
-            if (failed_++ == 0) first_failure_ = r.Describe();
-          }
-        }
-      });
-    }
-  }
-  ~Load() { Stop(); }
-  void Stop() {
-    stop_ = true;
-    for (auto& t : threads_) {
-      if (t.joinable()) t.join();
-    }
-  }
-  // Waits until `n` more requests have succeeded; fails the test after 60 s.
-  void WaitSucceeded(int64_t n) {
-    const int64_t target = ok_.load() + n;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (ok_.load() < target) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        ADD_FAILURE() << "only " << ok_.load() << " of " << target << " requests succeeded in 60 s";
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-  }
-  int64_t ok() const { return ok_.load(); }
-  int64_t failed() {
-    std::lock_guard lock(mu_);
-    return failed_;
-  }
-  std::string first_failure() {
-    std::lock_guard lock(mu_);
-    return first_failure_;
-  }
-
- private:
-  std::atomic<bool> stop_{false};
-  std::atomic<int64_t> ok_{0};
-  std::mutex mu_;
-  int64_t failed_ = 0;
-  std::string first_failure_;
-  std::vector<std::thread> threads_;
-};
 
 class RolloutTest : public ServerTest {
  protected:
@@ -124,7 +62,7 @@ class PollRolloutTest : public RolloutTest {
 };
 
 TEST_F(PollRolloutTest, AModelFileReplacedByABrokenOneFailsNoRequest) {
-  Load load(server().http_port());
+  SimpleLoad load(server().http_port());
   load.WaitSucceeded(200);
   BreakVersion1();
   WaitIndex("1", [](const rapidjson::Value& e) {
@@ -142,7 +80,7 @@ TEST_F(PollRolloutTest, AModelFileReplacedByABrokenOneFailsNoRequest) {
 }
 
 TEST_F(PollRolloutTest, AGoodVersionTwoTakesOverWithoutAFailedRequest) {
-  Load load(server().http_port());
+  SimpleLoad load(server().http_port());
   load.WaitSucceeded(200);
   repo().AddVersion("simple", 2, "simple");
   WaitIndex("2", [](const rapidjson::Value& e) {
@@ -163,7 +101,7 @@ class ExplicitRolloutTest : public RolloutTest {
 };
 
 TEST_F(ExplicitRolloutTest, ALoadOfABrokenFileFailsAndTheServingLoadServesOn) {
-  Load load(server().http_port());
+  SimpleLoad load(server().http_port());
   load.WaitSucceeded(200);
   BreakVersion1();
   const HttpResponse r = http().Post("/v2/repository/models/simple/load", "{}");

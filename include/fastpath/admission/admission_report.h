@@ -13,6 +13,7 @@
 #include "fastpath/admission/self_test.h"
 #include "fastpath/backend/backend.h"
 #include "fastpath/common/status.h"
+#include "fastpath/gpu/telemetry.h"
 
 namespace fastpath::admission {
 
@@ -64,12 +65,17 @@ struct AdmissionReport {
   std::string version_lock;         // the lock file checked at start-up; empty when none
   std::vector<std::string> pinned;  // the components it pins
   std::string snapshot_json;        // gpu::SnapshotToJson; empty when not taken
+  // GPU telemetry (server/gpu_watch.h): where the samples come from ("" when there is no
+  // source) and each GPU's status. A quarantined GPU is also among `reasons`.
+  std::string gpu_telemetry;
+  std::vector<gpu::GpuStatus> gpus;
 };
 
 // {"profile", "allow_cpu_fallback", "live", "ready", "reasons", "version_lock":
 //  {"file", "pinned"} | null, "models": [{"name", "version", "state", "reasons",
 //  "self_test": {...} | null, "placement": {...} | null, "memory_budget": {...} | null,
 //  "memory_budget_note" (only when there is no budget and a reason)}],
+//  "gpu_telemetry": {"source", "gpus": [gpu::StatusToJson]} | null,
 //  "capability_snapshot": {...} | null}
 std::string ReportToJson(const AdmissionReport& report);
 

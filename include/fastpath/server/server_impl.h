@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "fastpath/backend/backend.h"
 #include "fastpath/repository/model_repository.h"
 #include "fastpath/server/control_pool.h"
+#include "fastpath/server/gpu_watch.h"
 #include "fastpath/server/memory_watch.h"
 #include "fastpath/server/server.h"
 
@@ -49,6 +51,11 @@ struct ServerOptions {
   // but SampleMemory() still samples), and the leak detector's window and thresholds.
   std::chrono::milliseconds memory_sample_interval{10000};
   admission::LeakDetectorOptions leak_detector;
+  // GPU telemetry (gpu_watch.h): where samples come from (null: none, as on a machine
+  // without NVML), how often (0: only SampleGpus()), and the XIDs that never quarantine.
+  std::shared_ptr<gpu::GpuSource> gpu_source;
+  std::chrono::milliseconds gpu_sample_interval{1000};
+  std::set<uint64_t> gpu_ignored_xids = gpu::DefaultIgnoredXids();
   std::string version_lock;              // the lock file the node was admitted under
   std::vector<std::string> version_lock_pinned;
 };
@@ -64,6 +71,10 @@ class Server final : public InferenceServer {
 
   // One pass of the memory watch now (tests move a manual clock, then call it).
   void SampleMemory() { memory_watch_->SampleNow(); }
+  // One pass of the GPU watch now; nothing without a GPU source.
+  void SampleGpus() {
+    if (gpu_watch_) gpu_watch_->SampleNow();
+  }
 
   bool IsLive() const override;
   bool IsReady() const override;
@@ -127,6 +138,8 @@ class Server final : public InferenceServer {
   ControlPool control_{1, 16};
   // Samples the READY versions' arenas; stopped first in Shutdown.
   std::unique_ptr<MemoryWatch> memory_watch_;
+  // Samples the GPUs when there is a source; stopped first in Shutdown.
+  std::unique_ptr<GpuWatch> gpu_watch_;
 
   std::atomic<bool> shutting_down_{false};
   std::mutex inflight_mu_;

@@ -1,0 +1,281 @@
+// The NVML source of GPU telemetry (telemetry.h): libnvidia-ml.so.1 through dlopen, NVML's C
+// ABI declared here as in nvml_probe.cc. Only nvmlInit_v2, nvmlShutdown and the device
+// enumeration are required; a call the library lacks or that answers NOT_SUPPORTED (a MIG
+// slice asked for its temperature) leaves its field unsupported.
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cstdlib>
+
+#include "fastpath/gpu/telemetry.h"
+#include "shared_library.h"
+
+namespace fastpath::gpu {
+namespace {
+
+using nvmlReturn_t = int;
+using nvmlDevice_t = struct NvmlDeviceOpaque*;
+using nvmlEventSet_t = struct NvmlEventSetOpaque*;
+
+struct NvmlUtilization {  // nvmlUtilization_t
+  unsigned int gpu;
+  unsigned int memory;
+};
+struct NvmlMemory {  // nvmlMemory_t
+  unsigned long long total;
+  unsigned long long free;
+  unsigned long long used;
+};
+struct NvmlEventData {  // nvmlEventData_t
+  nvmlDevice_t device;
+  unsigned long long event_type;
+  unsigned long long event_data;  // the XID for nvmlEventTypeXidCriticalError
+  unsigned int gpu_instance_id;
+  unsigned int compute_instance_id;
+};
+
+constexpr nvmlReturn_t kSuccess = 0;
+constexpr int kClockSm = 1;                         // NVML_CLOCK_SM
+constexpr int kClockMem = 2;                        // NVML_CLOCK_MEM
+constexpr int kTemperatureGpu = 0;                  // NVML_TEMPERATURE_GPU
+constexpr int kMemoryErrorUncorrected = 1;          // NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+constexpr int kVolatileEcc = 0;                     // NVML_VOLATILE_ECC
+constexpr unsigned long long kEventXid = 0x8;       // nvmlEventTypeXidCriticalError
+constexpr int kMaxEventsPerPass = 64;
+
+struct Api {
+  nvmlReturn_t (*init)() = nullptr;
+  nvmlReturn_t (*shutdown)() = nullptr;
+  nvmlReturn_t (*driver_version)(char*, unsigned int) = nullptr;
+  nvmlReturn_t (*count)(unsigned int*) = nullptr;
+  nvmlReturn_t (*by_index)(unsigned int, nvmlDevice_t*) = nullptr;
+  nvmlReturn_t (*by_uuid)(const char*, nvmlDevice_t*) = nullptr;
+  nvmlReturn_t (*uuid)(nvmlDevice_t, char*, unsigned int) = nullptr;
+  nvmlReturn_t (*temperature)(nvmlDevice_t, int, unsigned int*) = nullptr;
+  nvmlReturn_t (*clock)(nvmlDevice_t, int, unsigned int*) = nullptr;
+  nvmlReturn_t (*utilization)(nvmlDevice_t, NvmlUtilization*) = nullptr;
+  nvmlReturn_t (*memory)(nvmlDevice_t, NvmlMemory*) = nullptr;
+  nvmlReturn_t (*power)(nvmlDevice_t, unsigned int*) = nullptr;
+  nvmlReturn_t (*power_limit)(nvmlDevice_t, unsigned int*) = nullptr;
+  nvmlReturn_t (*reasons)(nvmlDevice_t, unsigned long long*) = nullptr;
+  nvmlReturn_t (*ecc)(nvmlDevice_t, int, int, unsigned long long*) = nullptr;
+  nvmlReturn_t (*remapped_rows)(nvmlDevice_t, unsigned int*, unsigned int*, unsigned int*,
+                                unsigned int*) = nullptr;
+  nvmlReturn_t (*event_set_create)(nvmlEventSet_t*) = nullptr;
+  nvmlReturn_t (*event_set_free)(nvmlEventSet_t) = nullptr;
+  nvmlReturn_t (*register_events)(nvmlDevice_t, unsigned long long, nvmlEventSet_t) = nullptr;
+  nvmlReturn_t (*event_wait)(nvmlEventSet_t, NvmlEventData*, unsigned int) = nullptr;
+};
+
+template <typename F>
+void Bind(const SharedLibrary& lib, F* out, const char* name) {
+  *out = lib.Function<F>(name);
+}
+
+Api BindApi(const SharedLibrary& lib) {
+  Api a;
+  Bind(lib, &a.init, "nvmlInit_v2");
+  Bind(lib, &a.shutdown, "nvmlShutdown");
+  Bind(lib, &a.driver_version, "nvmlSystemGetDriverVersion");
+  Bind(lib, &a.count, "nvmlDeviceGetCount_v2");
+  Bind(lib, &a.by_index, "nvmlDeviceGetHandleByIndex_v2");
+  Bind(lib, &a.by_uuid, "nvmlDeviceGetHandleByUUID");
+  Bind(lib, &a.uuid, "nvmlDeviceGetUUID");
+  Bind(lib, &a.temperature, "nvmlDeviceGetTemperature");
+  Bind(lib, &a.clock, "nvmlDeviceGetClockInfo");
+  Bind(lib, &a.utilization, "nvmlDeviceGetUtilizationRates");
+  Bind(lib, &a.memory, "nvmlDeviceGetMemoryInfo");
+  Bind(lib, &a.power, "nvmlDeviceGetPowerUsage");
+  Bind(lib, &a.power_limit, "nvmlDeviceGetEnforcedPowerLimit");
+  if (a.power_limit == nullptr) Bind(lib, &a.power_limit, "nvmlDeviceGetPowerManagementLimit");
+  // Renamed in CUDA 12.2's NVML; drivers before that only have the throttle name.
+  Bind(lib, &a.reasons, "nvmlDeviceGetCurrentClocksEventReasons");
+  if (a.reasons == nullptr) Bind(lib, &a.reasons, "nvmlDeviceGetCurrentClocksThrottleReasons");
+  Bind(lib, &a.ecc, "nvmlDeviceGetTotalEccErrors");
+  Bind(lib, &a.remapped_rows, "nvmlDeviceGetRemappedRows");
+  Bind(lib, &a.event_set_create, "nvmlEventSetCreate");
+  Bind(lib, &a.event_set_free, "nvmlEventSetFree");
+  Bind(lib, &a.register_events, "nvmlDeviceRegisterEvents");
+  Bind(lib, &a.event_wait, "nvmlEventSetWait_v2");
+  return a;
+}
+
+// The devices CUDA_VISIBLE_DEVICES names, as NVML indices or UUIDs; nullopt when it is unset.
+// Like CUDA, the list ends at the first item that is neither.
+std::optional<std::vector<std::string>> VisibleDevices(const ProbeEnvironment& env) {
+  if (!env.getenv) return std::nullopt;
+  std::optional<std::string> value = env.getenv("CUDA_VISIBLE_DEVICES");
+  if (!value) return std::nullopt;
+  std::vector<std::string> items;
+  size_t start = 0;
+  while (start <= value->size()) {
+    size_t comma = value->find(',', start);
+    if (comma == std::string::npos) comma = value->size();
+    std::string item = value->substr(start, comma - start);
+    const bool index = !item.empty() && std::all_of(item.begin(), item.end(), [](char c) {
+      return std::isdigit(static_cast<unsigned char>(c)) != 0;
+    });
+    if (!index && item.rfind("GPU-", 0) != 0 && item.rfind("MIG-", 0) != 0) break;
+    items.push_back(std::move(item));
+    start = comma + 1;
+  }
+  return items;
+}
+
+class NvmlSource final : public GpuSource {
+ public:
+  NvmlSource(SharedLibrary lib, Api api, std::vector<nvmlDevice_t> devices, std::string driver)
+      : lib_(std::move(lib)), api_(api), devices_(std::move(devices)), driver_(std::move(driver)) {
+    for (nvmlDevice_t device : devices_) {
+      std::array<char, 96> uuid{};
+      if (api_.uuid != nullptr &&
+          api_.uuid(device, uuid.data(), static_cast<unsigned>(uuid.size())) == kSuccess) {
+        uuid.back() = '\0';
+        uuids_.emplace_back(uuid.data());
+      } else {
+        uuids_.emplace_back();
+      }
+    }
+    // XIDs: one event set over every device that lets itself be registered.
+    if (api_.event_set_create != nullptr && api_.register_events != nullptr &&
+        api_.event_wait != nullptr && api_.event_set_create(&events_) == kSuccess) {
+      for (nvmlDevice_t device : devices_) {
+        if (api_.register_events(device, kEventXid, events_) == kSuccess) xid_events_ = true;
+      }
+    }
+  }
+
+  ~NvmlSource() override {
+    if (events_ != nullptr && api_.event_set_free != nullptr) (void)api_.event_set_free(events_);
+    (void)api_.shutdown();
+  }
+
+  std::string Describe() const override {
+    return "NVML " + driver_ + " (" + std::to_string(devices_.size()) + " GPU" +
+           (devices_.size() == 1 ? "" : "s") + (xid_events_ ? ", XID events" : ", no XID events") +
+           ")";
+  }
+
+  std::vector<GpuSample> Sample(std::chrono::milliseconds /*since_start*/) override {
+    std::vector<GpuSample> out(devices_.size());
+    for (size_t i = 0; i < devices_.size(); ++i) {
+      GpuSample& s = out[i];
+      nvmlDevice_t d = devices_[i];
+      s.gpu = static_cast<int>(i);
+      s.uuid = uuids_[i];
+      unsigned int value = 0;
+      if (api_.temperature != nullptr && api_.temperature(d, kTemperatureGpu, &value) == kSuccess) {
+        s.temperature_c = value;
+      }
+      if (api_.clock != nullptr && api_.clock(d, kClockSm, &value) == kSuccess) s.sm_clock_mhz = value;
+      if (api_.clock != nullptr && api_.clock(d, kClockMem, &value) == kSuccess) {
+        s.mem_clock_mhz = value;
+      }
+      if (NvmlUtilization u{}; api_.utilization != nullptr && api_.utilization(d, &u) == kSuccess) {
+        s.utilization_ratio = u.gpu / 100.0;
+      }
+      if (NvmlMemory m{}; api_.memory != nullptr && api_.memory(d, &m) == kSuccess) {
+        s.memory_used_bytes = m.used;
+        s.memory_total_bytes = m.total;
+      }
+      if (api_.power != nullptr && api_.power(d, &value) == kSuccess) s.power_w = value / 1000.0;
+      if (api_.power_limit != nullptr && api_.power_limit(d, &value) == kSuccess) {
+        s.power_limit_w = value / 1000.0;
+      }
+      if (unsigned long long r = 0; api_.reasons != nullptr && api_.reasons(d, &r) == kSuccess) {
+        s.clocks_event_reasons = r;
+      }
+      // NOT_SUPPORTED where ECC is off: unsupported, not zero.
+      if (unsigned long long n = 0;
+          api_.ecc != nullptr &&
+          api_.ecc(d, kMemoryErrorUncorrected, kVolatileEcc, &n) == kSuccess) {
+        s.ecc_uncorrected_volatile = n;
+      }
+      if (unsigned int corrected = 0, uncorrectable = 0, pending = 0, failed = 0;
+          api_.remapped_rows != nullptr &&
+          api_.remapped_rows(d, &corrected, &uncorrectable, &pending, &failed) == kSuccess) {
+        s.remapped_rows_uncorrectable = uncorrectable;
+      }
+    }
+    if (xid_events_) {
+      for (int n = 0; n < kMaxEventsPerPass; ++n) {
+        NvmlEventData event{};
+        if (api_.event_wait(events_, &event, 0) != kSuccess) break;  // TIMEOUT: none waiting
+        if ((event.event_type & kEventXid) == 0) continue;
+        for (size_t i = 0; i < devices_.size(); ++i) {
+          if (devices_[i] == event.device) out[i].xids.push_back(event.event_data);
+        }
+      }
+    }
+    return out;
+  }
+
+ private:
+  SharedLibrary lib_;
+  Api api_;
+  std::vector<nvmlDevice_t> devices_;
+  std::vector<std::string> uuids_;
+  std::string driver_;
+  nvmlEventSet_t events_ = nullptr;
+  bool xid_events_ = false;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<GpuSource>> OpenNvmlSource(const ProbeEnvironment& env) {
+  SharedLibrary lib = SharedLibrary::OpenFirst(env.nvml);
+  if (!lib.loaded()) return Unavailable("NVML cannot be loaded: " + lib.error());
+  const Api api = BindApi(lib);
+  if (api.init == nullptr || api.shutdown == nullptr || api.count == nullptr ||
+      api.by_index == nullptr) {
+    return Unavailable(lib.path() + " lacks nvmlInit_v2, nvmlShutdown or the device enumeration");
+  }
+  if (nvmlReturn_t r = api.init(); r != kSuccess) {
+    return Unavailable("nvmlInit_v2 failed: nvmlReturn_t " + std::to_string(r));
+  }
+  auto fail = [&](const std::string& why) {
+    (void)api.shutdown();
+    return Unavailable(why);
+  };
+  unsigned int count = 0;
+  if (nvmlReturn_t r = api.count(&count); r != kSuccess) {
+    return fail("nvmlDeviceGetCount_v2 failed: nvmlReturn_t " + std::to_string(r));
+  }
+  std::vector<nvmlDevice_t> devices;
+  if (auto visible = VisibleDevices(env)) {
+    for (const std::string& item : *visible) {
+      nvmlDevice_t device = nullptr;
+      const nvmlReturn_t r =
+          std::isdigit(static_cast<unsigned char>(item[0])) != 0
+              ? api.by_index(static_cast<unsigned>(std::strtoul(item.c_str(), nullptr, 10)), &device)
+              : (api.by_uuid != nullptr ? api.by_uuid(item.c_str(), &device) : 3);
+      if (r != kSuccess) {
+        return fail("CUDA_VISIBLE_DEVICES names " + item + ", which NVML cannot find (nvmlReturn_t " +
+                    std::to_string(r) + ")");
+      }
+      devices.push_back(device);
+    }
+  } else {
+    for (unsigned int i = 0; i < count; ++i) {
+      nvmlDevice_t device = nullptr;
+      if (nvmlReturn_t r = api.by_index(i, &device); r != kSuccess) {
+        return fail("nvmlDeviceGetHandleByIndex_v2(" + std::to_string(i) +
+                    ") failed: nvmlReturn_t " + std::to_string(r));
+      }
+      devices.push_back(device);
+    }
+  }
+  if (devices.empty()) return fail("NVML shows no GPU");
+  std::string driver = "driver unknown";
+  if (api.driver_version != nullptr) {
+    std::array<char, 96> version{};
+    if (api.driver_version(version.data(), static_cast<unsigned>(version.size())) == kSuccess) {
+      version.back() = '\0';
+      driver = std::string("driver ") + version.data();
+    }
+  }
+  return std::unique_ptr<GpuSource>(
+      new NvmlSource(std::move(lib), api, std::move(devices), std::move(driver)));
+}
+
+}  // namespace fastpath::gpu

@@ -1,0 +1,83 @@
+#include "fastpath/server/gpu_watch.h"
+
+#include <utility>
+
+#include "fastpath/common/log.h"
+
+namespace fastpath::server {
+
+GpuWatch::GpuWatch(std::shared_ptr<gpu::GpuSource> source, Clock* clock,
+                   std::chrono::milliseconds interval, std::set<uint64_t> ignored_xids)
+    : source_(std::move(source)),
+      source_description_(source_->Describe()),
+      clock_(OrSteadyClock(clock)),
+      interval_(interval),
+      start_(clock_->Now()),
+      health_(std::move(ignored_xids)) {}
+
+GpuWatch::~GpuWatch() { Stop(); }
+
+void GpuWatch::Start() {
+  SampleNow();
+  if (interval_.count() <= 0 || thread_.joinable()) return;
+  thread_ = std::thread([this] {
+    std::unique_lock lock(mu_);
+    Clock::time_point next = clock_->Now() + interval_;
+    while (!stop_) {
+      clock_->WaitUntil(lock, cv_, next);
+      if (stop_) break;
+      if (clock_->Now() < next) continue;
+      lock.unlock();
+      SampleNow();
+      lock.lock();
+      next = clock_->Now() + interval_;
+    }
+  });
+}
+
+void GpuWatch::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void GpuWatch::SampleNow() {
+  std::lock_guard lock(mu_);
+  const auto at = std::chrono::duration_cast<std::chrono::milliseconds>(clock_->Now() - start_);
+  const std::vector<gpu::GpuSample> samples = source_->Sample(at);
+  for (int gpu : health_.Add(samples, at)) {
+    any_quarantined_.store(true, std::memory_order_release);
+    std::string uuid;
+    std::string why;
+    for (const gpu::GpuStatus& s : health_.Statuses()) {
+      if (s.gpu == gpu) {
+        uuid = s.last.uuid;
+        why = s.quarantined;
+      }
+    }
+    log::Error("!!! GPU " + std::to_string(gpu) + (uuid.empty() ? "" : " (" + uuid + ")") +
+               " is QUARANTINED: " + why +
+               ". Readiness answers 503 from now on and new requests for models on this GPU are "
+               "refused; requests in flight finish. Drain this node and reset or replace the "
+               "GPU; only a restart of fastpath clears this (docs/runbooks/gpu.md)");
+  }
+}
+
+std::vector<gpu::GpuStatus> GpuWatch::Statuses() const {
+  std::lock_guard lock(mu_);
+  return health_.Statuses();
+}
+
+std::string GpuWatch::Quarantined(int gpu) const {
+  if (!AnyQuarantined()) return {};
+  std::lock_guard lock(mu_);
+  for (const gpu::GpuStatus& s : health_.Statuses()) {
+    if (s.gpu == gpu) return s.quarantined;
+  }
+  return {};
+}
+
+}  // namespace fastpath::server
