@@ -51,16 +51,19 @@ ClientMetric Counter(std::vector<ClientMetric::Label> labels, double value) {
   return m;
 }
 
-ClientMetric LatencyHistogram(const ModelStatistics& s, const LatencyHistogram& h) {
+// In seconds, Prometheus's base unit (promtool's lint refuses abbreviated units such as
+// `_us`); the statistics keep nanoseconds and microsecond bounds, converted only here. The
+// bounds are the same 50 us .. 10 s, written 5e-05 .. 10.
+ClientMetric DurationHistogram(const ModelStatistics& s, const LatencyHistogram& h) {
   ClientMetric m;
   m.label = ModelLabels(s);
   m.histogram.sample_count = h.count;
-  m.histogram.sample_sum = static_cast<double>(h.sum_ns) / 1000.0;
+  m.histogram.sample_sum = static_cast<double>(h.sum_ns) / 1e9;
   uint64_t cumulative = 0;
   for (size_t i = 0; i < kLatencyBucketBoundsUs.size(); ++i) {
     cumulative += h.buckets[i];
     m.histogram.bucket.push_back(
-        {cumulative, static_cast<double>(kLatencyBucketBoundsUs[i])});
+        {cumulative, static_cast<double>(kLatencyBucketBoundsUs[i]) / 1e6});
   }
   // The +Inf bucket is written by the serializer from sample_count.
   return m;
@@ -122,16 +125,18 @@ std::vector<MetricFamily> StatisticsFamilies(const std::vector<ModelStatistics>&
                                 "Instantaneous number of pending requests awaiting execution "
                                 "per-model",
                                 MetricType::Gauge);
+  // Triton's names above keep their `_us` and lack `_total` (promtool's lint complains about
+  // them; dashboards built for Triton read them as they are). fastpath's own names pass it.
   MetricFamily request_hist =
-      Family("fastpath_inference_request_latency_us",
-             "Latency of successful inference requests inside the server, in microseconds",
+      Family("fastpath_inference_request_duration_seconds",
+             "Duration of successful inference requests inside the server, in seconds",
              MetricType::Histogram);
-  MetricFamily queue_hist = Family("fastpath_inference_queue_latency_us",
-                                   "Time successful requests waited in the queue, in microseconds",
-                                   MetricType::Histogram);
+  MetricFamily queue_hist =
+      Family("fastpath_inference_queue_duration_seconds",
+             "Time successful requests waited in the queue, in seconds", MetricType::Histogram);
   MetricFamily infer_hist =
-      Family("fastpath_inference_compute_infer_latency_us",
-             "Duration of model executions, in microseconds", MetricType::Histogram);
+      Family("fastpath_inference_compute_infer_duration_seconds",
+             "Duration of model executions, in seconds", MetricType::Histogram);
   MetricFamily batch_hist =
       Family("fastpath_inference_batch_size", "Batch size (elements) of each model execution",
              MetricType::Histogram);
@@ -157,9 +162,9 @@ std::vector<MetricFamily> StatisticsFamilies(const std::vector<ModelStatistics>&
     gauge.label = labels;
     gauge.gauge.value = static_cast<double>(s.pending_request_count);
     pending.metric.push_back(std::move(gauge));
-    request_hist.metric.push_back(LatencyHistogram(s, s.request_latency));
-    queue_hist.metric.push_back(LatencyHistogram(s, s.queue_latency));
-    infer_hist.metric.push_back(LatencyHistogram(s, s.compute_infer_latency));
+    request_hist.metric.push_back(DurationHistogram(s, s.request_latency));
+    queue_hist.metric.push_back(DurationHistogram(s, s.queue_latency));
+    infer_hist.metric.push_back(DurationHistogram(s, s.compute_infer_latency));
     batch_hist.metric.push_back(BatchSizeHistogram(s));
   }
   std::vector<MetricFamily> out;

@@ -152,10 +152,11 @@ TEST_F(MetricsTest, CountsMatchTheRequests) {
             e.Get(Key("nv_inference_request_duration_us")));
 
   // Histograms: one observation per successful request / execution.
-  EXPECT_EQ(e.Get(Key("fastpath_inference_request_latency_us_count")), 6);
-  EXPECT_EQ(e.Get(Key("fastpath_inference_request_latency_us_bucket", ",le=\"+Inf\"")), 6);
-  EXPECT_EQ(e.Get(Key("fastpath_inference_queue_latency_us_count")), 6);
-  EXPECT_EQ(e.Get(Key("fastpath_inference_compute_infer_latency_us_count")), 6);
+  EXPECT_EQ(e.Get(Key("fastpath_inference_request_duration_seconds_count")), 6);
+  EXPECT_EQ(e.Get(Key("fastpath_inference_request_duration_seconds_bucket", ",le=\"+Inf\"")), 6);
+  EXPECT_EQ(e.Get(Key("fastpath_inference_request_duration_seconds_bucket", ",le=\"10\"")), 6);
+  EXPECT_EQ(e.Get(Key("fastpath_inference_queue_duration_seconds_count")), 6);
+  EXPECT_EQ(e.Get(Key("fastpath_inference_compute_infer_duration_seconds_count")), 6);
   EXPECT_EQ(e.Get(Key("fastpath_inference_batch_size_count")), 6);
   EXPECT_EQ(e.Get(Key("fastpath_inference_batch_size_sum")), 10);
   EXPECT_EQ(e.Get(Key("fastpath_inference_batch_size_bucket", ",le=\"1\"")), 4);
@@ -165,7 +166,7 @@ TEST_F(MetricsTest, CountsMatchTheRequests) {
   EXPECT_EQ(e.types["nv_inference_request_success"], "counter");
   EXPECT_EQ(e.types["nv_inference_request_failure"], "counter");
   EXPECT_EQ(e.types["nv_inference_pending_request_count"], "gauge");
-  EXPECT_EQ(e.types["fastpath_inference_request_latency_us"], "histogram");
+  EXPECT_EQ(e.types["fastpath_inference_request_duration_seconds"], "histogram");
   EXPECT_EQ(e.types["fastpath_inference_batch_size"], "histogram");
 }
 
@@ -313,8 +314,8 @@ TEST_F(MetricsTest, StatisticsAgreeOverHttpGrpcAndMetrics) {
   EXPECT_EQ(e.Get(Key("fastpath_inference_batch_size_count")), g.execution_count());
   EXPECT_EQ(e.Get(Key("fastpath_inference_batch_size_bucket", ",le=\"1\"")), 2);
   EXPECT_EQ(e.Get(Key("fastpath_inference_batch_size_bucket", ",le=\"4\"")), 4);
-  EXPECT_NEAR(e.Get(Key("fastpath_inference_request_latency_us_sum")),
-              static_cast<double>(gis.success().ns()) / 1000, 1.0);
+  EXPECT_NEAR(e.Get(Key("fastpath_inference_request_duration_seconds_sum")),
+              static_cast<double>(gis.success().ns()) / 1e9, 1e-6);
 }
 
 class MetricsDisabledTest : public ServerTest {

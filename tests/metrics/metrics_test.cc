@@ -142,24 +142,36 @@ TEST(StatisticsFamiliesTest, FailureCounterHasEveryReasonEvenAtZero) {
   EXPECT_EQ(e.Get(Key("nv_inference_request_failure", ",reason=\"OTHER\"")), 0);
 }
 
-TEST(StatisticsFamiliesTest, LatencyHistogramsAreCumulativeWithInf) {
+TEST(StatisticsFamiliesTest, DurationHistogramsAreInSecondsCumulativeWithInf) {
   const Exposition e =
       Parse(prometheus::TextSerializer().Serialize(StatisticsFamilies({SampleStats()})));
-  const std::string h = "fastpath_inference_request_latency_us";
+  const std::string h = "fastpath_inference_request_duration_seconds";
   EXPECT_EQ(e.types.at(h), "histogram");
   EXPECT_EQ(e.Get(Key(h + "_count")), 4);
-  EXPECT_DOUBLE_EQ(e.Get(Key(h + "_sum")), 40 + 50 + 3000 + 20'000'000);
-  EXPECT_EQ(e.Get(Key(h + "_bucket", ",le=\"50\"")), 2);
-  EXPECT_EQ(e.Get(Key(h + "_bucket", ",le=\"2500\"")), 2);
-  EXPECT_EQ(e.Get(Key(h + "_bucket", ",le=\"5000\"")), 3);
-  EXPECT_EQ(e.Get(Key(h + "_bucket", ",le=\"10000000\"")), 3);
+  EXPECT_DOUBLE_EQ(e.Get(Key(h + "_sum")), 40e-6 + 50e-6 + 3e-3 + 20);
+  // The bounds of kLatencyBucketBoundsUs (50 us .. 10 s) in seconds, as the text writes them.
+  EXPECT_EQ(e.Get(Key(h + "_bucket", ",le=\"5e-05\"")), 2);
+  EXPECT_EQ(e.Get(Key(h + "_bucket", ",le=\"0.0025\"")), 2);
+  EXPECT_EQ(e.Get(Key(h + "_bucket", ",le=\"0.005\"")), 3);
+  EXPECT_EQ(e.Get(Key(h + "_bucket", ",le=\"10\"")), 3);
   EXPECT_EQ(e.Get(Key(h + "_bucket", ",le=\"+Inf\"")), 4);
+  size_t bounds = 0;
+  for (const auto& [key, value] : e.samples) {
+    if (key.rfind(h + "_bucket{", 0) == 0) ++bounds;
+  }
+  EXPECT_EQ(bounds, kLatencyBucketBoundsUs.size() + 1);  // and +Inf
 
-  const std::string q = "fastpath_inference_queue_latency_us";
+  const std::string q = "fastpath_inference_queue_duration_seconds";
+  EXPECT_EQ(e.types.at(q), "histogram");
   EXPECT_EQ(e.Get(Key(q + "_count")), 5);
-  EXPECT_EQ(e.Get(Key(q + "_bucket", ",le=\"100\"")), 0);
-  EXPECT_EQ(e.Get(Key(q + "_bucket", ",le=\"250\"")), 5);
-  EXPECT_EQ(e.Get(Key("fastpath_inference_compute_infer_latency_us_count")), 0);
+  EXPECT_DOUBLE_EQ(e.Get(Key(q + "_sum")), 5 * 200e-6);
+  EXPECT_EQ(e.Get(Key(q + "_bucket", ",le=\"0.0001\"")), 0);
+  EXPECT_EQ(e.Get(Key(q + "_bucket", ",le=\"0.00025\"")), 5);
+  EXPECT_EQ(e.types.at("fastpath_inference_compute_infer_duration_seconds"), "histogram");
+  EXPECT_EQ(e.Get(Key("fastpath_inference_compute_infer_duration_seconds_count")), 0);
+  for (const auto& [name, type] : e.types) {
+    EXPECT_EQ(name.find("latency_us"), std::string::npos) << "the old name " << name;
+  }
 }
 
 TEST(StatisticsFamiliesTest, BatchSizeHistogramComesFromBatchStats) {

@@ -21,8 +21,11 @@ namespace fastpath::metrics {
 //   nv_inference_exec_count, nv_inference_request_duration_us, nv_inference_queue_duration_us,
 //   nv_inference_compute_{input,infer,output}_duration_us (counters, cumulative us),
 //   nv_inference_pending_request_count (gauge),
-//   fastpath_inference_request_latency_us, fastpath_inference_queue_latency_us,
-//   fastpath_inference_compute_infer_latency_us and fastpath_inference_batch_size (histograms).
+//   fastpath_inference_request_duration_seconds, fastpath_inference_queue_duration_seconds,
+//   fastpath_inference_compute_infer_duration_seconds (histograms in seconds, buckets 50 us
+//   to 10 s) and fastpath_inference_batch_size (histogram).
+// Every fastpath_* name passes `promtool check metrics` (base units, counters end in _total);
+// Triton's nv_* names are kept as Triton spells them, which that lint does not accept.
 // And admission (issue 4 §5, §6), from the facade's Admission():
 //   fastpath_server_ready (gauge, 1 when /v2/health/ready answers 200),
 //   fastpath_model_state{model,version,state} (gauge, 1 for the model's state among READY,
