@@ -5,7 +5,8 @@
 # root, or through sudo when not root.
 #
 # --test (tools/test.sh) also installs what only the test suite needs: clang and its
-# libFuzzer runtime for the fuzz targets.
+# libFuzzer runtime for the fuzz targets, and Debian's prometheus package for promtool (the
+# lint of a scrape and the alert rules' unit tests).
 #
 # Environment:
 #   ONNXRUNTIME_ROOT  use this ONNX Runtime install (include/ and lib/) instead of fetching one;
@@ -22,7 +23,7 @@ packages=(
   patchelf zstd  # tools/bundle.sh: RPATHs of the bundled libraries, the packed tarball
 )
 if [[ "${1:-}" == --test ]]; then
-  packages+=(clang libclang-rt-14-dev)
+  packages+=(clang libclang-rt-14-dev prometheus)
 fi
 # npm fetches ONNX Runtime (`npm pack`). An npm that is already there (NodeSource, nvm, ...) is
 # used as is: Debian's nodejs/npm packages would conflict with it.

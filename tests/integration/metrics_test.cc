@@ -1,6 +1,7 @@
 // Prometheus metrics and the statistics extension on the real binary: the counts on
 // /metrics match the requests sent, failures carry Triton's reason label, and the
-// statistics served over HTTP, over gRPC and as metrics are the same numbers.
+// statistics served over HTTP, over gRPC and as metrics are the same numbers; promtool's
+// lint finds nothing to say about fastpath's own names on a scrape.
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -8,6 +9,7 @@
 #include <thread>
 
 #include "integration_fixture.h"
+#include "prometheus/promtool_lint.h"
 
 namespace fastpath::integration {
 namespace {
@@ -316,6 +318,49 @@ TEST_F(MetricsTest, StatisticsAgreeOverHttpGrpcAndMetrics) {
   EXPECT_EQ(e.Get(Key("fastpath_inference_batch_size_bucket", ",le=\"4\"")), 4);
   EXPECT_NEAR(e.Get(Key("fastpath_inference_request_duration_seconds_sum")),
               static_cast<double>(gis.success().ns()) / 1e9, 1e-6);
+}
+
+// Prometheus's own naming lint on a scrape of the real binary: `promtool check metrics`
+// reports nothing about any fastpath_* name (base units, counters ending in _total). It
+// may report Triton's nv_* names, kept as Triton spells them. promtool is installed by the
+// test command (tools/setup.sh --test); without it this test fails.
+class MetricsLintTest : public MetricsTest {
+ protected:
+  void PrepareRepository(testing::TempRepository& repo) override {
+    // A model with a memory cap, so that fastpath_memory_limit_bytes is on the scrape too.
+    repo.AddVersion("capped", 1, "add_one");
+    repo.WriteConfig("capped", R"(
+name: "capped"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+instance_group [ { kind: KIND_CPU count: 1 } ]
+parameters { key: "fastpath.memory.limit_bytes" value { string_value: "2Mi" } }
+)");
+  }
+};
+
+TEST_F(MetricsLintTest, PromtoolReportsNoFastpathNameOnAScrape) {
+  for (int i = 0; i < 2; ++i) InferHttp(1);
+  InferGrpc(2);
+  InferBadShape();
+  ScrapeWhenIdle();  // the counts are settled before the text is read whole
+
+  HttpClient client(server().metrics_port());
+  const HttpResponse r = client.Get("/metrics");
+  ASSERT_EQ(r.status, 200) << r.Describe();
+  const Exposition e = ParseExposition(r.body);
+  // What must be on the scrape for the lint to mean something.
+  for (const char* name :
+       {"fastpath_inference_request_duration_seconds", "fastpath_inference_queue_duration_seconds",
+        "fastpath_inference_compute_infer_duration_seconds", "fastpath_inference_batch_size",
+        "fastpath_server_ready", "fastpath_model_state", "fastpath_memory_in_use_bytes",
+        "fastpath_memory_limit_bytes", "fastpath_memory_arena_extensions_total",
+        "fastpath_memory_oom_total"}) {
+    EXPECT_EQ(e.types.count(name), 1u) << name << " is not on the scrape:\n" << r.body;
+  }
+  EXPECT_EQ(e.Get(Key("fastpath_inference_request_duration_seconds_count")), 3);
+  EXPECT_TRUE(testing::FastpathNamesPassPromtool(r.body)) << r.body;
 }
 
 class MetricsDisabledTest : public ServerTest {

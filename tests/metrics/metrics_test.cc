@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "fakes/fake_inference_server.h"
+#include "prometheus/promtool_lint.h"
 
 namespace fastpath::metrics {
 namespace {
@@ -283,6 +284,52 @@ TEST(AdmissionFamiliesTest, MemoryPerInstanceAndOutOfMemoryRunsPerVersion) {
     EXPECT_EQ(key.find("model_instance=\"1\""), std::string::npos) << key;
     EXPECT_EQ(key.find("fastpath_memory_oom_total{model=\"cnn\""), std::string::npos) << key;
   }
+}
+
+// Every family this module can write, each optional one present (a memory cap, the leak
+// and fragmentation verdicts), through promtool's naming lint: a scrape of a real server
+// (tests/integration/metrics_test.cc) shows only what that server has.
+TEST(PromtoolLintTest, EveryFastpathFamilyPassesPromtoolCheckMetrics) {
+  admission::AdmissionReport report = SampleAdmission();
+  backend::MemoryStats memory;
+  memory.device = "cpu";
+  memory.in_use_bytes = 1000;
+  memory.reserved_bytes = 4096;
+  memory.peak_bytes = 3000;
+  memory.limit_bytes = 1 << 20;
+  memory.arena_extensions = 3;
+  memory.out_of_memory_runs = 2;
+  report.models[0].instance_memory = {memory};
+  admission::LeakVerdict leak;
+  leak.suspected = true;
+  leak.slope_bytes_per_second = 12.5;
+  report.models[0].instance_leaks = {leak};
+  admission::FragmentationVerdict fragmentation;
+  fragmentation.suspected = true;
+  report.models[0].instance_fragmentation = {fragmentation};
+
+  std::vector<prometheus::MetricFamily> families = StatisticsFamilies({SampleStats()});
+  for (auto& f : AdmissionFamilies(report)) families.push_back(std::move(f));
+  const std::string text = prometheus::TextSerializer().Serialize(families);
+  const Exposition e = Parse(text);
+  for (const char* name :
+       {"fastpath_inference_request_duration_seconds", "fastpath_inference_queue_duration_seconds",
+        "fastpath_inference_compute_infer_duration_seconds", "fastpath_inference_batch_size",
+        "fastpath_server_ready", "fastpath_model_state", "fastpath_memory_in_use_bytes",
+        "fastpath_memory_reserved_bytes", "fastpath_memory_peak_bytes",
+        "fastpath_memory_limit_bytes", "fastpath_memory_arena_extensions_total",
+        "fastpath_memory_fragmentation_ratio", "fastpath_memory_fragmentation_suspected",
+        "fastpath_memory_leak_suspected", "fastpath_memory_leak_slope_bytes_per_second",
+        "fastpath_memory_oom_total"}) {
+    EXPECT_EQ(e.types.count(name), 1u) << name << " is not in the text, so not linted";
+  }
+  // Each fastpath_ counter ends in _total (promtool checks it too; this says which).
+  for (const auto& [name, type] : e.types) {
+    if (name.rfind("fastpath_", 0) == 0 && type == "counter") {
+      EXPECT_TRUE(name.size() > 6 && name.compare(name.size() - 6, 6, "_total") == 0) << name;
+    }
+  }
+  EXPECT_TRUE(testing::FastpathNamesPassPromtool(text)) << text;
 }
 
 TEST(ServerCollectorTest, ScrapesCarryTheFacadesAdmission) {
