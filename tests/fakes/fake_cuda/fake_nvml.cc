@@ -12,9 +12,18 @@
 //   FASTPATH_FAKE_NVML_SM_CLOCK / _MEM_CLOCK  MHz (default 1980 / 2619)
 //   FASTPATH_FAKE_NVML_THROTTLE           clock event reason mask, e.g. 0x40 (default 0x1)
 //   FASTPATH_FAKE_NVML_NOT_SUPPORTED      comma-separated calls that answer NOT_SUPPORTED
+//   FASTPATH_FAKE_NVML_TEMPERATURE        degrees C (default 45)
+//   FASTPATH_FAKE_NVML_UTILIZATION        percent (default 30)
+//   FASTPATH_FAKE_NVML_MEMORY_TOTAL / _MEMORY_USED  bytes (default 80 GiB / 1 GiB)
+//   FASTPATH_FAKE_NVML_POWER_MW           power draw (default 250000)
+//   FASTPATH_FAKE_NVML_REMAPPED_UNCORRECTABLE  rows (default 0)
+//   FASTPATH_FAKE_NVML_XIDS               XIDs an event set delivers on device 0, each once
+//                                         (comma-separated; default none)
+// Every device's UUID is "GPU-fake-<index>".
 // Built twice: FASTPATH_FAKE_NVML_MINIMAL leaves out the optional symbols an old driver
-// lacks (nvmlErrorString, MIG, ECC, power, and the clock *event* reasons: only the
-// pre-12.2 nvmlDeviceGetCurrentClocksThrottleReasons is exported).
+// lacks (nvmlErrorString, MIG, ECC, power, UUIDs, temperature, utilization, memory,
+// remapped rows, events, and the clock *event* reasons: only the pre-12.2
+// nvmlDeviceGetCurrentClocksThrottleReasons is exported).
 #include <cstdint>
 #include <string>
 
@@ -194,6 +203,121 @@ FAKE_EXPORT int nvmlDeviceGetTotalEccErrors(void* device, int error_type, int co
 FAKE_EXPORT int nvmlDeviceGetPowerManagementLimit(void* device, unsigned int* limit) {
   if (int r = Enter("nvmlDeviceGetPowerManagementLimit", device, limit); r != kSuccess) return r;
   *limit = static_cast<unsigned int>(EnvInt("FASTPATH_FAKE_NVML_POWER_LIMIT_MW", 700000));
+  return kSuccess;
+}
+
+FAKE_EXPORT int nvmlDeviceGetUUID(void* device, char* uuid, unsigned int length) {
+  if (int r = Enter("nvmlDeviceGetUUID", device, uuid); r != kSuccess) return r;
+  fastpath::fakes::CopyOut("GPU-fake-" + std::to_string(IndexOf(device)), uuid, length);
+  return kSuccess;
+}
+
+FAKE_EXPORT int nvmlDeviceGetHandleByUUID(const char* uuid, void** device) {
+  if (init_count == 0) return kUninitialized;
+  if (uuid == nullptr || device == nullptr) return kInvalidArgument;
+  for (int i = 0; i < DeviceCount() && i < kMaxDevices; ++i) {
+    if ("GPU-fake-" + std::to_string(i) == uuid) {
+      *device = &device_handles[i];
+      return kSuccess;
+    }
+  }
+  return kNotFound;
+}
+
+FAKE_EXPORT int nvmlDeviceGetTemperature(void* device, int sensor, unsigned int* temperature) {
+  if (int r = Enter("nvmlDeviceGetTemperature", device, temperature); r != kSuccess) return r;
+  if (sensor != 0) return kInvalidArgument;  // NVML_TEMPERATURE_GPU
+  *temperature = static_cast<unsigned int>(EnvInt("FASTPATH_FAKE_NVML_TEMPERATURE", 45));
+  return kSuccess;
+}
+
+struct FakeUtilization {
+  unsigned int gpu;
+  unsigned int memory;
+};
+
+FAKE_EXPORT int nvmlDeviceGetUtilizationRates(void* device, FakeUtilization* utilization) {
+  if (int r = Enter("nvmlDeviceGetUtilizationRates", device, utilization); r != kSuccess) return r;
+  utilization->gpu = static_cast<unsigned int>(EnvInt("FASTPATH_FAKE_NVML_UTILIZATION", 30));
+  utilization->memory = utilization->gpu / 2;
+  return kSuccess;
+}
+
+struct FakeMemory {
+  unsigned long long total;
+  unsigned long long free;
+  unsigned long long used;
+};
+
+FAKE_EXPORT int nvmlDeviceGetMemoryInfo(void* device, FakeMemory* memory) {
+  if (int r = Enter("nvmlDeviceGetMemoryInfo", device, memory); r != kSuccess) return r;
+  memory->total = static_cast<unsigned long long>(
+      EnvInt("FASTPATH_FAKE_NVML_MEMORY_TOTAL", 80LL << 30));
+  memory->used = static_cast<unsigned long long>(EnvInt("FASTPATH_FAKE_NVML_MEMORY_USED", 1LL << 30));
+  memory->free = memory->total - memory->used;
+  return kSuccess;
+}
+
+FAKE_EXPORT int nvmlDeviceGetPowerUsage(void* device, unsigned int* milliwatts) {
+  if (int r = Enter("nvmlDeviceGetPowerUsage", device, milliwatts); r != kSuccess) return r;
+  *milliwatts = static_cast<unsigned int>(EnvInt("FASTPATH_FAKE_NVML_POWER_MW", 250000));
+  return kSuccess;
+}
+
+FAKE_EXPORT int nvmlDeviceGetRemappedRows(void* device, unsigned int* corrected,
+                                          unsigned int* uncorrectable, unsigned int* pending,
+                                          unsigned int* failed) {
+  if (int r = Enter("nvmlDeviceGetRemappedRows", device, corrected); r != kSuccess) return r;
+  if (uncorrectable == nullptr || pending == nullptr || failed == nullptr) return kInvalidArgument;
+  *corrected = *pending = *failed = 0;
+  *uncorrectable =
+      static_cast<unsigned int>(EnvInt("FASTPATH_FAKE_NVML_REMAPPED_UNCORRECTABLE", 0));
+  return kSuccess;
+}
+
+// One event set at a time: it delivers FASTPATH_FAKE_NVML_XIDS on device 0, each once.
+struct FakeEventData {
+  void* device;
+  unsigned long long event_type;
+  unsigned long long event_data;
+  unsigned int gpu_instance_id;
+  unsigned int compute_instance_id;
+};
+char event_set;
+bool xid_registered = false;
+int xids_delivered = 0;
+constexpr int kTimeout = 10;  // NVML_ERROR_TIMEOUT
+
+FAKE_EXPORT int nvmlEventSetCreate(void** set) {
+  if (init_count == 0) return kUninitialized;
+  if (set == nullptr) return kInvalidArgument;
+  *set = &event_set;
+  xid_registered = false;
+  xids_delivered = 0;
+  return kSuccess;
+}
+
+FAKE_EXPORT int nvmlEventSetFree(void* set) { return set == &event_set ? kSuccess : kInvalidArgument; }
+
+FAKE_EXPORT int nvmlDeviceRegisterEvents(void* device, unsigned long long types, void* set) {
+  if (int r = Enter("nvmlDeviceRegisterEvents", device, set); r != kSuccess) return r;
+  if (set != &event_set) return kInvalidArgument;
+  if (IndexOf(device) == 0 && (types & 0x8) != 0) xid_registered = true;
+  return kSuccess;
+}
+
+FAKE_EXPORT int nvmlEventSetWait_v2(void* set, FakeEventData* data, unsigned int /*timeout_ms*/) {
+  if (init_count == 0) return kUninitialized;
+  if (set != &event_set || data == nullptr) return kInvalidArgument;
+  if (!xid_registered) return kTimeout;
+  const std::string xids = EnvString("FASTPATH_FAKE_NVML_XIDS", "");
+  int count = xids.empty() ? 0 : 1;
+  for (char c : xids) count += c == ',' ? 1 : 0;
+  if (xids_delivered >= count) return kTimeout;
+  data->device = &device_handles[0];
+  data->event_type = 0x8;  // nvmlEventTypeXidCriticalError
+  data->event_data = std::stoull(fastpath::fakes::ListItem(xids, xids_delivered++));
+  data->gpu_instance_id = data->compute_instance_id = 0xFFFFFFFF;
   return kSuccess;
 }
 

@@ -1,0 +1,331 @@
+// GPU telemetry (gpu/telemetry.h): the trace format and its replay, the health fold
+// (throttle time, XIDs, quarantine), and the NVML source against the fake libnvidia-ml.
+#include "fastpath/gpu/telemetry.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+
+namespace fastpath::gpu {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+class TraceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("fastpath_telemetry_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  fs::path Write(const std::string& text) {
+    const fs::path file = dir_ / "trace.jsonl";
+    std::ofstream(file) << text;
+    return file;
+  }
+  // The error of opening `text` as a trace; empty when it opens.
+  std::string Error(const std::string& text) {
+    auto source = OpenTraceSource(Write(text));
+    return source.ok() ? "" : source.status().message();
+  }
+  fs::path dir_;
+};
+
+TEST_F(TraceTest, EachGpuPlaysItsLastLineReachedAndEachXidOnce) {
+  auto source = OpenTraceSource(Write(
+      "{\"t_ms\": 100, \"gpu\": 0, \"uuid\": \"GPU-a\", \"temperature_c\": 50}\n"
+      "\n"
+      "{\"t_ms\": 100, \"gpu\": 1, \"sm_clock_mhz\": 1980}\n"
+      "{\"t_ms\": 200, \"gpu\": 0, \"temperature_c\": 60, \"xid\": 31}\n"
+      "{\"t_ms\": 300, \"gpu\": 0, \"temperature_c\": 70, \"xid\": 79, "
+      "\"clocks_event_reasons\": \"0x40\"}\n"));
+  ASSERT_TRUE(source.ok()) << source.status().message();
+  EXPECT_THAT((*source)->Describe(), HasSubstr("trace.jsonl"));
+  EXPECT_TRUE((*source)->Sample(milliseconds(99)).empty()) << "no GPU has a line yet";
+
+  std::vector<GpuSample> at150 = (*source)->Sample(milliseconds(150));
+  ASSERT_EQ(at150.size(), 2u);
+  EXPECT_EQ(at150[0].gpu, 0);
+  EXPECT_EQ(at150[0].uuid, "GPU-a");
+  EXPECT_EQ(at150[0].temperature_c, 50);
+  EXPECT_FALSE(at150[0].sm_clock_mhz.has_value()) << "left out: unsupported";
+  EXPECT_EQ(at150[1].gpu, 1);
+  EXPECT_EQ(at150[1].sm_clock_mhz, 1980);
+
+  // Both of GPU 0's later lines are reached in one pass: the last one is the sample, the
+  // XIDs of both are in it.
+  std::vector<GpuSample> at400 = (*source)->Sample(milliseconds(400));
+  EXPECT_EQ(at400[0].temperature_c, 70);
+  EXPECT_EQ(at400[0].uuid, "GPU-a") << "a GPU keeps its UUID";
+  EXPECT_EQ(at400[0].clocks_event_reasons, 0x40u);
+  EXPECT_THAT(at400[0].xids, ElementsAre(31u, 79u));
+  // After the trace ends the GPUs hold their last state, without the XIDs again.
+  std::vector<GpuSample> at900 = (*source)->Sample(milliseconds(900));
+  EXPECT_EQ(at900[0].temperature_c, 70);
+  EXPECT_TRUE(at900[0].xids.empty());
+}
+
+TEST_F(TraceTest, ABadLineFailsTheFileWithItsNumberAndWhy) {
+  const std::string good = "{\"t_ms\": 0}\n";
+  EXPECT_THAT(Error(good + "{\"t_ms\": 5, \"temp\": 50}\n"),
+              HasSubstr("trace.jsonl line 2: unknown field \"temp\" (known: t_ms, gpu"));
+  EXPECT_THAT(Error(good + good + "{\"t_ms\": 5, \"power_w\": \"high\"}\n"),
+              HasSubstr("line 3: \"power_w\" must be a non-negative number"));
+  EXPECT_THAT(Error("{\"gpu\": 0}\n"), HasSubstr("line 1: \"t_ms\" is missing"));
+  EXPECT_THAT(Error("{\"t_ms\": -1}\n"), HasSubstr("line 1: \"t_ms\" must be a non-negative integer"));
+  EXPECT_THAT(Error("{\"t_ms\": 10}\n{\"t_ms\": 5}\n"),
+              HasSubstr("line 2: t_ms 5 is before the previous line of gpu 0 (10)"));
+  EXPECT_THAT(Error("{\"t_ms\": 10\n"), HasSubstr("line 1: not JSON"));
+  EXPECT_THAT(Error("[1]\n"), HasSubstr("line 1: not a JSON object"));
+  EXPECT_THAT(Error("{\"t_ms\": 0, \"gpu\": 64}\n"), HasSubstr("\"gpu\" must be an integer from 0 to 63"));
+  EXPECT_THAT(Error("{\"t_ms\": 0, \"utilization_ratio\": 30}\n"), HasSubstr("must be 0..1"));
+  EXPECT_THAT(Error("{\"t_ms\": 0, \"clocks_event_reasons\": \"40\"}\n"),
+              HasSubstr("must be a bit mask"));
+  EXPECT_THAT(Error("{\"t_ms\": 0, \"xid\": 0}\n"), HasSubstr("\"xid\" must be a positive integer"));
+  EXPECT_THAT(Error("\n\n"), HasSubstr("has no samples"));
+  EXPECT_EQ(Error("{\"t_ms\": 0, \"xid\": null}\n"), "");
+  auto missing = OpenTraceSource(dir_ / "absent.jsonl");
+  EXPECT_THAT(missing.status().message(), HasSubstr("absent.jsonl cannot be read"));
+}
+
+TEST_F(TraceTest, WhatTheRecorderWritesReadsBackTheSame) {
+  GpuSample s;
+  s.gpu = 2;
+  s.uuid = "GPU-b";
+  s.temperature_c = 81.5;
+  s.sm_clock_mhz = 1410;
+  s.utilization_ratio = 0.25;
+  s.memory_used_bytes = uint64_t{5} << 30;
+  s.power_w = 612.25;
+  s.clocks_event_reasons = 0x44;
+  s.ecc_uncorrected_volatile = 0;
+  s.xids = {13, 79};
+  const std::string lines = SampleToTraceLines(s, milliseconds(1500));
+  EXPECT_EQ(std::count(lines.begin(), lines.end(), '\n'), 1) << "one line per XID:\n" << lines;
+
+  auto source = OpenTraceSource(Write(lines + "\n"));
+  ASSERT_TRUE(source.ok()) << source.status().message();
+  const std::vector<GpuSample> back = (*source)->Sample(milliseconds(1500));
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0].gpu, 2);
+  EXPECT_EQ(back[0].uuid, "GPU-b");
+  EXPECT_EQ(back[0].temperature_c, 81.5);
+  EXPECT_EQ(back[0].sm_clock_mhz, 1410);
+  EXPECT_EQ(back[0].utilization_ratio, 0.25);
+  EXPECT_EQ(back[0].memory_used_bytes, uint64_t{5} << 30);
+  EXPECT_EQ(back[0].power_w, 612.25);
+  EXPECT_EQ(back[0].clocks_event_reasons, 0x44u);
+  EXPECT_EQ(back[0].ecc_uncorrected_volatile, 0u);
+  EXPECT_FALSE(back[0].power_limit_w.has_value());
+  EXPECT_FALSE(back[0].mem_clock_mhz.has_value());
+  EXPECT_THAT(back[0].xids, ElementsAre(13u, 79u));
+}
+
+GpuSample Healthy(int gpu = 0) {
+  GpuSample s;
+  s.gpu = gpu;
+  s.clocks_event_reasons = 0;
+  s.ecc_uncorrected_volatile = 0;
+  return s;
+}
+
+TEST(GpuHealthTest, ThrottleTimeIsTheReasonsHeldBetweenSamples) {
+  GpuHealth health;
+  GpuSample s = Healthy();
+  health.Add({s}, milliseconds(0));
+  s.clocks_event_reasons = 0x40 | 0x4;  // HW thermal, SW power cap
+  health.Add({s}, milliseconds(1000));
+  health.Add({s}, milliseconds(2500));
+  s.clocks_event_reasons = 0x4;
+  health.Add({s}, milliseconds(3000));
+  health.Add({s}, milliseconds(3500));
+  const std::vector<GpuStatus> statuses = health.Statuses();
+  ASSERT_EQ(statuses.size(), 1u);
+  EXPECT_DOUBLE_EQ(statuses[0].throttle_seconds.at(6), 2.0);  // 1000..3000
+  EXPECT_DOUBLE_EQ(statuses[0].throttle_seconds.at(2), 2.5);  // 1000..3500
+  EXPECT_EQ(statuses[0].throttle_seconds.count(0), 0u);
+  EXPECT_EQ(statuses[0].last_sample_at, milliseconds(3500));
+  EXPECT_FALSE(health.AnyQuarantined());
+}
+
+TEST(GpuHealthTest, AnUncorrectedEccErrorQuarantinesForGood) {
+  GpuHealth health;
+  EXPECT_TRUE(health.Add({Healthy(0), Healthy(1)}, milliseconds(0)).empty());
+  GpuSample bad = Healthy(1);
+  bad.ecc_uncorrected_volatile = 3;
+  EXPECT_THAT(health.Add({Healthy(0), bad}, milliseconds(100)), ElementsAre(1));
+  EXPECT_TRUE(health.AnyQuarantined());
+  // Said once; and the count going back to 0 (a driver reload under us) clears nothing.
+  EXPECT_TRUE(health.Add({Healthy(0), bad}, milliseconds(200)).empty());
+  EXPECT_TRUE(health.Add({Healthy(0), Healthy(1)}, milliseconds(300)).empty());
+  const std::vector<GpuStatus> statuses = health.Statuses();
+  EXPECT_EQ(statuses[0].quarantined, "");
+  EXPECT_EQ(statuses[1].quarantined,
+            "3 uncorrected ECC error(s) since the driver loaded (volatile count)");
+}
+
+TEST(GpuHealthTest, CriticalXidsQuarantineAndApplicationXidsAreOnlyCounted) {
+  GpuHealth health;
+  GpuSample s = Healthy();
+  s.xids = {13, 43, 13};
+  EXPECT_TRUE(health.Add({s}, milliseconds(0)).empty());
+  s.xids = {79};
+  EXPECT_THAT(health.Add({s}, milliseconds(10)), ElementsAre(0));
+  s.xids = {48};
+  health.Add({s}, milliseconds(20));
+  const GpuStatus status = health.Statuses()[0];
+  EXPECT_EQ(status.quarantined, "critical XID 79 (GPU has fallen off the bus)") << "the first cause";
+  EXPECT_EQ(status.xid_counts.at(13), 2u);
+  EXPECT_EQ(status.xid_counts.at(43), 1u);
+  EXPECT_EQ(status.xid_counts.at(79), 1u);
+  EXPECT_EQ(status.xid_counts.at(48), 1u);
+
+  GpuHealth custom({79});  // configured: 79 is the application's, 13 is not
+  s.xids = {79};
+  EXPECT_TRUE(custom.Add({s}, milliseconds(0)).empty());
+  s.xids = {13};
+  EXPECT_THAT(custom.Add({s}, milliseconds(10)), ElementsAre(0));
+}
+
+TEST(GpuHealthTest, XidListsParseOrNameTheBadItem) {
+  EXPECT_EQ(*ParseXidList("13,31, 43"), std::set<uint64_t>({13, 31, 43})) << "\" 43\" parses";
+  EXPECT_EQ(*ParseXidList(""), std::set<uint64_t>());
+  EXPECT_THAT(ParseXidList("13,x1").status().message(), HasSubstr("'x1' is not an XID"));
+  EXPECT_THAT(ParseXidList("0").status().message(), HasSubstr("'0' is not an XID"));
+  EXPECT_EQ(DefaultIgnoredXids(), std::set<uint64_t>({13, 31, 43, 45, 68, 109}));
+}
+
+TEST(GpuHealthTest, TheJsonShowsUnsupportedAsNullAndTheReasonsByName) {
+  GpuHealth health;
+  GpuSample s = Healthy();
+  s.uuid = "GPU-c";
+  s.temperature_c = 77;
+  s.clocks_event_reasons = 0x20;
+  health.Add({s}, milliseconds(0));
+  health.Add({s}, milliseconds(500));
+  const std::string json = StatusToJson(health.Statuses()[0]);
+  EXPECT_THAT(json, HasSubstr("\"uuid\":\"GPU-c\""));
+  EXPECT_THAT(json, HasSubstr("\"temperature_c\":77.0"));
+  EXPECT_THAT(json, HasSubstr("\"power_w\":null"));
+  EXPECT_THAT(json, HasSubstr("\"clocks_event_reasons\":[\"SW thermal slowdown\"]"));
+  EXPECT_THAT(json, HasSubstr("\"throttle_seconds\":{\"sw_thermal\":0.5}"));
+  EXPECT_THAT(json, HasSubstr("\"quarantined\":null"));
+  EXPECT_EQ(ClockEventReasonLabel(6), "hw_thermal");
+  EXPECT_EQ(ClockEventReasonLabel(40), "bit_40");
+}
+
+// --- the NVML source against the fake libnvidia-ml ---
+
+class NvmlSourceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    env_.getenv = [this](const std::string& name) -> std::optional<std::string> {
+      auto it = process_env_.find(name);
+      if (it == process_env_.end()) return std::nullopt;
+      return it->second;
+    };
+    env_.nvml = {std::string(FASTPATH_FAKE_CUDA_LIB_DIR) + "/nvml/libnvidia-ml.so.1"};
+  }
+  void TearDown() override {
+    for (const std::string& name : set_) ::unsetenv(name.c_str());
+  }
+  void Fake(const std::string& name, const std::string& value) {
+    ::setenv(name.c_str(), value.c_str(), 1);
+    set_.push_back(name);
+  }
+  ProbeEnvironment env_;
+  std::map<std::string, std::string> process_env_;  // what the source sees
+  std::vector<std::string> set_;
+};
+
+TEST_F(NvmlSourceTest, ReadsEveryFieldAndEachXidOnce) {
+  Fake("FASTPATH_FAKE_NVML_TEMPERATURE", "83");
+  Fake("FASTPATH_FAKE_NVML_THROTTLE", "0x40");
+  Fake("FASTPATH_FAKE_NVML_ECC_UNCORRECTED", "2");
+  Fake("FASTPATH_FAKE_NVML_XIDS", "79,13");
+  auto source = OpenNvmlSource(env_);
+  ASSERT_TRUE(source.ok()) << source.status().message();
+  EXPECT_EQ((*source)->Describe(), "NVML driver 580.65.06 (1 GPU, XID events)");
+  std::vector<GpuSample> s = (*source)->Sample(milliseconds(0));
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].gpu, 0);
+  EXPECT_EQ(s[0].uuid, "GPU-fake-0");
+  EXPECT_EQ(s[0].temperature_c, 83);
+  EXPECT_EQ(s[0].sm_clock_mhz, 1980);
+  EXPECT_EQ(s[0].mem_clock_mhz, 2619);
+  EXPECT_EQ(s[0].utilization_ratio, 0.30);
+  EXPECT_EQ(s[0].memory_total_bytes, uint64_t{80} << 30);
+  EXPECT_EQ(s[0].memory_used_bytes, uint64_t{1} << 30);
+  EXPECT_EQ(s[0].power_w, 250.0);
+  EXPECT_EQ(s[0].power_limit_w, 700.0);
+  EXPECT_EQ(s[0].clocks_event_reasons, 0x40u);
+  EXPECT_EQ(s[0].ecc_uncorrected_volatile, 2u);
+  EXPECT_EQ(s[0].remapped_rows_uncorrectable, 0u);
+  EXPECT_THAT(s[0].xids, ElementsAre(79u, 13u));
+  EXPECT_TRUE((*source)->Sample(milliseconds(1000))[0].xids.empty());
+}
+
+TEST_F(NvmlSourceTest, WhatTheDeviceDoesNotSupportIsUnsupportedNotZero) {
+  Fake("FASTPATH_FAKE_NVML_NOT_SUPPORTED",
+       "nvmlDeviceGetTemperature,nvmlDeviceGetPowerUsage,nvmlDeviceGetTotalEccErrors,"
+       "nvmlDeviceGetRemappedRows,nvmlDeviceRegisterEvents");
+  auto source = OpenNvmlSource(env_);
+  ASSERT_TRUE(source.ok()) << source.status().message();
+  EXPECT_THAT((*source)->Describe(), HasSubstr("no XID events"));
+  const GpuSample s = (*source)->Sample(milliseconds(0))[0];
+  EXPECT_FALSE(s.temperature_c.has_value());
+  EXPECT_FALSE(s.power_w.has_value());
+  EXPECT_FALSE(s.ecc_uncorrected_volatile.has_value());
+  EXPECT_FALSE(s.remapped_rows_uncorrectable.has_value());
+  EXPECT_EQ(s.sm_clock_mhz, 1980);
+
+  // An old driver: only what its NVML has.
+  env_.nvml = {std::string(FASTPATH_FAKE_CUDA_LIB_DIR) + "/nvml_minimal/libnvidia-ml.so.1"};
+  auto old = OpenNvmlSource(env_);
+  ASSERT_TRUE(old.ok()) << old.status().message();
+  const GpuSample o = (*old)->Sample(milliseconds(0))[0];
+  EXPECT_TRUE(o.uuid.empty());
+  EXPECT_FALSE(o.temperature_c.has_value());
+  EXPECT_FALSE(o.utilization_ratio.has_value());
+  EXPECT_EQ(o.clocks_event_reasons, 0x1u) << "through the pre-12.2 throttle-reasons name";
+}
+
+TEST_F(NvmlSourceTest, CudaVisibleDevicesChoosesAndOrdersTheGpus) {
+  Fake("FASTPATH_FAKE_NVML_DEVICES", "3");
+  process_env_["CUDA_VISIBLE_DEVICES"] = "2,GPU-fake-0,junk,1";  // CUDA stops at "junk"
+  auto source = OpenNvmlSource(env_);
+  ASSERT_TRUE(source.ok()) << source.status().message();
+  const std::vector<GpuSample> s = (*source)->Sample(milliseconds(0));
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].gpu, 0);
+  EXPECT_EQ(s[0].uuid, "GPU-fake-2");
+  EXPECT_EQ(s[1].gpu, 1);
+  EXPECT_EQ(s[1].uuid, "GPU-fake-0");
+
+  process_env_["CUDA_VISIBLE_DEVICES"] = "GPU-fake-9";
+  EXPECT_THAT(OpenNvmlSource(env_).status().message(),
+              HasSubstr("CUDA_VISIBLE_DEVICES names GPU-fake-9, which NVML cannot find"));
+  process_env_["CUDA_VISIBLE_DEVICES"] = "";
+  EXPECT_THAT(OpenNvmlSource(env_).status().message(), HasSubstr("NVML shows no GPU"));
+}
+
+TEST_F(NvmlSourceTest, NoNvmlIsAnErrorThatSaysWhy) {
+  env_.nvml = {std::string(FASTPATH_FAKE_CUDA_LIB_DIR) + "/absent/libnvidia-ml.so.1"};
+  EXPECT_THAT(OpenNvmlSource(env_).status().message(), HasSubstr("NVML cannot be loaded"));
+  env_.nvml = {std::string(FASTPATH_FAKE_CUDA_LIB_DIR) + "/nvml/libnvidia-ml.so.1"};
+  Fake("FASTPATH_FAKE_NVML_INIT_ERROR", "9");
+  EXPECT_THAT(OpenNvmlSource(env_).status().message(), HasSubstr("nvmlInit_v2 failed"));
+}
+
+}  // namespace
+}  // namespace fastpath::gpu
