@@ -308,7 +308,9 @@ std::vector<MetricFamily> ServerCollector::Collect() const {
     auto stats = server_.GetModelStatistics("", "");
     if (!stats.ok()) return {};
     std::vector<MetricFamily> out = StatisticsFamilies(*stats);
-    for (MetricFamily& f : AdmissionFamilies(server_.Admission())) out.push_back(std::move(f));
+    const admission::AdmissionReport report = server_.Admission();
+    for (MetricFamily& f : AdmissionFamilies(report)) out.push_back(std::move(f));
+    for (MetricFamily& f : GpuFamilies(report)) out.push_back(std::move(f));
     return out;
   } catch (const std::exception& e) {
     log::Error(std::string("metrics collection failed: ") + e.what());

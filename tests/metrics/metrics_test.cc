@@ -307,9 +307,30 @@ TEST(PromtoolLintTest, EveryFastpathFamilyPassesPromtoolCheckMetrics) {
   admission::FragmentationVerdict fragmentation;
   fragmentation.suspected = true;
   report.models[0].instance_fragmentation = {fragmentation};
+  // One GPU with every reading, throttled, after an XID.
+  gpu::GpuHealth health;
+  gpu::GpuSample g;
+  g.uuid = "GPU-lint";
+  g.temperature_c = 80;
+  g.sm_clock_mhz = 1400;
+  g.mem_clock_mhz = 2600;
+  g.utilization_ratio = 0.5;
+  g.memory_used_bytes = 1 << 30;
+  g.memory_total_bytes = uint64_t{80} << 30;
+  g.power_w = 650;
+  g.power_limit_w = 700;
+  g.clocks_event_reasons = 0x40;
+  g.ecc_uncorrected_volatile = 0;
+  g.remapped_rows_uncorrectable = 0;
+  health.Add({g}, std::chrono::milliseconds(0));
+  g.xids = {79};
+  health.Add({g}, std::chrono::milliseconds(1000));
+  report.gpu_telemetry = "test";
+  report.gpus = health.Statuses();
 
   std::vector<prometheus::MetricFamily> families = StatisticsFamilies({SampleStats()});
   for (auto& f : AdmissionFamilies(report)) families.push_back(std::move(f));
+  for (auto& f : GpuFamilies(report)) families.push_back(std::move(f));
   const std::string text = prometheus::TextSerializer().Serialize(families);
   const Exposition e = Parse(text);
   for (const char* name :
@@ -320,7 +341,15 @@ TEST(PromtoolLintTest, EveryFastpathFamilyPassesPromtoolCheckMetrics) {
         "fastpath_memory_limit_bytes", "fastpath_memory_arena_extensions_total",
         "fastpath_memory_fragmentation_ratio", "fastpath_memory_fragmentation_suspected",
         "fastpath_memory_leak_suspected", "fastpath_memory_leak_slope_bytes_per_second",
-        "fastpath_memory_oom_total"}) {
+        "fastpath_memory_oom_total", "fastpath_gpu_temperature_celsius",
+        "fastpath_gpu_sm_clock_mhz", "fastpath_gpu_memory_clock_mhz",
+        "fastpath_gpu_utilization_ratio", "fastpath_gpu_memory_used_bytes",
+        "fastpath_gpu_memory_total_bytes", "fastpath_gpu_power_watts",
+        "fastpath_gpu_power_limit_watts", "fastpath_gpu_ecc_uncorrected_total",
+        "fastpath_gpu_remapped_rows_uncorrectable", "fastpath_gpu_clocks_event_active",
+        "fastpath_gpu_throttle_seconds_total", "fastpath_gpu_xid_total",
+        "fastpath_gpu_quarantined", "nv_gpu_utilization", "nv_gpu_memory_total_bytes",
+        "nv_gpu_memory_used_bytes", "nv_gpu_power_usage", "nv_gpu_power_limit"}) {
     EXPECT_EQ(e.types.count(name), 1u) << name << " is not in the text, so not linted";
   }
   // Each fastpath_ counter ends in _total (promtool checks it too; this says which).

@@ -59,6 +59,19 @@ std::vector<prometheus::MetricFamily> StatisticsFamilies(
 // The admission families for this report; also part of ServerCollector::Collect.
 std::vector<prometheus::MetricFamily> AdmissionFamilies(const admission::AdmissionReport& report);
 
+// The GPU families for the GPU watch's statuses in this report (gpu_metrics.cc); also part of
+// ServerCollector::Collect. Per GPU (labels `gpu`, its index, and `uuid`):
+//   fastpath_gpu_temperature_celsius, fastpath_gpu_sm_clock_mhz, fastpath_gpu_memory_clock_mhz,
+//   fastpath_gpu_utilization_ratio, fastpath_gpu_memory_{used,total}_bytes,
+//   fastpath_gpu_power_watts, fastpath_gpu_power_limit_watts,
+//   fastpath_gpu_remapped_rows_uncorrectable (gauges; left out where unsupported),
+//   fastpath_gpu_clocks_event_active{reason} (0/1), fastpath_gpu_throttle_seconds_total{reason},
+//   fastpath_gpu_ecc_uncorrected_total, fastpath_gpu_xid_total{xid} (counters),
+//   fastpath_gpu_quarantined (0/1);
+// and Triton's nv_gpu_utilization, nv_gpu_memory_{total,used}_bytes, nv_gpu_power_usage and
+// nv_gpu_power_limit (label `gpu_uuid`).
+std::vector<prometheus::MetricFamily> GpuFamilies(const admission::AdmissionReport& report);
+
 // The Prometheus text exposition of `collectable`'s families (prometheus::TextSerializer).
 std::string RenderText(const prometheus::Collectable& collectable);
 

@@ -1,0 +1,185 @@
+// The GPU watch in the server (issue 14 §5) with scripted samples: a GPU that reports an
+// uncorrected ECC error is quarantined. Readiness turns off with the reason, liveness stays
+// on, a request already running on that GPU finishes, new requests for a model on it are
+// refused with 503 and the reason, and a model on the CPU keeps serving. The instances of
+// "ongpu" are real ORT CPU instances that say their memory is on gpu0.
+#include <gtest/gtest.h>
+
+#include <future>
+
+#include "fakes/manual_clock.h"
+#include "fakes/temp_repository.h"
+#include "fastpath/metrics/metrics.h"
+#include "fastpath/onnxruntime/ort_backend.h"
+#include "fastpath/server/server_impl.h"
+
+namespace fastpath::server {
+namespace {
+
+// Runs on a real instance; says its memory is on gpu0, and holds each run until `gate`
+// opens when one is set.
+class GpuInstance final : public backend::ModelInstance {
+ public:
+  GpuInstance(std::unique_ptr<backend::ModelInstance> inner, std::shared_future<void>* gate,
+              std::promise<void>* entered)
+      : inner_(std::move(inner)), gate_(gate), entered_(entered) {}
+  StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& inputs,
+                                    const std::vector<std::string>& names) override {
+    if (gate_->valid()) {
+      entered_->set_value();
+      gate_->wait();
+    }
+    return inner_->Run(inputs, names);
+  }
+  const backend::PlacementAudit* placement() const override { return inner_->placement(); }
+  std::optional<backend::MemoryStats> memory_stats() const override {
+    auto stats = inner_->memory_stats();
+    if (stats) stats->device = "gpu0";
+    return stats;
+  }
+
+ private:
+  std::unique_ptr<backend::ModelInstance> inner_;
+  std::shared_future<void>* gate_;
+  std::promise<void>* entered_;
+};
+
+class GpuBackend final : public backend::Backend {
+ public:
+  explicit GpuBackend(std::unique_ptr<backend::Backend> inner) : inner_(std::move(inner)) {}
+  std::string Name() const override { return inner_->Name(); }
+  StatusOr<backend::ModelSignature> Inspect(const std::filesystem::path& file) override {
+    return inner_->Inspect(file);
+  }
+  StatusOr<std::unique_ptr<backend::ModelInstance>> CreateInstance(
+      const std::filesystem::path& file, const backend::InstanceOptions& options) override {
+    FASTPATH_ASSIGN_OR_RETURN(auto instance, inner_->CreateInstance(file, options));
+    if (file.string().find("ongpu") == std::string::npos) return instance;
+    return std::unique_ptr<backend::ModelInstance>(
+        std::make_unique<GpuInstance>(std::move(instance), &gate, &entered));
+  }
+  // Invalid: runs go straight through. Set once, before the one run it holds.
+  std::shared_future<void> gate;
+  std::promise<void> entered;
+
+ private:
+  std::unique_ptr<backend::Backend> inner_;
+};
+
+// What the test says the GPU reports.
+class ScriptedSource final : public gpu::GpuSource {
+ public:
+  std::string Describe() const override { return "scripted"; }
+  std::vector<gpu::GpuSample> Sample(std::chrono::milliseconds) override {
+    std::lock_guard lock(mu_);
+    return {sample_};
+  }
+  void Set(gpu::GpuSample sample) {
+    std::lock_guard lock(mu_);
+    sample_ = std::move(sample);
+  }
+
+ private:
+  std::mutex mu_;
+  gpu::GpuSample sample_;
+};
+
+InferRequest SimpleRequest(const std::string& model) {
+  InferRequest r;
+  r.model_name = model;
+  for (const char* name : {"INPUT0", "INPUT1"}) {
+    r.inputs.push_back(Tensor{name, DataType::kInt32, {1, 16}, std::string(64, '\1')});
+  }
+  return r;
+}
+
+TEST(GpuWatchTest, AnUncorrectedEccErrorDrainsTheGpuAndKeepsTheCpuServing) {
+  testing::TempRepository repo(FASTPATH_TEST_MODELS_DIR);
+  repo.AddVersion("ongpu", 1, "simple");
+  repo.AddVersion("oncpu", 1, "simple");
+  testing::ManualClock clock;
+  auto source = std::make_shared<ScriptedSource>();
+  gpu::GpuSample healthy;
+  healthy.uuid = "GPU-test";
+  healthy.ecc_uncorrected_volatile = 0;
+  source->Set(healthy);
+  ServerOptions options;
+  options.repository.root = repo.root();
+  options.clock = &clock;
+  options.memory_sample_interval = std::chrono::milliseconds(0);
+  options.gpu_source = source;
+  options.gpu_sample_interval = std::chrono::milliseconds(0);  // the test samples
+  auto ort = onnxruntime::CreateOrtBackend();
+  ASSERT_TRUE(ort.ok());
+  auto backend = std::make_shared<GpuBackend>(std::move(ort).value());
+  auto created = Server::Create(options, backend);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  Server& server = **created;
+
+  const auto infer = [&](const std::string& model) {
+    std::promise<StatusOr<InferResponse>> done;
+    server.InferAsync(SimpleRequest(model),
+                      [&done](StatusOr<InferResponse> r) { done.set_value(std::move(r)); });
+    return done.get_future().get();
+  };
+  ASSERT_TRUE(server.IsReady());
+  ASSERT_TRUE(infer("ongpu").ok());
+
+  // A request is running on the GPU when the error comes.
+  std::promise<void> open;
+  backend->gate = open.get_future().share();
+  std::promise<StatusOr<InferResponse>> in_flight;
+  server.InferAsync(SimpleRequest("ongpu"), [&in_flight](StatusOr<InferResponse> r) {
+    in_flight.set_value(std::move(r));
+  });
+  backend->entered.get_future().wait();
+
+  gpu::GpuSample failing = healthy;
+  failing.ecc_uncorrected_volatile = 1;
+  source->Set(failing);
+  clock.Advance(std::chrono::seconds(1));
+  server.SampleGpus();
+
+  EXPECT_FALSE(server.IsReady());
+  EXPECT_TRUE(server.IsLive());
+  const StatusOr<InferResponse> refused = infer("ongpu");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(refused.status().message().find(
+                "model 'ongpu' version 1 runs on GPU 0, which is quarantined: 1 uncorrected ECC "
+                "error(s)"),
+            std::string::npos)
+      << refused.status().message();
+  EXPECT_TRUE(infer("oncpu").ok()) << "the CPU model is not on the failing GPU";
+
+  open.set_value();
+  EXPECT_TRUE(in_flight.get_future().get().ok()) << "what was running finishes";
+
+  // Healthy readings afterwards clear nothing: only a restart does.
+  source->Set(healthy);
+  clock.Advance(std::chrono::seconds(1));
+  server.SampleGpus();
+  EXPECT_FALSE(server.IsReady());
+
+  const admission::AdmissionReport report = server.Admission();
+  EXPECT_EQ(report.gpu_telemetry, "scripted");
+  ASSERT_EQ(report.gpus.size(), 1u);
+  EXPECT_EQ(report.gpus[0].quarantined,
+            "1 uncorrected ECC error(s) since the driver loaded (volatile count)");
+  bool named = false;
+  for (const std::string& r : report.reasons) {
+    named = named || r.find("GPU 0 (GPU-test) is quarantined") != std::string::npos;
+  }
+  EXPECT_TRUE(named);
+  bool exported = false;
+  for (const prometheus::MetricFamily& f : metrics::GpuFamilies(report)) {
+    if (f.name != "fastpath_gpu_quarantined") continue;
+    ASSERT_EQ(f.metric.size(), 1u);
+    EXPECT_EQ(f.metric[0].gauge.value, 1.0);
+    exported = true;
+  }
+  EXPECT_TRUE(exported);
+}
+
+}  // namespace
+}  // namespace fastpath::server
