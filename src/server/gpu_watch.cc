@@ -11,37 +11,13 @@ GpuWatch::GpuWatch(std::shared_ptr<gpu::GpuSource> source, Clock* clock,
     : source_(std::move(source)),
       source_description_(source_->Describe()),
       clock_(OrSteadyClock(clock)),
-      interval_(interval),
       start_(clock_->Now()),
-      health_(std::move(ignored_xids)) {}
-
-GpuWatch::~GpuWatch() { Stop(); }
+      health_(std::move(ignored_xids)),
+      periodic_(clock_, interval, [this] { SampleNow(); }) {}
 
 void GpuWatch::Start() {
   SampleNow();
-  if (interval_.count() <= 0 || thread_.joinable()) return;
-  thread_ = std::thread([this] {
-    std::unique_lock lock(mu_);
-    Clock::time_point next = clock_->Now() + interval_;
-    while (!stop_) {
-      clock_->WaitUntil(lock, cv_, next);
-      if (stop_) break;
-      if (clock_->Now() < next) continue;
-      lock.unlock();
-      SampleNow();
-      lock.lock();
-      next = clock_->Now() + interval_;
-    }
-  });
-}
-
-void GpuWatch::Stop() {
-  {
-    std::lock_guard lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  periodic_.Start();
 }
 
 void GpuWatch::SampleNow() {

@@ -9,35 +9,10 @@ namespace fastpath::server {
 
 MemoryWatch::MemoryWatch(ListFn list, Clock* clock, std::chrono::milliseconds interval,
                          admission::LeakDetectorOptions options)
-    : list_(std::move(list)), clock_(OrSteadyClock(clock)), interval_(interval), options_(options) {}
-
-MemoryWatch::~MemoryWatch() { Stop(); }
-
-void MemoryWatch::Start() {
-  if (interval_.count() <= 0 || thread_.joinable()) return;
-  thread_ = std::thread([this] {
-    std::unique_lock lock(mu_);
-    Clock::time_point next = clock_->Now() + interval_;
-    while (!stop_) {
-      clock_->WaitUntil(lock, cv_, next);
-      if (stop_) break;
-      if (clock_->Now() < next) continue;
-      lock.unlock();
-      SampleNow();
-      lock.lock();
-      next = clock_->Now() + interval_;
-    }
-  });
-}
-
-void MemoryWatch::Stop() {
-  {
-    std::lock_guard lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
+    : list_(std::move(list)),
+      clock_(OrSteadyClock(clock)),
+      options_(options),
+      periodic_(clock_, interval, [this] { SampleNow(); }) {}
 
 void MemoryWatch::SampleNow() {
   const std::vector<std::shared_ptr<repository::ModelVersion>> versions = list_();

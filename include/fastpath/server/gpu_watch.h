@@ -9,16 +9,15 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "fastpath/common/clock.h"
 #include "fastpath/gpu/telemetry.h"
+#include "fastpath/server/periodic.h"
 
 namespace fastpath::server {
 
@@ -26,7 +25,7 @@ class GpuWatch {
  public:
   GpuWatch(std::shared_ptr<gpu::GpuSource> source, Clock* clock,
            std::chrono::milliseconds interval, std::set<uint64_t> ignored_xids);
-  ~GpuWatch();  // Stop()
+  ~GpuWatch() { Stop(); }
   GpuWatch(const GpuWatch&) = delete;
   GpuWatch& operator=(const GpuWatch&) = delete;
 
@@ -34,7 +33,7 @@ class GpuWatch {
   // the sampling thread; an interval of 0 starts none (SampleNow still works).
   void Start();
   // Stops the thread and waits for it; idempotent.
-  void Stop();
+  void Stop() { periodic_.Stop(); }
   // One pass: every GPU sampled at the clock's now.
   void SampleNow();
 
@@ -49,15 +48,12 @@ class GpuWatch {
   std::shared_ptr<gpu::GpuSource> source_;
   std::string source_description_;
   Clock* clock_;
-  std::chrono::milliseconds interval_;
   Clock::time_point start_;
 
   mutable std::mutex mu_;
   gpu::GpuHealth health_;  // guarded
-  std::condition_variable cv_;
-  bool stop_ = false;  // guarded
   std::atomic<bool> any_quarantined_{false};
-  std::thread thread_;
+  Periodic periodic_;  // last: stopped before the rest goes
 };
 
 }  // namespace fastpath::server

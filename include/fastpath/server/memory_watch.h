@@ -8,7 +8,6 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -16,7 +15,6 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -24,6 +22,7 @@
 #include "fastpath/admission/leak_detector.h"
 #include "fastpath/common/clock.h"
 #include "fastpath/repository/model_repository.h"
+#include "fastpath/server/periodic.h"
 
 namespace fastpath::server {
 
@@ -34,14 +33,14 @@ class MemoryWatch {
 
   MemoryWatch(ListFn list, Clock* clock, std::chrono::milliseconds interval,
               admission::LeakDetectorOptions options);
-  ~MemoryWatch();  // Stop()
+  ~MemoryWatch() { Stop(); }
   MemoryWatch(const MemoryWatch&) = delete;
   MemoryWatch& operator=(const MemoryWatch&) = delete;
 
   // Starts the sampling thread; an interval of 0 starts none (SampleNow still works).
-  void Start();
+  void Start() { periodic_.Start(); }
   // Stops the thread and waits for it; idempotent.
-  void Stop();
+  void Stop() { periodic_.Stop(); }
   // One pass: every instance of every listed version sampled at the clock's now, and judged.
   // Versions no longer listed are forgotten.
   void SampleNow();
@@ -73,15 +72,12 @@ class MemoryWatch {
 
   ListFn list_;
   Clock* clock_;
-  std::chrono::milliseconds interval_;
   admission::LeakDetectorOptions options_;
 
   mutable std::mutex mu_;
   std::map<Key, Entry> entries_;  // guarded
   std::map<std::pair<std::string, int64_t>, Counts> counts_;  // guarded: at the last sample
-  std::condition_variable cv_;
-  bool stop_ = false;  // guarded
-  std::thread thread_;
+  Periodic periodic_;  // last: stopped before the rest goes
 };
 
 }  // namespace fastpath::server

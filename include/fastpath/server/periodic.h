@@ -1,0 +1,39 @@
+// A pass run every interval on a thread of its own, off the request path, timed by an
+// injected clock: what the memory, GPU and drift watches sample with.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "fastpath/common/clock.h"
+
+namespace fastpath::server {
+
+class Periodic {
+ public:
+  Periodic(Clock* clock, std::chrono::milliseconds interval, std::function<void()> pass)
+      : clock_(OrSteadyClock(clock)), interval_(interval), pass_(std::move(pass)) {}
+  ~Periodic() { Stop(); }
+  Periodic(const Periodic&) = delete;
+  Periodic& operator=(const Periodic&) = delete;
+
+  // Starts the thread, whose first pass is one interval from now; an interval of 0 starts
+  // none. Once only.
+  void Start();
+  // Stops the thread and waits for it (and a pass it is in); idempotent.
+  void Stop();
+
+ private:
+  Clock* clock_;
+  std::chrono::milliseconds interval_;
+  std::function<void()> pass_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;  // guarded
+  std::thread thread_;
+};
+
+}  // namespace fastpath::server
