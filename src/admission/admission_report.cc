@@ -160,6 +160,29 @@ std::string ReportToJson(const AdmissionReport& report) {
       w.Key("memory_budget_note");
       Str(w, m.memory_budget_note);
     }
+    w.Key("drift");
+    if (m.drift) {
+      w.StartObject();
+      w.Key("ratio");
+      if (m.drift->ratio) {
+        w.Double(*m.drift->ratio);
+      } else {
+        w.Null();
+      }
+      w.Key("alert");
+      w.Bool(m.drift->alert);
+      w.Key("cause");
+      if (m.drift->cause.empty()) {
+        w.Null();
+      } else {
+        Str(w, m.drift->cause);
+      }
+      w.Key("detail");
+      Str(w, m.drift->detail);
+      w.EndObject();
+    } else {
+      w.Null();
+    }
     w.EndObject();
   }
   w.EndArray();

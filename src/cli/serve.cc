@@ -158,6 +158,32 @@ void DefineServeOptions(CLI::App& app, ServeFlags& flags) {
              FASTPATH_ASSIGN_OR_RETURN(flags.server.gpu_ignored_xids, gpu::ParseXidList(value));
              return Status::Ok();
            });
+  AddValue(app, "--drift-window", "DURATION",
+           "the drift window: compute per execution over it is compared with each model's "
+           "start-up baseline (e.g. 30m, 90s)",
+           "30m", [&flags](const std::string& value) {
+             FASTPATH_ASSIGN_OR_RETURN(
+                 const std::chrono::milliseconds window,
+                 ParseDuration("--drift-window", value, std::chrono::seconds(1), std::chrono::hours(24)));
+             flags.server.drift.window = window;
+             return Status::Ok();
+           });
+  AddValue(app, "--drift-threshold", "F",
+           "a model drifts when compute per execution is at least 1 + F times its start-up "
+           "baseline over the window (0.01 to 10)",
+           "0.15", [&flags](const std::string& value) {
+             char* end = nullptr;
+             const double f = std::strtod(value.c_str(), &end);
+             if (value.empty() || *end != '\0' || !(f >= 0.01 && f <= 10)) {
+               return InvalidArgument("--drift-threshold must be a number from 0.01 to 10, not '" +
+                                      value + "'");
+             }
+             flags.server.drift.threshold = f;
+             return Status::Ok();
+           });
+  AddSwitch(app, "--drift-degrades", &flags.server.drift_degrades,
+            "a model that drifts shows DEGRADED in /v2/health/admission and "
+            "fastpath_model_state (readiness stays up)");
   AddText(app, "--port-file", "FILE", &flags.port_file,
           "write \"http=N grpc=N[ metrics=N]\" once listening (for tests with port 0)");
   AddLogOptions(app, &flags.logging);

@@ -207,6 +207,36 @@ std::vector<MetricFamily> AdmissionFamilies(const admission::AdmissionReport& re
   }
   out.push_back(std::move(state));
 
+  // Drift (issue 14 §4), per READY version the drift watch has judged.
+  MetricFamily drift_ratio = Family(
+      "fastpath_drift_ratio",
+      "Compute time per execution over the drift window divided by the version's start-up "
+      "baseline, batch size by batch size (1: as fast as at start)",
+      MetricType::Gauge);
+  MetricFamily drift_alert = Family(
+      "fastpath_drift_alert",
+      "1 for the cause while the version drifts (thermal, power, reliability: the GPU's "
+      "clock-event reasons; not_gpu: its clocks held), 0 for the others",
+      MetricType::Gauge);
+  for (const admission::ModelAdmission& model : report.models) {
+    if (!model.drift) continue;
+    if (model.drift->ratio) {
+      ClientMetric m;
+      m.label = {{"model", model.name}, {"version", model.version}};
+      m.gauge.value = *model.drift->ratio;
+      drift_ratio.metric.push_back(std::move(m));
+    }
+    for (const char* cause : admission::kDriftCauses) {
+      ClientMetric m;
+      m.label = {{"model", model.name}, {"version", model.version}, {"cause", cause}};
+      m.gauge.value = model.drift->alert && model.drift->cause == cause ? 1 : 0;
+      drift_alert.metric.push_back(std::move(m));
+    }
+  }
+  for (MetricFamily* f : {&drift_ratio, &drift_alert}) {
+    if (!f->metric.empty()) out.push_back(std::move(*f));
+  }
+
   // Memory (issue 13), per READY version's instance, read from its arena at scrape time.
   MetricFamily in_use = Family("fastpath_memory_in_use_bytes",
                                "Bytes held by live tensors (weights included) in the instance's "

@@ -160,16 +160,10 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options,
         raw->RunOnModel(std::move(request), std::move(done));
       });
   server->repository_->LoadStartupModels(server->options_.startup_models);
+  Server* raw = server.get();
   server->memory_watch_ = std::make_unique<MemoryWatch>(
-      [raw = server.get()] {
-        std::vector<std::shared_ptr<repository::ModelVersion>> versions;
-        for (const RepositoryEntry& entry : raw->repository_->Index(/*ready_only=*/true)) {
-          auto runtime = raw->repository_->FindReady(entry.name, entry.version);
-          if (runtime.ok()) versions.push_back(std::move(runtime).value());
-        }
-        return versions;
-      },
-      server->clock_, server->options_.memory_sample_interval, server->options_.leak_detector);
+      [raw] { return raw->ServingVersions(); }, server->clock_,
+      server->options_.memory_sample_interval, server->options_.leak_detector);
   server->memory_watch_->Start();
   if (server->options_.gpu_source) {
     server->gpu_watch_ = std::make_unique<GpuWatch>(
@@ -177,10 +171,26 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options,
         server->options_.gpu_ignored_xids);
     server->gpu_watch_->Start();
   }
+  server->drift_watch_ = std::make_unique<DriftWatch>(
+      [raw] { return raw->ServingVersions(); },
+      [raw] { return raw->gpu_watch_ ? raw->gpu_watch_->Statuses() : std::vector<gpu::GpuStatus>(); },
+      server->clock_, server->options_.drift);
+  // The first observation is each version's start: its baseline counts from here.
+  server->drift_watch_->SampleNow();
+  if (server->options_.drift.window.count() > 0) server->drift_watch_->Start();
   return server;
 }
 
 Server::~Server() { Shutdown(std::chrono::milliseconds(0)); }
+
+std::vector<std::shared_ptr<repository::ModelVersion>> Server::ServingVersions() const {
+  std::vector<std::shared_ptr<repository::ModelVersion>> versions;
+  for (const RepositoryEntry& entry : repository_->Index(/*ready_only=*/true)) {
+    auto runtime = repository_->FindReady(entry.name, entry.version);
+    if (runtime.ok()) versions.push_back(std::move(runtime).value());
+  }
+  return versions;
+}
 
 bool Server::IsLive() const { return true; }
 
@@ -353,6 +363,7 @@ size_t Server::Shutdown(std::chrono::milliseconds grace) {
     shutting_down_ = true;
   }
   if (memory_watch_) memory_watch_->Stop();
+  if (drift_watch_) drift_watch_->Stop();
   if (gpu_watch_) gpu_watch_->Stop();
   // No load or unload starts from now on: queued ones are answered Unavailable at once, so
   // a draining server does not begin building a model it is about to drop.

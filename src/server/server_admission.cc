@@ -492,6 +492,13 @@ admission::AdmissionReport Server::Admission() const {
                           : std::nullopt);
       }
     }
+    if (entry.state == ModelState::kReady && drift_watch_ && version >= 0) {
+      m.drift = drift_watch_->Verdict(entry.name, version);
+      if (options_.drift_degrades && m.drift && m.drift->alert) {
+        m.state = admission::AdmissionState::kDegraded;
+        m.reasons.push_back("throughput drift: " + m.drift->detail);
+      }
+    }
     report.models.push_back(std::move(m));
   }
   return report;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "fastpath/admission/drift_detector.h"
 #include "fastpath/admission/fragmentation_detector.h"
 #include "fastpath/admission/leak_detector.h"
 #include "fastpath/admission/memory_budget.h"
@@ -51,6 +52,9 @@ struct ModelAdmission {
   std::vector<std::optional<LeakVerdict>> instance_leaks;
   // And its fragmentation verdict.
   std::vector<std::optional<FragmentationVerdict>> instance_fragmentation;
+  // The drift watch's verdict (drift_detector.h) for a READY version; nullopt before its
+  // first observation.
+  std::optional<DriftVerdict> drift;
   // The memory budget measured at load (memory_budget.h), or why there is none.
   std::optional<MemoryBudget> memory_budget;
   std::string memory_budget_note;
@@ -74,7 +78,8 @@ struct AdmissionReport {
 // {"profile", "allow_cpu_fallback", "live", "ready", "reasons", "version_lock":
 //  {"file", "pinned"} | null, "models": [{"name", "version", "state", "reasons",
 //  "self_test": {...} | null, "placement": {...} | null, "memory_budget": {...} | null,
-//  "memory_budget_note" (only when there is no budget and a reason)}],
+//  "memory_budget_note" (only when there is no budget and a reason),
+//  "drift": {"ratio": r | null, "alert", "cause": c | null, "detail"} | null}],
 //  "gpu_telemetry": {"source", "gpus": [gpu::StatusToJson]} | null,
 //  "capability_snapshot": {...} | null}
 std::string ReportToJson(const AdmissionReport& report);

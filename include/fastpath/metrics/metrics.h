@@ -31,6 +31,9 @@ namespace fastpath::metrics {
 //   fastpath_model_state{model,version,state} (gauge, 1 for the model's state among READY,
 //   DEGRADED and UNAVAILABLE, 0 for the others), so that `fastpath_model_state{state=
 //   "DEGRADED"} == 1` is the alert for a model served below its proven fast path.
+// And drift (issue 14 §4), per READY version the drift watch has judged:
+//   fastpath_drift_ratio{model,version} (gauge, once the window has enough executions),
+//   fastpath_drift_alert{model,version,cause} (gauge, 1 for the cause while drifting).
 // And memory (issue 13), per READY version's instance (labels `model`, `version`,
 // `model_instance`: its index, since Prometheus keeps `instance` for the target; `device`),
 // read from the instance's arena at scrape time:

@@ -19,6 +19,7 @@
 #include "fastpath/backend/backend.h"
 #include "fastpath/repository/model_repository.h"
 #include "fastpath/server/control_pool.h"
+#include "fastpath/server/drift_watch.h"
 #include "fastpath/server/gpu_watch.h"
 #include "fastpath/server/memory_watch.h"
 #include "fastpath/server/server.h"
@@ -56,6 +57,11 @@ struct ServerOptions {
   std::shared_ptr<gpu::GpuSource> gpu_source;
   std::chrono::milliseconds gpu_sample_interval{1000};
   std::set<uint64_t> gpu_ignored_xids = gpu::DefaultIgnoredXids();
+  // The drift watch (drift_watch.h): its window and threshold; with `drift_degrades` a
+  // version that drifts shows DEGRADED in Admission() (readiness stays up). A window of 0:
+  // no thread, but SampleDrift() still observes.
+  admission::DriftOptions drift;
+  bool drift_degrades = false;
   std::string version_lock;              // the lock file the node was admitted under
   std::vector<std::string> version_lock_pinned;
 };
@@ -71,6 +77,8 @@ class Server final : public InferenceServer {
 
   // One pass of the memory watch now (tests move a manual clock, then call it).
   void SampleMemory() { memory_watch_->SampleNow(); }
+  // One pass of the drift watch now.
+  void SampleDrift() { drift_watch_->SampleNow(); }
   // One pass of the GPU watch now; nothing without a GPU source.
   void SampleGpus() {
     if (gpu_watch_) gpu_watch_->SampleNow();
@@ -104,6 +112,8 @@ class Server final : public InferenceServer {
  private:
   Server(ServerOptions options, std::shared_ptr<backend::Backend> backend);
   void Finish();  // one request left the server
+  // The READY versions, each held: what the memory and drift watches observe.
+  std::vector<std::shared_ptr<repository::ModelVersion>> ServingVersions() const;
   // Admission (server_admission.cc): the repository's hook. Runs the version's start-up
   // self-test through its scheduler and judges it under the profile.
   Status Admit(const std::filesystem::path& model_dir, repository::ModelVersion& version);
@@ -140,6 +150,9 @@ class Server final : public InferenceServer {
   std::unique_ptr<MemoryWatch> memory_watch_;
   // Samples the GPUs when there is a source; stopped first in Shutdown.
   std::unique_ptr<GpuWatch> gpu_watch_;
+  // Observes the READY versions' statistics for drift; stopped first in Shutdown. Declared
+  // after the GPU watch, whose statuses it reads.
+  std::unique_ptr<DriftWatch> drift_watch_;
 
   std::atomic<bool> shutting_down_{false};
   std::mutex inflight_mu_;

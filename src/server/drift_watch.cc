@@ -1,0 +1,85 @@
+#include "fastpath/server/drift_watch.h"
+
+#include <algorithm>
+#include <set>
+
+#include "fastpath/common/log.h"
+
+namespace fastpath::server {
+namespace {
+
+std::chrono::milliseconds IntervalFor(std::chrono::nanoseconds window) {
+  const auto interval = std::chrono::duration_cast<std::chrono::milliseconds>(window / 30);
+  return std::clamp(interval, std::chrono::milliseconds(100), std::chrono::milliseconds(60000));
+}
+
+// The GPUs the config places the version on: each KIND_GPU group's gpus, GPU 0 when it
+// lists none (as the repository creates its instances).
+std::set<int> ConfiguredGpus(const inference::ModelConfig& config) {
+  std::set<int> gpus;
+  for (const auto& group : config.instance_group()) {
+    if (group.kind() != inference::ModelInstanceGroup::KIND_GPU) continue;
+    if (group.gpus_size() == 0) gpus.insert(0);
+    gpus.insert(group.gpus().begin(), group.gpus().end());
+  }
+  return gpus;
+}
+
+}  // namespace
+
+DriftWatch::DriftWatch(ListFn list, GpuFn gpus, Clock* clock, admission::DriftOptions options)
+    : list_(std::move(list)),
+      gpus_(std::move(gpus)),
+      clock_(OrSteadyClock(clock)),
+      options_(options),
+      periodic_(clock_, IntervalFor(options.window), [this] { SampleNow(); }) {}
+
+void DriftWatch::SampleNow() {
+  const std::vector<std::shared_ptr<repository::ModelVersion>> versions = list_();
+  const std::vector<gpu::GpuStatus> statuses = gpus_ ? gpus_() : std::vector<gpu::GpuStatus>();
+  const Clock::time_point now = clock_->Now();
+  std::lock_guard lock(mu_);
+  std::set<std::pair<std::string, int64_t>> seen;
+  for (const auto& version : versions) {
+    const auto key = std::make_pair(version->model_name, version->version);
+    seen.insert(key);
+    auto it = entries_.find(key);
+    if (it == entries_.end() || it->second.runtime.lock() != version) {
+      it = entries_.insert_or_assign(key, Entry{admission::DriftDetector(options_), {}, version})
+               .first;
+    }
+    std::vector<admission::GpuReading> readings;
+    const std::set<int> gpus = ConfiguredGpus(version->config);
+    for (const gpu::GpuStatus& s : statuses) {
+      if (gpus.count(s.gpu) == 0) continue;
+      readings.push_back({s.gpu, s.throttle_seconds, s.last.sm_clock_mhz});
+    }
+    Entry& entry = it->second;
+    entry.detector.Observe(now, version->stats.Snapshot(version->model_name, "").batch_stats,
+                           std::move(readings));
+    const bool was = entry.verdict.alert;
+    entry.verdict = entry.detector.Judge();
+    const std::string which =
+        "model '" + version->model_name + "' version " + std::to_string(version->version);
+    if (entry.verdict.alert && !was) {
+      log::Warn("!!! " + which + " drifted: " + entry.verdict.detail);
+    } else if (was && !entry.verdict.alert) {
+      log::Info(which + " no longer drifts: " +
+                (entry.verdict.detail.empty() ? std::string("too few executions to judge")
+                                              : entry.verdict.detail));
+    }
+  }
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    it = seen.count(it->first) ? std::next(it) : entries_.erase(it);
+  }
+}
+
+std::optional<admission::DriftVerdict> DriftWatch::Verdict(const std::string& model,
+                                                           int64_t version) const {
+  std::lock_guard lock(mu_);
+  const auto it = entries_.find({model, version});
+  if (it == entries_.end()) return std::nullopt;
+  return it->second.verdict;
+}
+
+}  // namespace fastpath::server
