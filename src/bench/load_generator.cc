@@ -177,6 +177,39 @@ std::string Progress(const std::string& name, int trial, int max_trials, const W
   return line;
 }
 
+// The numbers of windows[first..] as one point: latencies, errors, time, throughput and the
+// CPU-time ceiling. The server split is the caller's (it needs the statistics read at the
+// windows' ends).
+void FillPoint(const std::vector<Window>& windows, size_t first, int64_t batch_size,
+               BenchPoint* point) {
+  std::vector<int64_t> latencies;
+  int64_t cpu_ns = 0;
+  uint64_t cpu_runs = 0;
+  for (size_t i = first; i < windows.size(); ++i) {
+    const Window& w = windows[i];
+    latencies.insert(latencies.end(), w.latencies_ns.begin(), w.latencies_ns.end());
+    for (const auto& [k, n] : w.errors) {
+      point->errors_by_kind[k] += n;
+      point->errors += n;
+    }
+    for (const auto& [k, m] : w.samples) point->error_samples.emplace(k, m);
+    point->late_sends += w.late;
+    point->measured_seconds += w.seconds;
+    cpu_ns += w.cpu_ns;
+    cpu_runs += w.cpu_runs;
+  }
+  if (cpu_runs > 0 && cpu_ns > 0) {
+    // Every session computes on its own thread: `concurrency` runs at a time.
+    const double mean_cpu_s = static_cast<double>(cpu_ns) / cpu_runs / 1e9;
+    point->cpu_ceiling_ips = static_cast<double>(point->concurrency) * batch_size / mean_cpu_s;
+  }
+  point->latency = Summarize(std::move(latencies));
+  point->requests = point->latency.count;
+  point->throughput_rps =
+      point->measured_seconds > 0 ? point->requests / point->measured_seconds : 0;
+  point->throughput_ips = point->throughput_rps * batch_size;
+}
+
 StatusOr<BenchPoint> Measure(Target& target, const MeasureOptions& options, bool rate_mode, int64_t concurrency,
                              double rate) {
   BenchPoint point;
@@ -223,33 +256,7 @@ StatusOr<BenchPoint> Measure(Target& target, const MeasureOptions& options, bool
 
   point.trials = static_cast<int>(windows.size());
   const size_t used = std::min<size_t>(3, windows.size());
-  std::vector<int64_t> latencies;
-  for (size_t i = windows.size() - used; i < windows.size(); ++i) {
-    const Window& w = windows[i];
-    latencies.insert(latencies.end(), w.latencies_ns.begin(), w.latencies_ns.end());
-    for (const auto& [k, n] : w.errors) {
-      point.errors_by_kind[k] += n;
-      point.errors += n;
-    }
-    for (const auto& [k, m] : w.samples) point.error_samples.emplace(k, m);
-    point.late_sends += w.late;
-    point.measured_seconds += w.seconds;
-  }
-  int64_t cpu_ns = 0;
-  uint64_t cpu_runs = 0;
-  for (size_t i = windows.size() - used; i < windows.size(); ++i) {
-    cpu_ns += windows[i].cpu_ns;
-    cpu_runs += windows[i].cpu_runs;
-  }
-  if (cpu_runs > 0 && cpu_ns > 0) {
-    // Every session computes on its own thread: `concurrency` runs at a time.
-    const double mean_cpu_s = static_cast<double>(cpu_ns) / cpu_runs / 1e9;
-    point.cpu_ceiling_ips = static_cast<double>(point.concurrency) * options.batch_size / mean_cpu_s;
-  }
-  point.latency = Summarize(std::move(latencies));
-  point.requests = point.latency.count;
-  point.throughput_rps = point.measured_seconds > 0 ? point.requests / point.measured_seconds : 0;
-  point.throughput_ips = point.throughput_rps * options.batch_size;
+  FillPoint(windows, windows.size() - used, options.batch_size, &point);
   const auto& before = boundaries[boundaries.size() - 1 - used];
   const auto& after = boundaries.back();
   if (before && after) point.server = DiffStats(*before, *after);
@@ -266,6 +273,62 @@ StatusOr<BenchPoint> MeasureConcurrency(Target& target, int64_t concurrency, con
 StatusOr<BenchPoint> MeasureRequestRate(Target& target, double rate, const MeasureOptions& options) {
   if (!(rate > 0)) return InvalidArgument("--request-rate must be positive");
   return Measure(target, options, true, 0, rate);
+}
+
+Status MeasureSoak(Target& target, int64_t concurrency, const MeasureOptions& options,
+                   const SoakSchedule& schedule, const SoakBoundary& on_boundary) {
+  if (concurrency < 1) return InvalidArgument("concurrency must be at least 1");
+  if (schedule.window.count() <= 0 || schedule.duration < schedule.window) {
+    return InvalidArgument("a soak needs a positive window no longer than its duration");
+  }
+  auto stopped = [&] { return schedule.stop != nullptr && schedule.stop->load(); };
+  LoadRun run(target, options);
+  FASTPATH_RETURN_IF_ERROR(run.StartConcurrency(concurrency));
+  std::this_thread::sleep_for(options.warmup);
+  (void)run.Collect();  // warm-up results are dropped; the load itself goes on
+
+  auto read_stats = [&]() -> std::optional<ModelStatsSnapshot> {
+    auto stats = target.Stats();
+    return stats.ok() ? *stats : std::nullopt;
+  };
+  std::optional<ModelStatsSnapshot> before = read_stats();
+  const auto start = Clock::now();
+  auto window_start = start;
+  on_boundary(0, nullptr);
+  const std::string name = "soak c=" + std::to_string(concurrency);
+  const int64_t windows =
+      (schedule.duration.count() + schedule.window.count() - 1) / schedule.window.count();
+  for (int64_t i = 1; i <= windows && !stopped(); ++i) {
+    // The ends are fixed from the start, so that what a boundary does (statistics, a scrape)
+    // shortens no window and the last one ends at the duration.
+    const auto end = start + std::min(schedule.window * i, schedule.duration);
+    while (!stopped()) {
+      const auto now = Clock::now();
+      if (now >= end) break;
+      std::this_thread::sleep_for(
+          std::min<Clock::duration>(end - now, std::chrono::milliseconds(100)));
+    }
+    std::vector<Window> w(1, run.Collect());
+    const auto now = Clock::now();
+    w[0].seconds = std::chrono::duration<double>(now - window_start).count();
+    window_start = now;
+    std::optional<ModelStatsSnapshot> after = read_stats();
+    BenchPoint point;
+    point.mode = "soak";
+    point.concurrency = concurrency;
+    point.batch_size = options.batch_size;
+    point.trials = 1;
+    FillPoint(w, 0, options.batch_size, &point);
+    if (before && after) point.server = DiffStats(*before, *after);
+    before = std::move(after);
+    if (options.progress) {
+      options.progress(
+          Progress(name, static_cast<int>(i), static_cast<int>(windows), w[0], options.batch_size));
+    }
+    on_boundary(static_cast<int>(i), &point);
+  }
+  run.Stop();
+  return Status::Ok();
 }
 
 }  // namespace fastpath::bench
