@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "fastpath/bench/report.h"
+#include "fastpath/bench/soak.h"
 
 namespace fastpath::bench {
 namespace {
@@ -159,6 +160,104 @@ void WriteOptionalDouble(Writer& w, const char* key, const std::optional<double>
   }
 }
 
+// A soak window: the load fields under the same keys as a point's (so that ReadPoint reads
+// them back), then the drift and the GPU fields; an absent reading is null, never 0.
+void WriteSoakWindow(Writer& w, const SoakWindow& win) {
+  const BenchPoint& p = win.load;
+  w.StartObject();
+  I64(w, "index", win.index);
+  Num(w, "start_s", win.start_s);
+  Num(w, "end_s", win.end_s);
+  Num(w, "measured_seconds", p.measured_seconds);
+  Num(w, "throughput_rps", p.throughput_rps);
+  Num(w, "throughput_ips", p.throughput_ips);
+  WriteLatency(w, p.latency);
+  U64(w, "requests", p.requests);
+  U64(w, "errors", p.errors);
+  Key(w, "errors_by_kind");
+  w.StartObject();
+  for (const auto& [kind, n] : p.errors_by_kind) {
+    w.Key(kind.c_str());
+    w.Uint64(n);
+  }
+  w.EndObject();
+  Key(w, "error_samples");
+  w.StartObject();
+  for (const auto& [kind, message] : p.error_samples) Str(w, kind.c_str(), message);
+  w.EndObject();
+  WriteServer(w, p.server);
+  WriteOptionalDouble(w, "throughput_ratio", win.throughput_ratio);
+  WriteOptionalDouble(w, "p95_ratio", win.p95_ratio);
+  Key(w, "gpus");
+  if (win.gpus.empty()) {
+    w.Null();
+  } else {
+    w.StartArray();
+    for (const SoakGpu& g : win.gpus) {
+      w.StartObject();
+      Str(w, "gpu", g.gpu);
+      Str(w, "uuid", g.uuid);
+      WriteOptionalDouble(w, "temperature_c", g.temperature_c);
+      WriteOptionalDouble(w, "sm_clock_mhz", g.sm_clock_mhz);
+      WriteOptionalDouble(w, "power_w", g.power_w);
+      Key(w, "active_reasons");
+      if (g.active_reasons) {
+        w.StartArray();
+        for (const auto& r : *g.active_reasons)
+          w.String(r.c_str(), static_cast<rapidjson::SizeType>(r.size()));
+        w.EndArray();
+      } else {
+        w.Null();
+      }
+      Key(w, "throttle_seconds");
+      if (g.throttle_seconds) {
+        w.StartObject();
+        for (const auto& [reason, seconds] : *g.throttle_seconds) Num(w, reason.c_str(), seconds);
+        w.EndObject();
+      } else {
+        w.Null();
+      }
+      w.EndObject();
+    }
+    w.EndArray();
+  }
+  Key(w, "metrics_error");
+  if (win.metrics_error.empty()) {
+    w.Null();
+  } else {
+    w.String(win.metrics_error.c_str(), static_cast<rapidjson::SizeType>(win.metrics_error.size()));
+  }
+  w.EndObject();
+}
+
+void WriteSoak(Writer& w, const SoakResult& soak) {
+  w.StartObject();
+  I64(w, "concurrency", soak.concurrency);
+  Num(w, "duration_s", soak.duration_s);
+  Num(w, "window_s", soak.window_s);
+  Str(w, "metrics_url", soak.metrics_url);
+  Key(w, "interrupted");
+  w.Bool(soak.interrupted);
+  Key(w, "drift");
+  if (const auto d = SummarizeSoakDrift(soak)) {
+    w.StartObject();
+    WriteOptionalDouble(w, "last_throughput_ratio", d->last_throughput_ratio);
+    WriteOptionalDouble(w, "last_p95_ratio", d->last_p95_ratio);
+    WriteOptionalDouble(w, "min_throughput_ratio", d->min_throughput_ratio);
+    I64(w, "min_throughput_window", d->min_throughput_window);
+    WriteOptionalDouble(w, "max_p95_ratio", d->max_p95_ratio);
+    I64(w, "max_p95_window", d->max_p95_window);
+    w.EndObject();
+  } else {
+    w.Null();
+  }
+  Key(w, "windows");
+  w.StartArray();
+  for (const SoakWindow& win : soak.windows) WriteSoakWindow(w, win);
+  w.EndArray();
+  w.EndObject();
+}
+
 void WriteReport(Writer& w, const BenchReport& r) {
   w.StartObject();
   Str(w, "label", r.label);
@@ -186,6 +285,12 @@ void WriteReport(Writer& w, const BenchReport& r) {
   Key(w, "calibration");
   if (r.calibration) {
     WriteCalibration(w, *r.calibration);
+  } else {
+    w.Null();
+  }
+  Key(w, "soak");
+  if (r.soak) {
+    WriteSoak(w, *r.soak);
   } else {
     w.Null();
   }
@@ -301,6 +406,61 @@ Status ReadPoints(const Value& o, const char* key, const std::string& where,
   return Status::Ok();
 }
 
+Status ReadSoak(const Value& v, const std::string& where, SoakResult* soak) {
+  if (!v.IsObject()) return InvalidArgument(where + " is not an object");
+  soak->concurrency = GetI64(v, "concurrency");
+  soak->duration_s = GetNum(v, "duration_s");
+  soak->window_s = GetNum(v, "window_s");
+  soak->metrics_url = GetStr(v, "metrics_url");
+  soak->interrupted = GetBool(v, "interrupted");
+  auto windows = v.FindMember("windows");
+  if (windows == v.MemberEnd() || !windows->value.IsArray()) {
+    return InvalidArgument(where + ".windows is not an array");
+  }
+  size_t i = 0;
+  for (const Value& wv : windows->value.GetArray()) {
+    const std::string at = where + ".windows[" + std::to_string(i++) + "]";
+    SoakWindow win;
+    FASTPATH_RETURN_IF_ERROR(ReadPoint(wv, at, &win.load));
+    win.load.mode = "soak";
+    win.load.concurrency = soak->concurrency;
+    win.load.trials = 1;
+    win.index = static_cast<int>(GetI64(wv, "index"));
+    win.start_s = GetNum(wv, "start_s");
+    win.end_s = GetNum(wv, "end_s");
+    win.throughput_ratio = GetOptNum(wv, "throughput_ratio");
+    win.p95_ratio = GetOptNum(wv, "p95_ratio");
+    win.metrics_error = GetStr(wv, "metrics_error");
+    if (auto gpus = wv.FindMember("gpus"); gpus != wv.MemberEnd() && gpus->value.IsArray()) {
+      for (const Value& gv : gpus->value.GetArray()) {
+        if (!gv.IsObject()) return InvalidArgument(at + ".gpus has a non-object");
+        SoakGpu g;
+        g.gpu = GetStr(gv, "gpu");
+        g.uuid = GetStr(gv, "uuid");
+        g.temperature_c = GetOptNum(gv, "temperature_c");
+        g.sm_clock_mhz = GetOptNum(gv, "sm_clock_mhz");
+        g.power_w = GetOptNum(gv, "power_w");
+        if (auto r = gv.FindMember("active_reasons"); r != gv.MemberEnd() && r->value.IsArray()) {
+          g.active_reasons.emplace();
+          for (const Value& reason : r->value.GetArray()) {
+            if (reason.IsString()) g.active_reasons->push_back(reason.GetString());
+          }
+        }
+        if (auto t = gv.FindMember("throttle_seconds");
+            t != gv.MemberEnd() && t->value.IsObject()) {
+          g.throttle_seconds.emplace();
+          for (const auto& m : t->value.GetObject()) {
+            if (m.value.IsNumber()) (*g.throttle_seconds)[m.name.GetString()] = m.value.GetDouble();
+          }
+        }
+        win.gpus.push_back(std::move(g));
+      }
+    }
+    soak->windows.push_back(std::move(win));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string ReportsToJson(const std::vector<BenchReport>& reports) {
@@ -379,6 +539,11 @@ StatusOr<std::vector<BenchReport>> ReadReportsJson(std::string_view text, std::s
         cal.chosen = ch->value.GetUint64();
       }
       r.calibration = std::move(cal);
+    }
+    if (auto it = run.FindMember("soak"); it != run.MemberEnd() && !it->value.IsNull()) {
+      SoakResult soak;
+      FASTPATH_RETURN_IF_ERROR(ReadSoak(it->value, where + ".soak", &soak));
+      r.soak = std::move(soak);
     }
     reports.push_back(std::move(r));
   }

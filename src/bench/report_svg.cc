@@ -36,9 +36,8 @@ std::string XmlEscape(std::string_view text) {
   return out;
 }
 
-namespace {
+namespace internal {
 
-// 1, 2 or 5 times a power of ten, so that about `target` ticks cover [0, max].
 double NiceStep(double max, int target) {
   if (max <= 0) return 1;
   const double raw = max / target;
@@ -57,6 +56,20 @@ std::string TickLabel(double v) {
   return Fmt("%.2f", v);
 }
 
+const char* SeriesColor(size_t i) {
+  static const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+                                  "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"};
+  return kColors[i % (sizeof(kColors) / sizeof(kColors[0]))];
+}
+
+}  // namespace internal
+
+namespace {
+
+using internal::NiceStep;
+using internal::SeriesColor;
+using internal::TickLabel;
+
 struct Curve {
   std::string label;
   std::vector<std::pair<double, double>> p50;  // (infer/s, ms)
@@ -67,8 +80,6 @@ struct Curve {
 
 std::string RenderLatencyThroughputSvg(const std::vector<BenchReport>& reports,
                                        const std::string& title) {
-  static const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
-                                  "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"};
   std::vector<Curve> curves;
   auto add = [&](const std::string& label, const std::vector<BenchPoint>& points) {
     Curve c;
@@ -164,7 +175,7 @@ std::string RenderLatencyThroughputSvg(const std::vector<BenchReport>& reports,
   }
   // Curves: p50 solid with dots, p99 dashed with squares.
   for (size_t i = 0; i < curves.size(); ++i) {
-    const char* color = kColors[i % (sizeof(kColors) / sizeof(kColors[0]))];
+    const char* color = SeriesColor(i);
     const auto& c = curves[i];
     svg << "  <g class=\"series\" data-label=\"" << XmlEscape(c.label) << "\">\n";
     for (int which = 0; which < 2; ++which) {
@@ -196,7 +207,7 @@ std::string RenderLatencyThroughputSvg(const std::vector<BenchReport>& reports,
   svg << "  <g class=\"legend\">\n";
   double ly = plot_top + 10;
   for (size_t i = 0; i < curves.size(); ++i) {
-    const char* color = kColors[i % (sizeof(kColors) / sizeof(kColors[0]))];
+    const char* color = SeriesColor(i);
     svg << "    <rect x=\"" << legend_x << "\" y=\"" << ly - 9
         << "\" width=\"14\" height=\"10\" fill=\"" << color << "\"/>\n";
     svg << "    <text x=\"" << legend_x + 20 << "\" y=\"" << ly << "\">"

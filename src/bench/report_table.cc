@@ -50,6 +50,7 @@ std::string RenderTable(const BenchReport& r) {
   if (!r.transport.empty()) out << ", " << r.transport << " " << r.encoding << " at " << r.url;
   if (!r.label.empty()) out << " [" << r.label << "]";
   out << "\n";
+  if (r.soak) return out.str() + internal::SoakTable(r);
   if (!r.in_process.empty()) {
     out << "\nin-process ONNX Runtime (no server):\n";
     header(false);

@@ -103,6 +103,47 @@ std::optional<size_t> ChooseCalibration(const std::vector<CalibrationCandidate>&
 // The config.pbtxt lines to paste for a candidate.
 std::string BatchingConfigSnippet(const CalibrationCandidate& candidate);
 
+// --soak: one GPU of the server at the end of a soak window, from its Prometheus /metrics
+// (the fastpath_gpu_* series labelled gpu="N"). A reading the server does not export is
+// nullopt: absent, never 0.
+struct SoakGpu {
+  std::string gpu;  // the "gpu" label: the index the server gives it
+  std::string uuid;
+  std::optional<double> temperature_c;
+  std::optional<double> sm_clock_mhz;
+  std::optional<double> power_w;
+  // The clock-event reasons exported as active (1) at the window's end, in label order;
+  // nullopt when the server exports no reasons for this GPU (NVML does not support them).
+  std::optional<std::vector<std::string>> active_reasons;
+  // Seconds throttled per reason within the window (the fastpath_gpu_throttle_seconds_total
+  // increase from the window's start to its end; reasons that did not increase are left
+  // out); nullopt when unknown: no reasons exported, or no scrape at the window's start.
+  std::optional<std::map<std::string, double>> throttle_seconds;
+};
+
+// --soak: one window of the continuous load. Windows follow one another with no gap.
+struct SoakWindow {
+  int index = 0;       // 1-based
+  double start_s = 0;  // from the start of the first window
+  double end_s = 0;
+  BenchPoint load;  // this window alone: throughput, latency, errors, server split
+  // Drift from the first window: throughput_ips over the first's, p95 over the first's;
+  // nullopt when the first window completed no request.
+  std::optional<double> throughput_ratio;
+  std::optional<double> p95_ratio;
+  std::vector<SoakGpu> gpus;  // empty: the server exports no GPU series (or was not scraped)
+  std::string metrics_error;  // why the scrape at the window's end failed; empty when it worked
+};
+
+struct SoakResult {
+  int64_t concurrency = 0;
+  double duration_s = 0;  // asked for
+  double window_s = 0;
+  std::string metrics_url;   // "" when the metrics were not scraped
+  bool interrupted = false;  // stopped early (SIGINT): the windows measured until then
+  std::vector<SoakWindow> windows;
+};
+
 // One run of `fastpath bench`.
 struct BenchReport {
   std::string label;        // the configuration's name: one curve per label in the plot
@@ -124,6 +165,7 @@ struct BenchReport {
   std::optional<double> best_in_process_cpu_ceiling_ips;
   std::optional<double> efficiency_vs_cpu_ceiling;
   std::optional<CalibrationResult> calibration;
+  std::optional<SoakResult> soak;  // --soak: instead of points
 };
 
 // Sets best_in_process_ips, the report's efficiency and every server point's.
@@ -138,7 +180,7 @@ StatusOr<std::vector<BenchReport>> ReadReportsJson(std::string_view text, std::s
 std::string CsvHeader();
 std::string ReportCsvRows(const BenchReport& report);
 
-// The human-readable table.
+// The human-readable table (a soak's: one row per window, see soak.h).
 std::string RenderTable(const BenchReport& report);
 
 // Latency (p50 solid, p99 dashed) against throughput, one colour per run label, for
