@@ -1,11 +1,15 @@
 // `fastpath bench`: the project's own perf_analyzer. Measures a served model over HTTP or
 // gRPC at a sweep of concurrencies or request rates, optionally against the same model run
-// in-process on ONNX Runtime (the ceiling), or calibrates the dynamic batcher against a p99
-// SLO; writes a table, JSON, CSV and an SVG plot.
+// in-process on ONNX Runtime (the ceiling), calibrates the dynamic batcher against a p99
+// SLO, or soaks the server at one concurrency with its GPU readings per window; writes a
+// table, JSON, CSV and an SVG plot.
+#include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -26,6 +30,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kBenchUsage = R"(usage: fastpath bench -m MODEL [options]
+       fastpath bench -m MODEL --soak DURATION [--soak-window DURATION] [--concurrency N] [options]
        fastpath bench plot --svg OUT.svg [--title TEXT] REPORT.json...)";
 
 StatusOr<double> ParseDouble(const std::string& flag, const std::string& text, double lo) {
@@ -77,6 +82,7 @@ CLI::Option* AddParsed(CLI::App& app, const std::string& names, const std::strin
 // The options that the checks after parsing look at.
 struct BenchOptions {
   CLI::Option* concurrency = nullptr;
+  CLI::Option* soak_window = nullptr;
 };
 
 BenchOptions DefineBenchOptions(CLI::App& app, BenchFlags& f) {
@@ -133,16 +139,16 @@ BenchOptions DefineBenchOptions(CLI::App& app, BenchFlags& f) {
       app, "--warmup-ms", "N", 0, 3600000, f.measure.warmup.count(),
       [&f](int64_t n) { f.measure.warmup = std::chrono::milliseconds(n); },
       "warm-up before measuring");
-  AddInt(
+  CLI::Option* interval = AddInt(
       app, "-p,--measurement-interval-ms", "N", 10, 3600000, f.measure.window.count(),
       [&f](int64_t n) { f.measure.window = std::chrono::milliseconds(n); }, "window length");
-  AddParsed<double>(
+  CLI::Option* stability = AddParsed<double>(
       app, "-s,--stability-percentage", "P",
       "stable when throughput and p95 spread <= P% over 3 windows",
       FormatNumber(f.measure.stability_percentage), &f.measure.stability_percentage,
       [](const std::string& v) { return ParseDouble("--stability-percentage", v, 0); });
-  AddInt(app, "-r,--max-trials", "N", &f.measure.max_trials, 1, 1000,
-         "give up on stability after N windows");
+  CLI::Option* max_trials = AddInt(app, "-r,--max-trials", "N", &f.measure.max_trials, 1, 1000,
+                                   "give up on stability after N windows");
 
   app.option_defaults()->group("in-process ceiling");
   CLI::Option* in_process = AddSwitch(app, "--in-process", &f.in_process,
@@ -183,6 +189,39 @@ BenchOptions DefineBenchOptions(CLI::App& app, BenchFlags& f) {
   slo->needs(calibrate);
   o.concurrency->excludes(request_rate);
 
+  app.option_defaults()->group("soak");
+  CLI::Option* soak = AddValue(
+      app, "--soak", "DURATION",
+      "hold one --concurrency for DURATION (90s, 30m, 2h) and report every window: throughput, "
+      "p50/p95/p99, errors, the drift from the first window, and the server's GPU temperature, "
+      "SM clock, power and clock-event reasons from its metrics",
+      "", [&f](const std::string& value) -> Status {
+        FASTPATH_ASSIGN_OR_RETURN(f.soak, bench::ParseSoakDuration(value, "--soak"));
+        return Status::Ok();
+      });
+  o.soak_window = AddValue(
+      app, "--soak-window", "DURATION", "a soak's window", bench::FormatSoakDuration(f.soak_window),
+      [&f](const std::string& value) -> Status {
+        FASTPATH_ASSIGN_OR_RETURN(f.soak_window, bench::ParseSoakDuration(value, "--soak-window"));
+        return Status::Ok();
+      });
+  CLI::Option* metrics_url = AddValue(
+      app, "--metrics-url", "URL",
+      "the server's Prometheus metrics, scraped at every window's end (default: the server's "
+      "host, port 8002, /metrics)",
+      "", [&f](const std::string& value) -> Status {
+        FASTPATH_ASSIGN_OR_RETURN(f.metrics_url, bench::ParseMetricsUrl(value));
+        return Status::Ok();
+      });
+  o.soak_window->needs(soak);
+  metrics_url->needs(soak);
+  soak->excludes(request_rate)
+      ->excludes(calibrate)
+      ->excludes(in_process)
+      ->excludes(interval)
+      ->excludes(stability)
+      ->excludes(max_trials);
+
   app.option_defaults()->group("output");
   AddText(app, "--label", "TEXT", &f.label,
           "the configuration's name (one curve per label in the plot)");
@@ -212,6 +251,21 @@ Status CheckBenchFlags(const BenchOptions& options, BenchFlags& f) {
   }
   if (f.append && f.json_path.empty() && f.csv_path.empty()) {
     return InvalidArgument("--append needs --json or --csv");
+  }
+  if (f.soak) {
+    // The default window is a minute, or the whole soak when that is shorter.
+    if (options.soak_window->count() == 0) f.soak_window = std::min(f.soak_window, *f.soak);
+    if (f.concurrency.size() != 1) {
+      return InvalidArgument("--soak holds one --concurrency value, not '" +
+                             JoinInts(f.concurrency) + "'");
+    }
+    if (f.soak_window > *f.soak) {
+      return InvalidArgument("--soak-window " + bench::FormatSoakDuration(f.soak_window) +
+                             " is longer than --soak " + bench::FormatSoakDuration(*f.soak));
+    }
+    if (!f.csv_path.empty()) {
+      return InvalidArgument("--csv is not written for --soak: its windows are in --json");
+    }
   }
   f.measure.batch_size = f.batch_size;
   return Status::Ok();
@@ -334,10 +388,103 @@ Status WriteOutputs(const BenchFlags& flags, const bench::BenchReport& report) {
     csv += bench::ReportCsvRows(report);
     FASTPATH_RETURN_IF_ERROR(WriteFileAtomically(flags.csv_path, csv));
   }
-  if (!flags.svg_path.empty()) {
+  if (!flags.svg_path.empty() && report.soak) {
+    const std::string title =
+        "fastpath bench --soak: " + report.model + " latency and GPU temperature";
+    FASTPATH_RETURN_IF_ERROR(
+        WriteFileAtomically(flags.svg_path, bench::RenderSoakSvg(report, title)));
+  } else if (!flags.svg_path.empty()) {
     const std::string title = "fastpath bench: " + report.model + " latency vs throughput";
     FASTPATH_RETURN_IF_ERROR(WriteFileAtomically(flags.svg_path, bench::RenderLatencyThroughputSvg(runs, title)));
   }
+  return Status::Ok();
+}
+
+// The server of --url over --transport, its requests prepared.
+struct OpenedServer {
+  bench::ServerAddress address;
+  std::unique_ptr<bench::Target> target;
+};
+
+StatusOr<OpenedServer> OpenServer(const BenchFlags& flags, bench::BenchReport* report) {
+  report->transport = bench::TransportName(flags.transport);
+  const int default_port = flags.transport == bench::Transport::kGrpc ? 8001 : 8000;
+  OpenedServer server;
+  FASTPATH_ASSIGN_OR_RETURN(
+      server.address,
+      bench::ParseAddress(flags.url.empty() ? "localhost" : flags.url, default_port));
+  FASTPATH_ASSIGN_OR_RETURN(
+      server.target, flags.transport == bench::Transport::kGrpc
+                         ? bench::MakeGrpcTarget(server.address, flags.model, flags.model_version)
+                         : bench::MakeHttpTarget(server.address, flags.encoding, flags.model,
+                                                 flags.model_version));
+  report->url = server.target->Describe();
+  FASTPATH_RETURN_IF_ERROR(PrepareRequests(*server.target, flags, flags.batch_size));
+  return server;
+}
+
+// Set by the first SIGINT during a soak: the soak ends with the window in progress and is
+// reported; a second SIGINT kills (SA_RESETHAND).
+std::atomic<bool> soak_interrupted{false};
+
+void OnSoakInterrupt(int) { soak_interrupted.store(true); }
+
+std::string SoakProgressLine(const bench::SoakWindow& w, int64_t windows) {
+  std::string line = "soak window " + std::to_string(w.index) + "/" + std::to_string(windows) +
+                     " (" + FormatNumber(std::round(w.end_s)) +
+                     " s): " + FormatNumber(std::round(w.load.throughput_ips * 10) / 10) +
+                     " infer/s";
+  char text[160];
+  std::snprintf(text, sizeof(text), "  p95 %.3f ms  errors %llu", w.load.latency.p95_us / 1000,
+                static_cast<unsigned long long>(w.load.errors));
+  line += text;
+  if (w.throughput_ratio && w.p95_ratio) {
+    std::snprintf(text, sizeof(text), "  drift %.3fx throughput, %.3fx p95", *w.throughput_ratio,
+                  *w.p95_ratio);
+    line += text;
+  }
+  for (const auto& g : w.gpus) {
+    if (g.temperature_c) line += "  GPU " + g.gpu + " " + FormatNumber(*g.temperature_c) + " C";
+  }
+  return line;
+}
+
+Status RunSoakCommand(bench::Target& target, const bench::ServerAddress& address,
+                      const BenchFlags& flags, ProgressLine& progress, bench::BenchReport* report) {
+  const bench::MetricsUrl url =
+      flags.metrics_url ? *flags.metrics_url : bench::DefaultMetricsUrl(address);
+  const std::unique_ptr<bench::MetricsSource> metrics =
+      bench::MakeHttpMetricsSource(url, std::chrono::seconds(5));
+  const int64_t windows =
+      (flags.soak->count() + flags.soak_window.count() - 1) / flags.soak_window.count();
+  bench::SoakOptions options;
+  options.concurrency = flags.concurrency.front();
+  options.measure = flags.measure;
+  options.schedule.duration = *flags.soak;
+  options.schedule.window = flags.soak_window;
+  options.schedule.stop = &soak_interrupted;
+  options.metrics = metrics.get();
+  bool warned = false;
+  options.on_window = [&](const bench::SoakWindow& w) {
+    progress.Update(SoakProgressLine(w, windows));
+    progress.EndPoint();
+    if (!w.metrics_error.empty() && !warned) {
+      warned = true;
+      std::cerr << "fastpath bench: " << w.metrics_error
+                << "; the GPU fields stay absent while it fails (--metrics-url names the server's "
+                   "metrics)\n";
+    }
+  };
+  struct sigaction action = {};
+  action.sa_handler = OnSoakInterrupt;
+  action.sa_flags = SA_RESETHAND;
+  sigemptyset(&action.sa_mask);
+  struct sigaction previous = {};
+  sigaction(SIGINT, &action, &previous);
+  StatusOr<bench::SoakResult> soak = bench::RunSoak(target, options);
+  sigaction(SIGINT, &previous, nullptr);
+  if (!soak.ok()) return soak.status();
+  report->soak = std::move(soak).value();
   return Status::Ok();
 }
 
@@ -466,24 +613,23 @@ int Bench(const std::vector<std::string>& args) {
     report.label = flags.label.empty() ? flags.model + " batching calibration" : flags.label;
     Status s = RunCalibration(flags, progress, &report);
     if (!s.ok()) return fail(s);
+  } else if (flags.soak) {
+    auto server = OpenServer(flags, &report);
+    if (!server.ok()) return fail(server.status());
+    Status s = RunSoakCommand(*server->target, server->address, flags, progress, &report);
+    if (!s.ok()) return fail(s);
+    report.label = flags.label.empty()
+                       ? flags.model + " " + report.transport + " " + report.encoding + " soak"
+                       : flags.label;
   } else {
     if (flags.in_process) {
       Status s = RunInProcess(flags, progress, &report);
       if (!s.ok()) return fail(s.WithContext("in-process"));
     }
     if (!flags.no_server) {
-      report.transport = bench::TransportName(flags.transport);
-      const int default_port = flags.transport == bench::Transport::kGrpc ? 8001 : 8000;
-      auto address = bench::ParseAddress(flags.url.empty() ? "localhost" : flags.url, default_port);
-      if (!address.ok()) return fail(address.status());
-      auto target = flags.transport == bench::Transport::kGrpc
-                        ? bench::MakeGrpcTarget(*address, flags.model, flags.model_version)
-                        : bench::MakeHttpTarget(*address, flags.encoding, flags.model, flags.model_version);
-      if (!target.ok()) return fail(target.status());
-      report.url = (*target)->Describe();
-      Status s = PrepareRequests(**target, flags, flags.batch_size);
-      if (!s.ok()) return fail(s);
-      s = MeasureServerPoints(**target, flags, progress, &report);
+      auto server = OpenServer(flags, &report);
+      if (!server.ok()) return fail(server.status());
+      Status s = MeasureServerPoints(*server->target, flags, progress, &report);
       if (!s.ok()) return fail(s);
     } else {
       report.encoding.clear();

@@ -1,7 +1,8 @@
-// `fastpath bench`: the parsed command line, shared by the measurement (bench.cc) and the
-// batching calibration (bench_calibrate.cc).
+// `fastpath bench`: the parsed command line, shared by the measurement and the soak
+// (bench.cc) and the batching calibration (bench_calibrate.cc).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -11,6 +12,7 @@
 #include "fastpath/bench/client.h"
 #include "fastpath/bench/load_generator.h"
 #include "fastpath/bench/report.h"
+#include "fastpath/bench/soak.h"
 #include "fastpath/common/log.h"
 
 namespace fastpath::cli {
@@ -44,6 +46,10 @@ struct BenchFlags {
   std::vector<int64_t> queue_delays_us = {0, 500, 1000, 2000, 5000, 10000};
   std::vector<int64_t> max_batch_sizes = {4, 8, 16, 32};
   bool skip_baseline = false;
+  // Soak (--soak): one concurrency held for the whole duration, reported per window.
+  std::optional<std::chrono::milliseconds> soak;
+  std::chrono::milliseconds soak_window{60000};
+  std::optional<bench::MetricsUrl> metrics_url;  // nullopt: the server's host, port 8002
   std::string command_line;
   log::Options logging;
 };

@@ -1,7 +1,8 @@
 // `fastpath bench` against the real server on the tiny `simple` model: short windows over
-// HTTP (binary and JSON, closed and open loop), gRPC, in-process, the plot subcommand,
-// and the errors a user meets first. Asserts the report's fields and zero errors, never
-// timings.
+// HTTP (binary and JSON, closed and open loop), gRPC, in-process, the plot subcommand, a
+// soak against a server replaying a GPU trace and against one without a GPU, and the errors
+// a user meets first. Asserts the report's fields and zero errors, never timings.
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -185,6 +186,106 @@ TEST_F(BenchTest, HttpJsonAtAPoissonRate) {
   EXPECT_NEAR(p["throughput_ips"].GetDouble() / p["throughput_rps"].GetDouble(), 2.0, 1e-3);
 }
 
+// The soak's windows in a report file: 3 of them, each with completed requests, no error
+// and its drift from the first.
+const rapidjson::Value& SoakWindows(const rapidjson::Document& doc) {
+  const rapidjson::Value& soak = doc["runs"][0]["soak"];
+  EXPECT_TRUE(soak.IsObject()) << ToJson(doc);
+  EXPECT_EQ(soak["concurrency"].GetInt(), 2);
+  EXPECT_EQ(soak["window_s"].GetDouble(), 2.0);
+  const rapidjson::Value& windows = soak["windows"];
+  EXPECT_EQ(windows.Size(), 3u) << ToJson(soak);
+  for (rapidjson::SizeType i = 0; i < windows.Size(); ++i) {
+    const rapidjson::Value& w = windows[i];
+    EXPECT_EQ(w["index"].GetInt(), static_cast<int>(i + 1));
+    EXPECT_GT(w["requests"].GetUint64(), 0u) << ToJson(w);
+    EXPECT_EQ(w["errors"].GetUint64(), 0u) << ToJson(w);
+    EXPECT_GT(w["latency_us"]["p95"].GetDouble(), 0.0);
+    EXPECT_TRUE(w["throughput_ratio"].IsNumber());
+    EXPECT_TRUE(w["p95_ratio"].IsNumber());
+    EXPECT_TRUE(w["server"].IsObject()) << "each window has its own server split";
+    EXPECT_TRUE(w["metrics_error"].IsNull()) << ToJson(w);
+  }
+  EXPECT_EQ(windows[0]["throughput_ratio"].GetDouble(), 1.0);
+  EXPECT_TRUE(soak["drift"].IsObject());
+  return windows;
+}
+
+// The server replays a trace in which GPU 0 warms up by a degree a second from 50 C under
+// HW thermal slowdown, sampled every 100 ms.
+class SoakWithGpuTraceTest : public BenchTest {
+ protected:
+  static constexpr int kFirstC = 50;
+  static constexpr int kLastC = 90;
+  std::vector<std::string> ExtraArgs() override {
+    const fs::path trace = work_->root() / "warming.jsonl";
+    std::ofstream out(trace);
+    for (int c = kFirstC; c <= kLastC; ++c) {
+      out << "{\"t_ms\": " << (c - kFirstC) * 1000 << ", \"gpu\": 0, \"uuid\": \"GPU-50a6\", "
+          << "\"temperature_c\": " << c << ", \"sm_clock_mhz\": 1410, \"power_w\": 290.5, "
+          << "\"clocks_event_reasons\": \"0x40\"}\n";
+    }
+    return {"--gpu-trace", trace.string(), "--gpu-sample-interval-ms", "100"};
+  }
+};
+
+TEST_F(SoakWithGpuTraceTest, ThreeWindowsWithTheTracesTemperature) {
+  BenchRun r = Run({"-m", "simple", "-u", "127.0.0.1:" + std::to_string(server().http_port()),
+                    "--concurrency", "2", "--warmup-ms", "100", "--soak", "6s", "--soak-window",
+                    "2s", "--metrics-url", "127.0.0.1:" + std::to_string(server().metrics_port()),
+                    "--json", Path("soak.json"), "--svg", Path("soak.svg"), "-q"});
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const rapidjson::Document doc = ParseJson(ReadAll(Path("soak.json")));
+  const rapidjson::Value& windows = SoakWindows(doc);
+  ASSERT_EQ(windows.Size(), 3u);
+  double previous_c = 0;
+  for (const auto& w : windows.GetArray()) {
+    ASSERT_TRUE(w["gpus"].IsArray()) << ToJson(w);
+    ASSERT_EQ(w["gpus"].Size(), 1u);
+    const rapidjson::Value& gpu = w["gpus"][0];
+    EXPECT_STREQ(gpu["gpu"].GetString(), "0");
+    EXPECT_STREQ(gpu["uuid"].GetString(), "GPU-50a6");
+    // One of the trace's temperatures, never lower than the window before.
+    const double c = gpu["temperature_c"].GetDouble();
+    EXPECT_GE(c, kFirstC);
+    EXPECT_LE(c, kLastC);
+    EXPECT_EQ(c, std::floor(c));
+    EXPECT_GE(c, previous_c);
+    previous_c = c;
+    EXPECT_EQ(gpu["sm_clock_mhz"].GetDouble(), 1410.0);
+    EXPECT_EQ(gpu["power_w"].GetDouble(), 290.5);
+    EXPECT_EQ(ToJson(gpu["active_reasons"]), "[\"hw_thermal\"]");
+    // HW thermal slowdown held through the window: some of it is counted in it.
+    ASSERT_TRUE(gpu["throttle_seconds"].IsObject()) << ToJson(gpu);
+    ASSERT_TRUE(gpu["throttle_seconds"].HasMember("hw_thermal")) << ToJson(gpu);
+    EXPECT_GT(gpu["throttle_seconds"]["hw_thermal"].GetDouble(), 0.0);
+  }
+  EXPECT_NE(r.out.find("soak at concurrency 2 for 6s in windows of 2s"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("hw_thermal:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("drift from window 1"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("absent"), std::string::npos) << r.out;
+  const std::string svg = ReadAll(Path("soak.svg"));
+  EXPECT_EQ(svg.rfind("<?xml", 0), 0u);
+  EXPECT_NE(svg.find("<g class=\"series temperature\" data-gpu=\"0\">"), std::string::npos);
+  EXPECT_NE(svg.find("<g class=\"series p95\">"), std::string::npos);
+}
+
+TEST_F(BenchTest, SoakWithoutAGpuReportsTheGpuFieldsAbsent) {
+  BenchRun r = Run({"-m", "simple", "-u", "127.0.0.1:" + std::to_string(server().http_port()),
+                    "--concurrency", "2", "--warmup-ms", "100", "--soak", "6s", "--soak-window",
+                    "2s", "--metrics-url", "127.0.0.1:" + std::to_string(server().metrics_port()),
+                    "--json", Path("cpu.json"), "--svg", Path("cpu.svg")});
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const rapidjson::Document doc = ParseJson(ReadAll(Path("cpu.json")));
+  const rapidjson::Value& windows = SoakWindows(doc);
+  for (const auto& w : windows.GetArray()) EXPECT_TRUE(w["gpus"].IsNull()) << ToJson(w);
+  EXPECT_NE(r.out.find("GPU fields absent ('-')"), std::string::npos) << r.out;
+  // One progress line per window on stderr.
+  EXPECT_NE(r.err.find("soak window 3/3"), std::string::npos) << r.err;
+  EXPECT_NE(ReadAll(Path("cpu.svg")).find("GPU temperature: absent"), std::string::npos);
+}
+
 TEST_F(BenchTest, ClearErrors) {
   const std::string url = "127.0.0.1:" + std::to_string(server().http_port());
   BenchRun r = Run({"-m", "nope", "-u", url, "-q"});
@@ -202,6 +303,20 @@ TEST_F(BenchTest, ClearErrors) {
   r = Run({"--concurrency", "1"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--model is required"), std::string::npos) << r.err;
+
+  // A bad soak is a usage error naming the flag.
+  r = Run({"-m", "simple", "-u", url, "--soak", "0s"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--soak must be a duration"), std::string::npos) << r.err;
+  r = Run({"-m", "simple", "-u", url, "--soak", "10s", "--soak-window", "ten"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--soak-window must be a duration"), std::string::npos) << r.err;
+  r = Run({"-m", "simple", "-u", url, "--soak", "10s", "--soak-window", "1m"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--soak-window 1m is longer than --soak 10s"), std::string::npos) << r.err;
+  r = Run({"-m", "simple", "-u", url, "--soak", "10s", "--concurrency", "1,2"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--soak holds one --concurrency value"), std::string::npos) << r.err;
 
   r = Run({"-m", "simple", "--calibrate-batching", "--model-repository", repo().root().string()});
   EXPECT_EQ(r.exit_code, 2);
