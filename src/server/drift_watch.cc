@@ -8,11 +8,6 @@
 namespace fastpath::server {
 namespace {
 
-std::chrono::milliseconds IntervalFor(std::chrono::nanoseconds window) {
-  const auto interval = std::chrono::duration_cast<std::chrono::milliseconds>(window / 30);
-  return std::clamp(interval, std::chrono::milliseconds(100), std::chrono::milliseconds(60000));
-}
-
 // The GPUs the config places the version on: each KIND_GPU group's gpus, GPU 0 when it
 // lists none (as the repository creates its instances).
 std::set<int> ConfiguredGpus(const inference::ModelConfig& config) {
@@ -27,12 +22,18 @@ std::set<int> ConfiguredGpus(const inference::ModelConfig& config) {
 
 }  // namespace
 
-DriftWatch::DriftWatch(ListFn list, GpuFn gpus, Clock* clock, admission::DriftOptions options)
+std::chrono::milliseconds DriftWatch::IntervalFor(std::chrono::nanoseconds window) {
+  const auto interval = std::chrono::duration_cast<std::chrono::milliseconds>(window / 30);
+  return std::clamp(interval, std::chrono::milliseconds(100), std::chrono::milliseconds(60000));
+}
+
+DriftWatch::DriftWatch(ListFn list, GpuFn gpus, Clock* clock, admission::DriftOptions options,
+                       std::chrono::milliseconds interval)
     : list_(std::move(list)),
       gpus_(std::move(gpus)),
       clock_(OrSteadyClock(clock)),
       options_(options),
-      periodic_(clock_, IntervalFor(options.window), [this] { SampleNow(); }) {}
+      periodic_(clock_, interval, [this] { SampleNow(); }) {}
 
 void DriftWatch::SampleNow() {
   const std::vector<std::shared_ptr<repository::ModelVersion>> versions = list_();

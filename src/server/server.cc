@@ -174,10 +174,12 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options,
   server->drift_watch_ = std::make_unique<DriftWatch>(
       [raw] { return raw->ServingVersions(); },
       [raw] { return raw->gpu_watch_ ? raw->gpu_watch_->Statuses() : std::vector<gpu::GpuStatus>(); },
-      server->clock_, server->options_.drift);
+      server->clock_, server->options_.drift,
+      server->options_.drift_sample_interval.value_or(
+          DriftWatch::IntervalFor(server->options_.drift.window)));
   // The first observation is each version's start: its baseline counts from here.
   server->drift_watch_->SampleNow();
-  if (server->options_.drift.window.count() > 0) server->drift_watch_->Start();
+  server->drift_watch_->Start();
   return server;
 }
 

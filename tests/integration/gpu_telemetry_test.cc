@@ -3,7 +3,9 @@
 // A steady trace changes nothing; an uncorrected ECC error or XID 79 quarantines the GPU:
 // readiness answers 503 with the reason, liveness stays 200, fastpath_gpu_quarantined is 1,
 // and the CPU model keeps serving every request. An application XID (13) quarantines
-// nothing. A bad trace stops `serve` with the line named.
+// nothing. A model that slows down drifts, and a throttled GPU is not blamed when the model
+// is on the CPU. A bad trace stops `serve` with the line named.
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <thread>
@@ -232,6 +234,164 @@ TEST_F(ApplicationXidTraceTest, AnApplicationXidIsCountedButQuarantinesNothing) 
   const std::string m = Scrape();
   EXPECT_EQ(MetricValue(m, "fastpath_gpu_xid_total{gpu=\"0\",uuid=\"GPU-7e57\",xid=\"13\"}"), 2.0);
   EXPECT_EQ(MetricValue(m, "fastpath_gpu_quarantined{gpu=\"0\""), 0.0);
+}
+
+// --- Drift (issue 14 §4) ---
+
+// add_one (x + 1 over any length) on the CPU. Longer inputs are more work per execution: what
+// a slower device looks like to the detector. The causes on a GPU (thermal, power,
+// reliability) are tested through the facade with a model placed on a scripted GPU
+// (tests/server/drift_watch_test.cc); here the binary shows that a throttled GPU is not blamed
+// for a model that does not run on it.
+constexpr const char* kDriftingConfig = R"(
+name: "drifting"
+backend: "onnxruntime"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+instance_group [ { kind: KIND_CPU count: 1 } ]
+)";
+
+constexpr size_t kSteadyElements = 64 * 1024;
+constexpr size_t kSlowElements = 2 * 1024 * 1024;  // 32x the work
+
+class DriftTest : public GpuTraceTest {
+ protected:
+  std::vector<std::string> Models() override { return {}; }
+  void PrepareRepository(testing::TempRepository& repo) override {
+    repo.AddVersion("drifting", 1, "add_one");
+    repo.WriteConfig("drifting", kDriftingConfig);
+  }
+  // The clock-event reasons the GPU reports for the whole trace, and its SM clock.
+  virtual uint64_t Reasons() { return 0; }
+  std::string Trace() override {
+    const std::string extra = "\"clocks_event_reasons\": " + std::to_string(Reasons()) +
+                              ", \"sm_clock_mhz\": " + (Reasons() == 0 ? "1980" : "1410");
+    std::string out;
+    for (int t = 0; t <= kTraceEndMs; t += 250) out += Line(t, extra);
+    return out;
+  }
+  std::vector<std::string> ExtraArgs() override {
+    std::vector<std::string> args = GpuTraceTest::ExtraArgs();
+    // This machine's CPU is shared and noisy: the same work has taken up to 2.1x its
+    // baseline over a 3 s window while other jobs ran. The threshold (4x) is above that
+    // noise and far below the slowdown the tests cause (32x the work). The default
+    // threshold's behaviour is tested on a manual clock (tests/server/drift_watch_test.cc).
+    for (const char* a : {"--drift-window", "3s", "--drift-threshold", "3"}) args.push_back(a);
+    return args;
+  }
+
+  // `requests` requests of `elements` floats from each of 4 clients (forever when 0, until
+  // `stop`); every one must succeed.
+  void Send(size_t elements, int requests, const std::atomic<bool>* stop = nullptr) {
+    const std::string json =
+        R"({"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,)" + std::to_string(elements) +
+        R"(],"parameters":{"binary_data_size":)" + std::to_string(elements * 4) +
+        R"(}}],"parameters":{"binary_data_output":true}})";
+    const BinaryBody body = MakeBinaryBody(json, {std::string(elements * 4, '\0')});
+    std::vector<std::thread> clients;
+    std::atomic<int> failed{0};
+    for (int c = 0; c < 4; ++c) {
+      clients.emplace_back([&] {
+        HttpClient client(server().http_port());
+        for (int i = 0; requests == 0 || i < requests; ++i) {
+          if (stop != nullptr && stop->load()) break;
+          const HttpResponse r =
+              client.Post("/v2/models/drifting/infer", body.body,
+                          {{"Inference-Header-Content-Length", std::to_string(body.json_length)}});
+          if (r.status != 200 && failed++ == 0) ADD_FAILURE() << r.Describe();
+        }
+      });
+    }
+    for (auto& t : clients) t.join();
+    EXPECT_EQ(failed.load(), 0);
+  }
+  // The drift verdict of `drifting` in /v2/health/admission; Null until there is one.
+  rapidjson::Document Drift() {
+    rapidjson::Document d = Admission();
+    rapidjson::Document out;
+    for (const auto& m : d["models"].GetArray()) {
+      if (std::string(m["name"].GetString()) == "drifting") out.CopyFrom(m["drift"], out.GetAllocator());
+    }
+    return out;
+  }
+  // Slows the model down (longer inputs) under load until the drift watch alerts; returns
+  // the verdict, Null after 30 s.
+  rapidjson::Document SlowDownUntilDrift() {
+    Send(kSteadyElements, 40);  // the baseline: at least 20 executions
+    // The drift watch observes every 100 ms: wait until it has set the baseline from these
+    // executions alone before the slow ones begin.
+    const auto baseline_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!Drift().IsObject() || !Drift()["ratio"].IsNumber()) {
+      if (std::chrono::steady_clock::now() > baseline_deadline) {
+        ADD_FAILURE() << "no drift ratio after the baseline; log:\n" << server().LogTail();
+        return {};
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    std::atomic<bool> stop{false};
+    std::thread load([&] { Send(kSlowElements, 0, &stop); });
+    rapidjson::Document verdict;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < deadline) {
+      rapidjson::Document d = Drift();
+      if (d.IsObject() && d["alert"].GetBool()) {
+        verdict = std::move(d);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    stop = true;
+    load.join();
+    if (verdict.IsNull()) ADD_FAILURE() << "no drift alert in 30 s; log:\n" << server().LogTail();
+    return verdict;
+  }
+  void ExpectDriftCause(const std::string& cause, const std::string& why) {
+    const rapidjson::Document v = SlowDownUntilDrift();
+    ASSERT_TRUE(v.IsObject());
+    EXPECT_EQ(std::string(v["cause"].GetString()), cause) << v["detail"].GetString();
+    EXPECT_GE(v["ratio"].GetDouble(), 4.0);
+    EXPECT_NE(std::string(v["detail"].GetString()).find(why), std::string::npos)
+        << v["detail"].GetString();
+    const std::string m = Scrape();
+    const std::string labels = "{model=\"drifting\",version=\"1\",cause=";
+    EXPECT_EQ(MetricValue(m, "fastpath_drift_alert" + labels + "\"" + cause + "\"}"), 1.0) << m;
+    for (const char* other : {"thermal", "power", "reliability", "not_gpu"}) {
+      if (other == cause) continue;
+      EXPECT_EQ(MetricValue(m, "fastpath_drift_alert" + labels + "\"" + other + "\"}"), 0.0);
+    }
+    EXPECT_GE(MetricValue(m, "fastpath_drift_ratio{model=\"drifting\"").value_or(0), 4.0) << m;
+    EXPECT_NE(server().LogTail(100000).find("!!! model 'drifting' version 1 drifted: "),
+              std::string::npos);
+    EXPECT_EQ(http().Get("/v2/health/ready").status, 200) << "drift alone keeps readiness";
+  }
+};
+
+TEST_F(DriftTest, ASteadyModelOnASteadyGpuRaisesNoDrift) {
+  Send(kSteadyElements, 40);
+  // Two windows of the same work: a verdict, and no alert.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(6);
+  while (std::chrono::steady_clock::now() < until) {
+    Send(kSteadyElements, 10);
+    const rapidjson::Document d = Drift();
+    ASSERT_TRUE(d.IsObject());
+    EXPECT_FALSE(d["alert"].GetBool()) << d["detail"].GetString();
+  }
+  const rapidjson::Document d = Drift();
+  EXPECT_TRUE(d["ratio"].IsNumber()) << "a window with executions has a ratio";
+  EXPECT_EQ(MetricValue(Scrape(), "fastpath_drift_alert{model=\"drifting\",version=\"1\",cause=\"not_gpu\"}"),
+            0.0);
+}
+
+TEST_F(DriftTest, ASlowdownOfAModelOnTheCpuIsNotTheGpu) {
+  ExpectDriftCause("not_gpu", "the model runs on no GPU");
+}
+
+class ThermalDriftTest : public DriftTest {
+  uint64_t Reasons() override { return 0x40; }  // HW thermal slowdown, for the whole trace
+};
+TEST_F(ThermalDriftTest, AThrottledGpuIsNotBlamedForAModelOnTheCpu) {
+  ExpectDriftCause("not_gpu", "the model runs on no GPU");
 }
 
 TEST(GpuTraceCommandLineTest, ABadTraceStopsServeWithTheLineNamed) {

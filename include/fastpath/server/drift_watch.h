@@ -1,6 +1,6 @@
 // The drift watch (issue 14 §4): a thread of its own observes every READY version's batch
 // statistics, and the GPU watch's readings of the GPUs its config places it on, every
-// window / 30 (at least 100 ms, at most 60 s), and judges each for throughput drift
+// interval (the server's: window / 30, from 100 ms to 60 s), and judges each for throughput drift
 // (admission/drift_detector.h). A drift first seen, and its end, are logged with the cause
 // and what to fix; the verdicts show in /v2/health/admission and on /metrics. Time is the
 // server's clock; tests call SampleNow() after moving a manual one.
@@ -27,7 +27,11 @@ class DriftWatch {
   using ListFn = std::function<std::vector<std::shared_ptr<repository::ModelVersion>>()>;
   using GpuFn = std::function<std::vector<gpu::GpuStatus>()>;  // empty: no GPU telemetry
 
-  DriftWatch(ListFn list, GpuFn gpus, Clock* clock, admission::DriftOptions options);
+  // Observes every `interval` (0: only when SampleNow() is called).
+  DriftWatch(ListFn list, GpuFn gpus, Clock* clock, admission::DriftOptions options,
+             std::chrono::milliseconds interval);
+  // The interval the server uses: window / 30, from 100 ms to 60 s.
+  static std::chrono::milliseconds IntervalFor(std::chrono::nanoseconds window);
   ~DriftWatch() { Stop(); }
   DriftWatch(const DriftWatch&) = delete;
   DriftWatch& operator=(const DriftWatch&) = delete;

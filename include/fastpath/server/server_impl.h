@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -57,10 +58,12 @@ struct ServerOptions {
   std::shared_ptr<gpu::GpuSource> gpu_source;
   std::chrono::milliseconds gpu_sample_interval{1000};
   std::set<uint64_t> gpu_ignored_xids = gpu::DefaultIgnoredXids();
-  // The drift watch (drift_watch.h): its window and threshold; with `drift_degrades` a
-  // version that drifts shows DEGRADED in Admission() (readiness stays up). A window of 0:
-  // no thread, but SampleDrift() still observes.
+  // The drift watch (drift_watch.h): its window and threshold, and how often it observes
+  // (nullopt: window / 30, from 100 ms to 60 s; 0: never, but SampleDrift() still
+  // observes). With `drift_degrades` a version that drifts shows DEGRADED in Admission()
+  // (readiness stays up).
   admission::DriftOptions drift;
+  std::optional<std::chrono::milliseconds> drift_sample_interval;
   bool drift_degrades = false;
   std::string version_lock;              // the lock file the node was admitted under
   std::vector<std::string> version_lock_pinned;
