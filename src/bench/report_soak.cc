@@ -54,8 +54,8 @@ std::string SoakTable(const BenchReport& r) {
   std::ostringstream out;
   const auto duration = std::chrono::milliseconds(std::llround(soak.duration_s * 1000));
   const auto window = std::chrono::milliseconds(std::llround(soak.window_s * 1000));
-  out << "\nsoak at concurrency " << soak.concurrency << " for " << FormatSoakDuration(duration)
-      << " in windows of " << FormatSoakDuration(window) << "; GPU series from "
+  out << "\nsoak at concurrency " << soak.concurrency << " for " << FormatDuration(duration)
+      << " in windows of " << FormatDuration(window) << "; GPU series from "
       << (soak.metrics_url.empty() ? "nowhere (not scraped)" : soak.metrics_url) << "\n";
   char line[512];
   std::snprintf(line, sizeof(line),
@@ -213,7 +213,7 @@ std::string RenderSoakSvg(const BenchReport& report, const std::string& title) {
       << " font-weight=\"bold\">" << XmlEscape(title) << "</text>\n";
   std::string subtitle =
       "concurrency " + std::to_string(soak.concurrency) + ", one point per window of " +
-      FormatSoakDuration(std::chrono::milliseconds(std::llround(soak.window_s * 1000))) +
+      FormatDuration(std::chrono::milliseconds(std::llround(soak.window_s * 1000))) +
       " at its end";
   if (const auto d = SummarizeSoakDrift(soak); d && d->last_throughput_ratio && d->last_p95_ratio) {
     subtitle += "; last window vs first: throughput " + Fmt("%.3f", *d->last_throughput_ratio) +

@@ -109,33 +109,7 @@ bool GpuLess(const std::string& a, const std::string& b) {
 
 StatusOr<std::chrono::milliseconds> ParseSoakDuration(std::string_view text,
                                                       std::string_view flag) {
-  auto bad = [&] {
-    return InvalidArgument(std::string(flag) +
-                           " must be a duration such as 90s, 30m or 2h (from 1s to 7 days), not '" +
-                           std::string(text) + "'");
-  };
-  int64_t value = 0;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || ptr == text.data() || value < 0) return bad();
-  const std::string_view unit(ptr, static_cast<size_t>(text.data() + text.size() - ptr));
-  int64_t ms_per_unit = 0;
-  if (unit == "ms") ms_per_unit = 1;
-  if (unit == "s") ms_per_unit = kMsPerSecond;
-  if (unit == "m") ms_per_unit = 60 * kMsPerSecond;
-  if (unit == "h") ms_per_unit = 3600 * kMsPerSecond;
-  // value <= kMaxSoakMs keeps the product from overflowing.
-  if (ms_per_unit == 0 || value > kMaxSoakMs) return bad();
-  const int64_t ms = value * ms_per_unit;
-  if (ms < kMsPerSecond || ms > kMaxSoakMs) return bad();
-  return std::chrono::milliseconds(ms);
-}
-
-std::string FormatSoakDuration(std::chrono::milliseconds d) {
-  const int64_t ms = d.count();
-  if (ms % (3600 * kMsPerSecond) == 0) return std::to_string(ms / (3600 * kMsPerSecond)) + "h";
-  if (ms % (60 * kMsPerSecond) == 0) return std::to_string(ms / (60 * kMsPerSecond)) + "m";
-  if (ms % kMsPerSecond == 0) return std::to_string(ms / kMsPerSecond) + "s";
-  return std::to_string(ms) + "ms";
+  return ParseDuration(flag, text, std::chrono::seconds(1), std::chrono::milliseconds(kMaxSoakMs));
 }
 
 StatusOr<MetricsUrl> ParseMetricsUrl(std::string_view text) {

@@ -200,7 +200,7 @@ BenchOptions DefineBenchOptions(CLI::App& app, BenchFlags& f) {
         return Status::Ok();
       });
   o.soak_window = AddValue(
-      app, "--soak-window", "DURATION", "a soak's window", bench::FormatSoakDuration(f.soak_window),
+      app, "--soak-window", "DURATION", "a soak's window", FormatDuration(f.soak_window),
       [&f](const std::string& value) -> Status {
         FASTPATH_ASSIGN_OR_RETURN(f.soak_window, bench::ParseSoakDuration(value, "--soak-window"));
         return Status::Ok();
@@ -260,8 +260,8 @@ Status CheckBenchFlags(const BenchOptions& options, BenchFlags& f) {
                              JoinInts(f.concurrency) + "'");
     }
     if (f.soak_window > *f.soak) {
-      return InvalidArgument("--soak-window " + bench::FormatSoakDuration(f.soak_window) +
-                             " is longer than --soak " + bench::FormatSoakDuration(*f.soak));
+      return InvalidArgument("--soak-window " + FormatDuration(f.soak_window) +
+                             " is longer than --soak " + FormatDuration(*f.soak));
     }
     if (!f.csv_path.empty()) {
       return InvalidArgument("--csv is not written for --soak: its windows are in --json");

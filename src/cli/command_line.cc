@@ -228,30 +228,6 @@ StatusOr<int64_t> ParseInt(std::string_view option, std::string_view text, int64
   return value;
 }
 
-StatusOr<std::chrono::milliseconds> ParseDuration(std::string_view option, std::string_view text,
-                                                  std::chrono::milliseconds lo,
-                                                  std::chrono::milliseconds hi) {
-  int64_t value = 0;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  const std::string_view unit(ptr, static_cast<size_t>(text.data() + text.size() - ptr));
-  int64_t ms_per_unit = 0;
-  if (unit == "ms") ms_per_unit = 1;
-  if (unit == "s") ms_per_unit = 1000;
-  if (unit == "m") ms_per_unit = 60 * 1000;
-  if (unit == "h") ms_per_unit = 3600 * 1000;
-  // value <= hi in ms keeps the product from overflowing.
-  const bool in_range = value >= 0 && value <= hi.count() &&
-                        std::chrono::milliseconds(value * ms_per_unit) >= lo &&
-                        std::chrono::milliseconds(value * ms_per_unit) <= hi;
-  if (ec != std::errc() || ptr == text.data() || ms_per_unit == 0 || !in_range) {
-    return InvalidArgument(std::string(option) +
-                           " must be a duration such as 500ms, 90s, 30m or 2h, from " +
-                           std::to_string(lo.count()) + " ms to " + std::to_string(hi.count()) +
-                           " ms, not '" + std::string(text) + "'");
-  }
-  return std::chrono::milliseconds(value * ms_per_unit);
-}
-
 CLI::Option* AddInt(CLI::App& app, const std::string& names, const std::string& value_name,
                     int64_t lo, int64_t hi, int64_t default_value, std::function<void(int64_t)> set,
                     const std::string& help) {

@@ -12,7 +12,6 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
-#include <chrono>
 #include <functional>
 #include <optional>
 #include <string>
@@ -71,12 +70,6 @@ CLI::Option* AddSwitch(CLI::App& app, const std::string& names, bool* target,
                        const std::string& help);
 
 // A decimal integer in [lo, hi]: the parser behind AddInt.
-// A duration written as an integer and a unit: "500ms", "90s", "30m", "2h"; between `lo`
-// and `hi`. InvalidArgument naming `option` otherwise.
-[[nodiscard]] StatusOr<std::chrono::milliseconds> ParseDuration(std::string_view option,
-                                                                std::string_view text,
-                                                                std::chrono::milliseconds lo,
-                                                                std::chrono::milliseconds hi);
 [[nodiscard]] StatusOr<int64_t> ParseInt(std::string_view option, std::string_view text, int64_t lo,
                                          int64_t hi);
 

@@ -11,6 +11,7 @@
 #include "command_line.h"
 #include "fastpath/admission/admission_report.h"
 #include "fastpath/admission/version_lock.h"
+#include "fastpath/common/duration.h"
 #include "fastpath/common/log.h"
 #include "fastpath/gpu/node_snapshot.h"
 #include "fastpath/onnxruntime/ort_backend.h"

@@ -26,10 +26,10 @@ TEST(SoakDurationTest, IntegerAndUnit) {
   EXPECT_EQ(ParseSoakDuration("30m", "--soak").value(), milliseconds(30 * 60000));
   EXPECT_EQ(ParseSoakDuration("2h", "--soak").value(), milliseconds(2 * 3600000));
   EXPECT_EQ(ParseSoakDuration("1500ms", "--soak").value(), milliseconds(1500));
-  EXPECT_EQ(FormatSoakDuration(milliseconds(30 * 60000)), "30m");
-  EXPECT_EQ(FormatSoakDuration(milliseconds(90000)), "90s");
-  EXPECT_EQ(FormatSoakDuration(milliseconds(7200000)), "2h");
-  EXPECT_EQ(FormatSoakDuration(milliseconds(1500)), "1500ms");
+  EXPECT_EQ(FormatDuration(milliseconds(30 * 60000)), "30m");
+  EXPECT_EQ(FormatDuration(milliseconds(90000)), "90s");
+  EXPECT_EQ(FormatDuration(milliseconds(7200000)), "2h");
+  EXPECT_EQ(FormatDuration(milliseconds(1500)), "1500ms");
 }
 
 TEST(SoakDurationTest, ErrorsNameTheFlag) {

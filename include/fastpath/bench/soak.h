@@ -19,15 +19,14 @@
 #include "fastpath/bench/client.h"
 #include "fastpath/bench/load_generator.h"
 #include "fastpath/bench/report.h"
+#include "fastpath/common/duration.h"
 #include "fastpath/common/status.h"
 
 namespace fastpath::bench {
 
-// "90s", "30m", "2h", "1500ms": an integer and a unit, from 1 s to 7 days. InvalidArgument
-// naming `flag` otherwise.
+// A soak's duration or window (common/duration.h), from 1 s to 7 days. InvalidArgument
+// naming `flag` otherwise; FormatDuration writes it back.
 StatusOr<std::chrono::milliseconds> ParseSoakDuration(std::string_view text, std::string_view flag);
-// "30m", "90s", "1500ms": the shortest way to write `d` back.
-std::string FormatSoakDuration(std::chrono::milliseconds d);
 
 // Where the server's Prometheus text is.
 struct MetricsUrl {
