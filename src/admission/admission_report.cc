@@ -183,6 +183,31 @@ std::string ReportToJson(const AdmissionReport& report) {
     } else {
       w.Null();
     }
+    w.Key("canary");
+    if (m.canary) {
+      w.StartObject();
+      w.Key("interval_s");
+      w.Int64(m.canary->interval_s);
+      w.Key("reference_ms");
+      w.Double(m.canary->reference_ms);
+      w.Key("runs");
+      w.Uint64(m.canary->runs);
+      w.Key("failures");
+      w.Uint64(m.canary->failures);
+      w.Key("mismatches");
+      w.Uint64(m.canary->mismatches);
+      w.Key("latency_ratio");
+      if (m.canary->latency_ratio) {
+        w.Double(*m.canary->latency_ratio);
+      } else {
+        w.Null();
+      }
+      w.Key("last_problem");
+      Str(w, m.canary->last_problem);
+      w.EndObject();
+    } else {
+      w.Null();
+    }
     w.EndObject();
   }
   w.EndArray();

@@ -253,6 +253,9 @@ Status ValidateParameters(const inference::ModelConfig& config) {
       return InvalidArgument("parameters: '" + key +
                              "' is not a fastpath parameter; the known ones are " + list);
     }
+    if (key == "fastpath.canary.interval_s") {
+      FASTPATH_RETURN_IF_ERROR(CanaryIntervalFor(config).status());
+    }
     if (key == kMemoryLimitBytes) {
       FASTPATH_RETURN_IF_ERROR(MemoryLimitFor(config).status());
       for (const auto& accelerator :
@@ -290,6 +293,7 @@ const std::vector<std::string>& KnownFastpathParameters() {
         std::string(backend::kAllowCpuOpsParameter),
         "fastpath.accuracy.reference_model",
         "fastpath.accuracy.tolerance",
+        "fastpath.canary.interval_s",
         std::string(kMemoryLimitBytes),
         "fastpath.memory.margin",
         "fastpath.slo.batch_size",
@@ -333,6 +337,19 @@ StatusOr<std::optional<uint64_t>> MemoryLimitFor(const inference::ModelConfig& c
     return bad("it must be at least 1Mi (1048576 bytes); no model serves in less");
   }
   return std::optional<uint64_t>(bytes);
+}
+
+StatusOr<std::optional<std::chrono::seconds>> CanaryIntervalFor(
+    const inference::ModelConfig& config) {
+  const auto it = config.parameters().find("fastpath.canary.interval_s");
+  if (it == config.parameters().end()) return std::optional<std::chrono::seconds>();
+  const std::optional<int> seconds = internal::ParsePositiveInt(it->second.string_value(), 86400);
+  if (!seconds) {
+    return InvalidArgument("parameters: 'fastpath.canary.interval_s' is '" +
+                           it->second.string_value() +
+                           "'; it must be a whole number of seconds from 1 to 86400");
+  }
+  return std::optional<std::chrono::seconds>(*seconds);
 }
 
 namespace {

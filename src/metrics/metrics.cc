@@ -233,7 +233,35 @@ std::vector<MetricFamily> AdmissionFamilies(const admission::AdmissionReport& re
       drift_alert.metric.push_back(std::move(m));
     }
   }
-  for (MetricFamily* f : {&drift_ratio, &drift_alert}) {
+  // Canaries (issue 14 §6), per READY version that declares one.
+  MetricFamily canary_runs = Family("fastpath_canary_runs_total",
+                                    "Canary runs (the self-test's seeded request through the "
+                                    "normal path, counted apart from user traffic)",
+                                    MetricType::Counter);
+  MetricFamily canary_mismatch = Family(
+      "fastpath_canary_output_mismatch_total",
+      "Canary runs whose outputs differed from what the same request answered at admission "
+      "(numerical drift, a silent precision change, another engine)",
+      MetricType::Counter);
+  MetricFamily canary_ratio = Family(
+      "fastpath_canary_latency_ratio",
+      "The median latency of the last 5 canary runs divided by the median at admission",
+      MetricType::Gauge);
+  for (const admission::ModelAdmission& model : report.models) {
+    if (!model.canary) continue;
+    const std::vector<ClientMetric::Label> labels = {{"model", model.name},
+                                                     {"version", model.version}};
+    canary_runs.metric.push_back(Counter(labels, static_cast<double>(model.canary->runs)));
+    canary_mismatch.metric.push_back(
+        Counter(labels, static_cast<double>(model.canary->mismatches)));
+    if (model.canary->latency_ratio) {
+      ClientMetric m;
+      m.label = labels;
+      m.gauge.value = *model.canary->latency_ratio;
+      canary_ratio.metric.push_back(std::move(m));
+    }
+  }
+  for (MetricFamily* f : {&drift_ratio, &drift_alert, &canary_runs, &canary_mismatch, &canary_ratio}) {
     if (!f->metric.empty()) out.push_back(std::move(*f));
   }
 

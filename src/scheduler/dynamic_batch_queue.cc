@@ -10,7 +10,9 @@ namespace fastpath::scheduler {
 
 DynamicBatchScheduler::Answer DynamicBatchScheduler::Fail(Entry& entry, Status status,
                                                           FailureReason reason) {
-  stats_->RecordFailure(Nanoseconds(clock_->Now() - entry.job.arrival), reason);
+  if (!entry.job.canary) {
+    stats_->RecordFailure(Nanoseconds(clock_->Now() - entry.job.arrival), reason);
+  }
   return Answer{entry.sequence, std::move(entry.job.done), std::move(status)};
 }
 

@@ -197,7 +197,9 @@ void DynamicBatchScheduler::Enqueue(Job job) {
   if (here != nullptr) return RunOnCaller(here, std::move(*here_batch), std::move(answers));
   if (!refusal.empty()) {
     // Never accepted, so it takes no place in the response order.
-    stats_->RecordFailure(Nanoseconds(clock_->Now() - job.arrival), FailureReason::kRejected);
+    if (!job.canary) {
+      stats_->RecordFailure(Nanoseconds(clock_->Now() - job.arrival), FailureReason::kRejected);
+    }
     job.done(Unavailable(refusal));
     return;
   }
@@ -413,13 +415,23 @@ bool DynamicBatchScheduler::Execute(backend::ModelInstance* instance, Batch& bat
 
   const Clock::time_point end = clock_->Now();
   timings.compute_output_ns = Nanoseconds(end - ran);
+  // Canaries are counted apart: the execution is recorded with the user requests in it.
   uint64_t request_ns = 0;
   uint64_t elements = 0;
+  uint64_t canary_rows = 0;
+  uint64_t requests = 0;
   for (size_t i = 0; i < live.size(); ++i) {
-    request_ns += Nanoseconds(end - jobs[i]->arrival);
     elements += rows[i];
+    if (jobs[i]->canary) {
+      canary_rows += rows[i];
+      continue;
+    }
+    request_ns += Nanoseconds(end - jobs[i]->arrival);
+    ++requests;
   }
-  stats_->RecordSuccess(live.size(), elements, timings, request_ns / live.size());
+  if (requests > 0) {
+    stats_->RecordSuccess(requests, elements, timings, request_ns / requests, canary_rows);
+  }
 
   for (size_t i = 0; i < live.size(); ++i) {
     InferResponse response;

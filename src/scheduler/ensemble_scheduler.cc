@@ -120,7 +120,9 @@ void EnsembleScheduler::Enqueue(Job job) {
     if (accepted) ++inflight_;
   }
   if (!accepted) {
-    stats_->RecordFailure(Nanoseconds(clock_->Now() - job.arrival), FailureReason::kRejected);
+    if (!job.canary) {
+      stats_->RecordFailure(Nanoseconds(clock_->Now() - job.arrival), FailureReason::kRejected);
+    }
     job.done(Unavailable("model '" + job.request.model_name + "' is shutting down"));
     return;
   }
@@ -283,7 +285,9 @@ void EnsembleScheduler::Finish(const std::shared_ptr<Run>& run) {
   }
   const Clock::time_point end = clock_->Now();
   const uint64_t request_ns = Nanoseconds(end - run->job.arrival);
-  if (status.ok()) {
+  if (run->job.canary) {
+    // Counted apart (its steps are in their models' statistics as requests of theirs).
+  } else if (status.ok()) {
     StatsRecorder::Timings timings;
     // The steps' own queue and compute times are in their models' statistics; the
     // ensemble's compute is the time from the first step's start to the last's end.

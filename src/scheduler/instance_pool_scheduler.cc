@@ -72,7 +72,7 @@ void InstancePoolScheduler::Enqueue(Job job) {
   }
   // Answer outside the lock: the callback may do real work (write a response).
   const uint64_t waited = Nanoseconds(clock_->Now() - job.arrival);
-  stats_->RecordFailure(waited, FailureReason::kRejected);
+  if (!job.canary) stats_->RecordFailure(waited, FailureReason::kRejected);
   const bool stopped = [&] {
     std::lock_guard lock(mu_);
     return stopping_;
@@ -159,7 +159,9 @@ void InstancePoolScheduler::FailQueued(const Status& why) {
     waiting.swap(queue_);
   }
   for (Job& job : waiting) {
-    stats_->RecordFailure(Nanoseconds(clock_->Now() - job.arrival), FailureReason::kRejected);
+    if (!job.canary) {
+      stats_->RecordFailure(Nanoseconds(clock_->Now() - job.arrival), FailureReason::kRejected);
+    }
     job.done(Unavailable("model '" + job.request.model_name + "': " + why.message()));
   }
 }
@@ -184,14 +186,14 @@ void InstancePoolScheduler::RunOnCaller(size_t index, Job& job) {
 bool InstancePoolScheduler::Execute(backend::ModelInstance* instance, Job& job) {
   const Clock::time_point start = clock_->Now();
   if (job.request.cancelled != nullptr && job.request.cancelled->load(std::memory_order_relaxed)) {
-    stats_->RecordFailure(Nanoseconds(start - job.arrival), FailureReason::kCanceled);
+    if (!job.canary) stats_->RecordFailure(Nanoseconds(start - job.arrival), FailureReason::kCanceled);
     job.done(Cancelled("request for model '" + job.request.model_name +
                        "' was cancelled while queued; it never reached the model"));
     return false;
   }
   if (start > job.request.deadline) {
     // A timeout in the queue is a rejection, as in Triton.
-    stats_->RecordFailure(Nanoseconds(start - job.arrival), FailureReason::kRejected);
+    if (!job.canary) stats_->RecordFailure(Nanoseconds(start - job.arrival), FailureReason::kRejected);
     job.done(DeadlineExceeded("request for model '" + job.request.model_name +
                               "' timed out after " +
                               std::to_string(Nanoseconds(start - job.arrival) / 1000) +
@@ -210,7 +212,7 @@ bool InstancePoolScheduler::Execute(backend::ModelInstance* instance, Job& job) 
   timings.compute_infer_ns = Nanoseconds(ran - start);
   last_run_ns_.store(timings.compute_infer_ns, std::memory_order_relaxed);
   if (!outputs.ok()) {
-    stats_->RecordFailure(Nanoseconds(ran - job.arrival), FailureReason::kBackend);
+    if (!job.canary) stats_->RecordFailure(Nanoseconds(ran - job.arrival), FailureReason::kBackend);
     job.done(outputs.status());
     return suspect;
   }
@@ -222,7 +224,7 @@ bool InstancePoolScheduler::Execute(backend::ModelInstance* instance, Job& job) 
   response.outputs = std::move(outputs).value();
   const Clock::time_point end = clock_->Now();
   timings.compute_output_ns = Nanoseconds(end - ran);
-  stats_->RecordSuccess(1, job.batch_size, timings, Nanoseconds(end - job.arrival));
+  if (!job.canary) stats_->RecordSuccess(1, job.batch_size, timings, Nanoseconds(end - job.arrival));
   job.done(std::move(response));
   return false;
 }

@@ -19,7 +19,7 @@ uint64_t NowMsSinceEpoch() {
 }  // namespace
 
 void StatsRecorder::RecordSuccess(uint64_t requests, uint64_t batch_size, const Timings& t,
-                                  uint64_t request_ns) {
+                                  uint64_t request_ns, uint64_t canary_rows) {
   std::lock_guard lock(mu_);
   auto& s = stats_.inference_stats;
   // Per-request figures: every request of the execution spent these durations.
@@ -31,7 +31,7 @@ void StatsRecorder::RecordSuccess(uint64_t requests, uint64_t batch_size, const 
   stats_.request_latency.Observe(request_ns, requests);
   stats_.queue_latency.Observe(t.queue_ns, requests);
   stats_.compute_infer_latency.Observe(t.compute_infer_ns);
-  stats_.inference_count += batch_size;
+  stats_.inference_count += batch_size - canary_rows;
   stats_.execution_count += 1;
   stats_.last_inference_ms = NowMsSinceEpoch();
   BatchStatistics* batch = nullptr;

@@ -180,6 +180,9 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options,
   // The first observation is each version's start: its baseline counts from here.
   server->drift_watch_->SampleNow();
   server->drift_watch_->Start();
+  server->canary_thread_ =
+      std::make_unique<Periodic>(server->clock_, server->options_.canary_tick, [raw] { raw->RunCanaries(); });
+  server->canary_thread_->Start();
   return server;
 }
 
@@ -305,7 +308,7 @@ void Server::InferAsync(InferRequest request, InferCallback done) {
   });
 }
 
-void Server::RunOnModel(InferRequest request, InferCallback done) {
+void Server::RunOnModel(InferRequest request, InferCallback done, bool canary) {
   auto fail = [&](const Status& status) { done(status); };
   auto found = repository_->FindReady(request.model_name, request.model_version);
   if (!found.ok()) return fail(found.status());
@@ -347,6 +350,7 @@ void Server::RunOnModel(InferRequest request, InferCallback done) {
     }
   }
   job.request = std::move(request);
+  job.canary = canary;
   // The callback holds the version alive; it never runs its last release on a worker
   // while the repository still holds it (see ModelVersion's lifecycle in the repository).
   job.done = [runtime, done = std::move(done)](StatusOr<InferResponse> result) {
@@ -365,6 +369,7 @@ size_t Server::Shutdown(std::chrono::milliseconds grace) {
     shutting_down_ = true;
   }
   if (memory_watch_) memory_watch_->Stop();
+  if (canary_thread_) canary_thread_->Stop();
   if (drift_watch_) drift_watch_->Stop();
   if (gpu_watch_) gpu_watch_->Stop();
   // No load or unload starts from now on: queued ones are answered Unavailable at once, so

@@ -360,6 +360,14 @@ Status Server::Admit(const std::filesystem::path& model_dir, repository::ModelVe
     remember(record);
     return FailedPrecondition(reason);
   };
+  // Admitted: the canary's reference is taken last, on a warm version.
+  auto admitted = [&]() -> Status {
+    if (Status s = SetUpCanary(model_dir, version, &record); !s.ok()) {
+      return refuse("canary: " + s.message());
+    }
+    remember(record);
+    return Status::Ok();
+  };
 
   // Memory first: the measured request at max_batch_size sets the arenas' peak before any
   // other run does.
@@ -393,10 +401,7 @@ Status Server::Admit(const std::filesystem::path& model_dir, repository::ModelVe
                 "' within " + admission::FormatNumber((*guard)->tolerance));
     }
   }
-  if (plan->empty() || !version.scheduler) {
-    remember(record);
-    return Status::Ok();
-  }
+  if (plan->empty() || !version.scheduler) return admitted();
   auto report = admission::RunSelfTest(
       *plan, [&](const InferRequest& request) { return RunBlocking(version, request); },
       *clock_);
@@ -404,8 +409,7 @@ Status Server::Admit(const std::filesystem::path& model_dir, repository::ModelVe
   record.self_test = *report;
   if (report->passed()) {
     log::Info(what + " passed its start-up self-test: " + report->Summary());
-    remember(record);
-    return Status::Ok();
+    return admitted();
   }
   const std::string miss = "self-test missed its budget: " + Join(report->misses, "; ") +
                            " at batch " + std::to_string(report->figures->batch_size) + " over " +
@@ -413,8 +417,7 @@ Status Server::Admit(const std::filesystem::path& model_dir, repository::ModelVe
   if (options_.policy.profile == admission::Profile::kProduction) return refuse(miss);
   record.degradations.push_back(miss);
   log::Warn("!!! " + what + " is DEGRADED (dev profile serves it anyway): " + miss);
-  remember(record);
-  return Status::Ok();
+  return admitted();
 }
 
 admission::AdmissionReport Server::Admission() const {
@@ -492,6 +495,7 @@ admission::AdmissionReport Server::Admission() const {
                           : std::nullopt);
       }
     }
+    if (entry.state == ModelState::kReady && version >= 0) m.canary = CanaryOf(entry.name, version);
     if (entry.state == ModelState::kReady && drift_watch_ && version >= 0) {
       m.drift = drift_watch_->Verdict(entry.name, version);
       if (options_.drift_degrades && m.drift && m.drift->alert) {

@@ -9,56 +9,13 @@
 
 #include "fakes/manual_clock.h"
 #include "fakes/temp_repository.h"
+#include "fakes/timed_backend.h"
 #include "fastpath/metrics/metrics.h"
 #include "fastpath/onnxruntime/ort_backend.h"
 #include "fastpath/server/server_impl.h"
 
 namespace fastpath::server {
 namespace {
-
-// Runs on the CPU, and takes `cost` of the manual clock per run.
-class TimedInstance final : public backend::ModelInstance {
- public:
-  TimedInstance(std::unique_ptr<backend::ModelInstance> inner, testing::ManualClock* clock,
-                std::atomic<int64_t>* cost_us)
-      : inner_(std::move(inner)), clock_(clock), cost_us_(cost_us) {}
-  StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& inputs,
-                                    const std::vector<std::string>& names) override {
-    clock_->Advance(std::chrono::microseconds(cost_us_->load()));
-    return inner_->Run(inputs, names);
-  }
-  const backend::PlacementAudit* placement() const override { return inner_->placement(); }
-
- private:
-  std::unique_ptr<backend::ModelInstance> inner_;
-  testing::ManualClock* clock_;
-  std::atomic<int64_t>* cost_us_;
-};
-
-// ORT on the CPU whatever the config asks for, each run timed by the manual clock.
-class TimedBackend final : public backend::Backend {
- public:
-  TimedBackend(std::unique_ptr<backend::Backend> inner, testing::ManualClock* clock)
-      : inner_(std::move(inner)), clock_(clock) {}
-  std::string Name() const override { return inner_->Name(); }
-  StatusOr<backend::ModelSignature> Inspect(const std::filesystem::path& file) override {
-    return inner_->Inspect(file);
-  }
-  StatusOr<std::unique_ptr<backend::ModelInstance>> CreateInstance(
-      const std::filesystem::path& file, const backend::InstanceOptions& options) override {
-    backend::InstanceOptions cpu = options;
-    cpu.providers = {backend::ExecutionProvider::kCpu};
-    cpu.provider_options.clear();
-    FASTPATH_ASSIGN_OR_RETURN(auto instance, inner_->CreateInstance(file, cpu));
-    return std::unique_ptr<backend::ModelInstance>(
-        std::make_unique<TimedInstance>(std::move(instance), clock_, &cost_us));
-  }
-  std::atomic<int64_t> cost_us{1000};
-
- private:
-  std::unique_ptr<backend::Backend> inner_;
-  testing::ManualClock* clock_;
-};
 
 class ScriptedGpu final : public gpu::GpuSource {
  public:
@@ -106,7 +63,7 @@ class DriftWatchTest : public ::testing::TestWithParam<Case> {
     options.drift_degrades = true;
     auto ort = onnxruntime::CreateOrtBackend();
     ASSERT_TRUE(ort.ok());
-    backend_ = std::make_shared<TimedBackend>(std::move(ort).value(), &clock_);
+    backend_ = std::make_shared<testing::TimedBackend>(std::move(ort).value(), &clock_);
     auto created = Server::Create(options, backend_);
     ASSERT_TRUE(created.ok()) << created.status().ToString();
     server_ = std::move(created).value();
@@ -131,7 +88,7 @@ class DriftWatchTest : public ::testing::TestWithParam<Case> {
   testing::TempRepository repo_{FASTPATH_TEST_MODELS_DIR};
   testing::ManualClock clock_;
   std::shared_ptr<ScriptedGpu> gpu_ = std::make_shared<ScriptedGpu>();
-  std::shared_ptr<TimedBackend> backend_;
+  std::shared_ptr<testing::TimedBackend> backend_;
   std::unique_ptr<Server> server_;
 };
 

@@ -35,6 +35,18 @@ struct Policy {
 enum class AdmissionState { kReady, kDegraded, kUnavailable };
 const char* AdmissionStateName(AdmissionState state);  // "READY", "DEGRADED", "UNAVAILABLE"
 
+// A model's canary (issue 14 §6): the self-test's seeded request, run every interval through
+// the normal path, compared with what it answered and how long it took at admission.
+struct CanaryStatus {
+  int64_t interval_s = 0;
+  double reference_ms = 0;  // the median of its runs at admission
+  uint64_t runs = 0;        // since the version was published
+  uint64_t failures = 0;    // runs that got an error instead of outputs
+  uint64_t mismatches = 0;  // runs whose outputs differed from admission's
+  std::optional<double> latency_ratio;  // the median of the last 5 runs / reference_ms
+  std::string last_problem;             // the last mismatch or failure, for people
+};
+
 struct ModelAdmission {
   std::string name;
   std::string version;  // empty for a model that failed before any version
@@ -55,6 +67,8 @@ struct ModelAdmission {
   // The drift watch's verdict (drift_detector.h) for a READY version; nullopt before its
   // first observation.
   std::optional<DriftVerdict> drift;
+  // The canary of a READY version that declares one.
+  std::optional<CanaryStatus> canary;
   // The memory budget measured at load (memory_budget.h), or why there is none.
   std::optional<MemoryBudget> memory_budget;
   std::string memory_budget_note;
@@ -79,7 +93,9 @@ struct AdmissionReport {
 //  {"file", "pinned"} | null, "models": [{"name", "version", "state", "reasons",
 //  "self_test": {...} | null, "placement": {...} | null, "memory_budget": {...} | null,
 //  "memory_budget_note" (only when there is no budget and a reason),
-//  "drift": {"ratio": r | null, "alert", "cause": c | null, "detail"} | null}],
+//  "drift": {"ratio": r | null, "alert", "cause": c | null, "detail"} | null,
+//  "canary": {"interval_s", "reference_ms", "runs", "failures", "mismatches",
+//             "latency_ratio": r | null, "last_problem"} | null}],
 //  "gpu_telemetry": {"source", "gpus": [gpu::StatusToJson]} | null,
 //  "capability_snapshot": {...} | null}
 std::string ReportToJson(const AdmissionReport& report);

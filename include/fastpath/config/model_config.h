@@ -15,6 +15,7 @@
 // Every function is pure (no I/O, no globals) and thread-safe; none throws.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -189,6 +190,12 @@ const std::vector<std::string>& KnownFastpathParameters();
 inline constexpr std::string_view kMemoryLimitBytes = "fastpath.memory.limit_bytes";
 inline constexpr uint64_t kMinMemoryLimitBytes = uint64_t{1} << 20;
 StatusOr<std::optional<uint64_t>> MemoryLimitFor(const inference::ModelConfig& config);
+
+// Parameters "fastpath.canary.interval_s": how often the model's canary (the self-test's
+// seeded request, through the normal path) runs while it serves, 1 to 86400 seconds;
+// nullopt when the parameter is absent (no canary). InvalidArgument naming the parameter for
+// anything else.
+StatusOr<std::optional<std::chrono::seconds>> CanaryIntervalFor(const inference::ModelConfig& config);
 
 // ORT session options for one instance of `group` (kind KIND_CPU -> {kCpu}; KIND_GPU ->
 // GpuExecutionProviders on device `gpu_id`), threads from the parameters "intra_op_thread_count" and

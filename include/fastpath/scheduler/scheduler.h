@@ -27,6 +27,10 @@ struct Job {
   // Triton's request parameters, read by the facade; the dynamic batcher honours them.
   uint64_t priority = 0;                 // "priority": 0 is the model's default level
   std::chrono::microseconds timeout{0};  // "timeout": 0 is none (the queue policy decides)
+  // A canary (the server's own probe, issue 14 §6): run and answered like any request, but
+  // counted apart from user traffic: its requests and rows are not in the statistics (an
+  // execution it shares with user requests is).
+  bool canary = false;
 };
 
 class Scheduler {

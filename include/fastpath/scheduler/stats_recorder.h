@@ -22,9 +22,10 @@ class StatsRecorder {
   // One successful model execution of `requests` requests holding `batch_size` batch
   // elements in all (Triton's inference_count counts elements, success counts requests).
   // `request_ns` is per request. Also feeds the latency histograms (request and queue
-  // once per request, compute_infer once per execution).
+  // once per request, compute_infer once per execution). `canary_rows` of the batch belong
+  // to canaries (not among `requests`): left out of inference_count.
   void RecordSuccess(uint64_t requests, uint64_t batch_size, const Timings& timings,
-                     uint64_t request_ns);
+                     uint64_t request_ns, uint64_t canary_rows = 0);
   // A request that failed at any stage (rejected, timed out, or failed in the model);
   // `reason` is the label of Triton's nv_inference_request_failure.
   void RecordFailure(uint64_t request_ns, FailureReason reason = FailureReason::kOther);

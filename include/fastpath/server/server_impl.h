@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -64,6 +65,9 @@ struct ServerOptions {
   // (readiness stays up).
   admission::DriftOptions drift;
   std::optional<std::chrono::milliseconds> drift_sample_interval;
+  // How often the canary thread looks for canaries that are due (each model's own
+  // fastpath.canary.interval_s decides when it runs); 0: never, but RunCanaries() still does.
+  std::chrono::milliseconds canary_tick{1000};
   bool drift_degrades = false;
   std::string version_lock;              // the lock file the node was admitted under
   std::vector<std::string> version_lock_pinned;
@@ -80,6 +84,8 @@ class Server final : public InferenceServer {
 
   // One pass of the memory watch now (tests move a manual clock, then call it).
   void SampleMemory() { memory_watch_->SampleNow(); }
+  // Sends every canary that is due now (server_canary.cc); tests move a manual clock first.
+  void RunCanaries();
   // One pass of the drift watch now.
   void SampleDrift() { drift_watch_->SampleNow(); }
   // One pass of the GPU watch now; nothing without a GPU source.
@@ -138,8 +144,17 @@ class Server final : public InferenceServer {
                                       const admission::AccuracyGuard& guard,
                                       const admission::SelfTestPlan& plan);
   // Validates and runs one request on its model, without the admission and in-flight
-  // accounting of InferAsync: also the step runner of ensembles.
-  void RunOnModel(InferRequest request, InferCallback done);
+  // accounting of InferAsync: also the step runner of ensembles, and the canaries' path
+  // (`canary`: counted apart from user traffic in the statistics).
+  void RunOnModel(InferRequest request, InferCallback done, bool canary = false);
+  // The canary of a version being admitted (fastpath.canary.interval_s): its seeded request
+  // run a few times, after the self-test, for the reference outputs and latency. Sets
+  // record->canary; an error (outputs that differ between runs of the same input) refuses
+  // the version.
+  Status SetUpCanary(const std::filesystem::path& model_dir, repository::ModelVersion& version,
+                     AdmissionRecord* record);
+  // What the canaries of READY versions have shown (server_canary.cc).
+  std::optional<admission::CanaryStatus> CanaryOf(const std::string& model, int64_t version) const;
 
   ServerOptions options_;
   Clock* clock_;  // OrSteadyClock(options_.clock)
@@ -173,9 +188,29 @@ class Server final : public InferenceServer {
     std::string placement_json;             // the instances' placement audits
     std::optional<admission::MemoryBudget> memory_budget;  // measured at load
     std::string memory_budget_note;  // why it was not measured, when it was not
+    // The canary's reference, taken at admission; null without one.
+    struct Canary {
+      std::chrono::seconds interval{0};
+      InferRequest request;          // the seeded request, as a client would send it
+      std::vector<Tensor> outputs;   // what it answered at admission
+      double reference_ms = 0;
+    };
+    std::shared_ptr<const Canary> canary;
   };
   mutable std::mutex admission_mu_;
   std::map<std::pair<std::string, int64_t>, AdmissionRecord> admission_records_;  // guarded
+
+  // The canaries of READY versions, keyed by (model, version): what they have shown.
+  struct CanaryRuns {
+    std::weak_ptr<repository::ModelVersion> runtime;  // which load these runs are of
+    Clock::time_point next_due;
+    bool in_flight = false;
+    admission::CanaryStatus status;
+    std::deque<double> recent_ms;  // the last 5 runs' latencies
+  };
+  mutable std::mutex canary_mu_;
+  std::map<std::pair<std::string, int64_t>, CanaryRuns> canary_runs_;  // guarded
+  std::unique_ptr<Periodic> canary_thread_;  // stopped first in Shutdown
 };
 
 }  // namespace fastpath::server

@@ -1,0 +1,62 @@
+// ORT on the CPU whatever the config asks for (a KIND_GPU model too), each run taking
+// exactly `cost_us` of a manual clock, so that tests of what the server makes of compute
+// times (drift, canaries) are deterministic. With `corrupt` set, every run's first output
+// has its first byte changed, as a silently different engine would answer.
+#pragma once
+
+#include <atomic>
+#include <memory>
+
+#include "fakes/manual_clock.h"
+#include "fastpath/backend/backend.h"
+
+namespace fastpath::testing {
+
+class TimedBackend final : public backend::Backend {
+ public:
+  TimedBackend(std::unique_ptr<backend::Backend> inner, ManualClock* clock)
+      : inner_(std::move(inner)), clock_(clock) {}
+  std::string Name() const override { return inner_->Name(); }
+  StatusOr<backend::ModelSignature> Inspect(const std::filesystem::path& file) override {
+    return inner_->Inspect(file);
+  }
+  StatusOr<std::unique_ptr<backend::ModelInstance>> CreateInstance(
+      const std::filesystem::path& file, const backend::InstanceOptions& options) override {
+    backend::InstanceOptions cpu = options;
+    cpu.providers = {backend::ExecutionProvider::kCpu};
+    cpu.provider_options.clear();
+    FASTPATH_ASSIGN_OR_RETURN(auto instance, inner_->CreateInstance(file, cpu));
+    return std::unique_ptr<backend::ModelInstance>(
+        std::make_unique<Instance>(std::move(instance), this));
+  }
+
+  std::atomic<int64_t> cost_us{1000};
+  std::atomic<bool> corrupt{false};
+
+ private:
+  class Instance final : public backend::ModelInstance {
+   public:
+    Instance(std::unique_ptr<backend::ModelInstance> inner, TimedBackend* backend)
+        : inner_(std::move(inner)), backend_(backend) {}
+    StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& inputs,
+                                      const std::vector<std::string>& names) override {
+      backend_->clock_->Advance(std::chrono::microseconds(backend_->cost_us.load()));
+      auto outputs = inner_->Run(inputs, names);
+      if (outputs.ok() && backend_->corrupt.load() && !outputs->empty() &&
+          !(*outputs)[0].data.empty()) {
+        (*outputs)[0].data[0] = static_cast<char>((*outputs)[0].data[0] + 1);
+      }
+      return outputs;
+    }
+    const backend::PlacementAudit* placement() const override { return inner_->placement(); }
+
+   private:
+    std::unique_ptr<backend::ModelInstance> inner_;
+    TimedBackend* backend_;
+  };
+
+  std::unique_ptr<backend::Backend> inner_;
+  ManualClock* clock_;
+};
+
+}  // namespace fastpath::testing

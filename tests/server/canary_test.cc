@@ -1,0 +1,137 @@
+// Canaries through the facade (issue 14 §6), on a manual clock: a model that declares
+// fastpath.canary.interval_s has its seeded request run on schedule through the normal path,
+// counted apart from user traffic. Outputs that change from admission's are counted and
+// named; a slower run shows in the latency ratio; both are exported. A bad interval refuses
+// the model with the parameter named.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "fakes/manual_clock.h"
+#include "fakes/temp_repository.h"
+#include "fakes/timed_backend.h"
+#include "fastpath/metrics/metrics.h"
+#include "fastpath/onnxruntime/ort_backend.h"
+#include "fastpath/server/server_impl.h"
+
+namespace fastpath::server {
+namespace {
+
+std::string WithCanary(const std::string& interval) {
+  return std::string(testing::kSimpleConfig) +
+         R"(parameters { key: "fastpath.canary.interval_s" value { string_value: ")" + interval +
+         R"(" } })";
+}
+
+class CanaryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    repo_.AddVersion("simple", 1, "simple");
+    repo_.WriteConfig("simple", WithCanary("10"));
+    repo_.AddVersion("bad", 1, "simple");
+    std::string bad = WithCanary("0");
+    bad.replace(bad.find("\"simple\""), 8, "\"bad\"");
+    repo_.WriteConfig("bad", bad);
+    ServerOptions options;
+    options.repository.root = repo_.root();
+    options.clock = &clock_;
+    options.memory_sample_interval = std::chrono::milliseconds(0);
+    options.drift_sample_interval = std::chrono::milliseconds(0);
+    options.canary_tick = std::chrono::milliseconds(0);  // the test runs them
+    auto ort = onnxruntime::CreateOrtBackend();
+    ASSERT_TRUE(ort.ok());
+    backend_ = std::make_shared<testing::TimedBackend>(std::move(ort).value(), &clock_);
+    auto created = Server::Create(options, backend_);
+    ASSERT_TRUE(created.ok()) << created.status().ToString();
+    server_ = std::move(created).value();
+  }
+
+  std::optional<admission::CanaryStatus> Canary() {
+    for (const admission::ModelAdmission& m : server_->Admission().models) {
+      if (m.name == "simple") return m.canary;
+    }
+    return std::nullopt;
+  }
+  // Moves 10 s on, runs the canaries that are due and waits (real time, at most 30 s) until
+  // simple's has answered `runs` times.
+  void RunOnce(uint64_t runs) {
+    clock_.Advance(std::chrono::seconds(10));
+    server_->RunCanaries();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!Canary() || Canary()->runs < runs) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the canary never answered";
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+
+  testing::TempRepository repo_{FASTPATH_TEST_MODELS_DIR};
+  testing::ManualClock clock_;
+  std::shared_ptr<testing::TimedBackend> backend_;
+  std::unique_ptr<Server> server_;
+};
+
+TEST_F(CanaryTest, RunsOnScheduleApartFromUserTrafficAndCatchesChangedOutputs) {
+  server_->RunCanaries();  // the first sight: the first run is one interval on
+  ASSERT_TRUE(Canary().has_value());
+  EXPECT_EQ(Canary()->interval_s, 10);
+  EXPECT_DOUBLE_EQ(Canary()->reference_ms, 1.0) << "each run takes 1 ms of the manual clock";
+  EXPECT_EQ(Canary()->runs, 0u);
+  server_->RunCanaries();
+  EXPECT_EQ(Canary()->runs, 0u) << "not due yet";
+
+  RunOnce(1);
+  RunOnce(2);
+  EXPECT_EQ(Canary()->mismatches, 0u);
+  EXPECT_EQ(Canary()->failures, 0u);
+  EXPECT_DOUBLE_EQ(*Canary()->latency_ratio, 1.0);
+  // Counted apart: the user statistics saw nothing.
+  auto stats = server_->GetModelStatistics("simple", "");
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ((*stats)[0].inference_stats.success.count, 0u);
+  EXPECT_EQ((*stats)[0].inference_count, 0u);
+
+  // Another engine answers differently; then every run takes twice as long.
+  backend_->corrupt = true;
+  RunOnce(3);
+  EXPECT_EQ(Canary()->mismatches, 1u);
+  EXPECT_NE(Canary()->last_problem.find("the canary's outputs differ from admission's: output "
+                                        "'OUTPUT0' element 0"),
+            std::string::npos)
+      << Canary()->last_problem;
+  backend_->corrupt = false;
+  backend_->cost_us = 2000;
+  RunOnce(4);
+  RunOnce(5);
+  RunOnce(6);
+  EXPECT_EQ(Canary()->mismatches, 1u);
+  EXPECT_DOUBLE_EQ(*Canary()->latency_ratio, 2.0) << "the median of 1, 1, 2, 2, 2 ms";
+
+  bool runs = false, mismatches = false, ratio = false;
+  for (const prometheus::MetricFamily& f : metrics::AdmissionFamilies(server_->Admission())) {
+    if (f.name == "fastpath_canary_runs_total") runs = f.metric.at(0).counter.value == 6;
+    if (f.name == "fastpath_canary_output_mismatch_total") {
+      mismatches = f.metric.at(0).counter.value == 1;
+    }
+    if (f.name == "fastpath_canary_latency_ratio") ratio = f.metric.at(0).gauge.value == 2.0;
+  }
+  EXPECT_TRUE(runs);
+  EXPECT_TRUE(mismatches);
+  EXPECT_TRUE(ratio);
+}
+
+TEST_F(CanaryTest, ABadIntervalRefusesTheModelNamingTheParameter) {
+  bool found = false;
+  for (const RepositoryEntry& e : server_->RepositoryIndex(false)) {
+    if (e.name != "bad") continue;
+    found = true;
+    EXPECT_EQ(e.state, ModelState::kUnavailable);
+    EXPECT_NE(e.reason.find("'fastpath.canary.interval_s' is '0'; it must be a whole number of "
+                            "seconds from 1 to 86400"),
+              std::string::npos)
+        << e.reason;
+  }
+  EXPECT_TRUE(found);
+}
+
+}  // namespace
+}  // namespace fastpath::server
