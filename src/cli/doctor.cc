@@ -1,8 +1,23 @@
 // `fastpath doctor`: the capability snapshot of this machine, for people (a table) or for
-// machines (--json), with one exit code per class of failure (cli.h).
+// machines (--json), with one exit code per class of failure (cli.h); and
+// `--record-gpu-trace`, which samples the GPUs through NVML into a trace for
+// `fastpath serve --gpu-trace`.
+#include <fcntl.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -15,6 +30,7 @@
 #include "fastpath/gpu/capability_snapshot.h"
 #include "fastpath/gpu/node_snapshot.h"
 #include "fastpath/gpu/snapshot_json.h"
+#include "fastpath/gpu/telemetry.h"
 
 namespace fastpath::cli {
 namespace {
@@ -37,29 +53,73 @@ constexpr const char* kDoctorExitCodes =
   11  the driver sees no device          15  no CUDA runtime (libcudart)
   12  driver too old for a library       16  device unhealthy (ECC, HW slowdown)
                                          17  ORT's CUDA execution provider unusable
-   2  bad command line                   21  --diff: a snapshot is unreadable or not JSON)";
+   2  bad command line                   21  --diff: a snapshot is unreadable or not JSON
+--record-gpu-trace: 0 written (also when a SIGINT or SIGTERM ended it early), 1 the file
+  cannot be written, 2 bad command line, 13 no NVML (not loadable, not initializing, no GPU))";
+
+constexpr const char* kDoctorUsage = R"(usage: fastpath doctor [options]
+       fastpath doctor --record-gpu-trace FILE --seconds N [--interval-ms M])";
+
+constexpr int64_t kMaxRecordSeconds = 86400;
 
 struct DoctorFlags {
   bool json = false;
   bool require_gpu = false;
-  std::string lock_file;                // --lock FILE
-  std::vector<std::string> diff_files;  // --diff A B
+  std::string lock_file;                 // --lock FILE
+  std::vector<std::string> diff_files;   // --diff A B
+  std::string trace_file;                // --record-gpu-trace FILE
+  std::optional<int64_t> trace_seconds;  // --seconds N
+  int64_t trace_interval_ms = 1000;      // --interval-ms M
   log::Options logging;
 };
 
-void DefineDoctorOptions(CLI::App& app, DoctorFlags& flags) {
-  AddSwitch(app, "--json", &flags.json, "print the snapshot as JSON instead of a table");
-  AddSwitch(app, "--require-gpu", &flags.require_gpu,
-            "exit non-zero when the GPU fast path is unusable (default: report only)");
-  AddText(app, "--lock", "FILE", &flags.lock_file,
-          "write the version lock of this machine (driver branch, CUDA, cuDNN, TensorRT, ONNX "
-          "Runtime, GPU) to FILE, for `fastpath serve --version-lock`");
-  app.add_option("--diff", flags.diff_files,
-                 "compare two snapshots (`doctor --json` outputs) and list what changed; exit 0 "
-                 "when they agree, 1 when they differ, 21 when one is unreadable")
-      ->type_name("A B")
-      ->expected(2);
+// What Doctor() checks after parsing, beyond CLI11's needs and excludes: a recording
+// without --seconds.
+struct DoctorOptions {
+  CLI::Option* record = nullptr;
+  CLI::Option* seconds = nullptr;
+};
+
+DoctorOptions DefineDoctorOptions(CLI::App& app, DoctorFlags& flags) {
+  CLI::Option* json =
+      AddSwitch(app, "--json", &flags.json, "print the snapshot as JSON instead of a table");
+  CLI::Option* require_gpu =
+      AddSwitch(app, "--require-gpu", &flags.require_gpu,
+                "exit non-zero when the GPU fast path is unusable (default: report only)");
+  CLI::Option* lock =
+      AddText(app, "--lock", "FILE", &flags.lock_file,
+              "write the version lock of this machine (driver branch, CUDA, cuDNN, TensorRT, ONNX "
+              "Runtime, GPU) to FILE, for `fastpath serve --version-lock`");
+  CLI::Option* diff =
+      app.add_option("--diff", flags.diff_files,
+                     "compare two snapshots (`doctor --json` outputs) and list what changed; exit "
+                     "0 when they agree, 1 when they differ, 21 when one is unreadable")
+          ->type_name("A B")
+          ->expected(2);
+  DoctorOptions o;
+  o.record = AddText(
+      app, "--record-gpu-trace", "FILE", &flags.trace_file,
+      "sample every GPU through NVML for --seconds and write the samples to FILE as a GPU trace "
+      "(JSON lines) for `fastpath serve --gpu-trace FILE`; written as FILE.tmp, one flushed "
+      "write per pass, and renamed to FILE at the end or at the first SIGINT/SIGTERM");
+  o.seconds =
+      AddValue(app, "--seconds", "N",
+               "the recording's length in seconds, 1 to 86400; --record-gpu-trace requires it", "",
+               [&flags](const std::string& value) -> Status {
+                 FASTPATH_ASSIGN_OR_RETURN(flags.trace_seconds,
+                                           ParseInt("--seconds", value, 1, kMaxRecordSeconds));
+                 return Status::Ok();
+               });
+  CLI::Option* interval =
+      AddInt(app, "--interval-ms", "M", &flags.trace_interval_ms, 10, 3600 * 1000,
+             "how often --record-gpu-trace samples, in milliseconds");
+  o.seconds->needs(o.record);
+  interval->needs(o.record);
+  // A recording is its own mode: it takes no snapshot, so there is nothing to print as
+  // JSON, lock, diff or judge.
+  o.record->excludes(json)->excludes(require_gpu)->excludes(lock)->excludes(diff);
   AddLogOptions(app, &flags.logging);
+  return o;
 }
 
 std::string Gib(uint64_t bytes) {
@@ -275,6 +335,179 @@ int WriteLock(const std::string& path, const gpu::CapabilitySnapshot& snapshot) 
   return kExitOk;
 }
 
+// --- `doctor --record-gpu-trace FILE --seconds N` ---
+
+// Set by the first SIGINT or SIGTERM during a recording, which then ends with what it has
+// (renamed into place, summarized, exit 0); a second one kills (SA_RESETHAND), so a
+// recording stuck in an NVML call can still be stopped.
+std::atomic<bool> recording_stopped{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
+
+void OnRecordingStop(int) { recording_stopped.store(true); }
+
+// Installs OnRecordingStop for SIGINT and SIGTERM while it lives.
+class StopSignals {
+ public:
+  StopSignals() {
+    struct sigaction action = {};
+    action.sa_handler = OnRecordingStop;
+    action.sa_flags = SA_RESETHAND;  // no SA_RESTART: the sleep returns EINTR
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, &previous_int_);
+    sigaction(SIGTERM, &action, &previous_term_);
+  }
+  ~StopSignals() {
+    sigaction(SIGINT, &previous_int_, nullptr);
+    sigaction(SIGTERM, &previous_term_, nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  struct sigaction previous_int_ = {};
+  struct sigaction previous_term_ = {};
+};
+
+using RecordClock = std::chrono::steady_clock;  // CLOCK_MONOTONIC, as clock_nanosleep below
+
+// Sleeps until `deadline` or a stop signal, whichever comes first. std::this_thread's
+// sleeps restart after EINTR, so a Ctrl-C would wait out the interval; clock_nanosleep
+// returns. A signal between the caller's check and the call is noticed one interval late.
+void SleepUntil(RecordClock::time_point deadline) {
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch());
+  timespec at{};
+  at.tv_sec = static_cast<time_t>(ns.count() / 1'000'000'000);
+  at.tv_nsec = static_cast<long>(ns.count() % 1'000'000'000);
+  while (!recording_stopped.load() &&
+         clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, nullptr) == EINTR) {
+  }
+}
+
+// What the recording saw, for its summary line.
+struct RecordingSummary {
+  int64_t passes = 0;
+  size_t lines = 0;
+  std::set<int> gpus;
+  std::map<uint64_t, std::map<int, int>> xids;  // XID -> GPU -> events
+  uint64_t reasons = 0;                         // every clock-event reason bit seen active
+  std::chrono::milliseconds last_t{0};
+
+  void Add(const std::vector<gpu::GpuSample>& samples, std::chrono::milliseconds t) {
+    ++passes;
+    last_t = t;
+    for (const gpu::GpuSample& s : samples) {
+      gpus.insert(s.gpu);
+      for (uint64_t xid : s.xids) ++xids[xid][s.gpu];
+      reasons |= s.clocks_event_reasons.value_or(0);
+    }
+  }
+
+  std::string Render(const std::string& path, const std::string& source, bool interrupted) const {
+    std::string xid_text;
+    for (const auto& [xid, on] : xids) {
+      std::string where;
+      for (const auto& [gpu, count] : on) {
+        where += (where.empty() ? "" : ", ") + std::string("GPU ") + std::to_string(gpu) +
+                 (count > 1 ? " x" + std::to_string(count) : "");
+      }
+      xid_text += (xid_text.empty() ? "" : "; ") + std::to_string(xid) + " (" + where + ")";
+    }
+    std::string reason_text;
+    for (const std::string& r : gpu::DecodeClockEventReasons(reasons))
+      reason_text += (reason_text.empty() ? "" : ", ") + r;
+    char seconds[32];
+    std::snprintf(seconds, sizeof(seconds), "%.1f", last_t.count() / 1000.0);
+    return "fastpath doctor: wrote GPU trace " + path + ": " + std::to_string(passes) + " sample" +
+           (passes == 1 ? "" : "s") + " of " + std::to_string(gpus.size()) + " GPU" +
+           (gpus.size() == 1 ? "" : "s") + " over " + seconds + " s (" + std::to_string(lines) +
+           " lines, from " + source + (interrupted ? ", ended early by a signal" : "") +
+           "); XIDs: " + (xid_text.empty() ? "none" : xid_text) +
+           "; clock-event reasons: " + (reason_text.empty() ? "none" : reason_text) + "\n";
+  }
+};
+
+// One pass's lines with one write(2), unbuffered: a recording killed between passes leaves
+// whole lines only. A short write (a full disk) goes on from where it stopped.
+Status WriteAll(int fd, const std::string& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;  // a stop signal: finish the pass first
+    if (n < 0) return Internal(std::strerror(errno));
+    done += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+// Samples at 0, M, 2M, ... up to N seconds inclusive (a pass that overruns the next tick
+// skips it rather than bunching up), each pass's lines in one write into FILE.tmp; at the end, or
+// at the first SIGINT/SIGTERM, FILE.tmp becomes FILE. A recording killed outright leaves FILE.tmp,
+// whose complete lines replay as they are.
+int RecordGpuTrace(const DoctorFlags& flags) {
+  const std::string what = "fastpath doctor --record-gpu-trace";
+  auto source = gpu::OpenNvmlSource(gpu::ProbeEnvironment::Host());
+  if (!source.ok()) {
+    std::cerr << what << ": no GPU to record: " << source.status().message()
+              << " (a GPU trace is recorded from NVML, libnvidia-ml.so.1, on the GPU's node)\n";
+    return kExitNvmlUnavailable;
+  }
+  const std::string& path = flags.trace_file;
+  const std::string tmp = path + ".tmp";
+  const int out = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (out < 0) {
+    std::cerr << what << ": cannot write " << tmp << ": " << std::strerror(errno) << "\n";
+    return kExitRuntime;
+  }
+  std::cerr << what << ": recording " << (*source)->Describe() << " every "
+            << flags.trace_interval_ms << " ms for " << *flags.trace_seconds << " s into " << path
+            << " (Ctrl-C ends it early and keeps what it has)\n";
+
+  const std::chrono::milliseconds interval(flags.trace_interval_ms);
+  const std::chrono::milliseconds duration = std::chrono::seconds(*flags.trace_seconds);
+  RecordingSummary summary;
+  recording_stopped.store(false);
+  std::string write_error;
+  {
+    const StopSignals stop_signals;
+    const RecordClock::time_point start = RecordClock::now();
+    for (std::chrono::milliseconds next{0}; next <= duration;) {
+      SleepUntil(start + next);
+      if (recording_stopped.load()) break;
+      const auto t =
+          std::chrono::duration_cast<std::chrono::milliseconds>(RecordClock::now() - start);
+      const std::vector<gpu::GpuSample> samples = (*source)->Sample(t);
+      std::string text;
+      for (const gpu::GpuSample& sample : samples) {
+        const std::string lines = gpu::SampleToTraceLines(sample, t);
+        text += lines + "\n";
+        summary.lines += 1 + static_cast<size_t>(std::count(lines.begin(), lines.end(), '\n'));
+      }
+      summary.Add(samples, t);
+      if (Status s = WriteAll(out, text); !s.ok()) {
+        write_error = s.message();
+        break;
+      }
+      next += interval;
+      if (next <= t) next = (t / interval + 1) * interval;
+    }
+  }
+  // fsync before the rename, so that FILE never names an empty file after a crash.
+  if (write_error.empty() && ::fsync(out) != 0) write_error = std::strerror(errno);
+  if (::close(out) != 0 && write_error.empty()) write_error = std::strerror(errno);
+  if (!write_error.empty()) {
+    std::cerr << what << ": cannot write " << tmp << ": " << write_error << " (after "
+              << summary.passes << " samples; the complete lines in it replay)\n";
+    return kExitRuntime;
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::cerr << what << ": cannot rename " << tmp << " to " << path << ": " << std::strerror(errno)
+              << "\n";
+    return kExitRuntime;
+  }
+  std::cout << summary.Render(path, (*source)->Describe(), recording_stopped.load());
+  return kExitOk;
+}
+
 }  // namespace
 
 int Doctor(const std::vector<std::string>& args) {
@@ -283,12 +516,19 @@ int Doctor(const std::vector<std::string>& args) {
       "Probes the NVIDIA driver, NVML, the CUDA libraries on the library path and the "
       "container plumbing, and prints what the GPU fast path has and what it lacks.",
       "fastpath doctor"};
-  UseHelpLayout(app, "usage: fastpath doctor [options]");
+  UseHelpLayout(app, kDoctorUsage);
   app.footer(kDoctorExitCodes);
-  DefineDoctorOptions(app, flags);
+  const DoctorOptions options = DefineDoctorOptions(app, flags);
   if (auto exit_code = ParseCommandLine(app, args)) return *exit_code;
+  if (*options.record && !flags.trace_seconds) {
+    return UsageError(app, "--record-gpu-trace needs --seconds N (1 to 86400)");
+  }
+  if (*options.record && flags.trace_file.empty()) {
+    return UsageError(app, "--record-gpu-trace needs a FILE");
+  }
   flags.logging.name = "fastpath doctor";
   log::Configure(flags.logging);
+  if (*options.record) return RecordGpuTrace(flags);
   if (!flags.diff_files.empty()) return Diff(flags.diff_files[0], flags.diff_files[1]);
   const gpu::CapabilitySnapshot snapshot = gpu::TakeNodeSnapshot(FASTPATH_VERSION);
   const std::vector<gpu::Finding> findings = gpu::Assess(snapshot);
