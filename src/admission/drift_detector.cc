@@ -6,17 +6,12 @@
 namespace fastpath::admission {
 namespace {
 
-// The clock-event reason bits behind each cause (gpu/telemetry.h's labels).
-struct CauseBits {
-  const char* cause;
-  std::vector<int> bits;
-  const char* what;
-};
-const std::vector<CauseBits>& Causes() {
-  static const std::vector<CauseBits> causes = {
-      {"thermal", {5, 6}, "thermal slowdown"},
-      {"power", {2, 7}, "power cap or power brake"},
-      {"reliability", {3}, "HW slowdown"},
+// What each cause held the clocks down with, for people.
+const std::vector<std::pair<std::string, std::string>>& Causes() {
+  static const std::vector<std::pair<std::string, std::string>> causes = {
+      {"thermal", "thermal slowdown"},
+      {"power", "power cap or power brake"},
+      {"reliability", "HW slowdown"},
   };
   return causes;
 }
@@ -36,8 +31,8 @@ std::map<uint64_t, StatDuration> ByBatchSize(const std::vector<BatchStatistics>&
 }  // namespace
 
 void DriftDetector::Observe(Clock::time_point now, const std::vector<BatchStatistics>& batch_stats,
-                            std::vector<GpuReading> gpus) {
-  Observation o{now, ByBatchSize(batch_stats), std::move(gpus)};
+                            bool on_gpu, std::vector<GpuReading> gpus) {
+  Observation o{now, ByBatchSize(batch_stats), on_gpu, std::move(gpus)};
   if (!first_) first_ = o;
   for (const auto& [size, total] : o.by_batch_size) {
     if (baselines_.count(size) != 0) continue;
@@ -70,6 +65,7 @@ DriftVerdict DriftDetector::Judge() const {
     if (baseline == baselines_.end()) continue;
     const auto start = from.by_batch_size.find(size);
     const StatDuration before = start == from.by_batch_size.end() ? StatDuration{} : start->second;
+    if (total.count < before.count || total.ns < before.ns) continue;  // never: reset counters
     const uint64_t n = total.count - before.count;
     executions += n;
     took_ns += static_cast<double>(total.ns - before.ns);
@@ -87,7 +83,10 @@ DriftVerdict DriftDetector::Judge() const {
 
   // The cause: the reason that held the version's GPUs down longest over the same span.
   std::string cause = "not_gpu";
-  std::string why = to.gpus.empty() ? "the model runs on no GPU" : "the GPU clocks held";
+  std::string why = !to.on_gpu           ? "the model runs on no GPU"
+                    : to.gpus.empty()    ? "its GPUs have no telemetry (NVML unavailable)"
+                                         : "the GPU clocks held";
+  if (to.on_gpu && to.gpus.empty()) cause = "unknown";
   std::string clocks;
   double worst = 0;
   for (const GpuReading& now : to.gpus) {
@@ -95,22 +94,18 @@ DriftVerdict DriftDetector::Judge() const {
     for (const GpuReading& g : from.gpus) {
       if (g.gpu == now.gpu) then = &g;
     }
-    for (const CauseBits& c : Causes()) {
-      double seconds = 0;
-      for (int bit : c.bits) {
-        const auto at = [&](const GpuReading* r) {
-          if (r == nullptr) return 0.0;
-          auto it = r->throttle_seconds.find(bit);
-          return it == r->throttle_seconds.end() ? 0.0 : it->second;
-        };
-        seconds = std::max(seconds, at(&now) - at(then));
-      }
-      const double fraction = span_s > 0 ? seconds / span_s : 0;
+    for (const auto& [name, what] : Causes()) {
+      const auto at = [&](const GpuReading* r) {
+        if (r == nullptr) return 0.0;
+        auto it = r->cause_seconds.find(name);
+        return it == r->cause_seconds.end() ? 0.0 : it->second;
+      };
+      const double fraction = span_s > 0 ? (at(&now) - at(then)) / span_s : 0;
       if (fraction > worst) {
         worst = fraction;
         if (fraction >= options_.cause_fraction) {
-          cause = c.cause;
-          why = "GPU " + std::to_string(now.gpu) + " held down by " + c.what + " " +
+          cause = name;
+          why = "GPU " + std::to_string(now.gpu) + " held down by " + what + " " +
                 Fixed(100 * std::min(fraction, 1.0), 0) + "% of the window";
         }
       }
@@ -120,6 +115,11 @@ DriftVerdict DriftDetector::Judge() const {
       clocks += (clocks.empty() ? "" : ", ") + std::string("GPU ") + std::to_string(now.gpu) +
                 " SM clock " + Fixed(*now.sm_clock_mhz, 0) + " MHz (" + Fixed(clock->second, 0) +
                 " MHz at start)";
+      if (cause == "not_gpu" && *now.sm_clock_mhz < 0.9 * clock->second) {
+        cause = "gpu_clocks";
+        why = "GPU " + std::to_string(now.gpu) +
+              "'s SM clock fell with no clock-event reason to say why";
+      }
     }
   }
   v.detail += "; " + why;
@@ -143,6 +143,15 @@ std::string DriftFix(const std::string& cause) {
   if (cause == "reliability") {
     return "the board asserted HW slowdown (power brake, power supply or thermal hardware): "
            "check its power and cabling, and drain and replace it if it persists";
+  }
+  if (cause == "gpu_clocks") {
+    return "the GPU runs at lower clocks than at start: check its application clocks and "
+           "power settings (nvidia-smi -q -d CLOCK,POWER) and whether another process "
+           "changed them";
+  }
+  if (cause == "unknown") {
+    return "give fastpath NVML (libnvidia-ml.so.1) to tell the GPU's part; meanwhile check "
+           "the GPU's clocks and temperature and the host";
   }
   return "the GPU is not the cause: look at the host (CPU contention, a noisy neighbour), the "
          "request mix or the model version";

@@ -265,7 +265,14 @@ int OpenGpuTelemetry(ServeFlags* flags) {
   } else {
     auto nvml = gpu::OpenNvmlSource(gpu::ProbeEnvironment::Host());
     if (!nvml.ok()) {
-      log::Info("GPU telemetry off: " + nvml.status().message());
+      // No NVML is a machine without a GPU; NVML that loads and cannot be used is not.
+      const bool absent = nvml.status().message().rfind("NVML cannot be loaded", 0) == 0;
+      if (absent) {
+        log::Info("GPU telemetry off: " + nvml.status().message());
+      } else {
+        log::Warn("GPU telemetry off: " + nvml.status().message() +
+                  "; no throttling, ECC or XID is watched and no GPU is quarantined");
+      }
       return kExitOk;
     }
     flags->server.gpu_source = std::move(nvml).value();

@@ -35,6 +35,7 @@ struct NvmlEventData {  // nvmlEventData_t
 };
 
 constexpr nvmlReturn_t kSuccess = 0;
+constexpr nvmlReturn_t kGpuIsLost = 15;  // NVML_ERROR_GPU_IS_LOST
 constexpr int kClockSm = 1;                         // NVML_CLOCK_SM
 constexpr int kClockMem = 2;                        // NVML_CLOCK_MEM
 constexpr int kTemperatureGpu = 0;                  // NVML_TEMPERATURE_GPU
@@ -65,6 +66,7 @@ struct Api {
   nvmlReturn_t (*event_set_free)(nvmlEventSet_t) = nullptr;
   nvmlReturn_t (*register_events)(nvmlDevice_t, unsigned long long, nvmlEventSet_t) = nullptr;
   nvmlReturn_t (*event_wait)(nvmlEventSet_t, NvmlEventData*, unsigned int) = nullptr;
+  nvmlReturn_t (*mig_parent)(nvmlDevice_t, nvmlDevice_t*) = nullptr;
 };
 
 template <typename F>
@@ -97,6 +99,7 @@ Api BindApi(const SharedLibrary& lib) {
   Bind(lib, &a.event_set_free, "nvmlEventSetFree");
   Bind(lib, &a.register_events, "nvmlDeviceRegisterEvents");
   Bind(lib, &a.event_wait, "nvmlEventSetWait_v2");
+  Bind(lib, &a.mig_parent, "nvmlDeviceGetDeviceHandleFromMigDeviceHandle");
   return a;
 }
 
@@ -158,45 +161,7 @@ class NvmlSource final : public GpuSource {
 
   std::vector<GpuSample> Sample(std::chrono::milliseconds /*since_start*/) override {
     std::vector<GpuSample> out(devices_.size());
-    for (size_t i = 0; i < devices_.size(); ++i) {
-      GpuSample& s = out[i];
-      nvmlDevice_t d = devices_[i];
-      s.gpu = static_cast<int>(i);
-      s.uuid = uuids_[i];
-      unsigned int value = 0;
-      if (api_.temperature != nullptr && api_.temperature(d, kTemperatureGpu, &value) == kSuccess) {
-        s.temperature_c = value;
-      }
-      if (api_.clock != nullptr && api_.clock(d, kClockSm, &value) == kSuccess) s.sm_clock_mhz = value;
-      if (api_.clock != nullptr && api_.clock(d, kClockMem, &value) == kSuccess) {
-        s.mem_clock_mhz = value;
-      }
-      if (NvmlUtilization u{}; api_.utilization != nullptr && api_.utilization(d, &u) == kSuccess) {
-        s.utilization_ratio = u.gpu / 100.0;
-      }
-      if (NvmlMemory m{}; api_.memory != nullptr && api_.memory(d, &m) == kSuccess) {
-        s.memory_used_bytes = m.used;
-        s.memory_total_bytes = m.total;
-      }
-      if (api_.power != nullptr && api_.power(d, &value) == kSuccess) s.power_w = value / 1000.0;
-      if (api_.power_limit != nullptr && api_.power_limit(d, &value) == kSuccess) {
-        s.power_limit_w = value / 1000.0;
-      }
-      if (unsigned long long r = 0; api_.reasons != nullptr && api_.reasons(d, &r) == kSuccess) {
-        s.clocks_event_reasons = r;
-      }
-      // NOT_SUPPORTED where ECC is off: unsupported, not zero.
-      if (unsigned long long n = 0;
-          api_.ecc != nullptr &&
-          api_.ecc(d, kMemoryErrorUncorrected, kVolatileEcc, &n) == kSuccess) {
-        s.ecc_uncorrected_volatile = n;
-      }
-      if (unsigned int corrected = 0, uncorrectable = 0, pending = 0, failed = 0;
-          api_.remapped_rows != nullptr &&
-          api_.remapped_rows(d, &corrected, &uncorrectable, &pending, &failed) == kSuccess) {
-        s.remapped_rows_uncorrectable = uncorrectable;
-      }
-    }
+    // XIDs first: reading a failing GPU's fields may stall, and its XID says why.
     if (xid_events_) {
       for (int n = 0; n < kMaxEventsPerPass; ++n) {
         NvmlEventData event{};
@@ -205,6 +170,48 @@ class NvmlSource final : public GpuSource {
         for (size_t i = 0; i < devices_.size(); ++i) {
           if (devices_[i] == event.device) out[i].xids.push_back(event.event_data);
         }
+      }
+    }
+    for (size_t i = 0; i < devices_.size(); ++i) {
+      GpuSample& s = out[i];
+      nvmlDevice_t d = devices_[i];
+      s.gpu = static_cast<int>(i);
+      s.uuid = uuids_[i];
+      // True when the call answered; a lost GPU is noted, any other error leaves the field
+      // unsupported.
+      const auto ok = [&](nvmlReturn_t r) {
+        if (r == kGpuIsLost) s.lost = true;
+        return r == kSuccess;
+      };
+      unsigned int value = 0;
+      if (api_.temperature != nullptr && ok(api_.temperature(d, kTemperatureGpu, &value))) {
+        s.temperature_c = value;
+      }
+      if (api_.clock != nullptr && ok(api_.clock(d, kClockSm, &value))) s.sm_clock_mhz = value;
+      if (api_.clock != nullptr && ok(api_.clock(d, kClockMem, &value))) s.mem_clock_mhz = value;
+      if (NvmlUtilization u{}; api_.utilization != nullptr && ok(api_.utilization(d, &u))) {
+        s.utilization_ratio = u.gpu / 100.0;
+      }
+      if (NvmlMemory m{}; api_.memory != nullptr && ok(api_.memory(d, &m))) {
+        s.memory_used_bytes = m.used;
+        s.memory_total_bytes = m.total;
+      }
+      if (api_.power != nullptr && ok(api_.power(d, &value))) s.power_w = value / 1000.0;
+      if (api_.power_limit != nullptr && ok(api_.power_limit(d, &value))) {
+        s.power_limit_w = value / 1000.0;
+      }
+      if (unsigned long long r = 0; api_.reasons != nullptr && ok(api_.reasons(d, &r))) {
+        s.clocks_event_reasons = r;
+      }
+      // NOT_SUPPORTED where ECC is off: unsupported, not zero.
+      if (unsigned long long n = 0;
+          api_.ecc != nullptr && ok(api_.ecc(d, kMemoryErrorUncorrected, kVolatileEcc, &n))) {
+        s.ecc_uncorrected_volatile = n;
+      }
+      if (unsigned int corrected = 0, uncorrectable = 0, pending = 0, failed = 0;
+          api_.remapped_rows != nullptr &&
+          ok(api_.remapped_rows(d, &corrected, &uncorrectable, &pending, &failed))) {
+        s.remapped_rows_uncorrectable = uncorrectable;
       }
     }
     return out;
@@ -252,6 +259,11 @@ StatusOr<std::unique_ptr<GpuSource>> OpenNvmlSource(const ProbeEnvironment& env)
       if (r != kSuccess) {
         return fail("CUDA_VISIBLE_DEVICES names " + item + ", which NVML cannot find (nvmlReturn_t " +
                     std::to_string(r) + ")");
+      }
+      // A MIG device is read through its parent: the board's temperature, clocks, ECC, XIDs.
+      if (nvmlDevice_t parent = nullptr; item.rfind("MIG-", 0) == 0 && api.mig_parent != nullptr &&
+                                         api.mig_parent(device, &parent) == kSuccess) {
+        device = parent;
       }
       devices.push_back(device);
     }

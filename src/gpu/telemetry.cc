@@ -8,6 +8,7 @@
 #include <rapidjson/writer.h>
 
 #include <array>
+#include <charconv>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -137,6 +138,11 @@ Status ReadField(const std::string& name, const rapidjson::Value& value, TraceLi
         "\"clocks_event_reasons\" must be a bit mask: a non-negative integer or a hex string "
         "such as \"0x40\"");
   }
+  if (name == "lost") {
+    if (!value.IsBool()) return InvalidArgument("\"lost\" must be true or false");
+    s.lost = value.GetBool();
+    return Status::Ok();
+  }
   if (name == "xid") {
     if (value.IsNull()) return Status::Ok();
     if (!value.IsUint64() || value.GetUint64() == 0) {
@@ -149,7 +155,7 @@ Status ReadField(const std::string& name, const rapidjson::Value& value, TraceLi
       "unknown field \"" + name +
       "\" (known: t_ms, gpu, uuid, temperature_c, sm_clock_mhz, mem_clock_mhz, "
       "utilization_ratio, memory_used_bytes, memory_total_bytes, power_w, power_limit_w, "
-      "clocks_event_reasons, ecc_uncorrected_volatile, remapped_rows_uncorrectable, xid)");
+      "clocks_event_reasons, ecc_uncorrected_volatile, remapped_rows_uncorrectable, xid, lost)");
 }
 
 class TraceSource final : public GpuSource {
@@ -261,6 +267,10 @@ void WriteTraceLine(const GpuSample& s, std::chrono::milliseconds t, const uint6
   count("ecc_uncorrected_volatile", s.ecc_uncorrected_volatile);
   count("remapped_rows_uncorrectable", s.remapped_rows_uncorrectable);
   if (xid != nullptr) Unsigned(w, "xid", *xid);
+  if (s.lost) {
+    w.Key("lost");
+    w.Bool(true);
+  }
   w.EndObject();
   if (!out->empty()) out->push_back('\n');
   out->append(buffer.GetString(), buffer.GetSize());
@@ -282,10 +292,12 @@ StatusOr<std::set<uint64_t>> ParseXidList(const std::string& text) {
   std::stringstream items(text);
   std::string item;
   while (std::getline(items, item, ',')) {
-    if (item.empty()) continue;
-    char* end = nullptr;
-    const unsigned long long xid = std::strtoull(item.c_str(), &end, 10);
-    if (end == item.c_str() || *end != '\0' || xid == 0) {
+    const size_t first = item.find_first_not_of(' ');
+    if (first == std::string::npos) continue;
+    const size_t last = item.find_last_not_of(' ');
+    uint64_t xid = 0;
+    const auto [ptr, ec] = std::from_chars(item.data() + first, item.data() + last + 1, xid);
+    if (ec != std::errc() || ptr != item.data() + last + 1 || xid == 0) {
       return InvalidArgument("'" + item + "' is not an XID (a positive integer)");
     }
     out.insert(xid);
@@ -306,6 +318,9 @@ std::vector<int> GpuHealth::Add(const std::vector<GpuSample>& samples,
       for (int bit = 0; bit < 64; ++bit) {
         if ((*status.last.clocks_event_reasons >> bit) & 1) status.throttle_seconds[bit] += seconds;
       }
+      for (const std::string& cause : ThrottleCauses(*status.last.clocks_event_reasons)) {
+        status.cause_seconds[cause] += seconds;
+      }
     }
     status.last = sample;
     status.last_sample_at = at;
@@ -316,6 +331,9 @@ std::vector<int> GpuHealth::Add(const std::vector<GpuSample>& samples,
         const std::string meaning = XidMeaning(xid);
         why = "critical XID " + std::to_string(xid) + (meaning.empty() ? "" : " (" + meaning + ")");
       }
+    }
+    if (why.empty() && sample.lost) {
+      why = "the GPU is lost (NVML_ERROR_GPU_IS_LOST: it fell off the bus or stopped answering)";
     }
     if (why.empty() && sample.ecc_uncorrected_volatile.value_or(0) > 0) {
       why = std::to_string(*sample.ecc_uncorrected_volatile) +
@@ -335,6 +353,18 @@ std::vector<GpuStatus> GpuHealth::Statuses() const {
   out.reserve(gpus_.size());
   for (const auto& [gpu, status] : gpus_) out.push_back(status);
   return out;
+}
+
+std::vector<std::string> ThrottleCauses(uint64_t reasons) {
+  constexpr uint64_t kSwPowerCap = 0x4, kHwSlowdown = 0x8, kSwThermal = 0x20, kHwThermal = 0x40,
+                     kHwPowerBrake = 0x80;
+  std::vector<std::string> causes;
+  if (reasons & (kSwThermal | kHwThermal)) causes.emplace_back("thermal");
+  if (reasons & (kSwPowerCap | kHwPowerBrake)) causes.emplace_back("power");
+  if ((reasons & kHwSlowdown) && !(reasons & (kHwThermal | kHwPowerBrake))) {
+    causes.emplace_back("reliability");
+  }
+  return causes;
 }
 
 std::string ClockEventReasonLabel(int bit) {

@@ -142,8 +142,12 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadVersion(
   std::vector<std::unique_ptr<backend::ModelInstance>> instances;
   for (const auto& group : runtime->config.instance_group()) {
     std::vector<int> devices = {0};
-    if (group.kind() == inference::ModelInstanceGroup::KIND_GPU && group.gpus_size() > 0) {
-      devices.assign(group.gpus().begin(), group.gpus().end());
+    if (group.kind() == inference::ModelInstanceGroup::KIND_GPU) {
+      if (group.gpus_size() > 0) devices.assign(group.gpus().begin(), group.gpus().end());
+      for (int gpu : devices) {
+        auto at = std::lower_bound(runtime->gpus.begin(), runtime->gpus.end(), gpu);
+        if (at == runtime->gpus.end() || *at != gpu) runtime->gpus.insert(at, gpu);
+      }
     }
     for (int device : devices) {
       FASTPATH_ASSIGN_OR_RETURN(

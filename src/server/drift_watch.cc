@@ -8,18 +8,6 @@
 namespace fastpath::server {
 namespace {
 
-// The GPUs the config places the version on: each KIND_GPU group's gpus, GPU 0 when it
-// lists none (as the repository creates its instances).
-std::set<int> ConfiguredGpus(const inference::ModelConfig& config) {
-  std::set<int> gpus;
-  for (const auto& group : config.instance_group()) {
-    if (group.kind() != inference::ModelInstanceGroup::KIND_GPU) continue;
-    if (group.gpus_size() == 0) gpus.insert(0);
-    gpus.insert(group.gpus().begin(), group.gpus().end());
-  }
-  return gpus;
-}
-
 }  // namespace
 
 std::chrono::milliseconds DriftWatch::IntervalFor(std::chrono::nanoseconds window) {
@@ -36,6 +24,8 @@ DriftWatch::DriftWatch(ListFn list, GpuFn gpus, Clock* clock, admission::DriftOp
       periodic_(clock_, interval, [this] { SampleNow(); }) {}
 
 void DriftWatch::SampleNow() {
+  // One pass at a time, so that observations reach each detector in time order.
+  std::lock_guard pass(pass_mu_);
   const std::vector<std::shared_ptr<repository::ModelVersion>> versions = list_();
   const std::vector<gpu::GpuStatus> statuses = gpus_ ? gpus_() : std::vector<gpu::GpuStatus>();
   const Clock::time_point now = clock_->Now();
@@ -50,16 +40,24 @@ void DriftWatch::SampleNow() {
                .first;
     }
     std::vector<admission::GpuReading> readings;
-    const std::set<int> gpus = ConfiguredGpus(version->config);
     for (const gpu::GpuStatus& s : statuses) {
-      if (gpus.count(s.gpu) == 0) continue;
-      readings.push_back({s.gpu, s.throttle_seconds, s.last.sm_clock_mhz});
+      if (!std::binary_search(version->gpus.begin(), version->gpus.end(), s.gpu)) continue;
+      readings.push_back({s.gpu, s.cause_seconds, s.last.sm_clock_mhz});
     }
     Entry& entry = it->second;
     entry.detector.Observe(now, version->stats.Snapshot(version->model_name, "").batch_stats,
-                           std::move(readings));
+                           !version->gpus.empty(), std::move(readings));
     const bool was = entry.verdict.alert;
-    entry.verdict = entry.detector.Judge();
+    admission::DriftVerdict verdict = entry.detector.Judge();
+    // A window too quiet to judge keeps the last verdict (an alert does not flap with
+    // bursty traffic); the detail says so.
+    if (!verdict.ratio && entry.verdict.ratio) {
+      verdict = entry.verdict;
+      if (verdict.detail.find(" (held:") == std::string::npos) {
+        verdict.detail += " (held: too few executions in the window since)";
+      }
+    }
+    entry.verdict = std::move(verdict);
     const std::string which =
         "model '" + version->model_name + "' version " + std::to_string(version->version);
     if (entry.verdict.alert && !was) {
@@ -75,11 +73,11 @@ void DriftWatch::SampleNow() {
   }
 }
 
-std::optional<admission::DriftVerdict> DriftWatch::Verdict(const std::string& model,
-                                                           int64_t version) const {
+std::optional<admission::DriftVerdict> DriftWatch::Verdict(
+    const repository::ModelVersion& runtime) const {
   std::lock_guard lock(mu_);
-  const auto it = entries_.find({model, version});
-  if (it == entries_.end()) return std::nullopt;
+  const auto it = entries_.find({runtime.model_name, runtime.version});
+  if (it == entries_.end() || it->second.runtime.lock().get() != &runtime) return std::nullopt;
   return it->second.verdict;
 }
 

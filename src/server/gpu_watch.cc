@@ -21,11 +21,14 @@ void GpuWatch::Start() {
 }
 
 void GpuWatch::SampleNow() {
-  std::lock_guard lock(mu_);
+  std::lock_guard pass(sample_mu_);
   const auto at = std::chrono::duration_cast<std::chrono::milliseconds>(clock_->Now() - start_);
   const std::vector<gpu::GpuSample> samples = source_->Sample(at);
+  std::lock_guard lock(mu_);
   for (int gpu : health_.Add(samples, at)) {
-    any_quarantined_.store(true, std::memory_order_release);
+    if (gpu >= 0 && gpu < 64) {
+      quarantined_mask_.fetch_or(uint64_t{1} << gpu, std::memory_order_release);
+    }
     std::string uuid;
     std::string why;
     for (const gpu::GpuStatus& s : health_.Statuses()) {
@@ -45,6 +48,14 @@ void GpuWatch::SampleNow() {
 std::vector<gpu::GpuStatus> GpuWatch::Statuses() const {
   std::lock_guard lock(mu_);
   return health_.Statuses();
+}
+
+int GpuWatch::FirstQuarantined(const std::vector<int>& gpus) const {
+  const uint64_t mask = quarantined_mask_.load(std::memory_order_acquire);
+  for (int gpu : gpus) {
+    if (gpu >= 0 && gpu < 64 && ((mask >> gpu) & 1) != 0) return gpu;
+  }
+  return -1;
 }
 
 std::string GpuWatch::Quarantined(int gpu) const {

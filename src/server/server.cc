@@ -1,6 +1,5 @@
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 
 #include "fastpath/admission/memory_budget.h"
 #include "fastpath/admission/self_test.h"
@@ -51,21 +50,15 @@ Status CheckMemoryEstimate(const repository::ModelVersion& version,
       "inputs");
 }
 
-// Unavailable (HTTP 503) when an instance of `version` is on a GPU in quarantine: the
-// hardware announced it is failing, so nothing new runs on it (requests in flight finish).
+// Unavailable (HTTP 503) when `version` runs on a GPU in quarantine: the hardware announced
+// it is failing, so nothing new runs on it (requests in flight finish).
 Status CheckGpusHealthy(const repository::ModelVersion& version, const GpuWatch& gpus) {
-  for (const backend::ModelInstance* instance : version.audited_instances) {
-    const std::optional<backend::MemoryStats> memory = instance->memory_stats();
-    if (!memory || memory->device.rfind("gpu", 0) != 0) continue;
-    const int gpu = std::atoi(memory->device.c_str() + 3);
-    if (std::string why = gpus.Quarantined(gpu); !why.empty()) {
-      return Unavailable("model '" + version.model_name + "' version " +
-                         std::to_string(version.version) + " runs on GPU " + std::to_string(gpu) +
-                         ", which is quarantined: " + why +
-                         "; send this request to another server");
-    }
-  }
-  return Status::Ok();
+  const int gpu = gpus.FirstQuarantined(version.gpus);
+  if (gpu < 0) return Status::Ok();
+  return Unavailable("model '" + version.model_name + "' version " +
+                     std::to_string(version.version) + " runs on GPU " + std::to_string(gpu) +
+                     ", which is quarantined: " + gpus.Quarantined(gpu) +
+                     "; send this request to another server");
 }
 
 // The model sees `reshape` where the protocol shows `dims`.
@@ -230,6 +223,10 @@ StatusOr<ModelMetadata> Server::GetModelMetadata(const std::string& name,
 
 StatusOr<bool> Server::IsModelReady(const std::string& name, const std::string& version) const {
   if (shutting_down_) return false;
+  if (gpu_watch_ && gpu_watch_->AnyQuarantined()) {
+    auto runtime = repository_->FindReady(name, version);
+    if (runtime.ok() && gpu_watch_->FirstQuarantined((*runtime)->gpus) >= 0) return false;
+  }
   return repository_->IsReady(name, version);
 }
 

@@ -497,7 +497,9 @@ admission::AdmissionReport Server::Admission() const {
     }
     if (entry.state == ModelState::kReady && version >= 0) m.canary = CanaryOf(entry.name, version);
     if (entry.state == ModelState::kReady && drift_watch_ && version >= 0) {
-      m.drift = drift_watch_->Verdict(entry.name, version);
+      if (auto runtime = repository_->FindReady(entry.name, entry.version); runtime.ok()) {
+        m.drift = drift_watch_->Verdict(**runtime);
+      }
       if (options_.drift_degrades && m.drift && m.drift->alert) {
         m.state = admission::AdmissionState::kDegraded;
         m.reasons.push_back("throughput drift: " + m.drift->detail);

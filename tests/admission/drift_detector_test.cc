@@ -2,6 +2,8 @@
 // tests play executions and GPU readings the way the drift watch would observe them.
 #include "fastpath/admission/drift_detector.h"
 
+#include "fastpath/gpu/telemetry.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -30,9 +32,10 @@ class Timeline {
   }
   // Advances 10 s during which reason `bit` (or none, -1) held the GPU's clocks at `mhz`,
   // then observes.
-  void Tick(int bit = -1, double mhz = 1980) {
+  void Tick(int bit = -1, double mhz = 1980) { TickMask(bit >= 0 ? uint64_t{1} << bit : 0, mhz); }
+  void TickMask(uint64_t reasons, double mhz = 1980) {
     now_ += seconds(10);
-    if (bit >= 0) gpu_.throttle_seconds[bit] += 10;
+    for (const std::string& cause : gpu::ThrottleCauses(reasons)) gpu_.cause_seconds[cause] += 10;
     gpu_.sm_clock_mhz = mhz;
     Observe();
   }
@@ -44,10 +47,12 @@ class Timeline {
       b.compute_infer = total;
       stats.push_back(b);
     }
-    detector_.Observe(now_, stats, on_gpu_ ? std::vector<GpuReading>{gpu_} : std::vector<GpuReading>{});
+    detector_.Observe(now_, stats, on_gpu_,
+                      on_gpu_ && telemetry_ ? std::vector<GpuReading>{gpu_} : std::vector<GpuReading>{});
   }
   DriftVerdict Judge() const { return detector_.Judge(); }
   void OnCpu() { on_gpu_ = false; }
+  void WithoutTelemetry() { telemetry_ = false; }
 
  private:
   DriftDetector detector_;
@@ -55,6 +60,7 @@ class Timeline {
   std::map<uint64_t, StatDuration> totals_;
   GpuReading gpu_;
   bool on_gpu_ = true;
+  bool telemetry_ = true;
 };
 
 // The start: self-test runs (slow, cold) before the first observation, then a minute at
@@ -136,6 +142,48 @@ TEST(DriftDetectorTest, ASlowdownWithTheClocksHeldIsNotTheGpu) {
   v = cpu.Judge();
   EXPECT_EQ(v.cause, "not_gpu");
   EXPECT_THAT(v.detail, HasSubstr("the model runs on no GPU"));
+}
+
+TEST(DriftDetectorTest, HwSlowdownRaisedWithAThermalReasonIsThermal) {
+  // NVML raises HW slowdown beside HW thermal slowdown and HW power brake: that is not a
+  // board fault.
+  Timeline t;
+  Start(t);
+  for (int i = 0; i < 6; ++i) {
+    t.Run(1, 2 * kMs, 100);
+    t.TickMask(i == 0 ? 0x8 : 0x48);  // one sample of HW slowdown alone, then with thermal
+  }
+  EXPECT_EQ(t.Judge().cause, "thermal");
+  Timeline brake;
+  Start(brake);
+  for (int i = 0; i < 6; ++i) {
+    brake.Run(1, 2 * kMs, 100);
+    brake.TickMask(0x88);
+  }
+  EXPECT_EQ(brake.Judge().cause, "power");
+}
+
+TEST(DriftDetectorTest, LowerClocksWithoutAReasonOrWithoutTelemetryAreNotBlamedOnTheHost) {
+  Timeline t;
+  Start(t);
+  for (int i = 0; i < 6; ++i) {
+    t.Run(1, 2 * kMs, 100);
+    t.Tick(-1, 1410);
+  }
+  DriftVerdict v = t.Judge();
+  EXPECT_EQ(v.cause, "gpu_clocks");
+  EXPECT_THAT(v.detail, HasSubstr("GPU 0's SM clock fell with no clock-event reason"));
+
+  Timeline blind;
+  blind.WithoutTelemetry();
+  Start(blind);
+  for (int i = 0; i < 6; ++i) {
+    blind.Run(1, 2 * kMs, 100);
+    blind.Tick();
+  }
+  v = blind.Judge();
+  EXPECT_EQ(v.cause, "unknown");
+  EXPECT_THAT(v.detail, HasSubstr("its GPUs have no telemetry"));
 }
 
 TEST(DriftDetectorTest, LargerBatchesAreComparedWithTheirOwnBaseline) {

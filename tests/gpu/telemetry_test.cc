@@ -48,7 +48,7 @@ TEST_F(TraceTest, EachGpuPlaysItsLastLineReachedAndEachXidOnce) {
       "{\"t_ms\": 100, \"gpu\": 1, \"sm_clock_mhz\": 1980}\n"
       "{\"t_ms\": 200, \"gpu\": 0, \"temperature_c\": 60, \"xid\": 31}\n"
       "{\"t_ms\": 300, \"gpu\": 0, \"temperature_c\": 70, \"xid\": 79, "
-      "\"clocks_event_reasons\": \"0x40\"}\n"));
+      "\"clocks_event_reasons\": \"0x40\", \"lost\": true}\n"));
   ASSERT_TRUE(source.ok()) << source.status().message();
   EXPECT_THAT((*source)->Describe(), HasSubstr("trace.jsonl"));
   EXPECT_TRUE((*source)->Sample(milliseconds(99)).empty()) << "no GPU has a line yet";
@@ -69,6 +69,8 @@ TEST_F(TraceTest, EachGpuPlaysItsLastLineReachedAndEachXidOnce) {
   EXPECT_EQ(at400[0].uuid, "GPU-a") << "a GPU keeps its UUID";
   EXPECT_EQ(at400[0].clocks_event_reasons, 0x40u);
   EXPECT_THAT(at400[0].xids, ElementsAre(31u, 79u));
+  EXPECT_TRUE(at400[0].lost);
+  EXPECT_FALSE(at150[0].lost);
   // After the trace ends the GPUs hold their last state, without the XIDs again.
   std::vector<GpuSample> at900 = (*source)->Sample(milliseconds(900));
   EXPECT_EQ(at900[0].temperature_c, 70);
@@ -174,6 +176,23 @@ TEST(GpuHealthTest, AnUncorrectedEccErrorQuarantinesForGood) {
             "3 uncorrected ECC error(s) since the driver loaded (volatile count)");
 }
 
+TEST(GpuHealthTest, ALostGpuIsQuarantined) {
+  GpuHealth health;
+  GpuSample s = Healthy();
+  s.lost = true;
+  EXPECT_THAT(health.Add({s}, milliseconds(0)), ElementsAre(0));
+  EXPECT_THAT(health.Statuses()[0].quarantined, HasSubstr("the GPU is lost"));
+}
+
+TEST(GpuHealthTest, ThrottleCausesNameTheReasonBehindHwSlowdown) {
+  EXPECT_THAT(ThrottleCauses(0x40), ElementsAre("thermal"));
+  EXPECT_THAT(ThrottleCauses(0x20 | 0x4), ElementsAre("thermal", "power"));
+  EXPECT_THAT(ThrottleCauses(0x8), ElementsAre("reliability"));
+  EXPECT_THAT(ThrottleCauses(0x8 | 0x40), ElementsAre("thermal")) << "HW slowdown rides along";
+  EXPECT_THAT(ThrottleCauses(0x8 | 0x80), ElementsAre("power"));
+  EXPECT_TRUE(ThrottleCauses(0x1 | 0x2 | 0x10 | 0x100).empty()) << "idle, app clocks, sync boost";
+}
+
 TEST(GpuHealthTest, CriticalXidsQuarantineAndApplicationXidsAreOnlyCounted) {
   GpuHealth health;
   GpuSample s = Healthy();
@@ -202,6 +221,8 @@ TEST(GpuHealthTest, XidListsParseOrNameTheBadItem) {
   EXPECT_EQ(*ParseXidList(""), std::set<uint64_t>());
   EXPECT_THAT(ParseXidList("13,x1").status().message(), HasSubstr("'x1' is not an XID"));
   EXPECT_THAT(ParseXidList("0").status().message(), HasSubstr("'0' is not an XID"));
+  EXPECT_THAT(ParseXidList("-5").status().message(), HasSubstr("'-5' is not an XID"));
+  EXPECT_EQ(*ParseXidList("43 , 79"), std::set<uint64_t>({43, 79}));
   EXPECT_EQ(DefaultIgnoredXids(), std::set<uint64_t>({13, 31, 43, 45, 68, 109}));
 }
 

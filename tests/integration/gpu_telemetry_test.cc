@@ -43,8 +43,8 @@ std::string Line(int t_ms, const std::string& extra = "") {
 
 // The whole trace lasts kTraceEndMs; the event, if any, comes at kEventMs: after the
 // fixture has seen the server ready.
-constexpr int kEventMs = 2500;
-constexpr int kTraceEndMs = 3000;
+constexpr int kEventMs = 4000;
+constexpr int kTraceEndMs = 4500;
 
 class GpuTraceTest : public ServerTest {
  protected:

@@ -16,8 +16,7 @@
 namespace fastpath::server {
 namespace {
 
-// Runs on a real instance; says its memory is on gpu0, and holds each run until `gate`
-// opens when one is set.
+// Runs on a real CPU instance, and holds each run until `gate` opens when one is set.
 class GpuInstance final : public backend::ModelInstance {
  public:
   GpuInstance(std::unique_ptr<backend::ModelInstance> inner, std::shared_future<void>* gate,
@@ -32,11 +31,6 @@ class GpuInstance final : public backend::ModelInstance {
     return inner_->Run(inputs, names);
   }
   const backend::PlacementAudit* placement() const override { return inner_->placement(); }
-  std::optional<backend::MemoryStats> memory_stats() const override {
-    auto stats = inner_->memory_stats();
-    if (stats) stats->device = "gpu0";
-    return stats;
-  }
 
  private:
   std::unique_ptr<backend::ModelInstance> inner_;
@@ -53,7 +47,11 @@ class GpuBackend final : public backend::Backend {
   }
   StatusOr<std::unique_ptr<backend::ModelInstance>> CreateInstance(
       const std::filesystem::path& file, const backend::InstanceOptions& options) override {
-    FASTPATH_ASSIGN_OR_RETURN(auto instance, inner_->CreateInstance(file, options));
+    // KIND_GPU in the config (the GPU the quarantine goes by), the CPU in fact.
+    backend::InstanceOptions cpu = options;
+    cpu.providers = {backend::ExecutionProvider::kCpu};
+    cpu.provider_options.clear();
+    FASTPATH_ASSIGN_OR_RETURN(auto instance, inner_->CreateInstance(file, cpu));
     if (file.string().find("ongpu") == std::string::npos) return instance;
     return std::unique_ptr<backend::ModelInstance>(
         std::make_unique<GpuInstance>(std::move(instance), &gate, &entered));
@@ -96,6 +94,10 @@ InferRequest SimpleRequest(const std::string& model) {
 TEST(GpuWatchTest, AnUncorrectedEccErrorDrainsTheGpuAndKeepsTheCpuServing) {
   testing::TempRepository repo(FASTPATH_TEST_MODELS_DIR);
   repo.AddVersion("ongpu", 1, "simple");
+  std::string on_gpu = testing::kSimpleConfig;
+  on_gpu.replace(on_gpu.find("\"simple\""), 8, "\"ongpu\"");
+  on_gpu.replace(on_gpu.find("KIND_CPU"), 8, "KIND_GPU");
+  repo.WriteConfig("ongpu", on_gpu);
   repo.AddVersion("oncpu", 1, "simple");
   testing::ManualClock clock;
   auto source = std::make_shared<ScriptedSource>();
@@ -120,7 +122,12 @@ TEST(GpuWatchTest, AnUncorrectedEccErrorDrainsTheGpuAndKeepsTheCpuServing) {
     std::promise<StatusOr<InferResponse>> done;
     server.InferAsync(SimpleRequest(model),
                       [&done](StatusOr<InferResponse> r) { done.set_value(std::move(r)); });
-    return done.get_future().get();
+    auto answer = done.get_future();
+    // A refusal that regressed would queue behind the held run: fail, do not hang.
+    if (answer.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+      return StatusOr<InferResponse>(DeadlineExceeded("no answer in 30 s"));
+    }
+    return answer.get();
   };
   ASSERT_TRUE(server.IsReady());
   ASSERT_TRUE(infer("ongpu").ok());
@@ -142,6 +149,8 @@ TEST(GpuWatchTest, AnUncorrectedEccErrorDrainsTheGpuAndKeepsTheCpuServing) {
 
   EXPECT_FALSE(server.IsReady());
   EXPECT_TRUE(server.IsLive());
+  EXPECT_FALSE(*server.IsModelReady("ongpu", ""));
+  EXPECT_TRUE(*server.IsModelReady("oncpu", ""));
   const StatusOr<InferResponse> refused = infer("ongpu");
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);

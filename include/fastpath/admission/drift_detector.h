@@ -11,8 +11,10 @@
 //     executions took divided by what they would have taken at their baselines;
 //   - the alert holds while the ratio is at least 1 + threshold (default 0.15);
 //   - the cause is thermal (SW/HW thermal slowdown), power (SW power cap, HW power brake)
-//     or reliability (HW slowdown), whichever held the clocks down longest over the window
-//     when that is at least `cause_fraction` of it; otherwise "not_gpu": the clocks held.
+//     or reliability (HW slowdown alone), whichever held the clocks down longest over the
+//     window when that is at least `cause_fraction` of it; otherwise gpu_clocks when the SM
+//     clock fell 10% or more below its baseline, unknown when the GPUs have no telemetry,
+//     and "not_gpu" when the clocks held (or the version runs on no GPU).
 // Time is the caller's (an injected clock), so tests drive the window by hand.
 #pragma once
 
@@ -37,16 +39,20 @@ struct DriftOptions {
   double cause_fraction = 0.2;        // of the window, for a GPU cause
 };
 
-// One GPU the version runs on, at one moment: cumulative seconds per clock-event reason
-// bit (gpu::GpuStatus::throttle_seconds) and the SM clock.
+// One GPU the version runs on, at one moment: cumulative seconds per cause of slowdown
+// (gpu::GpuStatus::cause_seconds: thermal, power, reliability) and the SM clock.
 struct GpuReading {
   int gpu = 0;
-  std::map<int, double> throttle_seconds;
+  std::map<std::string, double> cause_seconds;
   std::optional<double> sm_clock_mhz;
 };
 
-// The causes, as fastpath_drift_alert's `cause` label shows them.
-inline constexpr const char* kDriftCauses[] = {"thermal", "power", "reliability", "not_gpu"};
+// The causes, as fastpath_drift_alert's `cause` label shows them: a clock-event reason
+// (thermal, power, reliability); gpu_clocks when the SM clock fell by 10% or more with no
+// reason to say why; unknown when the version runs on GPUs without telemetry; not_gpu when
+// the clocks held or the version runs on no GPU.
+inline constexpr const char* kDriftCauses[] = {"thermal",    "power",   "reliability",
+                                               "gpu_clocks", "unknown", "not_gpu"};
 
 struct DriftVerdict {
   std::optional<double> ratio;  // nullopt until the window has enough executions
@@ -60,10 +66,10 @@ class DriftDetector {
   explicit DriftDetector(DriftOptions options = {}) : options_(options) {}
 
   // One observation at `now` (never earlier than the last): the version's cumulative batch
-  // statistics (ModelStatistics::batch_stats) and the readings of its GPUs (none for a
-  // model on the CPU).
+  // statistics (ModelStatistics::batch_stats), whether it runs on GPUs, and the readings of
+  // those that have telemetry.
   void Observe(Clock::time_point now, const std::vector<BatchStatistics>& batch_stats,
-               std::vector<GpuReading> gpus);
+               bool on_gpu, std::vector<GpuReading> gpus);
 
   // The verdict over the window that ends at the last observation.
   DriftVerdict Judge() const;
@@ -72,6 +78,7 @@ class DriftDetector {
   struct Observation {
     Clock::time_point at;
     std::map<uint64_t, StatDuration> by_batch_size;  // cumulative compute_infer
+    bool on_gpu = false;
     std::vector<GpuReading> gpus;
   };
   struct Baseline {

@@ -38,6 +38,7 @@ struct GpuSample {
   std::optional<uint64_t> ecc_uncorrected_volatile;  // since the driver loaded
   std::optional<uint64_t> remapped_rows_uncorrectable;
   std::vector<uint64_t> xids;  // XID events since the previous sample, in order
+  bool lost = false;  // NVML answered GPU_IS_LOST: off the bus, or no longer answering
 };
 
 // Where samples come from. Sample() is called from one thread, with the time since the
@@ -52,17 +53,19 @@ class GpuSource {
 // NVML through dlopen (libnvidia-ml.so.1), kept initialized while the source lives. Every
 // device NVML shows is sampled (inside a container: the ones it was given); with
 // CUDA_VISIBLE_DEVICES as a list of indices, those devices only, in that order. XIDs come
-// from an NVML event set where the driver supports one. Fails when NVML cannot be loaded
-// or initialized or shows no GPU.
+// from an NVML event set where the driver supports one. A MIG device (MIG-<uuid>) is read
+// through its parent GPU: temperature, clocks, power, ECC and XIDs are the whole board's.
+// Fails when NVML cannot be loaded or initialized or shows no GPU.
 StatusOr<std::unique_ptr<GpuSource>> OpenNvmlSource(const ProbeEnvironment& env);
 
 // A JSON-lines trace: one object per line, {"t_ms": N, "gpu": N, "uuid", "temperature_c",
 // "sm_clock_mhz", "mem_clock_mhz", "utilization_ratio", "memory_used_bytes",
 // "memory_total_bytes", "power_w", "power_limit_w", "clocks_event_reasons",
-// "ecc_uncorrected_volatile", "remapped_rows_uncorrectable", "xid"}; only t_ms is required
-// (gpu defaults to 0), a field left out is unsupported (but "uuid", once given, holds for
-// the GPU's later lines), and a line's "xid" is one XID event at that moment. Played against the time since start: each GPU's sample is its last
-// line with t_ms <= that time. A line that is not such an object (unknown field, wrong
+// "ecc_uncorrected_volatile", "remapped_rows_uncorrectable", "xid", "lost"}; only t_ms is
+// required (gpu defaults to 0), a field left out is unsupported (but "uuid", once given,
+// holds for the GPU's later lines), a line's "xid" is one XID event at that moment, and
+// "lost": true is NVML answering GPU_IS_LOST. Played against the time since start: each
+// GPU's sample is its last line with t_ms <= that time. A line that is not such an object (unknown field, wrong
 // type, t_ms going backwards for its GPU) fails the whole file with the line's number.
 StatusOr<std::unique_ptr<GpuSource>> OpenTraceSource(const std::filesystem::path& file);
 
@@ -85,6 +88,8 @@ struct GpuStatus {
   // Seconds each reason bit was active (bit -> seconds), integrated between samples: the
   // reasons of a sample hold until the next. Bits never seen active are absent.
   std::map<int, double> throttle_seconds;
+  // The same per cause of slowdown (ThrottleCauses): seconds in which any of its reasons held.
+  std::map<std::string, double> cause_seconds;
   std::map<uint64_t, uint64_t> xid_counts;  // XID -> events seen
   // Why the GPU must be drained; empty while it is healthy. Never cleared: only a restart
   // (a new GPU reset, a new driver) can tell it is healthy again.
@@ -107,6 +112,11 @@ class GpuHealth {
   std::map<int, GpuStatus> gpus_;
   bool any_quarantined_ = false;
 };
+
+// The causes of slowdown the clock-event reasons name, as the drift detector reports them:
+// "thermal" (SW or HW thermal slowdown), "power" (SW power cap, HW power brake) and
+// "reliability" (HW slowdown without HW thermal or power brake, which raise it too).
+std::vector<std::string> ThrottleCauses(uint64_t reasons);
 
 // The name of a clock-event reason bit for metrics labels: "gpu_idle", "sw_power_cap",
 // "hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake", ...; "bit_N" for bits

@@ -1,5 +1,5 @@
 // The drift watch (issue 14 §4): a thread of its own observes every READY version's batch
-// statistics, and the GPU watch's readings of the GPUs its config places it on, every
+// statistics, and the GPU watch's readings of the GPUs it runs on (ModelVersion::gpus), every
 // interval (the server's: window / 30, from 100 ms to 60 s), and judges each for throughput drift
 // (admission/drift_detector.h). A drift first seen, and its end, are logged with the cause
 // and what to fix; the verdicts show in /v2/health/admission and on /metrics. Time is the
@@ -42,8 +42,8 @@ class DriftWatch {
   // longer listed are forgotten.
   void SampleNow();
 
-  // The last verdict for `model` version `version`; nullopt when never observed.
-  std::optional<admission::DriftVerdict> Verdict(const std::string& model, int64_t version) const;
+  // The last verdict for this load of a version; nullopt when it was never observed.
+  std::optional<admission::DriftVerdict> Verdict(const repository::ModelVersion& runtime) const;
 
  private:
   struct Entry {
@@ -56,6 +56,7 @@ class DriftWatch {
   GpuFn gpus_;
   Clock* clock_;
   admission::DriftOptions options_;
+  std::mutex pass_mu_;  // one pass at a time
   mutable std::mutex mu_;
   std::map<std::pair<std::string, int64_t>, Entry> entries_;  // guarded
   Periodic periodic_;  // last: stopped before the rest goes

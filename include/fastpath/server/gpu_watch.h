@@ -40,7 +40,9 @@ class GpuWatch {
   std::string source() const { return source_description_; }
   std::vector<gpu::GpuStatus> Statuses() const;
   // Cheap, for the request path: false until some GPU is quarantined.
-  bool AnyQuarantined() const { return any_quarantined_.load(std::memory_order_acquire); }
+  bool AnyQuarantined() const { return quarantined_mask_.load(std::memory_order_acquire) != 0; }
+  // Cheap, for the request path: the first of `gpus` in quarantine, or -1.
+  int FirstQuarantined(const std::vector<int>& gpus) const;
   // Why GPU `gpu` is quarantined; empty when it is not (or was never sampled).
   std::string Quarantined(int gpu) const;
 
@@ -50,9 +52,10 @@ class GpuWatch {
   Clock* clock_;
   Clock::time_point start_;
 
-  mutable std::mutex mu_;
+  std::mutex sample_mu_;  // one pass at a time; held while the source is read
+  mutable std::mutex mu_;  // never held while the source is read (NVML may stall)
   gpu::GpuHealth health_;  // guarded
-  std::atomic<bool> any_quarantined_{false};
+  std::atomic<uint64_t> quarantined_mask_{0};  // bit N: GPU N (0..63) is quarantined
   Periodic periodic_;  // last: stopped before the rest goes
 };
 
