@@ -37,7 +37,7 @@ if [[ "${FASTPATH_SKIP_ASAN:-0}" != 1 ]]; then
   # races in gRPC's own code (epoll, abseil's GraphCycles, Call::PerformOps at shutdown);
   # it needs an instrumented gRPC.
   tsan_targets=(scheduler_test ensemble_scheduler_test server_test control_pool_test
-                http_frontend_test)
+                http_frontend_test gpu_watch_test drift_watch_test canary_test)
   phase "configure tsan" cmake --preset tsan "${fastpath_cmake_args[@]}"
   phase "build tsan" cmake --build --preset tsan -j "$fastpath_jobs" --target "${tsan_targets[@]}"
   # Only the targets built above have tests; -L unit leaves out the placeholders of the rest.

@@ -23,7 +23,8 @@ class ScriptedGpu final : public gpu::GpuSource {
   std::vector<gpu::GpuSample> Sample(std::chrono::milliseconds) override {
     gpu::GpuSample s;
     s.clocks_event_reasons = reasons.load();
-    s.sm_clock_mhz = reasons.load() == 0 ? 1980 : 1410;
+    // Held down (1410 MHz) by a throttle reason; GPU idle (0x1) is none.
+    s.sm_clock_mhz = (reasons.load() & ~uint64_t{0x1}) == 0 ? 1980 : 1410;
     s.ecc_uncorrected_volatile = 0;
     return {s};
   }
