@@ -1,6 +1,7 @@
 #include "fastpath/admission/accuracy_guard.h"
 
 #include <charconv>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -136,7 +137,8 @@ StatusOr<std::optional<AccuracyGuard>> ParseAccuracyGuard(const inference::Model
   return std::optional<AccuracyGuard>(guard);
 }
 
-StatusOr<OutputDeviation> WorstDeviation(const Tensor& output, const Tensor& reference) {
+StatusOr<OutputDeviation> WorstDeviation(const Tensor& output, const Tensor& reference,
+                                         double relative_floor) {
   FASTPATH_ASSIGN_OR_RETURN(const int64_t count, NumericElements(output, "output"));
   FASTPATH_ASSIGN_OR_RETURN(const int64_t reference_count,
                             NumericElements(reference, "reference output"));
@@ -150,8 +152,11 @@ StatusOr<OutputDeviation> WorstDeviation(const Tensor& output, const Tensor& ref
     const double value = *ElementAt(output, i);
     const double ref = *ElementAt(reference, i);
     double difference = std::fabs(value - ref);
-    if (std::isnan(value) && std::isnan(ref)) difference = 0;
+    if (value == ref || (std::isnan(value) && std::isnan(ref))) difference = 0;
     if (std::isnan(difference)) difference = std::numeric_limits<double>::infinity();
+    if (relative_floor > 0 && difference > 0) {
+      difference /= std::max(relative_floor, std::fabs(ref));
+    }
     if (worst.index < 0 || difference > worst.difference) {
       worst.index = i;
       worst.value = value;

@@ -243,6 +243,10 @@ std::vector<MetricFamily> AdmissionFamilies(const admission::AdmissionReport& re
       "Canary runs whose outputs differed from what the same request answered at admission "
       "(numerical drift, a silent precision change, another engine)",
       MetricType::Counter);
+  MetricFamily canary_failures = Family(
+      "fastpath_canary_failures_total",
+      "Canary runs that got an error instead of outputs (queue full, a failing instance, ...)",
+      MetricType::Counter);
   MetricFamily canary_ratio = Family(
       "fastpath_canary_latency_ratio",
       "The median latency of the last 5 canary runs divided by the median at admission",
@@ -254,6 +258,7 @@ std::vector<MetricFamily> AdmissionFamilies(const admission::AdmissionReport& re
     canary_runs.metric.push_back(Counter(labels, static_cast<double>(model.canary->runs)));
     canary_mismatch.metric.push_back(
         Counter(labels, static_cast<double>(model.canary->mismatches)));
+    canary_failures.metric.push_back(Counter(labels, static_cast<double>(model.canary->failures)));
     if (model.canary->latency_ratio) {
       ClientMetric m;
       m.label = labels;
@@ -261,7 +266,8 @@ std::vector<MetricFamily> AdmissionFamilies(const admission::AdmissionReport& re
       canary_ratio.metric.push_back(std::move(m));
     }
   }
-  for (MetricFamily* f : {&drift_ratio, &drift_alert, &canary_runs, &canary_mismatch, &canary_ratio}) {
+  for (MetricFamily* f : {&drift_ratio, &drift_alert, &canary_runs, &canary_mismatch,
+                          &canary_failures, &canary_ratio}) {
     if (!f->metric.empty()) out.push_back(std::move(*f));
   }
 

@@ -71,16 +71,6 @@ Status ReshapeInputs(const inference::ModelConfig& config, std::vector<Tensor>* 
   return Status::Ok();
 }
 
-// The protocol shows `dims` where the model produced `reshape`.
-Status ReshapeOutputs(const inference::ModelConfig& config, std::vector<Tensor>* outputs) {
-  for (auto& tensor : *outputs) {
-    const inference::ModelOutput* out = config::FindOutput(config, tensor.name);
-    if (out == nullptr || !out->has_reshape()) continue;
-    FASTPATH_ASSIGN_OR_RETURN(tensor.shape, config::ReshapeForClient(config, *out, tensor.shape));
-  }
-  return Status::Ok();
-}
-
 // Triton's request parameters "priority" (level; 0 = the model's default) and "timeout"
 // (microseconds in the queue; 0 = none), which the dynamic batcher honours.
 Status ReadSchedulingParameters(const Parameters& parameters, scheduler::Job* job) {
@@ -103,6 +93,16 @@ Status ReadSchedulingParameters(const Parameters& parameters, scheduler::Job* jo
 }
 
 }  // namespace
+
+// The protocol shows `dims` where the model produced `reshape`.
+Status ReshapeOutputs(const inference::ModelConfig& config, std::vector<Tensor>* outputs) {
+  for (auto& tensor : *outputs) {
+    const inference::ModelOutput* out = config::FindOutput(config, tensor.name);
+    if (out == nullptr || !out->has_reshape()) continue;
+    FASTPATH_ASSIGN_OR_RETURN(tensor.shape, config::ReshapeForClient(config, *out, tensor.shape));
+  }
+  return Status::Ok();
+}
 
 Server::Server(ServerOptions options, std::shared_ptr<backend::Backend> backend)
     : options_(std::move(options)),
@@ -316,7 +316,7 @@ void Server::RunOnModel(InferRequest request, InferCallback done, bool canary) {
   const inference::ModelConfig& config = runtime->config;
   // A request the model's config refuses counts as a failure of that model.
   auto reject = [&](const Status& status) {
-    runtime->stats.RecordFailure(0, FailureReason::kOther);
+    if (!canary) runtime->stats.RecordFailure(0, FailureReason::kOther);
     fail(status);
   };
 

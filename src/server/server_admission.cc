@@ -362,9 +362,7 @@ Status Server::Admit(const std::filesystem::path& model_dir, repository::ModelVe
   };
   // Admitted: the canary's reference is taken last, on a warm version.
   auto admitted = [&]() -> Status {
-    if (Status s = SetUpCanary(model_dir, version, &record); !s.ok()) {
-      return refuse("canary: " + s.message());
-    }
+    SetUpCanary(model_dir, version, &record);
     remember(record);
     return Status::Ok();
   };

@@ -8,6 +8,7 @@
 
 #include "fastpath/admission/accuracy_guard.h"
 #include "fastpath/common/log.h"
+#include "fastpath/config/ensemble_config.h"
 #include "fastpath/config/model_config.h"
 #include "fastpath/server/server_impl.h"
 
@@ -17,6 +18,8 @@ namespace {
 constexpr int kReferenceRuns = 5;
 constexpr size_t kRecentRuns = 5;
 constexpr uint64_t kSeed = 0x63616e617279;  // "canary"
+// The latency ratio's denominator at least this: below it a ratio is scheduling jitter.
+constexpr double kMinReferenceMs = 0.1;
 
 double Median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
@@ -25,8 +28,14 @@ double Median(std::vector<double> values) {
 
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
-// Empty when `got` matches `want` output by output, element by element, within a relative
-// 1e-5 (what reordering a float sum may change); otherwise the first difference.
+bool IsFloat(DataType dtype) {
+  return dtype == DataType::kFp16 || dtype == DataType::kBf16 || dtype == DataType::kFp32 ||
+         dtype == DataType::kFp64;
+}
+
+// Empty when `got` matches `want` output by output: floating-point elements each within a
+// relative 1e-5 of their own reference value (what reordering a float sum may change), every
+// other datatype byte for byte. Otherwise the first difference.
 std::string CompareOutputs(const std::vector<Tensor>& got, const std::vector<Tensor>& want) {
   for (const Tensor& w : want) {
     const auto g = std::find_if(got.begin(), got.end(),
@@ -35,13 +44,13 @@ std::string CompareOutputs(const std::vector<Tensor>& got, const std::vector<Ten
     if (g->shape != w.shape || g->dtype != w.dtype) {
       return "output '" + w.name + "' changed its shape or datatype";
     }
-    if (w.dtype == DataType::kBytes) {
-      if (g->data != w.data) return "output '" + w.name + "' differs";
-      continue;
+    if (!IsFloat(w.dtype)) {
+      if (g->data == w.data) continue;
+      if (w.dtype == DataType::kBytes) return "output '" + w.name + "' differs";
     }
-    auto worst = admission::WorstDeviation(*g, w);
+    auto worst = admission::WorstDeviation(*g, w, /*relative_floor=*/IsFloat(w.dtype) ? 1.0 : 0);
     if (!worst.ok()) return worst.status().message();
-    if (worst->difference > 1e-5 * std::max(1.0, std::abs(worst->reference))) {
+    if (!IsFloat(w.dtype) || worst->difference > 1e-5) {
       return "output '" + w.name + "' element " + std::to_string(worst->index) + ": " +
              admission::FormatNumber(worst->value) + " now, " +
              admission::FormatNumber(worst->reference) + " at admission";
@@ -52,13 +61,32 @@ std::string CompareOutputs(const std::vector<Tensor>& got, const std::vector<Ten
 
 }  // namespace
 
-Status Server::SetUpCanary(const std::filesystem::path& model_dir,
-                           repository::ModelVersion& version, AdmissionRecord* record) {
-  FASTPATH_ASSIGN_OR_RETURN(const std::optional<std::chrono::seconds> interval,
-                            config::CanaryIntervalFor(version.config));
-  if (!interval || !version.scheduler) return Status::Ok();
+void Server::SetUpCanary(const std::filesystem::path& model_dir,
+                         repository::ModelVersion& version, AdmissionRecord* record) {
+  const std::string what =
+      "model '" + version.model_name + "' version " + std::to_string(version.version);
+  auto interval = config::CanaryIntervalFor(version.config);  // validated with the config
+  if (!interval.ok() || !*interval || !version.scheduler) return;
+  if (config::IsEnsemble(version.config)) {
+    log::Warn(what + ": no canary for an ensemble; declare fastpath.canary.interval_s on its "
+                     "step models");
+    return;
+  }
+  auto canary = MakeCanary(model_dir, version, **interval);
+  if (!canary.ok()) {
+    log::Warn("!!! " + what + " serves without its canary: " + canary.status().message());
+    return;
+  }
+  log::Info(what + ": canary every " + std::to_string(interval->value().count()) +
+            " s, reference latency " + admission::FormatNumber((*canary)->reference_ms) + " ms");
+  record->canary = std::move(canary).value();
+}
+
+StatusOr<std::shared_ptr<const Server::AdmissionRecord::Canary>> Server::MakeCanary(
+    const std::filesystem::path& model_dir, repository::ModelVersion& version,
+    std::chrono::seconds interval) {
   auto canary = std::make_shared<AdmissionRecord::Canary>();
-  canary->interval = *interval;
+  canary->interval = interval;
   FASTPATH_ASSIGN_OR_RETURN(canary->request,
                             admission::MakeSeededRequest(version.config, model_dir, 1, kSeed));
   std::vector<double> ms;
@@ -67,21 +95,18 @@ Status Server::SetUpCanary(const std::filesystem::path& model_dir,
     const Clock::time_point sent = clock_->Now();
     FASTPATH_RETURN_IF_ERROR(RunBlocking(version, canary->request, &outputs));
     ms.push_back(Ms(clock_->Now() - sent));
+    FASTPATH_RETURN_IF_ERROR(ReshapeOutputs(version.config, &outputs));  // as clients see them
     if (i == 0) {
       canary->outputs = std::move(outputs);
     } else if (std::string differs = CompareOutputs(outputs, canary->outputs); !differs.empty()) {
       return FailedPrecondition(
           "the same input gave different outputs in two runs (" + differs +
-          "): a canary could not tell drift from noise; remove fastpath.canary.interval_s or make "
-          "the model deterministic");
+          "): a canary could not tell drift from noise; make the model deterministic or remove "
+          "fastpath.canary.interval_s");
     }
   }
   canary->reference_ms = Median(ms);
-  log::Info("model '" + version.model_name + "' version " + std::to_string(version.version) +
-            ": canary every " + std::to_string(interval->count()) + " s, reference latency " +
-            admission::FormatNumber(canary->reference_ms) + " ms");
-  record->canary = std::move(canary);
-  return Status::Ok();
+  return std::shared_ptr<const AdmissionRecord::Canary>(std::move(canary));
 }
 
 void Server::RunCanaries() {
@@ -121,14 +146,15 @@ void Server::RunCanaries() {
       }
       if (runs.in_flight || now < runs.next_due) continue;
       runs.in_flight = true;
-      runs.next_due = now + canary->interval;
+      runs.next_due += canary->interval;  // on schedule; a pass that fell behind skips ahead
+      if (runs.next_due <= now) runs.next_due = now + canary->interval;
     }
     InferRequest request = canary->request;
     request.model_name = version->model_name;
     request.model_version = std::to_string(version->version);
     RunOnModel(
         std::move(request),
-        [this, key, version, canary, sent = now](StatusOr<InferResponse> result) {
+        [this, key, version, canary, sent = clock_->Now()](StatusOr<InferResponse> result) {
           const double ms = Ms(clock_->Now() - sent);
           std::string problem;
           if (!result.ok()) {
@@ -146,19 +172,19 @@ void Server::RunCanaries() {
           ++runs.status.runs;
           if (!problem.empty()) {
             ++(result.ok() ? runs.status.mismatches : runs.status.failures);
-            if (runs.status.last_problem.empty()) {
+            // Once per episode: the first problem after a clean run.
+            if (runs.last_clean) {
               log::Warn("!!! model '" + key.first + "' version " + std::to_string(key.second) +
                         ": " + problem);
             }
             runs.status.last_problem = problem;
           }
+          runs.last_clean = problem.empty();
           if (result.ok()) {
             runs.recent_ms.push_back(ms);
             if (runs.recent_ms.size() > kRecentRuns) runs.recent_ms.pop_front();
-            if (canary->reference_ms > 0) {
-              runs.status.latency_ratio =
-                  Median({runs.recent_ms.begin(), runs.recent_ms.end()}) / canary->reference_ms;
-            }
+            runs.status.latency_ratio = Median({runs.recent_ms.begin(), runs.recent_ms.end()}) /
+                                        std::max(canary->reference_ms, kMinReferenceMs);
           }
         },
         /*canary=*/true);

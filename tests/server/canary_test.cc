@@ -32,6 +32,7 @@ class CanaryTest : public ::testing::Test {
     std::string bad = WithCanary("0");
     bad.replace(bad.find("\"simple\""), 8, "\"bad\"");
     repo_.WriteConfig("bad", bad);
+    Prepare();
     ServerOptions options;
     options.repository.root = repo_.root();
     options.clock = &clock_;
@@ -46,19 +47,22 @@ class CanaryTest : public ::testing::Test {
     server_ = std::move(created).value();
   }
 
-  std::optional<admission::CanaryStatus> Canary() {
+  // More models, before the server starts.
+  virtual void Prepare() {}
+
+  std::optional<admission::CanaryStatus> Canary(const std::string& model = "simple") {
     for (const admission::ModelAdmission& m : server_->Admission().models) {
-      if (m.name == "simple") return m.canary;
+      if (m.name == model) return m.canary;
     }
     return std::nullopt;
   }
   // Moves 10 s on, runs the canaries that are due and waits (real time, at most 30 s) until
   // simple's has answered `runs` times.
-  void RunOnce(uint64_t runs) {
+  void RunOnce(uint64_t runs, const std::string& model = "simple") {
     clock_.Advance(std::chrono::seconds(10));
     server_->RunCanaries();
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (!Canary() || Canary()->runs < runs) {
+    while (!Canary(model) || Canary(model)->runs < runs) {
       ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the canary never answered";
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
@@ -117,6 +121,30 @@ TEST_F(CanaryTest, RunsOnScheduleApartFromUserTrafficAndCatchesChangedOutputs) {
   EXPECT_TRUE(runs);
   EXPECT_TRUE(mismatches);
   EXPECT_TRUE(ratio);
+}
+
+class ReshapedCanaryTest : public CanaryTest {
+ protected:
+  void Prepare() override {
+    repo_.Remove("simple");
+    // Clients see OUTPUT0 as [4, 4] where the model produces [16]: the canary compares what
+    // clients see, at admission as later.
+    repo_.AddVersion("reshaped", 1, "simple");
+    std::string reshaped = WithCanary("10");
+    reshaped.replace(reshaped.find("\"simple\""), 8, "\"reshaped\"");
+    reshaped.replace(reshaped.find("{ name: \"OUTPUT0\" data_type: TYPE_INT32 dims: [ 16 ] }"),
+                     std::string("{ name: \"OUTPUT0\" data_type: TYPE_INT32 dims: [ 16 ] }").size(),
+                     "{ name: \"OUTPUT0\" data_type: TYPE_INT32 dims: [ 4, 4 ] reshape: { shape: [ 16 ] } }");
+    repo_.WriteConfig("reshaped", reshaped);
+  }
+};
+
+TEST_F(ReshapedCanaryTest, AReshapedOutputMatchesWhatItAnsweredAtAdmission) {
+  server_->RunCanaries();
+  RunOnce(1, "reshaped");
+  RunOnce(2, "reshaped");
+  EXPECT_EQ(Canary("reshaped")->mismatches, 0u) << Canary("reshaped")->last_problem;
+  EXPECT_EQ(Canary("reshaped")->failures, 0u) << Canary("reshaped")->last_problem;
 }
 
 TEST_F(CanaryTest, ABadIntervalRefusesTheModelNamingTheParameter) {

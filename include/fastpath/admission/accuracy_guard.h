@@ -48,7 +48,11 @@ struct OutputDeviation {
 // Compares `output` with `reference` element by element, as doubles. Both must be of a
 // numeric datatype (FP16, BF16, FP32, FP64, integers, BOOL) and hold the same number of
 // elements; otherwise InvalidArgument saying so.
-StatusOr<OutputDeviation> WorstDeviation(const Tensor& output, const Tensor& reference);
+// With `relative_floor` > 0 the difference of each element is relative:
+// |value - reference| / max(relative_floor, |reference|). Equal values (infinities too) and
+// two NaNs differ by 0.
+StatusOr<OutputDeviation> WorstDeviation(const Tensor& output, const Tensor& reference,
+                                         double relative_floor = 0);
 
 // "output 'Y' element 17: 0.60009766 here, 0.6 from the FP32 reference 'model_fp32.onnx';
 // |difference| 9.7656e-05 > tolerance 1e-06"

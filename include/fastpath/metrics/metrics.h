@@ -35,7 +35,8 @@ namespace fastpath::metrics {
 //   fastpath_drift_ratio{model,version} (gauge, once the window has enough executions),
 //   fastpath_drift_alert{model,version,cause} (gauge, 1 for the cause while drifting).
 // And canaries (issue 14 §6), per READY version that declares one:
-//   fastpath_canary_runs_total, fastpath_canary_output_mismatch_total (counters),
+//   fastpath_canary_runs_total, fastpath_canary_output_mismatch_total,
+//   fastpath_canary_failures_total (counters),
 //   fastpath_canary_latency_ratio (gauge, once a run has answered).
 // And memory (issue 13), per READY version's instance (labels `model`, `version`,
 // `model_instance`: its index, since Prometheus keeps `instance` for the target; `device`),

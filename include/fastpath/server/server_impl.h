@@ -73,6 +73,10 @@ struct ServerOptions {
   std::vector<std::string> version_lock_pinned;
 };
 
+// The protocol shows `dims` where the model produced `reshape` (server.cc): what every answer
+// goes through before a client sees it.
+Status ReshapeOutputs(const inference::ModelConfig& config, std::vector<Tensor>* outputs);
+
 class Server final : public InferenceServer {
  public:
   // Loads the start-up models (a bad model is logged and marked UNAVAILABLE; it does not
@@ -149,10 +153,10 @@ class Server final : public InferenceServer {
   void RunOnModel(InferRequest request, InferCallback done, bool canary = false);
   // The canary of a version being admitted (fastpath.canary.interval_s): its seeded request
   // run a few times, after the self-test, for the reference outputs and latency. Sets
-  // record->canary; an error (outputs that differ between runs of the same input) refuses
-  // the version.
-  Status SetUpCanary(const std::filesystem::path& model_dir, repository::ModelVersion& version,
-                     AdmissionRecord* record);
+  // record->canary; a canary that cannot be made (no seeded request, outputs that differ
+  // between runs of the same input, an ensemble) is logged and the version serves without.
+  void SetUpCanary(const std::filesystem::path& model_dir, repository::ModelVersion& version,
+                   AdmissionRecord* record);
   // What the canaries of READY versions have shown (server_canary.cc).
   std::optional<admission::CanaryStatus> CanaryOf(const std::string& model, int64_t version) const;
 
@@ -197,6 +201,9 @@ class Server final : public InferenceServer {
     };
     std::shared_ptr<const Canary> canary;
   };
+  StatusOr<std::shared_ptr<const AdmissionRecord::Canary>> MakeCanary(
+      const std::filesystem::path& model_dir, repository::ModelVersion& version,
+      std::chrono::seconds interval);
   mutable std::mutex admission_mu_;
   std::map<std::pair<std::string, int64_t>, AdmissionRecord> admission_records_;  // guarded
 
@@ -207,6 +214,7 @@ class Server final : public InferenceServer {
     bool in_flight = false;
     admission::CanaryStatus status;
     std::deque<double> recent_ms;  // the last 5 runs' latencies
+    bool last_clean = true;        // the last run matched and answered
   };
   mutable std::mutex canary_mu_;
   std::map<std::pair<std::string, int64_t>, CanaryRuns> canary_runs_;  // guarded
