@@ -94,7 +94,10 @@ DriftVerdict DriftDetector::Judge() const {
     for (const GpuReading& g : from.gpus) {
       if (g.gpu == now.gpu) then = &g;
     }
-    for (const auto& [name, what] : Causes()) {
+    for (const auto& named : Causes()) {
+      // Not a structured binding: clang before 16 cannot capture one in a lambda.
+      const std::string& name = named.first;
+      const std::string& what = named.second;
       const auto at = [&](const GpuReading* r) {
         if (r == nullptr) return 0.0;
         auto it = r->cause_seconds.find(name);
