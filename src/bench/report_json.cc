@@ -79,17 +79,8 @@ void WriteServer(Writer& w, const ServerSplit& s) {
   w.EndObject();
 }
 
-void WritePoint(Writer& w, const BenchPoint& p) {
-  w.StartObject();
-  Str(w, "mode", p.mode);
-  I64(w, "concurrency", p.concurrency);
-  Num(w, "request_rate", p.request_rate);
-  I64(w, "batch_size", p.batch_size);
-  Num(w, "throughput_rps", p.throughput_rps);
-  Num(w, "throughput_ips", p.throughput_ips);
-  WriteLatency(w, p.latency);
-  U64(w, "requests", p.requests);
-  U64(w, "errors", p.errors);
+// "errors_by_kind" and "error_samples", of a point or a soak window.
+void WriteErrors(Writer& w, const BenchPoint& p) {
   Key(w, "errors_by_kind");
   w.StartObject();
   for (const auto& [kind, n] : p.errors_by_kind) {
@@ -101,6 +92,20 @@ void WritePoint(Writer& w, const BenchPoint& p) {
   w.StartObject();
   for (const auto& [kind, message] : p.error_samples) Str(w, kind.c_str(), message);
   w.EndObject();
+}
+
+void WritePoint(Writer& w, const BenchPoint& p) {
+  w.StartObject();
+  Str(w, "mode", p.mode);
+  I64(w, "concurrency", p.concurrency);
+  Num(w, "request_rate", p.request_rate);
+  I64(w, "batch_size", p.batch_size);
+  Num(w, "throughput_rps", p.throughput_rps);
+  Num(w, "throughput_ips", p.throughput_ips);
+  WriteLatency(w, p.latency);
+  U64(w, "requests", p.requests);
+  U64(w, "errors", p.errors);
+  WriteErrors(w, p);
   U64(w, "late_sends", p.late_sends);
   Key(w, "cpu_ceiling_ips");
   if (p.cpu_ceiling_ips) {
@@ -174,17 +179,7 @@ void WriteSoakWindow(Writer& w, const SoakWindow& win) {
   WriteLatency(w, p.latency);
   U64(w, "requests", p.requests);
   U64(w, "errors", p.errors);
-  Key(w, "errors_by_kind");
-  w.StartObject();
-  for (const auto& [kind, n] : p.errors_by_kind) {
-    w.Key(kind.c_str());
-    w.Uint64(n);
-  }
-  w.EndObject();
-  Key(w, "error_samples");
-  w.StartObject();
-  for (const auto& [kind, message] : p.error_samples) Str(w, kind.c_str(), message);
-  w.EndObject();
+  WriteErrors(w, p);
   WriteServer(w, p.server);
   WriteOptionalDouble(w, "throughput_ratio", win.throughput_ratio);
   WriteOptionalDouble(w, "p95_ratio", win.p95_ratio);
