@@ -12,6 +12,9 @@ Models:
                     audit (flat output only)
   add_one           INPUT0 FP32 [-1,-1] -> OUTPUT0 = INPUT0 + 1   (ensemble steps;
   double            INPUT0 FP32 [-1,16] -> OUTPUT0 = INPUT0 * 2    flat output only)
+  square            INPUT0 FP32 [-1,n,n] -> OUTPUT0 = MatMul(INPUT0, INPUT0): compute grows
+                    as n^3 while the request grows as n^2, so a larger n is a slower device
+                    to the drift tests and not mostly a longer request (flat output only)
   corrupt           bytes that are not an ONNX model (flat output only, unless asked)
   scalar_*          rank-0 inputs and outputs, flat output only, no batching unless said:
                     scalar_clip      X [4], LO [], HI [] -> Y = Clip(X, LO, HI) [4],
@@ -191,6 +194,17 @@ def elementwise_model(name, op, operand, shape):
                      [("OUTPUT0", "TYPE_FP32", dims)])
 
 
+def square_model():
+    shape = ["batch", "n", "n"]
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["INPUT0", "INPUT0"], ["OUTPUT0"], name="square")],
+        "square",
+        [helper.make_tensor_value_info("INPUT0", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("OUTPUT0", TensorProto.FLOAT, shape)],
+    )
+    return ModelSpec("square", _finish(graph), [], [])
+
+
 def fp16_accuracy_models():
     """The FP16 accuracy guard's pair: Y = X + 0.1 computed in FP16 (X cast down, the sum
     cast back up), and its FP32 twin. Inputs in [0, 1) differ by FP16 rounding, at most
@@ -317,8 +331,8 @@ def serialize(model):
 
 
 def write_flat(out_dir, models):
-    for spec in (models + [mlp_model()] + ensemble_step_models() + fp16_accuracy_models() +
-                 scalar_models()):
+    for spec in (models + [mlp_model(), square_model()] + ensemble_step_models() +
+                 fp16_accuracy_models() + scalar_models()):
         write_if_changed(os.path.join(out_dir, spec.name + ".onnx"), serialize(spec.model))
     write_if_changed(os.path.join(out_dir, "corrupt.onnx"), CORRUPT_BYTES)
 

@@ -238,28 +238,31 @@ TEST_F(ApplicationXidTraceTest, AnApplicationXidIsCountedButQuarantinesNothing) 
 
 // --- Drift (issue 14 §4) ---
 
-// add_one (x + 1 over any length) on the CPU. Longer inputs are more work per execution: what
-// a slower device looks like to the detector. The causes on a GPU (thermal, power,
-// reliability) are tested through the facade with a model placed on a scripted GPU
-// (tests/server/drift_watch_test.cc); here the binary shows that a throttled GPU is not blamed
-// for a model that does not run on it.
+// square (X times X, for n x n matrices) on the CPU. A larger n is more work per execution:
+// what a slower device looks like to the detector. The work grows as n^3 and the request as
+// n^2, so the slow executions are slow in ONNX Runtime's own compute, not in the fixed costs
+// around it (with x + 1 over a longer vector, the dispatch and copies that do not grow with
+// the work could keep the measured ratio under the threshold on a busy machine). The causes
+// on a GPU (thermal, power, reliability) are tested through the facade with a model placed
+// on a scripted GPU (tests/server/drift_watch_test.cc); here the binary shows that a
+// throttled GPU is not blamed for a model that does not run on it.
 constexpr const char* kDriftingConfig = R"(
 name: "drifting"
 backend: "onnxruntime"
 max_batch_size: 8
-input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
-output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1, -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1, -1 ] } ]
 instance_group [ { kind: KIND_CPU count: 1 } ]
 )";
 
-constexpr size_t kSteadyElements = 16 * 1024;
-constexpr size_t kSlowElements = 512 * 1024;  // 32x the work
+constexpr size_t kSteadyN = 64;  // 16 KiB requests
+constexpr size_t kSlowN = 512;   // 1 MiB requests, 512x the multiply-adds
 
 class DriftTest : public GpuTraceTest {
  protected:
   std::vector<std::string> Models() override { return {}; }
   void PrepareRepository(testing::TempRepository& repo) override {
-    repo.AddVersion("drifting", 1, "add_one");
+    repo.AddVersion("drifting", 1, "square");
     repo.WriteConfig("drifting", kDriftingConfig);
   }
   // The clock-event reasons the GPU reports for the whole trace, and its SM clock.
@@ -275,20 +278,22 @@ class DriftTest : public GpuTraceTest {
     std::vector<std::string> args = GpuTraceTest::ExtraArgs();
     // This machine's CPU is shared and noisy: the same work has taken up to 2.1x its
     // baseline over a 3 s window while other jobs ran. The threshold (4x) is above that
-    // noise and far below the slowdown the tests cause (32x the work). The window (5 s)
-    // holds the 20 executions a verdict needs also under AddressSanitizer, where each
-    // request of 2 MiB takes far longer to parse than to run. The default
-    // threshold's behaviour is tested on a manual clock (tests/server/drift_watch_test.cc).
+    // noise and far below the slowdown the tests cause (512x the work). The window (5 s)
+    // holds the 20 executions a verdict needs also under AddressSanitizer and beside other
+    // tests. The default threshold's behaviour is tested on a manual clock
+    // (tests/server/drift_watch_test.cc).
     for (const char* a : {"--drift-window", "5s", "--drift-threshold", "3"}) args.push_back(a);
     return args;
   }
 
-  // `requests` requests of `elements` floats from each of 4 clients (forever when 0, until
+  // `requests` requests of an n x n matrix from each of 4 clients (forever when 0, until
   // `stop`); every one must succeed.
-  void Send(size_t elements, int requests, const std::atomic<bool>* stop = nullptr) {
+  void Send(size_t n, int requests, const std::atomic<bool>* stop = nullptr) {
+    const size_t elements = n * n;
     const std::string json =
-        R"({"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,)" + std::to_string(elements) +
-        R"(],"parameters":{"binary_data_size":)" + std::to_string(elements * 4) +
+        R"({"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,)" + std::to_string(n) + "," +
+        std::to_string(n) + R"(],"parameters":{"binary_data_size":)" +
+        std::to_string(elements * 4) +
         R"(}}],"parameters":{"binary_data_output":true}})";
     const BinaryBody body = MakeBinaryBody(json, {std::string(elements * 4, '\0')});
     std::vector<std::thread> clients;
@@ -317,10 +322,10 @@ class DriftTest : public GpuTraceTest {
     }
     return out;
   }
-  // Slows the model down (longer inputs) under load until the drift watch alerts; returns
-  // the verdict, Null after 30 s.
+  // Slows the model down (larger matrices) under load until the drift watch alerts; returns
+  // the verdict, Null after 60 s.
   rapidjson::Document SlowDownUntilDrift() {
-    Send(kSteadyElements, 40);  // the baseline: at least 20 executions
+    Send(kSteadyN, 40);  // the baseline: at least 20 executions
     // The drift watch observes every 100 ms: wait until it has set the baseline from these
     // executions alone before the slow ones begin.
     const auto baseline_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -332,7 +337,7 @@ class DriftTest : public GpuTraceTest {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     std::atomic<bool> stop{false};
-    std::thread load([&] { Send(kSlowElements, 0, &stop); });
+    std::thread load([&] { Send(kSlowN, 0, &stop); });
     rapidjson::Document verdict;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     while (std::chrono::steady_clock::now() < deadline) {
@@ -370,11 +375,11 @@ class DriftTest : public GpuTraceTest {
 };
 
 TEST_F(DriftTest, ASteadyModelOnASteadyGpuRaisesNoDrift) {
-  Send(kSteadyElements, 40);
+  Send(kSteadyN, 40);
   // Two windows of the same work: a verdict, and no alert.
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (std::chrono::steady_clock::now() < until) {
-    Send(kSteadyElements, 10);
+    Send(kSteadyN, 10);
     const rapidjson::Document d = Drift();
     ASSERT_TRUE(d.IsObject());
     EXPECT_FALSE(d["alert"].GetBool()) << d["detail"].GetString();
