@@ -263,6 +263,7 @@ void ServerTest::SetUp() {
   ServeOptions options;
   options.repository = repo_->root();
   options.extra_args = ExtraArgs();
+  options.environment = Environment();
   options.wait_ready = WaitReady();
   ASSERT_TRUE(server_->Start(options));
   http_ = std::make_unique<HttpClient>(server_->http_port());

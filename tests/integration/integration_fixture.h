@@ -132,6 +132,8 @@ class ServerTest : public ::testing::Test {
   virtual std::vector<std::string> Models() { return AllTestModels(); }
   virtual void PrepareRepository(testing::TempRepository& repo) {}
   virtual std::vector<std::string> ExtraArgs() { return {}; }
+  // "NAME=VALUE" entries added to the server's environment (ServeOptions::environment).
+  virtual std::vector<std::string> Environment() { return {}; }
   virtual bool WaitReady() { return true; }
 
   void SetUp() override;

@@ -27,6 +27,28 @@ constexpr auto kPollInterval = std::chrono::milliseconds(20);
 // which a hung start-up is declared a failure.
 constexpr auto kStartTimeout = std::chrono::seconds(120);
 
+// This process's environment with `assignments` ("NAME=VALUE") applied on top, as
+// `env NAME=VALUE ...` (fakes/run_command.h) applies them: a later entry replaces an
+// earlier one of the same name.
+std::vector<std::string> ChildEnvironment(const std::vector<std::string>& assignments) {
+  std::vector<std::string> out;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) out.emplace_back(*e);
+  for (const std::string& assignment : assignments) {
+    const size_t equals = assignment.find('=');
+    const std::string name =  // "NAME="
+        equals == std::string::npos ? assignment + "=" : assignment.substr(0, equals + 1);
+    bool replaced = false;
+    for (std::string& entry : out) {
+      if (entry.rfind(name, 0) == 0) {
+        entry = assignment;
+        replaced = true;
+      }
+    }
+    if (!replaced) out.push_back(assignment);
+  }
+  return out;
+}
+
 std::string DescribeWaitStatus(int status) {
   if (WIFEXITED(status)) return "exit status " + std::to_string(WEXITSTATUS(status));
   if (WIFSIGNALED(status)) return "killed by signal " + std::to_string(WTERMSIG(status));
@@ -66,6 +88,10 @@ ServerProcess::~ServerProcess() {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  std::vector<std::string> environment = ChildEnvironment(options.environment);
+  std::vector<char*> envp;
+  for (auto& e : environment) envp.push_back(e.data());
+  envp.push_back(nullptr);
 
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
@@ -74,7 +100,7 @@ ServerProcess::~ServerProcess() {
                                    O_WRONLY | O_CREAT | O_APPEND, 0644);
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   pid_t pid = -1;
-  int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
     return ::testing::AssertionFailure() << "posix_spawn " << argv[0] << ": " << strerror(rc);

@@ -19,6 +19,9 @@ struct ServeOptions {
   // Appended to `fastpath serve --model-repository R --http-port 0 --grpc-port 0
   // --port-file F --host 127.0.0.1`.
   std::vector<std::string> extra_args;
+  // "NAME=VALUE" entries for the child's environment, on top of this process's: an entry
+  // replaces a variable of the same name, as `env NAME=VALUE fastpath ...` would.
+  std::vector<std::string> environment = {};
   // Wait for /v2/health/ready to answer 200; otherwise only for /v2/health/live.
   bool wait_ready = true;
 };
