@@ -76,6 +76,7 @@ TEST_F(CorruptModelStrictTest, NotReadyButServesTheGoodModels) {
   // Not ready is 503 (Triton says 400): the error table, and what balancers expect.
   HttpResponse ready = http().Get("/v2/health/ready");
   EXPECT_EQ(ready.status, 503) << ready.Describe();
+  EXPECT_NE(ready.body.find("not ready: model 'corrupt'"), std::string::npos) << ready.body;
   grpc::ClientContext ctx;
   inference::ServerReadyResponse response;
   grpc::Status s = grpc().ServerReady(&ctx, {}, &response);

@@ -221,8 +221,17 @@ void EndpointRouter::Route(Request& request, const ReplyFn& reply, const ClientG
   if (s.size() == 3 && s[1] == "health" && (s[2] == "live" || s[2] == "ready")) {
     if (!get) return reply(MethodNotAllowedReply());
     const bool ok = s[2] == "live" ? server_.IsLive() : server_.IsReady();
-    // No body either way, as Triton. Not ready is 503 (Triton says 400): "try another
-    // replica" is what a readiness failure means, and load balancers read 503 that way.
+    // Ready: no body, as Triton. Not ready is 503 (Triton says 400): "try another replica"
+    // is what a readiness failure means, and load balancers read 503 that way. Its body
+    // says why (the admission report's reasons), for whoever reads a failed probe.
+    if (!ok && s[2] == "ready") {
+      std::string why;
+      for (const std::string& reason : server_.Admission().reasons) {
+        why += (why.empty() ? "" : "; ") + reason;
+      }
+      if (why.empty()) why = "see /v2/health/admission";
+      return reply(ErrorReply(503, "not ready: " + why));
+    }
     HttpReply r;
     r.status = ok ? 200 : 503;
     return reply(std::move(r));

@@ -156,8 +156,8 @@ TEST_F(HttpFrontendTest, HealthLiveAndReady) {
   EXPECT_EQ(Get("/v2/health/ready").status, 200);
   fake_.SetReady(false);
   auto ready = Get("/v2/health/ready");
-  EXPECT_EQ(ready.status, 503);  // not ready: retry elsewhere, with no body
-  EXPECT_EQ(ready.body, "");
+  EXPECT_EQ(ready.status, 503);  // not ready: retry elsewhere, with why in the body
+  EXPECT_EQ(Json(ready.body)["error"].GetString(), std::string("not ready: see /v2/health/admission"));
   EXPECT_EQ(Get("/v2/health/live").status, 200);
 }
 
