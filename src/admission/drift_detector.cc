@@ -74,8 +74,10 @@ DriftVerdict DriftDetector::Judge() const {
   if (executions < options_.min_executions || expected_ns <= 0) return v;
   v.ratio = took_ns / expected_ns;
   const double span_s = std::chrono::duration<double>(to.at - from.at).count();
-  const std::string window_text =
-      Fixed(std::chrono::duration<double>(options_.window).count(), 0) + " s";
+  // The span judged: the window, or less while the server has served for less than that.
+  const double judged_s =
+      std::min(span_s, std::chrono::duration<double>(options_.window).count());
+  const std::string window_text = Fixed(judged_s, judged_s < 10 ? 1 : 0) + " s";
   v.detail = "compute per execution " + Fixed(*v.ratio, 2) + "x its start-up baseline over the last " +
              window_text + " (" + std::to_string(executions) + " executions; alert at " +
              Fixed(1 + options_.threshold, 2) + "x)";

@@ -4,7 +4,10 @@
 // readiness answers 503 with the reason, liveness stays 200, fastpath_gpu_quarantined is 1,
 // and the CPU model keeps serving every request. An application XID (13) quarantines
 // nothing. A model that slows down drifts, and a throttled GPU is not blamed when the model
-// is on the CPU. A bad trace stops `serve` with the line named.
+// is on the CPU. On a GPU (the suite's fake CUDA provider, which computes on the host), the
+// drift's cause is the trace's: thermal, power or HW slowdown, and "not the GPU" when its
+// clocks held; an ECC error refuses the GPU's model while the CPU model serves. A bad trace
+// stops `serve` with the line named.
 #include <atomic>
 #include <chrono>
 #include <fstream>
@@ -105,6 +108,12 @@ class GpuTraceTest : public ServerTest {
     load.Stop();
     EXPECT_EQ(load.failed(), 0) << load.first_failure();
 
+    // The failed probe says why.
+    const HttpResponse ready = http().Get("/v2/health/ready");
+    EXPECT_EQ(ready.status, 503);
+    EXPECT_NE(ready.body.find("not ready: GPU 0 (GPU-7e57) is quarantined: " + reason),
+              std::string::npos)
+        << ready.body;
     const rapidjson::Document d = Admission();
     EXPECT_FALSE(d["ready"].GetBool());
     const std::string reasons = ToJson(d["reasons"]);
@@ -255,23 +264,29 @@ output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1, -1 ] } ]
 instance_group [ { kind: KIND_CPU count: 1 } ]
 )";
 
-constexpr size_t kSteadyN = 64;  // 16 KiB requests
-constexpr size_t kSlowN = 512;   // 1 MiB requests, 512x the multiply-adds
+// The drift tests' trace lasts longer than any of them: throttle time is integrated from
+// samples, and a trace that ended would leave the later windows with none.
+constexpr int kDriftTraceEndMs = 180000;
 
 class DriftTest : public GpuTraceTest {
  protected:
   std::vector<std::string> Models() override { return {}; }
   void PrepareRepository(testing::TempRepository& repo) override {
     repo.AddVersion("drifting", 1, "square");
-    repo.WriteConfig("drifting", kDriftingConfig);
+    repo.WriteConfig("drifting", Config());
   }
+  virtual std::string Config() { return kDriftingConfig; }
+  // The matrix sizes of the steady and the slow requests: 16 KiB and 1 MiB requests, 512x
+  // the multiply-adds.
+  virtual size_t SteadyN() { return 64; }
+  virtual size_t SlowN() { return 512; }
   // The clock-event reasons the GPU reports for the whole trace, and its SM clock.
   virtual uint64_t Reasons() { return 0; }
   std::string Trace() override {
     const std::string extra = "\"clocks_event_reasons\": " + std::to_string(Reasons()) +
                               ", \"sm_clock_mhz\": " + (Reasons() == 0 ? "1980" : "1410");
     std::string out;
-    for (int t = 0; t <= kTraceEndMs; t += 250) out += Line(t, extra);
+    for (int t = 0; t <= kDriftTraceEndMs; t += 250) out += Line(t, extra);
     return out;
   }
   std::vector<std::string> ExtraArgs() override {
@@ -325,7 +340,7 @@ class DriftTest : public GpuTraceTest {
   // Slows the model down (larger matrices) under load until the drift watch alerts; returns
   // the verdict, Null after 60 s.
   rapidjson::Document SlowDownUntilDrift() {
-    Send(kSteadyN, 40);  // the baseline: at least 20 executions
+    Send(SteadyN(), 40);  // the baseline: at least 20 executions
     // The drift watch observes every 100 ms: wait until it has set the baseline from these
     // executions alone before the slow ones begin.
     const auto baseline_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -337,7 +352,7 @@ class DriftTest : public GpuTraceTest {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     std::atomic<bool> stop{false};
-    std::thread load([&] { Send(kSlowN, 0, &stop); });
+    std::thread load([&] { Send(SlowN(), 0, &stop); });
     rapidjson::Document verdict;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     while (std::chrono::steady_clock::now() < deadline) {
@@ -375,11 +390,11 @@ class DriftTest : public GpuTraceTest {
 };
 
 TEST_F(DriftTest, ASteadyModelOnASteadyGpuRaisesNoDrift) {
-  Send(kSteadyN, 40);
+  Send(SteadyN(), 40);
   // Two windows of the same work: a verdict, and no alert.
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (std::chrono::steady_clock::now() < until) {
-    Send(kSteadyN, 10);
+    Send(SteadyN(), 10);
     const rapidjson::Document d = Drift();
     ASSERT_TRUE(d.IsObject());
     EXPECT_FALSE(d["alert"].GetBool()) << d["detail"].GetString();
@@ -399,6 +414,105 @@ class ThermalDriftTest : public DriftTest {
 };
 TEST_F(ThermalDriftTest, AThrottledGpuIsNotBlamedForAModelOnTheCpu) {
   ExpectDriftCause("not_gpu", "the model runs on no GPU");
+}
+
+// --- Drift of a model on a GPU ---
+
+// The same model on GPU 0: the suite's fake CUDA execution provider (tests/fakes/fake_ort_ep,
+// FASTPATH_FAKE_EP_RUNS) takes the MatMul and computes it on the host, so the server places
+// and serves a KIND_GPU model as it would on a GPU machine, and the replayed trace is that
+// GPU's telemetry. The fake's product is plain loops, far slower than ORT's: smaller
+// matrices keep 20 executions in a window under AddressSanitizer.
+class GpuDriftTest : public DriftTest {
+ protected:
+  std::string Config() override {
+    std::string config = kDriftingConfig;
+    const std::string cpu = "{ kind: KIND_CPU count: 1 }";
+    return config.replace(config.find(cpu), cpu.size(), "{ kind: KIND_GPU count: 1 gpus: [ 0 ] }");
+  }
+  std::vector<std::string> Environment() override {
+    return {"FASTPATH_ORT_EP_LIBRARY_DIR=" FASTPATH_FAKE_ORT_EP_DIR, "FASTPATH_FAKE_EP_RUNS=1"};
+  }
+  size_t SteadyN() override { return 32; }
+  size_t SlowN() override { return 256; }
+};
+
+TEST_F(GpuDriftTest, ASlowdownOnAGpuWhoseClocksHeldIsNotTheGpu) {
+  EXPECT_NE(server().LogTail(100000).find("CUDAExecutionProvider"), std::string::npos)
+      << "the model must be placed on the (fake) CUDA provider; log:\n" << server().LogTail();
+  ExpectDriftCause("not_gpu", "the GPU clocks held");
+}
+
+class ThermalGpuDriftTest : public GpuDriftTest {
+  uint64_t Reasons() override { return 0x40; }  // HW thermal slowdown
+};
+TEST_F(ThermalGpuDriftTest, AThermallyThrottledGpuIsTheCause) {
+  ExpectDriftCause("thermal", "GPU 0 held down by thermal slowdown");
+}
+
+class PowerGpuDriftTest : public GpuDriftTest {
+  uint64_t Reasons() override { return 0x04; }  // SW power cap
+};
+TEST_F(PowerGpuDriftTest, APowerCappedGpuIsTheCause) {
+  ExpectDriftCause("power", "GPU 0 held down by power cap or power brake");
+}
+
+class HwSlowdownGpuDriftTest : public GpuDriftTest {
+  uint64_t Reasons() override { return 0x08; }  // HW slowdown, without thermal or power brake
+};
+TEST_F(HwSlowdownGpuDriftTest, AHwSlowdownIsAReliabilityCause) {
+  ExpectDriftCause("reliability", "GPU 0 held down by HW slowdown");
+}
+
+// --- Quarantine of a GPU that serves a model ---
+
+// The square model on GPU 0 (the fake provider) beside the CPU model simple, with an
+// uncorrected ECC error on GPU 0: the GPU's model refuses new requests with 503 and is not
+// ready, the CPU model keeps serving.
+class GpuModelEccTest : public GpuTraceTest {
+ protected:
+  std::vector<std::string> Models() override { return {"simple"}; }
+  void PrepareRepository(testing::TempRepository& repo) override {
+    repo.AddVersion("square", 1, "square");
+    std::string config = kDriftingConfig;
+    config.replace(config.find("\"drifting\""), 10, "\"square\"");
+    const std::string cpu = "{ kind: KIND_CPU count: 1 }";
+    repo.WriteConfig("square",
+                     config.replace(config.find(cpu), cpu.size(),
+                                    "{ kind: KIND_GPU count: 1 gpus: [ 0 ] }"));
+  }
+  std::vector<std::string> Environment() override {
+    return {"FASTPATH_ORT_EP_LIBRARY_DIR=" FASTPATH_FAKE_ORT_EP_DIR, "FASTPATH_FAKE_EP_RUNS=1"};
+  }
+  std::string Trace() override {
+    std::string out;
+    for (int t = 0; t < kEventMs; t += 250) out += Line(t);
+    out += Line(kEventMs, "\"ecc_uncorrected_volatile\": 1");
+    return out + Line(kTraceEndMs, "\"ecc_uncorrected_volatile\": 1");
+  }
+  HttpResponse InferSquare() {
+    const std::string body =
+        R"({"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,2,2],"data":[1,2,3,4]}]})";
+    return http().Post("/v2/models/square/infer", body);
+  }
+};
+
+TEST_F(GpuModelEccTest, TheGpusModelIsRefusedAndTheCpuModelServes) {
+  // Before the error: the model on GPU 0 computes ([[1,2],[3,4]] squared).
+  const HttpResponse before = InferSquare();
+  ASSERT_EQ(before.status, 200) << before.Describe() << "\nlog:\n" << server().LogTail();
+  const rapidjson::Document out = ParseJson(before.body);
+  EXPECT_EQ(ToJson(out["outputs"][0]["data"]), "[7.0,10.0,15.0,22.0]") << before.body;
+  EXPECT_EQ(http().Get("/v2/models/square/ready").status, 200);
+
+  ExpectQuarantined("1 uncorrected ECC error(s)");
+  const HttpResponse after = InferSquare();
+  EXPECT_EQ(after.status, 503) << after.Describe();
+  EXPECT_NE(after.body.find("runs on GPU 0, which is quarantined: 1 uncorrected ECC error(s)"),
+            std::string::npos)
+      << after.body;
+  EXPECT_NE(http().Get("/v2/models/square/ready").status, 200);
+  EXPECT_EQ(http().Get("/v2/models/simple/ready").status, 200);
 }
 
 TEST(GpuTraceCommandLineTest, ABadTraceStopsServeWithTheLineNamed) {
