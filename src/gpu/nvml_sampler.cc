@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 
 #include "fastpath/gpu/telemetry.h"
@@ -34,7 +35,29 @@ struct NvmlEventData {  // nvmlEventData_t
   unsigned int compute_instance_id;
 };
 
+// nvmlValue_t: what a field value holds, by nvmlValueType_t.
+union NvmlValue {
+  double d;                // NVML_VALUE_TYPE_DOUBLE = 0
+  int si;                  // NVML_VALUE_TYPE_SIGNED_INT = 5
+  unsigned int ui;         // NVML_VALUE_TYPE_UNSIGNED_INT = 1
+  unsigned long ul;        // NVML_VALUE_TYPE_UNSIGNED_LONG = 2
+  unsigned long long ull;  // NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3
+  signed long long sll;    // NVML_VALUE_TYPE_SIGNED_LONG_LONG = 4
+  unsigned short us;       // NVML_VALUE_TYPE_UNSIGNED_SHORT = 6
+};
+struct NvmlFieldValue {      // nvmlFieldValue_t
+  unsigned int field_id;     // in: an NVML_FI_* id
+  unsigned int scope_id;     // in: 0 (a link or other scope for the fields that have one)
+  long long timestamp;       // microseconds since 1970
+  long long latency_usec;
+  int value_type;            // nvmlValueType_t
+  nvmlReturn_t nvml_return;  // this field's own answer: `value` holds only on NVML_SUCCESS
+  NvmlValue value;
+};
+static_assert(sizeof(NvmlFieldValue) == 40, "nvmlFieldValue_t is 40 bytes on LP64");
+
 constexpr nvmlReturn_t kSuccess = 0;
+constexpr nvmlReturn_t kNotSupported = 3;  // NVML_ERROR_NOT_SUPPORTED
 constexpr nvmlReturn_t kGpuIsLost = 15;  // NVML_ERROR_GPU_IS_LOST
 constexpr int kClockSm = 1;                         // NVML_CLOCK_SM
 constexpr int kClockMem = 2;                        // NVML_CLOCK_MEM
@@ -43,6 +66,49 @@ constexpr int kMemoryErrorUncorrected = 1;          // NVML_MEMORY_ERROR_TYPE_UN
 constexpr int kVolatileEcc = 0;                     // NVML_VOLATILE_ECC
 constexpr unsigned long long kEventXid = 0x8;       // nvmlEventTypeXidCriticalError
 constexpr int kMaxEventsPerPass = 64;
+
+// The perf-policy violation counters, read with nvmlDeviceGetFieldValues: nanoseconds since
+// the driver loaded that each policy held the clocks below the application clocks (below the
+// base clocks for TOTAL_BASE_CLOCKS). The unit is nvml.h's: nvmlViolationTime_t's
+// violationTime "in Nanoseconds" for the same policies, and "All counters are in
+// nanoseconds" over the NVML_FI_DEV_CLOCKS_EVENT_REASON_* fields, of which
+// NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP is defined as NVML_FI_DEV_PERF_POLICY_POWER.
+struct ViolationField {
+  unsigned int id;
+  const char* policy;  // the key in GpuSample::violation_seconds
+};
+constexpr std::array<ViolationField, 8> kViolationFields = {{
+    {74, "power"},              // NVML_FI_DEV_PERF_POLICY_POWER (nvml.h)
+    {75, "thermal"},            // NVML_FI_DEV_PERF_POLICY_THERMAL (nvml.h)
+    {76, "sync_boost"},         // NVML_FI_DEV_PERF_POLICY_SYNC_BOOST (nvml.h)
+    {77, "board_limit"},        // NVML_FI_DEV_PERF_POLICY_BOARD_LIMIT (nvml.h)
+    {78, "low_utilization"},    // NVML_FI_DEV_PERF_POLICY_LOW_UTILIZATION (nvml.h)
+    {79, "reliability"},        // NVML_FI_DEV_PERF_POLICY_RELIABILITY (nvml.h)
+    {80, "total_app_clocks"},   // NVML_FI_DEV_PERF_POLICY_TOTAL_APP_CLOCKS (nvml.h)
+    {81, "total_base_clocks"},  // NVML_FI_DEV_PERF_POLICY_TOTAL_BASE_CLOCKS (nvml.h)
+}};
+constexpr double kNanosecondsPerSecond = 1e9;
+
+// A field value as a non-negative number; nullopt for a negative value or a type NVML did
+// not have when this was written.
+std::optional<double> FieldNumber(const NvmlFieldValue& f) {
+  switch (f.value_type) {
+    case 0:
+      if (std::isfinite(f.value.d) && f.value.d >= 0) return f.value.d;
+      return std::nullopt;
+    case 1: return static_cast<double>(f.value.ui);
+    case 2: return static_cast<double>(f.value.ul);
+    case 3: return static_cast<double>(f.value.ull);
+    case 4:
+      if (f.value.sll >= 0) return static_cast<double>(f.value.sll);
+      return std::nullopt;
+    case 5:
+      if (f.value.si >= 0) return static_cast<double>(f.value.si);
+      return std::nullopt;
+    case 6: return static_cast<double>(f.value.us);
+    default: return std::nullopt;
+  }
+}
 
 struct Api {
   nvmlReturn_t (*init)() = nullptr;
@@ -67,6 +133,7 @@ struct Api {
   nvmlReturn_t (*register_events)(nvmlDevice_t, unsigned long long, nvmlEventSet_t) = nullptr;
   nvmlReturn_t (*event_wait)(nvmlEventSet_t, NvmlEventData*, unsigned int) = nullptr;
   nvmlReturn_t (*mig_parent)(nvmlDevice_t, nvmlDevice_t*) = nullptr;
+  nvmlReturn_t (*field_values)(nvmlDevice_t, int, NvmlFieldValue*) = nullptr;
 };
 
 template <typename F>
@@ -100,6 +167,7 @@ Api BindApi(const SharedLibrary& lib) {
   Bind(lib, &a.register_events, "nvmlDeviceRegisterEvents");
   Bind(lib, &a.event_wait, "nvmlEventSetWait_v2");
   Bind(lib, &a.mig_parent, "nvmlDeviceGetDeviceHandleFromMigDeviceHandle");
+  Bind(lib, &a.field_values, "nvmlDeviceGetFieldValues");
   return a;
 }
 
@@ -212,6 +280,23 @@ class NvmlSource final : public GpuSource {
           api_.remapped_rows != nullptr &&
           ok(api_.remapped_rows(d, &corrected, &uncorrectable, &pending, &failed))) {
         s.remapped_rows_uncorrectable = uncorrectable;
+      }
+      // One call for every counter; each field answers for itself, and one that does not
+      // answer SUCCESS (NOT_SUPPORTED on a GPU without the counter) is left out.
+      if (api_.field_values != nullptr) {
+        std::array<NvmlFieldValue, kViolationFields.size()> fields{};
+        for (size_t f = 0; f < fields.size(); ++f) {
+          fields[f].field_id = kViolationFields[f].id;
+          fields[f].nvml_return = kNotSupported;  // until the library says otherwise
+        }
+        if (ok(api_.field_values(d, static_cast<int>(fields.size()), fields.data()))) {
+          for (size_t f = 0; f < fields.size(); ++f) {
+            if (!ok(fields[f].nvml_return)) continue;
+            if (const std::optional<double> ns = FieldNumber(fields[f])) {
+              s.violation_seconds[kViolationFields[f].policy] = *ns / kNanosecondsPerSecond;
+            }
+          }
+        }
       }
     }
     return out;

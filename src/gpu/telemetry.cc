@@ -7,6 +7,7 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cstdio>
@@ -23,6 +24,15 @@ using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
 constexpr std::array<const char*, 9> kReasonLabels = {
     "gpu_idle",   "applications_clocks", "sw_power_cap",   "hw_slowdown",  "sync_boost",
     "sw_thermal", "hw_thermal",          "hw_power_brake", "display_clock"};
+
+// The causes of ThrottleCauses, in its order.
+constexpr std::array<const char*, 3> kCauses = {"thermal", "power", "reliability"};
+
+std::string Joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
 
 // What an XID means, for the few that announce a failing GPU (NVIDIA's XID catalogue).
 std::string XidMeaning(uint64_t xid) {
@@ -138,6 +148,27 @@ Status ReadField(const std::string& name, const rapidjson::Value& value, TraceLi
         "\"clocks_event_reasons\" must be a bit mask: a non-negative integer or a hex string "
         "such as \"0x40\"");
   }
+  if (name == "violation_s") {
+    // NVML's cumulative violation counters, in seconds, by policy: {"thermal": 12.5, ...}.
+    if (!value.IsObject()) {
+      return InvalidArgument(
+          "\"violation_s\" must be an object of seconds by policy, such as {\"thermal\": 12.5}");
+    }
+    const std::vector<std::string>& policies = ViolationPolicies();
+    for (const auto& member : value.GetObject()) {
+      const std::string policy(member.name.GetString(), member.name.GetStringLength());
+      if (std::find(policies.begin(), policies.end(), policy) == policies.end()) {
+        return InvalidArgument("unknown key \"" + policy + "\" in \"violation_s\" (known: " +
+                               Joined(policies) + ")");
+      }
+      if (!member.value.IsNumber() || member.value.GetDouble() < 0) {
+        return InvalidArgument("\"violation_s\": \"" + policy +
+                               "\" must be a non-negative number (seconds)");
+      }
+      s.violation_seconds[policy] = member.value.GetDouble();
+    }
+    return Status::Ok();
+  }
   if (name == "lost") {
     if (!value.IsBool()) return InvalidArgument("\"lost\" must be true or false");
     s.lost = value.GetBool();
@@ -155,7 +186,8 @@ Status ReadField(const std::string& name, const rapidjson::Value& value, TraceLi
       "unknown field \"" + name +
       "\" (known: t_ms, gpu, uuid, temperature_c, sm_clock_mhz, mem_clock_mhz, "
       "utilization_ratio, memory_used_bytes, memory_total_bytes, power_w, power_limit_w, "
-      "clocks_event_reasons, ecc_uncorrected_volatile, remapped_rows_uncorrectable, xid, lost)");
+      "clocks_event_reasons, ecc_uncorrected_volatile, remapped_rows_uncorrectable, "
+      "violation_s, xid, lost)");
 }
 
 class TraceSource final : public GpuSource {
@@ -266,6 +298,15 @@ void WriteTraceLine(const GpuSample& s, std::chrono::milliseconds t, const uint6
   count("clocks_event_reasons", s.clocks_event_reasons);
   count("ecc_uncorrected_volatile", s.ecc_uncorrected_volatile);
   count("remapped_rows_uncorrectable", s.remapped_rows_uncorrectable);
+  if (!s.violation_seconds.empty()) {
+    w.Key("violation_s");
+    w.StartObject();
+    for (const auto& [policy, seconds] : s.violation_seconds) {
+      w.Key(policy.c_str(), static_cast<rapidjson::SizeType>(policy.size()));
+      w.Double(seconds);
+    }
+    w.EndObject();
+  }
   if (xid != nullptr) Unsigned(w, "xid", *xid);
   if (s.lost) {
     w.Key("lost");
@@ -312,14 +353,30 @@ std::vector<int> GpuHealth::Add(const std::vector<GpuSample>& samples,
     auto [it, first] = gpus_.try_emplace(sample.gpu);
     GpuStatus& status = it->second;
     status.gpu = sample.gpu;
-    if (!first && status.last.clocks_event_reasons && at > status.last_sample_at) {
+    if (!first && at > status.last_sample_at) {
       const double seconds =
           std::chrono::duration<double>(at - status.last_sample_at).count();
-      for (int bit = 0; bit < 64; ++bit) {
-        if ((*status.last.clocks_event_reasons >> bit) & 1) status.throttle_seconds[bit] += seconds;
+      const GpuSample& then = status.last;
+      // The reasons of the previous sample held for the whole interval.
+      std::vector<std::string> held;
+      if (then.clocks_event_reasons) {
+        for (int bit = 0; bit < 64; ++bit) {
+          if ((*then.clocks_event_reasons >> bit) & 1) status.throttle_seconds[bit] += seconds;
+        }
+        held = ThrottleCauses(*then.clocks_event_reasons);
       }
-      for (const std::string& cause : ThrottleCauses(*status.last.clocks_event_reasons)) {
-        status.cause_seconds[cause] += seconds;
+      for (const char* cause : kCauses) {
+        double add = std::find(held.begin(), held.end(), cause) != held.end() ? seconds : 0.0;
+        // NVML's counter, where both samples carry it and no reason it does not time held.
+        if (const std::optional<CauseCounter> counter = CounterOfCause(cause)) {
+          const auto before = then.violation_seconds.find(counter->policy);
+          const auto now = sample.violation_seconds.find(counter->policy);
+          if (before != then.violation_seconds.end() && now != sample.violation_seconds.end() &&
+              (then.clocks_event_reasons.value_or(0) & counter->untimed_reasons) == 0) {
+            add = std::clamp(now->second - before->second, 0.0, seconds);
+          }
+        }
+        if (add > 0) status.cause_seconds[cause] += add;
       }
     }
     status.last = sample;
@@ -365,6 +422,35 @@ std::vector<std::string> ThrottleCauses(uint64_t reasons) {
     causes.emplace_back("reliability");
   }
   return causes;
+}
+
+std::optional<CauseCounter> CounterOfCause(const std::string& cause) {
+  // What nvml.h says the perf-policy counters time:
+  //  - NVML_FI_DEV_PERF_POLICY_POWER is the very id of
+  //    NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP ("throttling to not exceed currently set
+  //    power limits"): SW power cap (0x4), not HW power brake (0x80, an external signal that
+  //    newer NVMLs count in a field of its own).
+  //  - NVML_PERF_POLICY_THERMAL translates to NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN
+  //    (nvmlDeviceGetViolationStatus's deprecation note, NVML 13): SW thermal slowdown (0x20),
+  //    not HW thermal slowdown (0x40, again a field of its own in newer NVMLs).
+  //  - BOARD_LIMIT and RELIABILITY are only "the board limit" and "the board reliability
+  //    limit" there, tied to no clock-event reason: neither is taken for the power limit or
+  //    for HW slowdown, so the "reliability" cause (HW slowdown alone) keeps the samples and
+  //    both counters are only exported. SYNC_BOOST and LOW_UTILIZATION are settings or rest,
+  //    not throttling; TOTAL_APP_CLOCKS adds them in; TOTAL_BASE_CLOCKS names no cause.
+  // The HW reasons' own fields (NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_*) are not read: their ids
+  // changed from NVML 13.0 (251-253) to 13.1 (269-271).
+  constexpr uint64_t kHwThermal = 0x40, kHwPowerBrake = 0x80;
+  if (cause == "thermal") return CauseCounter{"thermal", kHwThermal};
+  if (cause == "power") return CauseCounter{"power", kHwPowerBrake};
+  return std::nullopt;
+}
+
+const std::vector<std::string>& ViolationPolicies() {
+  static const std::vector<std::string> policies = {
+      "power",           "thermal",     "sync_boost",       "board_limit",
+      "low_utilization", "reliability", "total_app_clocks", "total_base_clocks"};
+  return policies;
 }
 
 std::string ClockEventReasonLabel(int bit) {
@@ -416,6 +502,17 @@ std::string StatusToJson(const GpuStatus& status) {
     w.Double(seconds);
   }
   w.EndObject();
+  w.Key("violation_seconds");
+  if (s.violation_seconds.empty()) {
+    w.Null();
+  } else {
+    w.StartObject();
+    for (const auto& [policy, seconds] : s.violation_seconds) {
+      w.Key(policy.c_str(), static_cast<rapidjson::SizeType>(policy.size()));
+      w.Double(seconds);
+    }
+    w.EndObject();
+  }
   w.Key("xids");
   w.StartObject();
   for (const auto& [xid, n] : status.xid_counts) {

@@ -101,6 +101,12 @@ std::vector<MetricFamily> GpuFamilies(const admission::AdmissionReport& report) 
       "Seconds the clocks were held down for this reason since fastpath started (from the "
       "samples: a reason holds until the next one)",
       MetricType::Counter);
+  MetricFamily violations = NewFamily(
+      "fastpath_gpu_violation_seconds_total",
+      "Seconds this policy held the clocks below the application clocks (total_base_clocks: "
+      "below the base clocks) since the driver loaded: NVML's perf-policy violation counters, "
+      "which see episodes shorter than the sampling interval",
+      MetricType::Counter);
   MetricFamily xids = NewFamily("fastpath_gpu_xid_total", "XID events seen since fastpath started",
                                 MetricType::Counter);
   MetricFamily quarantined = NewFamily(
@@ -136,6 +142,12 @@ std::vector<MetricFamily> GpuFamilies(const admission::AdmissionReport& report) 
       l.push_back({"reason", gpu::ClockEventReasonLabel(bit)});
       throttled.metric.push_back(Value(std::move(l), MetricType::Counter, seconds));
     }
+    // Only the counters the GPU supports: an unsupported one is left out, never 0.
+    for (const auto& [policy, seconds] : g.last.violation_seconds) {
+      auto l = labels;
+      l.push_back({"policy", policy});
+      violations.metric.push_back(Value(std::move(l), MetricType::Counter, seconds));
+    }
     for (const auto& [xid, n] : g.xid_counts) {
       auto l = labels;
       l.push_back({"xid", std::to_string(xid)});
@@ -148,7 +160,7 @@ std::vector<MetricFamily> GpuFamilies(const admission::AdmissionReport& report) 
   for (Reading& r : readings) {
     if (!r.family.metric.empty()) out.push_back(std::move(r.family));
   }
-  for (MetricFamily* f : {&active, &throttled, &xids, &quarantined}) {
+  for (MetricFamily* f : {&active, &throttled, &violations, &xids, &quarantined}) {
     if (!f->metric.empty()) out.push_back(std::move(*f));
   }
   return out;

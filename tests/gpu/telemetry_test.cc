@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
+#include <map>
 
 namespace fastpath::gpu {
 namespace {
@@ -133,6 +135,45 @@ TEST_F(TraceTest, WhatTheRecorderWritesReadsBackTheSame) {
   EXPECT_THAT(back[0].xids, ElementsAre(13u, 79u));
 }
 
+TEST_F(TraceTest, ViolationCountersAreAnObjectOfSecondsByPolicy) {
+  auto source = OpenTraceSource(Write(
+      "{\"t_ms\": 0, \"violation_s\": {\"thermal\": 12.5, \"power\": 0, "
+      "\"total_base_clocks\": 3}}\n"
+      "{\"t_ms\": 10}\n"));
+  ASSERT_TRUE(source.ok()) << source.status().message();
+  EXPECT_EQ((*source)->Sample(milliseconds(0))[0].violation_seconds,
+            (std::map<std::string, double>{
+                {"thermal", 12.5}, {"power", 0}, {"total_base_clocks", 3}}));
+  EXPECT_TRUE((*source)->Sample(milliseconds(10))[0].violation_seconds.empty())
+      << "a line without the field: unsupported";
+
+  const std::string good = "{\"t_ms\": 0}\n";
+  EXPECT_THAT(Error(good + "{\"t_ms\": 5, \"violation_s\": {\"thermal\": 1, \"hot\": 2}}\n"),
+              HasSubstr("trace.jsonl line 2: unknown key \"hot\" in \"violation_s\" (known: power, "
+                        "thermal, sync_boost, board_limit, low_utilization, reliability, "
+                        "total_app_clocks, total_base_clocks)"));
+  EXPECT_THAT(Error("{\"t_ms\": 0, \"violation_s\": {\"power\": -1}}\n"),
+              HasSubstr("line 1: \"violation_s\": \"power\" must be a non-negative number"));
+  EXPECT_THAT(Error("{\"t_ms\": 0, \"violation_s\": {\"power\": \"1\"}}\n"),
+              HasSubstr("line 1: \"violation_s\": \"power\" must be a non-negative number"));
+  EXPECT_THAT(Error("{\"t_ms\": 0, \"violation_s\": 12.5}\n"),
+              HasSubstr("line 1: \"violation_s\" must be an object of seconds by policy"));
+  EXPECT_THAT(Error("{\"t_ms\": 0, \"violations\": {}}\n"),
+              HasSubstr("unknown field \"violations\" (known: t_ms"));
+  EXPECT_EQ(Error("{\"t_ms\": 0, \"violation_s\": {}}\n"), "") << "no counter: unsupported";
+
+  // What the recorder writes reads back.
+  GpuSample s;
+  s.violation_seconds = {{"thermal", 1.25}, {"reliability", 0}};
+  const std::string line = SampleToTraceLines(s, milliseconds(7));
+  EXPECT_THAT(line, HasSubstr("\"violation_s\":{\"reliability\":0.0,\"thermal\":1.25}"));
+  auto back = OpenTraceSource(Write(line + "\n"));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ((*back)->Sample(milliseconds(7))[0].violation_seconds, s.violation_seconds);
+  EXPECT_THAT(SampleToTraceLines(GpuSample{}, milliseconds(7)),
+              ::testing::Not(HasSubstr("violation_s")));
+}
+
 GpuSample Healthy(int gpu = 0) {
   GpuSample s;
   s.gpu = gpu;
@@ -226,6 +267,104 @@ TEST(GpuHealthTest, XidListsParseOrNameTheBadItem) {
   EXPECT_EQ(DefaultIgnoredXids(), std::set<uint64_t>({13, 31, 43, 45, 68, 109}));
 }
 
+// The cause seconds of GPU 0, 0 for a cause never seen.
+double Cause(const GpuHealth& health, const std::string& cause) {
+  const std::map<std::string, double>& seconds = health.Statuses()[0].cause_seconds;
+  auto it = seconds.find(cause);
+  return it == seconds.end() ? 0.0 : it->second;
+}
+
+TEST(GpuHealthTest, NvmlCountersArePreferredOverTheSamples) {
+  GpuHealth health;
+  GpuSample s = Healthy();
+  s.clocks_event_reasons = 0x20 | 0x4;  // SW thermal, SW power cap: both have a counter
+  s.violation_seconds = {{"thermal", 100.0}, {"power", 40.0}, {"board_limit", 7.0}};
+  health.Add({s}, milliseconds(0));
+  // Both reasons show in every sample, but the counters say they held 0.25 s and 0.5 s.
+  s.violation_seconds = {{"thermal", 100.25}, {"power", 40.5}, {"board_limit", 9.0}};
+  health.Add({s}, milliseconds(1000));
+  EXPECT_DOUBLE_EQ(Cause(health, "thermal"), 0.25);
+  EXPECT_DOUBLE_EQ(Cause(health, "power"), 0.5) << "board_limit is no part of power";
+  // throttle_seconds stays what the samples show.
+  EXPECT_DOUBLE_EQ(health.Statuses()[0].throttle_seconds.at(5), 1.0);
+  EXPECT_DOUBLE_EQ(health.Statuses()[0].throttle_seconds.at(2), 1.0);
+
+  // The reasons were gone by 2000 and the counters held still: nothing, where the samples
+  // would count the whole second. Then an episode between two samples that both show no
+  // reason: the counter sees it.
+  s.clocks_event_reasons = 0;
+  health.Add({s}, milliseconds(2000));
+  EXPECT_DOUBLE_EQ(Cause(health, "thermal"), 0.25);
+  EXPECT_DOUBLE_EQ(Cause(health, "power"), 0.5);
+  s.violation_seconds["thermal"] = 100.625;
+  health.Add({s}, milliseconds(3000));
+  EXPECT_DOUBLE_EQ(Cause(health, "thermal"), 0.25 + 0.375);
+  EXPECT_DOUBLE_EQ(health.Statuses()[0].throttle_seconds.at(5), 2.0) << "0..2000 by the samples";
+
+  // More than the interval (clock skew between NVML and us): at most the interval.
+  s.violation_seconds["thermal"] = 103.625;
+  health.Add({s}, milliseconds(4000));
+  EXPECT_DOUBLE_EQ(Cause(health, "thermal"), 0.625 + 1.0);
+}
+
+TEST(GpuHealthTest, ACounterGoingBackAddsNothing) {
+  GpuHealth health;
+  GpuSample s = Healthy();
+  s.clocks_event_reasons = 0x20;
+  s.violation_seconds = {{"thermal", 500.0}};
+  health.Add({s}, milliseconds(0));
+  s.violation_seconds = {{"thermal", 0.1}};  // the driver reloaded: the counter restarted
+  health.Add({s}, milliseconds(1000));
+  EXPECT_DOUBLE_EQ(Cause(health, "thermal"), 0.0) << "not the interval, not negative";
+  EXPECT_EQ(health.Statuses()[0].cause_seconds.count("thermal"), 0u);
+  s.violation_seconds = {{"thermal", 0.4}};
+  health.Add({s}, milliseconds(2000));
+  EXPECT_DOUBLE_EQ(Cause(health, "thermal"), 0.3) << "counting again from the new value";
+}
+
+TEST(GpuHealthTest, WithoutACounterInBothSamplesTheSamplesCount) {
+  GpuHealth health;
+  GpuSample s = Healthy();
+  s.clocks_event_reasons = 0x20 | 0x4 | 0x8;  // SW thermal, SW power cap, HW slowdown
+  s.violation_seconds = {{"thermal", 10.0}};  // no power counter (an old driver, a trace)
+  health.Add({s}, milliseconds(0));
+  s.violation_seconds = {{"thermal", 10.0}, {"reliability", 50.0}};
+  health.Add({s}, milliseconds(1000));
+  EXPECT_DOUBLE_EQ(Cause(health, "thermal"), 0.0) << "the counter held still";
+  EXPECT_DOUBLE_EQ(Cause(health, "power"), 1.0) << "no counter: the interval";
+  EXPECT_DOUBLE_EQ(Cause(health, "reliability"), 1.0)
+      << "HW slowdown has no counter: NVML's reliability counter is the board's limit";
+  s.violation_seconds.clear();  // the counter stopped answering: back to the samples
+  health.Add({s}, milliseconds(1500));
+  EXPECT_DOUBLE_EQ(Cause(health, "thermal"), 0.5);
+  s.violation_seconds = {{"thermal", 10.0}};  // only the current sample has it
+  health.Add({s}, milliseconds(2000));
+  EXPECT_DOUBLE_EQ(Cause(health, "thermal"), 1.0);
+}
+
+TEST(GpuHealthTest, AReasonItsCounterDoesNotTimeTakesTheInterval) {
+  GpuHealth health;
+  GpuSample s = Healthy();
+  s.clocks_event_reasons = 0x40 | 0x80;  // HW thermal, HW power brake: no counter times them
+  s.violation_seconds = {{"thermal", 10.0}, {"power", 20.0}};
+  health.Add({s}, milliseconds(0));
+  s.violation_seconds = {{"thermal", 10.1}, {"power", 20.0}};
+  health.Add({s}, milliseconds(1000));
+  EXPECT_DOUBLE_EQ(Cause(health, "thermal"), 1.0);
+  EXPECT_DOUBLE_EQ(Cause(health, "power"), 1.0);
+
+  EXPECT_EQ(CounterOfCause("thermal")->policy, "thermal");
+  EXPECT_EQ(CounterOfCause("thermal")->untimed_reasons, 0x40u);
+  EXPECT_EQ(CounterOfCause("power")->policy, "power");
+  EXPECT_EQ(CounterOfCause("power")->untimed_reasons, 0x80u);
+  EXPECT_FALSE(CounterOfCause("reliability").has_value());
+  for (const char* cause : {"thermal", "power"}) {
+    const std::vector<std::string>& policies = ViolationPolicies();
+    EXPECT_NE(std::find(policies.begin(), policies.end(), CounterOfCause(cause)->policy),
+              policies.end());
+  }
+}
+
 TEST(GpuHealthTest, TheJsonShowsUnsupportedAsNullAndTheReasonsByName) {
   GpuHealth health;
   GpuSample s = Healthy();
@@ -241,6 +380,11 @@ TEST(GpuHealthTest, TheJsonShowsUnsupportedAsNullAndTheReasonsByName) {
   EXPECT_THAT(json, HasSubstr("\"clocks_event_reasons\":[\"SW thermal slowdown\"]"));
   EXPECT_THAT(json, HasSubstr("\"throttle_seconds\":{\"sw_thermal\":0.5}"));
   EXPECT_THAT(json, HasSubstr("\"quarantined\":null"));
+  EXPECT_THAT(json, HasSubstr("\"violation_seconds\":null")) << "no counter: unsupported";
+  s.violation_seconds = {{"thermal", 2.5}, {"power", 0}};
+  health.Add({s}, milliseconds(1000));
+  EXPECT_THAT(StatusToJson(health.Statuses()[0]),
+              HasSubstr("\"violation_seconds\":{\"power\":0.0,\"thermal\":2.5}"));
   EXPECT_EQ(ClockEventReasonLabel(6), "hw_thermal");
   EXPECT_EQ(ClockEventReasonLabel(40), "bit_40");
 }
@@ -319,6 +463,47 @@ TEST_F(NvmlSourceTest, WhatTheDeviceDoesNotSupportIsUnsupportedNotZero) {
   EXPECT_FALSE(o.temperature_c.has_value());
   EXPECT_FALSE(o.utilization_ratio.has_value());
   EXPECT_EQ(o.clocks_event_reasons, 0x1u) << "through the pre-12.2 throttle-reasons name";
+}
+
+TEST_F(NvmlSourceTest, ReadsTheViolationCountersInSecondsAndLeavesOutTheUnsupported) {
+  auto none = OpenNvmlSource(env_);
+  ASSERT_TRUE(none.ok()) << none.status().message();
+  EXPECT_TRUE((*none)->Sample(milliseconds(0))[0].violation_seconds.empty())
+      << "every field NOT_SUPPORTED: none, not zeros";
+
+  Fake("FASTPATH_FAKE_NVML_DEVICES", "2");
+  Fake("FASTPATH_FAKE_NVML_THROTTLE", "0x20");  // SW thermal in every sample
+  Fake("FASTPATH_FAKE_NVML_VIOLATION_NS",
+       "thermal=2500000000,power=0,board_limit=750000000,total_base_clocks=1");
+  auto source = OpenNvmlSource(env_);
+  ASSERT_TRUE(source.ok()) << source.status().message();
+  std::vector<GpuSample> s = (*source)->Sample(milliseconds(0));
+  ASSERT_EQ(s.size(), 2u);
+  for (const GpuSample& gpu : s) {
+    EXPECT_EQ(gpu.violation_seconds.size(), 4u);
+    EXPECT_DOUBLE_EQ(gpu.violation_seconds.at("thermal"), 2.5);
+    EXPECT_DOUBLE_EQ(gpu.violation_seconds.at("power"), 0.0) << "supported and 0";
+    EXPECT_DOUBLE_EQ(gpu.violation_seconds.at("board_limit"), 0.75);
+    EXPECT_DOUBLE_EQ(gpu.violation_seconds.at("total_base_clocks"), 1e-9);
+    EXPECT_EQ(gpu.violation_seconds.count("reliability"), 0u) << "NOT_SUPPORTED: left out";
+  }
+  // Folded: the thermal cause grows by the counter, not by the interval.
+  GpuHealth health;
+  health.Add(s, milliseconds(0));
+  Fake("FASTPATH_FAKE_NVML_VIOLATION_NS", "thermal=2600000000,power=0");
+  s = (*source)->Sample(milliseconds(1000));
+  EXPECT_EQ(s[0].violation_seconds.size(), 2u);
+  health.Add(s, milliseconds(1000));
+  EXPECT_NEAR(health.Statuses()[0].cause_seconds.at("thermal"), 0.1, 1e-9);
+  EXPECT_DOUBLE_EQ(health.Statuses()[0].throttle_seconds.at(5), 1.0);
+
+  // The call itself unsupported, or missing from an old driver's NVML: none.
+  Fake("FASTPATH_FAKE_NVML_NOT_SUPPORTED", "nvmlDeviceGetFieldValues");
+  EXPECT_TRUE((*source)->Sample(milliseconds(2000))[0].violation_seconds.empty());
+  env_.nvml = {std::string(FASTPATH_FAKE_CUDA_LIB_DIR) + "/nvml_minimal/libnvidia-ml.so.1"};
+  auto old = OpenNvmlSource(env_);
+  ASSERT_TRUE(old.ok()) << old.status().message();
+  EXPECT_TRUE((*old)->Sample(milliseconds(0))[0].violation_seconds.empty());
 }
 
 TEST_F(NvmlSourceTest, CudaVisibleDevicesChoosesAndOrdersTheGpus) {

@@ -39,7 +39,17 @@ struct GpuSample {
   std::optional<uint64_t> remapped_rows_uncorrectable;
   std::vector<uint64_t> xids;  // XID events since the previous sample, in order
   bool lost = false;  // NVML answered GPU_IS_LOST: off the bus, or no longer answering
+  // NVML's perf-policy violation counters (nvmlDeviceGetFieldValues, NVML_FI_DEV_PERF_POLICY_*):
+  // cumulative seconds since the driver loaded that each policy held the clocks below the
+  // application clocks (below the base clocks for "total_base_clocks"), keyed by
+  // ViolationPolicies(). Only the counters the device supports are present; empty when none is.
+  std::map<std::string, double> violation_seconds;
 };
+
+// The keys of GpuSample::violation_seconds, in NVML's order (NVML_FI_DEV_PERF_POLICY_POWER ..
+// _TOTAL_BASE_CLOCKS): "power", "thermal", "sync_boost", "board_limit", "low_utilization",
+// "reliability", "total_app_clocks", "total_base_clocks".
+const std::vector<std::string>& ViolationPolicies();
 
 // Where samples come from. Sample() is called from one thread, with the time since the
 // telemetry started.
@@ -61,7 +71,9 @@ StatusOr<std::unique_ptr<GpuSource>> OpenNvmlSource(const ProbeEnvironment& env)
 // A JSON-lines trace: one object per line, {"t_ms": N, "gpu": N, "uuid", "temperature_c",
 // "sm_clock_mhz", "mem_clock_mhz", "utilization_ratio", "memory_used_bytes",
 // "memory_total_bytes", "power_w", "power_limit_w", "clocks_event_reasons",
-// "ecc_uncorrected_volatile", "remapped_rows_uncorrectable", "xid", "lost"}; only t_ms is
+// "ecc_uncorrected_volatile", "remapped_rows_uncorrectable", "violation_s", "xid", "lost"}
+// ("violation_s": {"thermal": 12.5, ...}, GpuSample::violation_seconds, its keys among
+// ViolationPolicies()); only t_ms is
 // required (gpu defaults to 0), a field left out is unsupported (but "uuid", once given,
 // holds for the GPU's later lines), a line's "xid" is one XID event at that moment, and
 // "lost": true is NVML answering GPU_IS_LOST. Played against the time since start: each
@@ -89,6 +101,9 @@ struct GpuStatus {
   // reasons of a sample hold until the next. Bits never seen active are absent.
   std::map<int, double> throttle_seconds;
   // The same per cause of slowdown (ThrottleCauses): seconds in which any of its reasons held.
+  // Where two samples in a row carry NVML's violation counter for a cause (CauseCounter), the
+  // cause grows by the counter's increase instead, which sees episodes shorter than the
+  // sampling interval; see GpuHealth::Add.
   std::map<std::string, double> cause_seconds;
   std::map<uint64_t, uint64_t> xid_counts;  // XID -> events seen
   // Why the GPU must be drained; empty while it is healthy. Never cleared: only a restart
@@ -103,6 +118,15 @@ class GpuHealth {
       : ignored_xids_(std::move(ignored_xids)) {}
   // Adds one pass of samples taken at `at` (since start). Returns the GPUs that this pass
   // put into quarantine, with the reason in their status.
+  //
+  // Throttle time between a GPU's previous sample and this one: every reason bit set in the
+  // previous sample gets the whole interval (throttle_seconds), and so does each of their
+  // causes, except a cause whose NVML counter (CauseCounter) both samples carry: it gets the
+  // counter's increase, clamped to 0..interval (a counter going back, as after a driver
+  // reload, adds nothing). The counters do not see every reason of their cause (thermal's
+  // counter is SW thermal slowdown's, power's is SW power cap's), so while the previous
+  // sample shows a reason the counter misses (HW thermal slowdown, HW power brake) the cause
+  // gets the whole interval, as without a counter.
   std::vector<int> Add(const std::vector<GpuSample>& samples, std::chrono::milliseconds at);
   std::vector<GpuStatus> Statuses() const;  // by GPU index
   bool AnyQuarantined() const { return any_quarantined_; }
@@ -118,6 +142,15 @@ class GpuHealth {
 // "reliability" (HW slowdown without HW thermal or power brake, which raise it too).
 std::vector<std::string> ThrottleCauses(uint64_t reasons);
 
+// The violation counter (a key of GpuSample::violation_seconds) that times a cause of
+// ThrottleCauses, and the clock-event reason bits of that cause it does not time; nullopt for
+// a cause no counter times ("reliability": HW slowdown is no NVML perf policy).
+struct CauseCounter {
+  std::string policy;
+  uint64_t untimed_reasons = 0;
+};
+std::optional<CauseCounter> CounterOfCause(const std::string& cause);
+
 // The name of a clock-event reason bit for metrics labels: "gpu_idle", "sw_power_cap",
 // "hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake", ...; "bit_N" for bits
 // without a name.
@@ -127,6 +160,8 @@ std::vector<int> NamedClockEventReasonBits();
 
 // {"gpu", "uuid", "sampled_at_ms", "temperature_c", ..., "clocks_event_reasons":
 //  ["HW thermal slowdown", ...], "throttle_seconds": {"hw_thermal": s, ...},
+//  "violation_seconds": {"thermal": s, ...} (NVML's counters of the last sample; null when
+//  it has none),
 //  "xids": {"79": n}, "quarantined": reason | null}; an unsupported field is null, as in
 // the capability snapshot.
 std::string StatusToJson(const GpuStatus& status);

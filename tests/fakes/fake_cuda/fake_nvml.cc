@@ -19,10 +19,17 @@
 //   FASTPATH_FAKE_NVML_REMAPPED_UNCORRECTABLE  rows (default 0)
 //   FASTPATH_FAKE_NVML_XIDS               XIDs an event set delivers on device 0, each once
 //                                         (comma-separated; default none)
+//   FASTPATH_FAKE_NVML_VIOLATION_NS       perf-policy violation counters that
+//                                         nvmlDeviceGetFieldValues answers for every device, in
+//                                         ns, as policy=ns pairs: "thermal=2500000000,power=0"
+//                                         (policies: power, thermal, sync_boost, board_limit,
+//                                         low_utilization, reliability, total_app_clocks,
+//                                         total_base_clocks); a field not listed answers
+//                                         NOT_SUPPORTED in its own nvmlReturn (default: all)
 // Every device's UUID is "GPU-fake-<index>".
 // Built twice: FASTPATH_FAKE_NVML_MINIMAL leaves out the optional symbols an old driver
 // lacks (nvmlErrorString, MIG, ECC, power, UUIDs, temperature, utilization, memory,
-// remapped rows, events, and the clock *event* reasons: only the pre-12.2
+// remapped rows, events, field values, and the clock *event* reasons: only the pre-12.2
 // nvmlDeviceGetCurrentClocksThrottleReasons is exported).
 #include <cstdint>
 #include <string>
@@ -318,6 +325,65 @@ FAKE_EXPORT int nvmlEventSetWait_v2(void* set, FakeEventData* data, unsigned int
   data->event_type = 0x8;  // nvmlEventTypeXidCriticalError
   data->event_data = std::stoull(fastpath::fakes::ListItem(xids, xids_delivered++));
   data->gpu_instance_id = data->compute_instance_id = 0xFFFFFFFF;
+  return kSuccess;
+}
+
+// nvmlFieldValue_t (nvml.h): the perf-policy violation counters only.
+union FakeValue {
+  double d;
+  int si;
+  unsigned int ui;
+  unsigned long ul;
+  unsigned long long ull;
+  signed long long sll;
+  unsigned short us;
+};
+struct FakeFieldValue {
+  unsigned int field_id;
+  unsigned int scope_id;
+  long long timestamp;
+  long long latency_usec;
+  int value_type;
+  int nvml_return;
+  FakeValue value;
+};
+
+// The value of `policy` in FASTPATH_FAKE_NVML_VIOLATION_NS ("policy=ns,..."), or -1.
+long long ScriptedViolation(const std::string& policy) {
+  const std::string list = EnvString("FASTPATH_FAKE_NVML_VIOLATION_NS", "");
+  size_t start = 0;
+  while (start < list.size()) {
+    size_t comma = list.find(',', start);
+    if (comma == std::string::npos) comma = list.size();
+    const std::string item = list.substr(start, comma - start);
+    const size_t equals = item.find('=');
+    if (equals != std::string::npos && item.compare(0, equals, policy) == 0) {
+      return std::strtoll(item.c_str() + equals + 1, nullptr, 0);
+    }
+    start = comma + 1;
+  }
+  return -1;
+}
+
+FAKE_EXPORT int nvmlDeviceGetFieldValues(void* device, int count, FakeFieldValue* values) {
+  if (int r = Enter("nvmlDeviceGetFieldValues", device, values); r != kSuccess) return r;
+  if (count < 0) return kInvalidArgument;
+  // NVML_FI_DEV_PERF_POLICY_POWER (74) .. NVML_FI_DEV_PERF_POLICY_TOTAL_BASE_CLOCKS (81).
+  static const char* const kPolicies[] = {"power",           "thermal",     "sync_boost",
+                                          "board_limit",     "low_utilization", "reliability",
+                                          "total_app_clocks", "total_base_clocks"};
+  for (int i = 0; i < count; ++i) {
+    FakeFieldValue& v = values[i];
+    v.timestamp = 0;
+    v.latency_usec = 0;
+    v.nvml_return = kNotSupported;
+    if (v.field_id < 74 || v.field_id > 81) continue;
+    const long long ns = ScriptedViolation(kPolicies[v.field_id - 74]);
+    if (ns < 0) continue;
+    v.value_type = 3;  // NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+    v.value.ull = static_cast<unsigned long long>(ns);
+    v.nvml_return = kSuccess;
+  }
   return kSuccess;
 }
 
