@@ -322,6 +322,7 @@ TEST(PromtoolLintTest, EveryFastpathFamilyPassesPromtoolCheckMetrics) {
   g.clocks_event_reasons = 0x40;
   g.ecc_uncorrected_volatile = 0;
   g.remapped_rows_uncorrectable = 0;
+  g.violation_seconds = {{"thermal", 1.5}, {"power", 0}};
   health.Add({g}, std::chrono::milliseconds(0));
   g.xids = {79};
   health.Add({g}, std::chrono::milliseconds(1000));
@@ -347,8 +348,8 @@ TEST(PromtoolLintTest, EveryFastpathFamilyPassesPromtoolCheckMetrics) {
         "fastpath_gpu_memory_total_bytes", "fastpath_gpu_power_watts",
         "fastpath_gpu_power_limit_watts", "fastpath_gpu_ecc_uncorrected_total",
         "fastpath_gpu_remapped_rows_uncorrectable", "fastpath_gpu_clocks_event_active",
-        "fastpath_gpu_throttle_seconds_total", "fastpath_gpu_xid_total",
-        "fastpath_gpu_quarantined", "nv_gpu_utilization", "nv_gpu_memory_total_bytes",
+        "fastpath_gpu_throttle_seconds_total", "fastpath_gpu_violation_seconds_total",
+        "fastpath_gpu_xid_total", "fastpath_gpu_quarantined", "nv_gpu_utilization", "nv_gpu_memory_total_bytes",
         "nv_gpu_memory_used_bytes", "nv_gpu_power_usage", "nv_gpu_power_limit"}) {
     EXPECT_EQ(e.types.count(name), 1u) << name << " is not in the text, so not linted";
   }

@@ -73,6 +73,7 @@ std::vector<prometheus::MetricFamily> AdmissionFamilies(const admission::Admissi
 //   fastpath_gpu_power_watts, fastpath_gpu_power_limit_watts,
 //   fastpath_gpu_remapped_rows_uncorrectable (gauges; left out where unsupported),
 //   fastpath_gpu_clocks_event_active{reason} (0/1), fastpath_gpu_throttle_seconds_total{reason},
+//   fastpath_gpu_violation_seconds_total{policy} (NVML's perf-policy counters),
 //   fastpath_gpu_ecc_uncorrected_total, fastpath_gpu_xid_total{xid} (counters),
 //   fastpath_gpu_quarantined (0/1);
 // and Triton's nv_gpu_utilization, nv_gpu_memory_{total,used}_bytes, nv_gpu_power_usage and
