@@ -3,7 +3,8 @@
 // scheduler, its instances), counted apart from user traffic. Each run's outputs are
 // compared with what the request answered at admission: a difference is numerical drift, a
 // silent precision change or another engine. Its latency is compared with the median of its
-// runs at admission.
+// runs at admission. A canary that has not answered in a minute is counted as a failure, once:
+// a hung execution must not silently stop the checks.
 #include <algorithm>
 
 #include "fastpath/admission/accuracy_guard.h"
@@ -20,6 +21,9 @@ constexpr size_t kRecentRuns = 5;
 constexpr uint64_t kSeed = 0x63616e617279;  // "canary"
 // The latency ratio's denominator at least this: below it a ratio is scheduling jitter.
 constexpr double kMinReferenceMs = 0.1;
+// A canary unanswered this long is a failure (an execution hangs or its queue does not
+// move); the next one is sent only after it answers, so a hung path is not piled onto.
+constexpr std::chrono::seconds kStuckAfter{60};
 
 double Median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
@@ -144,8 +148,25 @@ void Server::RunCanaries() {
         runs.status.reference_ms = canary->reference_ms;
         continue;
       }
-      if (runs.in_flight || now < runs.next_due) continue;
+      if (runs.in_flight) {
+        if (!runs.stuck_reported && now - runs.sent_at >= kStuckAfter) {
+          runs.stuck_reported = true;
+          ++runs.status.failures;
+          runs.status.last_problem =
+              "the canary sent " + std::to_string(static_cast<int64_t>(
+                                       std::chrono::duration<double>(now - runs.sent_at).count())) +
+              " s ago has not answered: an execution hangs or the model's queue does not move";
+          if (runs.last_clean) {
+            log::Warn("!!! model '" + key.first + "' version " + std::to_string(key.second) +
+                      ": " + runs.status.last_problem);
+          }
+          runs.last_clean = false;
+        }
+        continue;
+      }
+      if (now < runs.next_due) continue;
       runs.in_flight = true;
+      runs.sent_at = now;
       runs.next_due += canary->interval;  // on schedule; a pass that fell behind skips ahead
       if (runs.next_due <= now) runs.next_due = now + canary->interval;
     }
@@ -169,9 +190,15 @@ void Server::RunCanaries() {
           if (it == canary_runs_.end() || it->second.runtime.lock() != version) return;
           CanaryRuns& runs = it->second;
           runs.in_flight = false;
+          const bool counted_failed = runs.stuck_reported;  // a late failure counts once
+          runs.stuck_reported = false;
           ++runs.status.runs;
           if (!problem.empty()) {
-            ++(result.ok() ? runs.status.mismatches : runs.status.failures);
+            if (result.ok()) {
+              ++runs.status.mismatches;
+            } else if (!counted_failed) {
+              ++runs.status.failures;
+            }
             // Once per episode: the first problem after a clean run.
             if (runs.last_clean) {
               log::Warn("!!! model '" + key.first + "' version " + std::to_string(key.second) +

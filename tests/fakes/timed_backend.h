@@ -1,11 +1,14 @@
 // ORT on the CPU whatever the config asks for (a KIND_GPU model too), each run taking
 // exactly `cost_us` of a manual clock, so that tests of what the server makes of compute
 // times (drift, canaries) are deterministic. With `corrupt` set, every run's first output
-// has its first byte changed, as a silently different engine would answer.
+// has its first byte changed, as a silently different engine would answer. Hold() makes
+// every run wait until Release(), as a hung execution would.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 
 #include "fakes/manual_clock.h"
 #include "fastpath/backend/backend.h"
@@ -33,6 +36,18 @@ class TimedBackend final : public backend::Backend {
   std::atomic<int64_t> cost_us{1000};
   std::atomic<bool> corrupt{false};
 
+  void Hold() {
+    std::lock_guard lock(hold_mu_);
+    held_ = true;
+  }
+  void Release() {
+    {
+      std::lock_guard lock(hold_mu_);
+      held_ = false;
+    }
+    hold_cv_.notify_all();
+  }
+
  private:
   class Instance final : public backend::ModelInstance {
    public:
@@ -40,6 +55,10 @@ class TimedBackend final : public backend::Backend {
         : inner_(std::move(inner)), backend_(backend) {}
     StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& inputs,
                                       const std::vector<std::string>& names) override {
+      {
+        std::unique_lock lock(backend_->hold_mu_);
+        backend_->hold_cv_.wait(lock, [&] { return !backend_->held_; });
+      }
       backend_->clock_->Advance(std::chrono::microseconds(backend_->cost_us.load()));
       auto outputs = inner_->Run(inputs, names);
       if (outputs.ok() && backend_->corrupt.load() && !outputs->empty() &&
@@ -57,6 +76,9 @@ class TimedBackend final : public backend::Backend {
 
   std::unique_ptr<backend::Backend> inner_;
   ManualClock* clock_;
+  std::mutex hold_mu_;
+  std::condition_variable hold_cv_;
+  bool held_ = false;  // guarded by hold_mu_
 };
 
 }  // namespace fastpath::testing

@@ -47,6 +47,8 @@ class CanaryTest : public ::testing::Test {
     server_ = std::move(created).value();
   }
 
+  void TearDown() override { backend_->Release(); }  // a failed test may leave a run held
+
   // More models, before the server starts.
   virtual void Prepare() {}
 
@@ -121,6 +123,38 @@ TEST_F(CanaryTest, RunsOnScheduleApartFromUserTrafficAndCatchesChangedOutputs) {
   EXPECT_TRUE(runs);
   EXPECT_TRUE(mismatches);
   EXPECT_TRUE(ratio);
+}
+
+TEST_F(CanaryTest, AHungCanaryIsOneFailureAndTheChecksGoOnWhenItAnswers) {
+  server_->RunCanaries();  // the first sight
+  RunOnce(1);
+  backend_->Hold();
+  clock_.Advance(std::chrono::seconds(10));
+  server_->RunCanaries();  // sent; its execution hangs
+  clock_.Advance(std::chrono::seconds(30));
+  server_->RunCanaries();
+  EXPECT_EQ(Canary()->failures, 0u) << "30 s unanswered is not yet hung";
+  clock_.Advance(std::chrono::seconds(30));
+  server_->RunCanaries();
+  EXPECT_EQ(Canary()->failures, 1u);
+  EXPECT_EQ(Canary()->last_problem,
+            "the canary sent 60 s ago has not answered: an execution hangs or the model's queue "
+            "does not move");
+  clock_.Advance(std::chrono::seconds(60));
+  server_->RunCanaries();
+  EXPECT_EQ(Canary()->failures, 1u) << "one hung run is one failure";
+  EXPECT_EQ(Canary()->runs, 1u) << "no second canary onto a hung path";
+
+  backend_->Release();  // it answers at last, with the right outputs
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (Canary()->runs < 2) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the held canary never answered";
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(Canary()->failures, 1u);
+  EXPECT_EQ(Canary()->mismatches, 0u);
+  RunOnce(3);  // and the checks go on
+  EXPECT_EQ(Canary()->failures, 1u);
 }
 
 class ReshapedCanaryTest : public CanaryTest {
