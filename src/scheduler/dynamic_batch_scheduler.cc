@@ -1,6 +1,7 @@
 #include "fastpath/scheduler/dynamic_batch_scheduler.h"
 
 #include "batch_tensors.h"
+#include "caller_run.h"
 #include "instance_health.h"
 
 #include <algorithm>
@@ -99,6 +100,7 @@ DynamicBatchScheduler::DynamicBatchScheduler(
       options_(std::move(options)),
       clock_(OrSteadyClock(options_.clock)),
       health_(std::make_unique<InstanceHealth>(instances_.size(), clock_)) {
+  caller_estimate_ = std::make_unique<CallerRunEstimate>(options_.caller_run_limit);
   max_cut_size_ = options_.max_batch_size;
   if (!options_.preferred_batch_sizes.empty()) {
     max_cut_size_ = *std::max_element(options_.preferred_batch_sizes.begin(),
@@ -133,10 +135,9 @@ void DynamicBatchScheduler::Enqueue(Job job) {
   std::vector<Worker*> handed;
   std::string refusal;
   // Whether this request may run on this thread (decided before the lock: the flag
-  // is the caller's, the last run time a relaxed hint).
+  // is the caller's, the estimate a relaxed hint).
   const bool may_run_here =
-      job.request.caller_may_run_model && options_.caller_run_limit.count() > 0 &&
-      last_single_run_ns_.load(std::memory_order_relaxed) <= Nanoseconds(options_.caller_run_limit);
+      job.request.caller_may_run_model && caller_estimate_->MayRun(InputBytes(job.request));
   Worker* here = nullptr;
   std::optional<Batch> here_batch;
   {
@@ -355,6 +356,7 @@ bool DynamicBatchScheduler::Execute(backend::ModelInstance* instance, Batch& bat
   // One request: its tensors go to the model as they are.
   std::vector<Tensor> inputs;
   std::vector<std::string> names;
+  const uint64_t single_bytes = live.size() == 1 ? InputBytes(jobs[0]->request) : 0;
   if (live.size() == 1) {
     inputs = std::move(jobs[0]->request.inputs);
     names = jobs[0]->output_names;
@@ -377,7 +379,7 @@ bool DynamicBatchScheduler::Execute(backend::ModelInstance* instance, Batch& bat
   const Clock::time_point ran = clock_->Now();
   timings.compute_infer_ns = Nanoseconds(ran - ready);
   if (live.size() == 1) {
-    last_single_run_ns_.store(timings.compute_infer_ns, std::memory_order_relaxed);
+    caller_estimate_->Record(timings.compute_infer_ns, single_bytes);
   }
 
   // Per request, its outputs in the order it asked for them.

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "batch_tensors.h"
+#include "caller_run.h"
 #include "instance_health.h"
 
 namespace fastpath::scheduler {
@@ -16,7 +17,8 @@ InstancePoolScheduler::InstancePoolScheduler(
       clock_(OrSteadyClock(options_.clock)),
       busy_(instances_.size(), false),
       needs_recovery_(instances_.size(), false),
-      health_(std::make_unique<InstanceHealth>(instances_.size(), clock_)) {
+      health_(std::make_unique<InstanceHealth>(instances_.size(), clock_)),
+      caller_estimate_(std::make_unique<CallerRunEstimate>(options_.caller_run_limit)) {
   workers_.reserve(instances_.size());
   for (size_t i = 0; i < instances_.size(); ++i) {
     workers_.emplace_back([this, i] { WorkerLoop(i); });
@@ -27,8 +29,7 @@ InstancePoolScheduler::~InstancePoolScheduler() { Stop(); }
 
 void InstancePoolScheduler::Enqueue(Job job) {
   const bool may_run_here =
-      job.request.caller_may_run_model && options_.caller_run_limit.count() > 0 &&
-      last_run_ns_.load(std::memory_order_relaxed) <= Nanoseconds(options_.caller_run_limit);
+      job.request.caller_may_run_model && caller_estimate_->MayRun(InputBytes(job.request));
   constexpr size_t kNone = static_cast<size_t>(-1);
   size_t here = kNone;
   bool accepted = false;
@@ -210,7 +211,7 @@ bool InstancePoolScheduler::Execute(backend::ModelInstance* instance, Job& job) 
                                            job.batch_size, &suspect);
   const Clock::time_point ran = clock_->Now();
   timings.compute_infer_ns = Nanoseconds(ran - start);
-  last_run_ns_.store(timings.compute_infer_ns, std::memory_order_relaxed);
+  caller_estimate_->Record(timings.compute_infer_ns, InputBytes(job.request));
   if (!outputs.ok()) {
     if (!job.canary) stats_->RecordFailure(Nanoseconds(ran - job.arrival), FailureReason::kBackend);
     job.done(outputs.status());

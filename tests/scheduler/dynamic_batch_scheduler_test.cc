@@ -890,6 +890,30 @@ TEST_F(DynamicBatchSchedulerTest, CallerNeverRunsALongRunNorWaitsForABusyInstanc
   EXPECT_NE(on5, me);
 }
 
+// The event loop is held by one run at most about the limit: a request far larger than the
+// ones timed is predicted far slower, and goes to the instance's thread (issue 11 §5).
+TEST_F(DynamicBatchSchedulerTest, CallerNeverRunsARequestFarLargerThanTheRecentOnes) {
+  Start(Options(8));
+  const std::thread::id me = std::this_thread::get_id();
+  for (int id : {1, 2, 3, 4}) model_.Release(id);
+  // Each run takes a tenth of the limit, whatever its size.
+  const microseconds run = DynamicBatchOptions{}.caller_run_limit / 10;
+  model_.SetRunHook([this, run] { clock_.Advance(run); });
+  std::thread::id on1, on2, on3, on4;
+  Enqueue(CallerMayRun(MakeJob(1), &on1));  // 8 bytes; nothing timed yet
+  ExpectOk(1);
+  Enqueue(CallerMayRun(MakeJob(2), &on2));  // 8 bytes, like a run of a tenth of the limit
+  ExpectOk(2);
+  Enqueue(CallerMayRun(MakeJob(3, 1, 200), &on3));  // 800 bytes: predicted 10x the limit
+  ExpectOk(3, 1, 200);
+  Enqueue(CallerMayRun(MakeJob(4), &on4));  // small again
+  ExpectOk(4);
+  EXPECT_NE(on1, me);
+  EXPECT_EQ(on2, me);
+  EXPECT_NE(on3, me);
+  EXPECT_EQ(on4, me);
+}
+
 TEST_F(DynamicBatchSchedulerTest, StopWaitsForARunOnACallersThread) {
   Start(Options(8));
   model_.Release(1);

@@ -189,6 +189,12 @@ TEST(InstancePoolSchedulerTest, ShortRequestOnAnIdleInstanceRunsOnTheCallersThre
   gate.Open();
   StatsRecorder stats;
   InstancePoolScheduler sched(MakeInstances(1, &gate), &stats, {});
+  // Until one run has been timed, the worker runs it; the worker answers before it lets
+  // the instance go, so wait until the instance is idle again.
+  std::promise<StatusOr<InferResponse>> timed;
+  sched.Enqueue(MakeJob("timed", &timed));
+  ASSERT_TRUE(timed.get_future().get().ok());
+  while (sched.Pending() != 0) std::this_thread::yield();
   std::promise<StatusOr<InferResponse>> result;
   auto answered = result.get_future();
   Job job = MakeJob("here", &result);
@@ -199,10 +205,11 @@ TEST(InstancePoolSchedulerTest, ShortRequestOnAnIdleInstanceRunsOnTheCallersThre
   auto response = answered.get();
   ASSERT_TRUE(response.ok()) << response.status().message();
   EXPECT_EQ(response->id, "here");
-  ASSERT_EQ(gate.threads.size(), 1u);
-  EXPECT_EQ(gate.threads[0], std::this_thread::get_id());
+  ASSERT_EQ(gate.threads.size(), 2u);
+  EXPECT_NE(gate.threads[0], std::this_thread::get_id());
+  EXPECT_EQ(gate.threads[1], std::this_thread::get_id());
   EXPECT_EQ(sched.Pending(), 0u);
-  EXPECT_EQ(stats.Snapshot("m", "1").inference_stats.success.count, 1u);
+  EXPECT_EQ(stats.Snapshot("m", "1").inference_stats.success.count, 2u);
 }
 
 TEST(InstancePoolSchedulerTest, WithoutTheCallersLeaveAWorkerRunsIt) {
@@ -254,8 +261,42 @@ TEST(InstancePoolSchedulerTest, ALongLastRunSendsTheCallersRequestToAWorker) {
     ASSERT_TRUE(results[i].get_future().get().ok());
   }
   ASSERT_EQ(gate.threads.size(), 2u);
-  EXPECT_EQ(gate.threads[0], std::this_thread::get_id());  // nothing known yet: here
+  EXPECT_NE(gate.threads[0], std::this_thread::get_id());  // nothing timed yet: a worker
   EXPECT_NE(gate.threads[1], std::this_thread::get_id());  // 1 ms > 500 us: a worker
+}
+
+// The event loop is held by one run at most about the limit: a request far larger than the
+// ones timed is predicted far slower, and its run goes to a worker, however short the last
+// run was (issue 11 §5).
+TEST(InstancePoolSchedulerTest, ARequestFarLargerThanTheRecentOnesGoesToAWorker) {
+  GatedInstance::Gate gate;
+  gate.Open();
+  StatsRecorder stats;
+  InstancePoolOptions options;
+  options.caller_run_limit = std::chrono::microseconds(500);
+  // Every reading of the clock is 10 us after the previous one: each run "takes" 10 us, or
+  // a few times that when other threads read the clock meanwhile, whatever its size.
+  testing::ManualClock clock(std::chrono::microseconds(10));
+  const Clock::time_point origin = clock.Now();
+  options.clock = &clock;
+  InstancePoolScheduler sched(MakeInstances(1, &gate), &stats, options);
+  // 5 input bytes each ("a", "b", "c" as one BYTES element), then 1004 (200 times more).
+  const std::vector<std::string> ids = {"a", "b", std::string(1000, 'x'), "c"};
+  std::vector<std::promise<StatusOr<InferResponse>>> results(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    Job job = MakeJob(ids[i], &results[i], origin);
+    job.request.caller_may_run_model = true;
+    sched.Enqueue(std::move(job));
+    ASSERT_TRUE(results[i].get_future().get().ok());
+    // A worker answers before it lets its instance go: wait until the instance is idle.
+    while (sched.Pending() != 0) std::this_thread::yield();
+  }
+  const std::thread::id me = std::this_thread::get_id();
+  ASSERT_EQ(gate.threads.size(), 4u);
+  EXPECT_NE(gate.threads[0], me) << "nothing timed yet";
+  EXPECT_EQ(gate.threads[1], me) << "the size of a short run";
+  EXPECT_NE(gate.threads[2], me) << "200 times the bytes of a run of at least 10 us";
+  EXPECT_EQ(gate.threads[3], me) << "small again";
 }
 
 TEST(InstancePoolSchedulerTest, StopWaitsForARunOnACallersThread) {

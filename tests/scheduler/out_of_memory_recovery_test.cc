@@ -367,6 +367,8 @@ TEST_P(OutOfMemoryRecoveryTest, ARunOnTheCallersThreadRecoversOnTheInstancesOwnT
   auto scheduler = Make(1);
   // The batcher lets a caller run only after a run alone has shown it is short.
   ASSERT_TRUE(Send(*scheduler, "warm", &clock_, /*caller_may_run=*/true).ok());
+  // A worker answers before it lets its instance go: wait until the instance is idle.
+  while (scheduler->Pending() != 0) std::this_thread::yield();
   EXPECT_EQ(Send(*scheduler, "oom", &clock_, /*caller_may_run=*/true).status().code(),
             StatusCode::kResourceExhausted);
   WaitOutOfService(*scheduler);

@@ -30,6 +30,7 @@
 
 namespace fastpath::scheduler {
 
+class CallerRunEstimate;
 class InstanceHealth;
 
 // Triton's ModelQueuePolicy.
@@ -58,7 +59,8 @@ struct DynamicBatchOptions {
   size_t default_max_queue_size = 1024;
   // A request whose caller may run the model (InferRequest::caller_may_run_model) runs
   // on the caller's thread when it would be sent at once, alone, to an idle instance, and
-  // the last run of one request alone took at most this long (the caller's thread is a
+  // its run is predicted to take at most this long from the recent runs of one request
+  // alone, scaled by its input bytes (src/scheduler/caller_run.h; the caller's thread is a
   // front end's event loop: it may be held only briefly). 0: never. At 1 ms the small
   // example CNN (about 0.3 ms a run) gains too: c=1 p50 -15% against 200 us.
   std::chrono::microseconds caller_run_limit{1000};
@@ -187,8 +189,8 @@ class DynamicBatchScheduler final : public Scheduler {
   // Runs on callers' threads not yet answered (Stop waits for them). Guarded by mu_.
   size_t caller_runs_ = 0;
   std::condition_variable caller_runs_cv_;
-  // How long the last run of one request alone took; max() until one has run.
-  std::atomic<uint64_t> last_single_run_ns_{UINT64_MAX};
+  // From the runs of one request alone: whether a caller may run the next.
+  std::unique_ptr<CallerRunEstimate> caller_estimate_;
   bool joined_ = false;        // guarded by mu_
   std::mutex stop_mu_;         // serializes Stop
 

@@ -18,13 +18,14 @@
 
 namespace fastpath::scheduler {
 
+class CallerRunEstimate;
 class InstanceHealth;
 
 struct InstancePoolOptions {
   size_t max_queue_size = 1024;  // beyond this, Enqueue rejects (no unbounded queue)
   // As DynamicBatchOptions::caller_run_limit: a request whose caller may run the model
-  // runs on the caller's thread when the queue is empty, an instance is idle and the last
-  // run took at most this long. 0: never.
+  // runs on the caller's thread when the queue is empty, an instance is idle and its run is
+  // predicted to take at most this long (src/scheduler/caller_run.h). 0: never.
   std::chrono::microseconds caller_run_limit{1000};
   Clock* clock = nullptr;  // null: SteadyClock(); must outlive the scheduler
 };
@@ -72,7 +73,7 @@ class InstancePoolScheduler final : public Scheduler {
   size_t running_ = 0;                      // guarded by mu_
   size_t caller_runs_ = 0;                  // runs on callers' threads, guarded by mu_
   bool stopping_ = false;                   // guarded by mu_
-  std::atomic<uint64_t> last_run_ns_{0};    // compute time of the latest run (a hint)
+  std::unique_ptr<CallerRunEstimate> caller_estimate_;  // from the runs' compute times
   std::vector<std::thread> workers_;
 };
 
