@@ -3,8 +3,8 @@
 // scheduler, its instances), counted apart from user traffic. Each run's outputs are
 // compared with what the request answered at admission: a difference is numerical drift, a
 // silent precision change or another engine. Its latency is compared with the median of its
-// runs at admission. A canary that has not answered in a minute is counted as a failure, once:
-// a hung execution must not silently stop the checks.
+// runs at admission. A canary unanswered for a minute is counted as a failure, and once more
+// every minute it stays so: a hung execution must not silently stop the checks.
 #include <algorithm>
 
 #include "fastpath/admission/accuracy_guard.h"
@@ -22,7 +22,9 @@ constexpr uint64_t kSeed = 0x63616e617279;  // "canary"
 // The latency ratio's denominator at least this: below it a ratio is scheduling jitter.
 constexpr double kMinReferenceMs = 0.1;
 // A canary unanswered this long is a failure (an execution hangs or its queue does not
-// move); the next one is sent only after it answers, so a hung path is not piled onto.
+// move), and one more each time as long again passes: the failures keep counting while it
+// hangs, so an alert on their increase holds. The next canary is sent only after it
+// answers, so a hung path is not piled onto.
 constexpr std::chrono::seconds kStuckAfter{60};
 
 double Median(std::vector<double> values) {
@@ -149,8 +151,8 @@ void Server::RunCanaries() {
         continue;
       }
       if (runs.in_flight) {
-        if (!runs.stuck_reported && now - runs.sent_at >= kStuckAfter) {
-          runs.stuck_reported = true;
+        if (now - runs.sent_at >= kStuckAfter * (runs.stuck_failures + 1)) {
+          ++runs.stuck_failures;
           ++runs.status.failures;
           runs.status.last_problem =
               "the canary sent " + std::to_string(static_cast<int64_t>(
@@ -190,8 +192,8 @@ void Server::RunCanaries() {
           if (it == canary_runs_.end() || it->second.runtime.lock() != version) return;
           CanaryRuns& runs = it->second;
           runs.in_flight = false;
-          const bool counted_failed = runs.stuck_reported;  // a late failure counts once
-          runs.stuck_reported = false;
+          const bool counted_failed = runs.stuck_failures > 0;  // a late failure is counted
+          runs.stuck_failures = 0;
           ++runs.status.runs;
           if (!problem.empty()) {
             if (result.ok()) {

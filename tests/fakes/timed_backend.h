@@ -35,6 +35,7 @@ class TimedBackend final : public backend::Backend {
 
   std::atomic<int64_t> cost_us{1000};
   std::atomic<bool> corrupt{false};
+  std::atomic<int> runs_entered{0};  // runs started, held ones included
 
   void Hold() {
     std::lock_guard lock(hold_mu_);
@@ -55,6 +56,7 @@ class TimedBackend final : public backend::Backend {
         : inner_(std::move(inner)), backend_(backend) {}
     StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& inputs,
                                       const std::vector<std::string>& names) override {
+      ++backend_->runs_entered;
       {
         std::unique_lock lock(backend_->hold_mu_);
         backend_->hold_cv_.wait(lock, [&] { return !backend_->held_; });

@@ -212,8 +212,8 @@ class Server final : public InferenceServer {
     std::weak_ptr<repository::ModelVersion> runtime;  // which load these runs are of
     Clock::time_point next_due;
     bool in_flight = false;
-    Clock::time_point sent_at;    // of the run in flight
-    bool stuck_reported = false;  // the run in flight was counted as a failure
+    Clock::time_point sent_at;  // of the run in flight
+    int stuck_failures = 0;     // failures counted for the run in flight, one per kStuckAfter
     admission::CanaryStatus status;
     std::deque<double> recent_ms;  // the last 5 runs' latencies
     bool last_clean = true;        // the last run matched and answered
