@@ -426,16 +426,22 @@ admission::AdmissionReport Server::Admission() const {
   report.version_lock = options_.version_lock;
   report.pinned = options_.version_lock_pinned;
   report.snapshot_json = options_.capability_snapshot_json;
-  if (shutting_down_) report.reasons.push_back("the server is shutting down");
+  // Each reason, and whether it makes the server not ready.
+  const auto add_reason = [&](std::string reason, bool blocks_readiness) {
+    if (blocks_readiness) report.unready_because.push_back(reason);
+    report.reasons.push_back(std::move(reason));
+  };
+  if (shutting_down_) add_reason("the server is shutting down", true);
   if (gpu_watch_) {
     report.gpu_telemetry = gpu_watch_->source();
     report.gpus = gpu_watch_->Statuses();
     for (const gpu::GpuStatus& gpu : report.gpus) {
       if (gpu.quarantined.empty()) continue;
-      report.reasons.push_back("GPU " + std::to_string(gpu.gpu) +
-                               (gpu.last.uuid.empty() ? "" : " (" + gpu.last.uuid + ")") +
-                               " is quarantined: " + gpu.quarantined +
-                               "; drain this node and reset or replace the GPU");
+      add_reason("GPU " + std::to_string(gpu.gpu) +
+                     (gpu.last.uuid.empty() ? "" : " (" + gpu.last.uuid + ")") +
+                     " is quarantined: " + gpu.quarantined +
+                     "; drain this node and reset or replace the GPU",
+                 true);
     }
   }
   std::map<std::pair<std::string, int64_t>, AdmissionRecord> records;
@@ -470,9 +476,10 @@ admission::AdmissionReport Server::Admission() const {
       m.state = admission::AdmissionState::kUnavailable;
       m.reasons.push_back(entry.reason.empty() ? ModelStateName(entry.state) : entry.reason);
       if (entry.reason != "unloaded") {
-        report.reasons.push_back("model '" + entry.name + "'" +
-                                 (entry.version.empty() ? "" : " version " + entry.version) +
-                                 " is not READY: " + m.reasons.front());
+        add_reason("model '" + entry.name + "'" +
+                       (entry.version.empty() ? "" : " version " + entry.version) +
+                       " is not READY: " + m.reasons.front(),
+                   options_.strict_readiness);
       }
     }
     if (record != nullptr) {

@@ -79,6 +79,9 @@ struct AdmissionReport {
   bool live = true;
   bool ready = false;
   std::vector<std::string> reasons;  // server-level: shutting down, models not ready, ...
+  // Those of `reasons` that make the server not ready (a model not READY does only under
+  // strict readiness); not in the JSON, the failed readiness probe's body.
+  std::vector<std::string> unready_because;
   std::vector<ModelAdmission> models;
   std::string version_lock;         // the lock file checked at start-up; empty when none
   std::vector<std::string> pinned;  // the components it pins

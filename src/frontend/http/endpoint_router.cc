@@ -223,10 +223,11 @@ void EndpointRouter::Route(Request& request, const ReplyFn& reply, const ClientG
     const bool ok = s[2] == "live" ? server_.IsLive() : server_.IsReady();
     // Ready: no body, as Triton. Not ready is 503 (Triton says 400): "try another replica"
     // is what a readiness failure means, and load balancers read 503 that way. Its body
-    // says why (the admission report's reasons), for whoever reads a failed probe.
+    // says why (the admission report's reasons that make it not ready), for whoever reads
+    // a failed probe.
     if (!ok && s[2] == "ready") {
       std::string why;
-      for (const std::string& reason : server_.Admission().reasons) {
+      for (const std::string& reason : server_.Admission().unready_because) {
         why += (why.empty() ? "" : "; ") + reason;
       }
       if (why.empty()) why = "see /v2/health/admission";
