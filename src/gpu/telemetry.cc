@@ -373,7 +373,11 @@ std::vector<int> GpuHealth::Add(const std::vector<GpuSample>& samples,
           const auto now = sample.violation_seconds.find(counter->policy);
           if (before != then.violation_seconds.end() && now != sample.violation_seconds.end() &&
               (then.clocks_event_reasons.value_or(0) & counter->untimed_reasons) == 0) {
-            add = std::clamp(now->second - before->second, 0.0, seconds);
+            // Never negative (a driver reload restarts it). Not capped at the interval
+            // either: a counter the driver updates more coarsely than we sample, or read
+            // late in a slow pass, moves in steps larger than one interval, and the excess
+            // is throttle time all the same.
+            add = std::max(now->second - before->second, 0.0);
           }
         }
         if (add > 0) status.cause_seconds[cause] += add;

@@ -268,9 +268,6 @@ instance_group [ { kind: KIND_CPU count: 1 } ]
 parameters { key: "intra_op_thread_count" value { string_value: "1" } }
 )";
 
-// The drift tests' trace lasts longer than any of them: throttle time is integrated from
-// samples, and a trace that ended would leave the later windows with none.
-constexpr int kDriftTraceEndMs = 180000;
 
 class DriftTest : public GpuTraceTest {
  protected:
@@ -290,7 +287,7 @@ class DriftTest : public GpuTraceTest {
     const std::string extra = "\"clocks_event_reasons\": " + std::to_string(Reasons()) +
                               ", \"sm_clock_mhz\": " + (Reasons() == 0 ? "1980" : "1410");
     std::string out;
-    for (int t = 0; t <= kDriftTraceEndMs; t += 250) out += Line(t, extra);
+    for (int t = 0; t <= kTraceEndMs; t += 250) out += Line(t, extra);  // the last one holds
     return out;
   }
   std::vector<std::string> ExtraArgs() override {

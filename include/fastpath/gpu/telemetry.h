@@ -122,8 +122,9 @@ class GpuHealth {
   // Throttle time between a GPU's previous sample and this one: every reason bit set in the
   // previous sample gets the whole interval (throttle_seconds), and so does each of their
   // causes, except a cause whose NVML counter (CauseCounter) both samples carry: it gets the
-  // counter's increase, clamped to 0..interval (a counter going back, as after a driver
-  // reload, adds nothing). The counters do not see every reason of their cause (thermal's
+  // counter's increase, never negative (a counter going back, as after a driver reload,
+  // adds nothing) and not capped at the interval (a coarsely updated counter moves in larger
+  // steps). The counters do not see every reason of their cause (thermal's
   // counter is SW thermal slowdown's, power's is SW power cap's), so while the previous
   // sample shows a reason the counter misses (HW thermal slowdown, HW power brake) the cause
   // gets the whole interval, as without a counter.
