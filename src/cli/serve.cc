@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -314,6 +315,26 @@ int JudgeStartup(const admission::AdmissionReport& report) {
   return code;
 }
 
+// CUDA numbers GPUs fastest first unless told otherwise; NVML numbers them by PCI bus. On a
+// node with GPUs of more than one kind the two orders differ, and a config's `gpus: [1]` (a
+// CUDA ordinal), CUDA_VISIBLE_DEVICES' indices (CUDA reads them in its order, the telemetry
+// in NVML's) and the telemetry's GPU 1 would be different boards: a throttled or failing GPU
+// blamed on, or quarantining, the models of another. PCI order for both, before anything
+// initialises CUDA (a single thread runs here), unless the user chose.
+void UsePciDeviceOrder() {
+  const char* order = std::getenv("CUDA_DEVICE_ORDER");
+  if (order == nullptr) {
+    setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", /*overwrite=*/0);
+    return;
+  }
+  if (std::string(order) != "PCI_BUS_ID") {
+    log::Warn("CUDA_DEVICE_ORDER=" + std::string(order) +
+              ": CUDA ordinals may not be NVML's indices on a node with GPUs of more than one "
+              "kind, so a GPU's telemetry, throttling and quarantine may be matched to another "
+              "GPU's models; unset it (fastpath then uses PCI_BUS_ID) or set PCI_BUS_ID");
+  }
+}
+
 }  // namespace
 
 int Serve(const std::vector<std::string>& args) {
@@ -328,6 +349,7 @@ int Serve(const std::vector<std::string>& args) {
   if (Status s = CheckServeFlags(flags); !s.ok()) return UsageError(app, s.message());
   flags.logging.name = "fastpath serve";
   log::Configure(flags.logging);
+  UsePciDeviceOrder();
 
   // Block the shutdown signals in every thread; the main thread takes them with sigwait.
   sigset_t signals;

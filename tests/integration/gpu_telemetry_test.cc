@@ -525,6 +525,20 @@ TEST_F(GpuModelEccTest, TheGpusModelIsRefusedAndTheCpuModelServes) {
   EXPECT_EQ(http().Get("/v2/models/simple/ready").status, 200);
 }
 
+// CUDA's own default (fastest first) may number GPUs otherwise than NVML: set by hand, it is
+// warned of (unset, serve sets PCI_BUS_ID itself).
+class FastestFirstOrderTest : public GpuTraceTest {
+ protected:
+  std::vector<std::string> Environment() override { return {"CUDA_DEVICE_ORDER=FASTEST_FIRST"}; }
+};
+
+TEST_F(FastestFirstOrderTest, AnOrderOtherThanNvmlsIsWarnedOf) {
+  EXPECT_NE(server().LogTail(100000).find(
+                "CUDA_DEVICE_ORDER=FASTEST_FIRST: CUDA ordinals may not be NVML's indices"),
+            std::string::npos)
+      << server().LogTail();
+}
+
 TEST(GpuTraceCommandLineTest, ABadTraceStopsServeWithTheLineNamed) {
   testing::TempRepository work(FASTPATH_TEST_MODELS_DIR);
   const std::filesystem::path trace = work.root() / "bad.jsonl";
