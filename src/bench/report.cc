@@ -116,7 +116,11 @@ std::string BatchingConfigSnippet(const CalibrationCandidate& c) {
 
 void ComputeEfficiency(BenchReport* report) {
   report->best_in_process_ips.reset();
+  report->best_in_process_threads.reset();
+  report->best_in_process_batch_size.reset();
   report->efficiency.reset();
+  report->in_process_own_ips.reset();
+  report->efficiency_vs_own_setting.reset();
   report->best_in_process_cpu_ceiling_ips.reset();
   report->efficiency_vs_cpu_ceiling.reset();
   for (const auto& p : report->in_process) {
@@ -125,25 +129,35 @@ void ComputeEfficiency(BenchReport* report) {
                               *p.cpu_ceiling_ips > *report->best_in_process_cpu_ceiling_ips)) {
       report->best_in_process_cpu_ceiling_ips = p.cpu_ceiling_ips;
     }
+    // Strictly greater: on a tie the point measured first (the model's own setting) stays.
     if (!report->best_in_process_ips || p.throughput_ips > *report->best_in_process_ips) {
       report->best_in_process_ips = p.throughput_ips;
+      report->best_in_process_threads = p.intra_op_threads;
+      report->best_in_process_batch_size = p.batch_size;
+    }
+    if (p.intra_op_threads == report->in_process_own_threads &&
+        (!report->in_process_own_ips || p.throughput_ips > *report->in_process_own_ips)) {
+      report->in_process_own_ips = p.throughput_ips;
     }
   }
+  // The best server point over `ceiling`, into `out`.
+  auto best_over = [report](const std::optional<double>& ceiling, std::optional<double>* out) {
+    if (!ceiling || *ceiling <= 0) return;
+    for (const auto& p : report->points) {
+      if (p.requests == 0) continue;
+      const double e = p.throughput_ips / *ceiling;
+      if (!*out || e > **out) *out = e;
+    }
+  };
   for (auto& p : report->points) {
     p.efficiency.reset();
     if (report->best_in_process_ips && *report->best_in_process_ips > 0 && p.requests > 0) {
       p.efficiency = p.throughput_ips / *report->best_in_process_ips;
-      if (!report->efficiency || *p.efficiency > *report->efficiency)
-        report->efficiency = p.efficiency;
-    }
-    if (report->best_in_process_cpu_ceiling_ips && *report->best_in_process_cpu_ceiling_ips > 0 &&
-        p.requests > 0) {
-      const double e = p.throughput_ips / *report->best_in_process_cpu_ceiling_ips;
-      if (!report->efficiency_vs_cpu_ceiling || e > *report->efficiency_vs_cpu_ceiling) {
-        report->efficiency_vs_cpu_ceiling = e;
-      }
     }
   }
+  best_over(report->best_in_process_ips, &report->efficiency);
+  best_over(report->in_process_own_ips, &report->efficiency_vs_own_setting);
+  best_over(report->best_in_process_cpu_ceiling_ips, &report->efficiency_vs_cpu_ceiling);
 }
 
 }  // namespace fastpath::bench

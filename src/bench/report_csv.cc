@@ -1,4 +1,6 @@
 // The report as CSV: one row per point, the label first so that appended runs stay apart.
+// intra_op_threads (in-process points only) is the last column, so that the columns before it
+// keep their places from older files.
 #include <sstream>
 
 #include "fastpath/bench/report.h"
@@ -39,7 +41,8 @@ std::string CsvRow(const std::string& label, const BenchReport& r, const BenchPo
     row << ",,,";
   }
   row << ',' << (p.efficiency ? Fmt("%.3f", *p.efficiency) : "") << ',' << p.trials << ','
-      << (p.stable ? "true" : "false") << '\n';
+      << (p.stable ? "true" : "false") << ','
+      << (p.intra_op_threads ? std::to_string(*p.intra_op_threads) : "") << '\n';
   return row.str();
 }
 
@@ -49,7 +52,7 @@ std::string CsvHeader() {
   return "label,model,transport,encoding,mode,concurrency,request_rate,batch_size,throughput_rps,"
          "throughput_ips,p50_us,p90_us,p95_us,p99_us,max_us,mean_us,requests,errors,errors_by_kind,"
          "server_queue_us,server_compute_us,server_avg_batch,server_batch_histogram,efficiency,"
-         "trials,stable\n";
+         "trials,stable,intra_op_threads\n";
 }
 
 std::string ReportCsvRows(const BenchReport& r) {

@@ -79,6 +79,23 @@ void WriteServer(Writer& w, const ServerSplit& s) {
   w.EndObject();
 }
 
+void WriteOptionalDouble(Writer& w, const char* key, const std::optional<double>& v) {
+  Key(w, key);
+  if (v) {
+    w.Double(std::round(*v * 1000.0) / 1000.0);
+  } else {
+    w.Null();
+  }
+}
+void WriteOptionalInt(Writer& w, const char* key, const std::optional<int64_t>& v) {
+  Key(w, key);
+  if (v) {
+    w.Int64(*v);
+  } else {
+    w.Null();
+  }
+}
+
 // "errors_by_kind" and "error_samples", of a point or a soak window.
 void WriteErrors(Writer& w, const BenchPoint& p) {
   Key(w, "errors_by_kind");
@@ -113,6 +130,7 @@ void WritePoint(Writer& w, const BenchPoint& p) {
   } else {
     w.Null();
   }
+  WriteOptionalInt(w, "intra_op_threads", p.intra_op_threads);
   I64(w, "trials", p.trials);
   Key(w, "stable");
   w.Bool(p.stable);
@@ -154,15 +172,6 @@ void WriteCalibration(Writer& w, const CalibrationResult& c) {
     w.Null();
   }
   w.EndObject();
-}
-
-void WriteOptionalDouble(Writer& w, const char* key, const std::optional<double>& v) {
-  Key(w, key);
-  if (v) {
-    w.Double(std::round(*v * 1000.0) / 1000.0);
-  } else {
-    w.Null();
-  }
 }
 
 // A soak window: the load fields under the same keys as a point's (so that ReadPoint reads
@@ -273,8 +282,13 @@ void WriteReport(Writer& w, const BenchReport& r) {
   w.StartArray();
   for (const auto& p : r.in_process) WritePoint(w, p);
   w.EndArray();
+  WriteOptionalInt(w, "in_process_own_threads", r.in_process_own_threads);
   WriteOptionalDouble(w, "best_in_process_ips", r.best_in_process_ips);
+  WriteOptionalInt(w, "best_in_process_threads", r.best_in_process_threads);
+  WriteOptionalInt(w, "best_in_process_batch_size", r.best_in_process_batch_size);
   WriteOptionalDouble(w, "efficiency", r.efficiency);
+  WriteOptionalDouble(w, "in_process_own_ips", r.in_process_own_ips);
+  WriteOptionalDouble(w, "efficiency_vs_own_setting", r.efficiency_vs_own_setting);
   WriteOptionalDouble(w, "best_in_process_cpu_ceiling_ips", r.best_in_process_cpu_ceiling_ips);
   WriteOptionalDouble(w, "efficiency_vs_cpu_ceiling", r.efficiency_vs_cpu_ceiling);
   Key(w, "calibration");
@@ -322,6 +336,11 @@ std::optional<double> GetOptNum(const Value& o, const char* key) {
   if (it == o.MemberEnd() || !it->value.IsNumber()) return std::nullopt;
   return it->value.GetDouble();
 }
+std::optional<int64_t> GetOptI64(const Value& o, const char* key) {
+  auto it = o.FindMember(key);
+  if (it == o.MemberEnd() || !it->value.IsInt64()) return std::nullopt;
+  return it->value.GetInt64();
+}
 
 Status ReadPoint(const Value& v, const std::string& where, BenchPoint* p) {
   if (!v.IsObject()) return InvalidArgument(where + " is not an object");
@@ -356,6 +375,7 @@ Status ReadPoint(const Value& v, const std::string& where, BenchPoint* p) {
   }
   p->late_sends = GetU64(v, "late_sends");
   p->cpu_ceiling_ips = GetOptNum(v, "cpu_ceiling_ips");
+  p->intra_op_threads = GetOptI64(v, "intra_op_threads");
   p->trials = static_cast<int>(GetI64(v, "trials"));
   p->stable = GetBool(v, "stable");
   p->measured_seconds = GetNum(v, "measured_seconds");
@@ -500,8 +520,13 @@ StatusOr<std::vector<BenchReport>> ReadReportsJson(std::string_view text, std::s
     r.seed = GetU64(run, "seed");
     FASTPATH_RETURN_IF_ERROR(ReadPoints(run, "points", where, &r.points));
     FASTPATH_RETURN_IF_ERROR(ReadPoints(run, "in_process", where, &r.in_process));
+    r.in_process_own_threads = GetOptI64(run, "in_process_own_threads");
     r.best_in_process_ips = GetOptNum(run, "best_in_process_ips");
+    r.best_in_process_threads = GetOptI64(run, "best_in_process_threads");
+    r.best_in_process_batch_size = GetOptI64(run, "best_in_process_batch_size");
     r.efficiency = GetOptNum(run, "efficiency");
+    r.in_process_own_ips = GetOptNum(run, "in_process_own_ips");
+    r.efficiency_vs_own_setting = GetOptNum(run, "efficiency_vs_own_setting");
     r.best_in_process_cpu_ceiling_ips = GetOptNum(run, "best_in_process_cpu_ceiling_ips");
     r.efficiency_vs_cpu_ceiling = GetOptNum(run, "efficiency_vs_cpu_ceiling");
     if (auto it = run.FindMember("calibration"); it != run.MemberEnd() && it->value.IsObject()) {

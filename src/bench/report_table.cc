@@ -1,5 +1,6 @@
 // The report as the terminal table `fastpath bench` prints.
 #include <cstdio>
+#include <optional>
 #include <sstream>
 
 #include "fastpath/bench/report.h"
@@ -54,7 +55,17 @@ std::string RenderTable(const BenchReport& r) {
   if (!r.in_process.empty()) {
     out << "\nin-process ONNX Runtime (no server):\n";
     header(false);
-    for (const auto& p : r.in_process) row(p, "batch=" + std::to_string(p.batch_size), false);
+    // A heading wherever the thread count changes (points without one: none).
+    std::optional<int64_t> threads;
+    for (const auto& p : r.in_process) {
+      if (p.intra_op_threads && p.intra_op_threads != threads) {
+        out << "intra-op threads " << *p.intra_op_threads
+            << (p.intra_op_threads == r.in_process_own_threads ? " (the model's own setting)" : "")
+            << ":\n";
+      }
+      threads = p.intra_op_threads;
+      row(p, "batch=" + std::to_string(p.batch_size), false);
+    }
   }
   if (!r.points.empty()) {
     out << "\nserver:\n";
@@ -70,10 +81,26 @@ std::string RenderTable(const BenchReport& r) {
       }
     }
   }
+  if (r.best_in_process_ips) {
+    auto threads_text = [](int64_t n) {
+      return std::to_string(n) + " intra-op thread" + (n == 1 ? "" : "s");
+    };
+    out << "\nin-process ceiling (the best in-process point): "
+        << Fmt("%.1f", *r.best_in_process_ips) << " infer/s at ";
+    if (r.best_in_process_threads) out << threads_text(*r.best_in_process_threads) << ", ";
+    out << "batch " << r.best_in_process_batch_size.value_or(0) << "\n";
+    if (r.in_process_own_ips && r.in_process_own_threads) {
+      out << "in-process at the model's own setting (" << threads_text(*r.in_process_own_threads)
+          << "): " << Fmt("%.1f", *r.in_process_own_ips) << " infer/s\n";
+    }
+  }
   if (r.best_in_process_ips && r.efficiency) {
-    out << "\nefficiency (best server infer/s / best in-process infer/s): "
-        << Fmt("%.3f", *r.efficiency) << " (in-process best " << Fmt("%.1f", *r.best_in_process_ips)
-        << " infer/s)\n";
+    out << "efficiency (best server infer/s / the in-process ceiling): "
+        << Fmt("%.3f", *r.efficiency) << "\n";
+    if (r.efficiency_vs_own_setting && r.in_process_own_threads) {
+      out << "efficiency vs the model's own setting: " << Fmt("%.3f", *r.efficiency_vs_own_setting)
+          << "\n";
+    }
     if (r.efficiency_vs_cpu_ceiling && r.best_in_process_cpu_ceiling_ips) {
       out << "efficiency vs the in-process CPU-time ceiling: "
           << Fmt("%.3f", *r.efficiency_vs_cpu_ceiling) << " (ceiling "

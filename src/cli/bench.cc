@@ -16,13 +16,15 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 #include "bench_flags.h"
 #include "cli.h"
 #include "command_line.h"
-#include "fastpath/onnxruntime/ort_backend.h"
 #include "fastpath/common/log.h"
 #include "fastpath/config/model_config.h"
+#include "fastpath/gpu/capability_snapshot.h"
+#include "fastpath/onnxruntime/ort_backend.h"
 
 namespace fastpath::cli {
 namespace {
@@ -159,6 +161,21 @@ BenchOptions DefineBenchOptions(CLI::App& app, BenchFlags& f) {
       app, "--batch-sizes", "LIST", "in-process batch sizes", JoinInts(f.batch_sizes),
       &f.batch_sizes,
       [](const std::string& v) { return bench::ParseRangeSpec(v, "--batch-sizes"); });
+  CLI::Option* in_process_threads = AddParsed<std::vector<int64_t>>(
+      app, "--in-process-threads", "LIST",
+      "intra-op thread counts measured besides the model's own setting, e.g. 1,2,4 or 1:16:2x "
+      "(default: 1 to the usable cores); the ceiling is the best of them all",
+      "", &f.in_process_threads, [](const std::string& v) -> StatusOr<std::vector<int64_t>> {
+        FASTPATH_ASSIGN_OR_RETURN(auto counts, bench::ParseRangeSpec(v, "--in-process-threads"));
+        for (int64_t n : counts) {
+          if (n > config::kMaxThreadCount) {
+            return InvalidArgument("--in-process-threads: " + std::to_string(n) + " is more than " +
+                                   std::to_string(config::kMaxThreadCount) + " threads");
+          }
+        }
+        return counts;
+      });
+  in_process_threads->needs(in_process);
   AddSwitch(app, "--no-server", &f.no_server, "only the in-process measurement")->needs(in_process);
   in_process->needs(repository);
 
@@ -289,7 +306,8 @@ StatusOr<std::string> ReadFile(const std::string& path) {
 }
 
 // The model file and the instance options the server would use for the model, but for the
-// default threads (see FindInProcessModel).
+// default threads (see FindInProcessModel): options.intra_op_threads is the model's own
+// setting.
 struct InProcessModel {
   fs::path file;
   backend::InstanceOptions options;
@@ -334,9 +352,9 @@ StatusOr<InProcessModel> FindInProcessModel(const BenchFlags& flags) {
     group->set_kind(inference::ModelInstanceGroup::KIND_CPU);
     group->set_count(1);
   }
-  // Not the threads serve gives a model that sets none (the usable cores): the CPU-time
-  // ceiling is read from one thread's CPU time, so the in-process runs keep one thread
-  // unless the config sets more (issue 11 item 4: the ceiling at the best setting).
+  // The model's own setting: the config's threads, else one (not the usable cores that serve
+  // gives a model that sets none). RunInProcess measures it and every count of the sweep
+  // beside it; the ceiling is the best of them (issue 11 item 4).
   const auto& group = config.instance_group(0);
   FASTPATH_ASSIGN_OR_RETURN(
       m.options, config::InstanceOptionsFor(config, group, group.gpus_size() ? group.gpus(0) : 0));
@@ -344,22 +362,57 @@ StatusOr<InProcessModel> FindInProcessModel(const BenchFlags& flags) {
   return m;
 }
 
+// The cores the process can use, as serve counts them (the affinity mask capped by the cgroup
+// quota); the hardware's threads when neither is known.
+int64_t UsableCoresForSweep() {
+  const uint32_t cores = gpu::UsableCores(gpu::ProbeContainer(gpu::ProbeEnvironment::Host()));
+  if (cores > 0) return cores;
+  return std::max<int64_t>(1, std::thread::hardware_concurrency());
+}
+
+// The intra-op thread counts to measure: the model's own first, then --in-process-threads
+// (default 1 to the usable cores) without the own count.
+std::vector<int64_t> InProcessThreadCounts(const BenchFlags& flags, int64_t own) {
+  std::vector<int64_t> sweep = flags.in_process_threads;
+  if (sweep.empty()) {
+    const int64_t cores = std::min<int64_t>(UsableCoresForSweep(), config::kMaxThreadCount);
+    for (int64_t n = 1; n <= cores; ++n) sweep.push_back(n);
+  }
+  std::vector<int64_t> counts = {own};
+  for (int64_t n : sweep) {
+    if (n != own) counts.push_back(n);
+  }
+  return counts;
+}
+
 Status RunInProcess(const BenchFlags& flags, ProgressLine& progress, bench::BenchReport* report) {
   FASTPATH_ASSIGN_OR_RETURN(InProcessModel model, FindInProcessModel(flags));
   FASTPATH_ASSIGN_OR_RETURN(std::unique_ptr<backend::Backend> backend, onnxruntime::CreateOrtBackend());
   std::shared_ptr<backend::Backend> shared(std::move(backend));
-  for (int64_t batch : flags.batch_sizes) {
-    FASTPATH_ASSIGN_OR_RETURN(auto target, bench::MakeInProcessTarget(shared, model.file, model.options));
-    FASTPATH_RETURN_IF_ERROR(PrepareRequests(*target, flags, batch));
-    bench::MeasureOptions options = flags.measure;
-    options.batch_size = batch;
-    options.progress = [&progress, batch](const std::string& line) {
-      progress.Update("in-process batch=" + std::to_string(batch) + " " + line);
-    };
-    FASTPATH_ASSIGN_OR_RETURN(bench::BenchPoint point, bench::MeasureConcurrency(*target, model.instances, options));
-    point.mode = "in_process";
-    progress.EndPoint();
-    report->in_process.push_back(std::move(point));
+  const int64_t own = model.options.intra_op_threads;
+  report->in_process_own_threads = own;
+  for (int64_t threads : InProcessThreadCounts(flags, own)) {
+    backend::InstanceOptions instance = model.options;
+    instance.intra_op_threads = static_cast<int>(threads);
+    for (int64_t batch : flags.batch_sizes) {
+      FASTPATH_ASSIGN_OR_RETURN(auto target,
+                                bench::MakeInProcessTarget(shared, model.file, instance));
+      FASTPATH_RETURN_IF_ERROR(PrepareRequests(*target, flags, batch));
+      bench::MeasureOptions options = flags.measure;
+      options.batch_size = batch;
+      const std::string name = "in-process threads=" + std::to_string(threads) +
+                               (threads == own ? " (own)" : "") +
+                               " batch=" + std::to_string(batch) + " ";
+      options.progress = [&progress, name](const std::string& line) {
+        progress.Update(name + line);
+      };
+      FASTPATH_ASSIGN_OR_RETURN(bench::BenchPoint point,
+                                bench::MeasureConcurrency(*target, model.instances, options));
+      point.mode = "in_process";
+      point.intra_op_threads = threads;
+      progress.EndPoint();
+      report->in_process.push_back(std::move(point));
+    }
   }
   return Status::Ok();
 }

@@ -40,6 +40,9 @@ struct BenchFlags {
   bool no_server = false;
   std::string model_repository;
   std::vector<int64_t> batch_sizes = {1, 2, 4, 8, 16, 32};
+  // --in-process-threads: the intra-op thread counts measured besides the model's own
+  // setting; empty: 1 to the usable cores (the affinity mask capped by the cgroup quota).
+  std::vector<int64_t> in_process_threads;
   // Batching calibration.
   bool calibrate = false;
   std::optional<double> slo_p99_ms;

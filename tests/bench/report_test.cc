@@ -122,6 +122,146 @@ TEST(EfficiencyTest, ServerThroughputOverTheBestInProcess) {
   EXPECT_FALSE(no_ceiling.points[0].efficiency);
 }
 
+BenchPoint InProcess(int64_t threads, int64_t batch, double ips) {
+  BenchPoint p = Point(1, ips / batch, 900, 1100);
+  p.mode = "in_process";
+  p.batch_size = batch;
+  p.throughput_ips = ips;
+  p.intra_op_threads = threads;
+  return p;
+}
+
+// A report with in-process points at the model's own setting (1 thread) and at 2 threads.
+BenchReport ThreadSweepReport() {
+  BenchReport r = SampleReport();  // server points at 500 and 900 infer/s
+  r.in_process_own_threads = 1;
+  r.in_process = {InProcess(1, 1, 800), InProcess(1, 8, 1000), InProcess(2, 1, 1500),
+                  InProcess(2, 8, 1400)};
+  r.in_process[0].cpu_ceiling_ips = 950;  // one thread: CPU time measured
+  r.in_process[1].cpu_ceiling_ips = 1200;
+  ComputeEfficiency(&r);
+  return r;
+}
+
+TEST(EfficiencyTest, TheCeilingIsTheBestOverEveryThreadCountAndBatchSize) {
+  const BenchReport r = ThreadSweepReport();
+  ASSERT_TRUE(r.best_in_process_ips);
+  EXPECT_DOUBLE_EQ(*r.best_in_process_ips, 1500);
+  EXPECT_EQ(r.best_in_process_threads, std::optional<int64_t>(2));
+  EXPECT_EQ(r.best_in_process_batch_size, std::optional<int64_t>(1));
+  ASSERT_TRUE(r.efficiency);
+  EXPECT_DOUBLE_EQ(*r.efficiency, 900.0 / 1500);
+  EXPECT_DOUBLE_EQ(*r.points[0].efficiency, 500.0 / 1500);
+  // The model's own setting: the best of the 1-thread points, and the server over it.
+  ASSERT_TRUE(r.in_process_own_ips);
+  EXPECT_DOUBLE_EQ(*r.in_process_own_ips, 1000);
+  ASSERT_TRUE(r.efficiency_vs_own_setting);
+  EXPECT_DOUBLE_EQ(*r.efficiency_vs_own_setting, 0.9);
+  // The CPU-time ceiling is as before: the best of the points that measured it.
+  EXPECT_EQ(r.best_in_process_cpu_ceiling_ips, std::optional<double>(1200));
+  EXPECT_EQ(r.efficiency_vs_cpu_ceiling, std::optional<double>(0.75));
+
+  // The best at the own setting: both ceilings are the same point.
+  BenchReport own_best = r;
+  own_best.in_process[1].throughput_ips = 2000;
+  ComputeEfficiency(&own_best);
+  EXPECT_EQ(own_best.best_in_process_ips, std::optional<double>(2000));
+  EXPECT_EQ(own_best.best_in_process_threads, std::optional<int64_t>(1));
+  EXPECT_EQ(own_best.best_in_process_batch_size, std::optional<int64_t>(8));
+  EXPECT_EQ(own_best.in_process_own_ips, std::optional<double>(2000));
+  EXPECT_EQ(own_best.efficiency, own_best.efficiency_vs_own_setting);
+
+  // A tie keeps the point measured first (the own setting); a point that completed no
+  // request is never the ceiling, however fast it says it is.
+  BenchReport tie = r;
+  tie.in_process[1].throughput_ips = 1500;
+  tie.in_process.push_back(InProcess(3, 1, 9000));
+  tie.in_process.back().requests = 0;
+  ComputeEfficiency(&tie);
+  EXPECT_EQ(tie.best_in_process_ips, std::optional<double>(1500));
+  EXPECT_EQ(tie.best_in_process_threads, std::optional<int64_t>(1));
+  EXPECT_EQ(tie.best_in_process_batch_size, std::optional<int64_t>(8));
+
+  // The own setting among the sweep's counts (a config with 2 threads): its points are the
+  // 2-thread ones.
+  BenchReport two = r;
+  two.in_process_own_threads = 2;
+  ComputeEfficiency(&two);
+  EXPECT_EQ(two.in_process_own_ips, std::optional<double>(1500));
+  EXPECT_DOUBLE_EQ(*two.efficiency_vs_own_setting, 0.6);
+
+  // A report from before the sweep: no point has a thread count and neither has the report,
+  // so every point is the own setting and both ceilings are the same.
+  BenchReport old = SampleReport();
+  ASSERT_FALSE(old.in_process[0].intra_op_threads);
+  EXPECT_FALSE(old.best_in_process_threads);
+  EXPECT_EQ(old.best_in_process_batch_size, std::optional<int64_t>(8));
+  EXPECT_EQ(old.in_process_own_ips, std::optional<double>(1000));
+  EXPECT_EQ(old.efficiency_vs_own_setting, old.efficiency);
+
+  // No in-process point: nothing to compare with.
+  BenchReport none = r;
+  none.in_process.clear();
+  ComputeEfficiency(&none);
+  EXPECT_FALSE(none.best_in_process_ips);
+  EXPECT_FALSE(none.best_in_process_threads);
+  EXPECT_FALSE(none.best_in_process_batch_size);
+  EXPECT_FALSE(none.in_process_own_ips);
+  EXPECT_FALSE(none.efficiency_vs_own_setting);
+  EXPECT_FALSE(none.efficiency);
+}
+
+TEST(JsonTest, RoundTripsTheThreadSweep) {
+  const BenchReport r = ThreadSweepReport();
+  const std::string json = ReportsToJson({r});
+  EXPECT_NE(json.find("\"intra_op_threads\": 2"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"efficiency_vs_own_setting\": 0.9"), std::string::npos) << json;
+  auto back = ReadReportsJson(json, "sweep.json");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  const BenchReport& b = (*back)[0];
+  ASSERT_EQ(b.in_process.size(), 4u);
+  for (size_t i = 0; i < b.in_process.size(); ++i) {
+    EXPECT_EQ(b.in_process[i].intra_op_threads, r.in_process[i].intra_op_threads) << i;
+    EXPECT_EQ(b.in_process[i].batch_size, r.in_process[i].batch_size) << i;
+  }
+  EXPECT_FALSE(b.points[0].intra_op_threads);  // server points have none
+  EXPECT_EQ(b.in_process_own_threads, std::optional<int64_t>(1));
+  EXPECT_EQ(b.best_in_process_ips, std::optional<double>(1500));
+  EXPECT_EQ(b.best_in_process_threads, std::optional<int64_t>(2));
+  EXPECT_EQ(b.best_in_process_batch_size, std::optional<int64_t>(1));
+  EXPECT_EQ(b.in_process_own_ips, std::optional<double>(1000));
+  EXPECT_EQ(b.efficiency_vs_own_setting, std::optional<double>(0.9));
+  EXPECT_EQ(b.efficiency, std::optional<double>(0.6));
+  EXPECT_EQ(b.efficiency_vs_cpu_ceiling, std::optional<double>(0.75));
+  // Recomputed from what was read back: the same choice.
+  BenchReport again = b;
+  ComputeEfficiency(&again);
+  EXPECT_EQ(again.best_in_process_threads, std::optional<int64_t>(2));
+  EXPECT_EQ(again.in_process_own_ips, std::optional<double>(1000));
+
+  // A file from before the sweep has none of the new fields: they stay absent.
+  auto old = ReadReportsJson(R"({"runs": [{"label": "old", "points": [],
+      "in_process": [{"mode": "in_process", "batch_size": 4, "throughput_ips": 10,
+                      "requests": 5, "cpu_ceiling_ips": null}],
+      "best_in_process_ips": 10, "efficiency": null}]})",
+                             "old.json");
+  ASSERT_TRUE(old.ok()) << old.status().message();
+  const BenchReport& o = (*old)[0];
+  ASSERT_EQ(o.in_process.size(), 1u);
+  EXPECT_FALSE(o.in_process[0].intra_op_threads);
+  EXPECT_FALSE(o.in_process_own_threads);
+  EXPECT_FALSE(o.best_in_process_threads);
+  EXPECT_FALSE(o.best_in_process_batch_size);
+  EXPECT_FALSE(o.in_process_own_ips);
+  EXPECT_FALSE(o.efficiency_vs_own_setting);
+  EXPECT_EQ(o.best_in_process_ips, std::optional<double>(10));
+  // ... and written again they are null, not 0.
+  const std::string rewritten = ReportsToJson(*old);
+  EXPECT_NE(rewritten.find("\"intra_op_threads\": null"), std::string::npos) << rewritten;
+  EXPECT_NE(rewritten.find("\"best_in_process_threads\": null"), std::string::npos);
+  EXPECT_EQ(rewritten.find("\"intra_op_threads\": 0"), std::string::npos) << rewritten;
+}
+
 TEST(JsonTest, RoundTripsEveryField) {
   BenchReport r = SampleReport();
   CalibrationResult cal;
@@ -197,6 +337,14 @@ TEST(CsvTest, HeaderAndOneRowPerPointWithQuoting) {
   r.label = "cnn, \"fast\"";
   EXPECT_EQ(ReportCsvRows(r).rfind("\"cnn, \"\"fast\"\"\",cnn_classifier,", 0), 0u) << ReportCsvRows(r);
   EXPECT_NE(lines[2].find(",0.900,"), std::string::npos) << lines[2];
+  // The last column: an in-process point's intra-op threads, empty elsewhere.
+  EXPECT_EQ(header.substr(header.size() - std::strlen(",intra_op_threads\n")),
+            ",intra_op_threads\n");
+  EXPECT_EQ(lines[0].back(), ',') << lines[0];  // SampleReport's point has no thread count
+  EXPECT_EQ(lines[2].back(), ',') << lines[2];
+  const std::string sweep = ReportCsvRows(ThreadSweepReport());
+  EXPECT_NE(sweep.find(",true,2\n"), std::string::npos) << sweep;
+  EXPECT_NE(sweep.find(",true,1\n"), std::string::npos) << sweep;
 }
 
 TEST(SvgTest, WellFormedWithOneSeriesPerLabelAndBothPercentiles) {
@@ -239,6 +387,43 @@ TEST(TableTest, ShowsPointsSplitErrorsAndEfficiency) {
   EXPECT_NE(table.find("8:100 10:100"), std::string::npos);
   EXPECT_NE(table.find("efficiency"), std::string::npos);
   EXPECT_NE(table.find("0.900"), std::string::npos);
+  // Before the sweep (no thread counts): no thread headings, the best's batch size.
+  EXPECT_EQ(table.find("intra-op threads"), std::string::npos) << table;
+  EXPECT_NE(
+      table.find("in-process ceiling (the best in-process point): 1000.0 infer/s at batch 8\n"),
+      std::string::npos)
+      << table;
+  EXPECT_EQ(table.find("own setting"), std::string::npos) << table;
+}
+
+TEST(TableTest, ShowsTheThreadCountsAndBothCeilings) {
+  const std::string table = RenderTable(ThreadSweepReport());
+  EXPECT_NE(table.find("intra-op threads 1 (the model's own setting):\n"), std::string::npos)
+      << table;
+  EXPECT_NE(table.find("intra-op threads 2:\n"), std::string::npos) << table;
+  EXPECT_LT(table.find("intra-op threads 1"), table.find("intra-op threads 2"));
+  EXPECT_NE(table.find("in-process ceiling (the best in-process point): 1500.0 infer/s at 2 "
+                       "intra-op threads, batch 1\n"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(
+      table.find("in-process at the model's own setting (1 intra-op thread): 1000.0 infer/s\n"),
+      std::string::npos)
+      << table;
+  EXPECT_NE(table.find("efficiency (best server infer/s / the in-process ceiling): 0.600\n"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("efficiency vs the model's own setting: 0.900\n"), std::string::npos)
+      << table;
+  // Without a server: the ceilings, no efficiency.
+  BenchReport alone = ThreadSweepReport();
+  alone.points.clear();
+  ComputeEfficiency(&alone);
+  const std::string in_process_only = RenderTable(alone);
+  EXPECT_NE(in_process_only.find("in-process ceiling"), std::string::npos) << in_process_only;
+  EXPECT_EQ(in_process_only.find("efficiency"), std::string::npos) << in_process_only;
+  EXPECT_NE(table.find("efficiency vs the in-process CPU-time ceiling: 0.750"), std::string::npos)
+      << table;
 }
 
 CalibrationCandidate Candidate(bool dynamic, int64_t mbs, int64_t delay, double ips, double p99_ms,

@@ -1,10 +1,14 @@
 // `fastpath bench` against the real server on the tiny `simple` model: short windows over
-// HTTP (binary and JSON, closed and open loop), gRPC, in-process, the plot subcommand, a
+// HTTP (binary and JSON, closed and open loop), gRPC, in-process (at the model's own thread
+// setting and every intra-op thread count up to the usable cores), the plot subcommand, a
 // soak against a server replaying a GPU trace and against one without a GPU, and the errors
 // a user meets first. Asserts the report's fields and zero errors, never timings.
+#include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <set>
 #include <sstream>
+#include <thread>
 
 #include "fakes/run_command.h"
 #include "integration_fixture.h"
@@ -21,6 +25,30 @@ std::string ReadAll(const fs::path& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// The cores the process may use as fastpath counts them (gpu::UsableCores, which bench's
+// in-process sweep and serve's default threads use): `fastpath doctor --json`'s allowed_cpus
+// capped by the cgroup CPU quota rounded up; the hardware's threads when neither is known.
+int64_t UsableCores() {
+  const auto doctor =
+      fastpath::testing::RunCommand({FastpathBinary(), "doctor", "--json"}, {}, /*timeout_s=*/60);
+  const rapidjson::Document d = ParseJson(doctor.out);
+  EXPECT_TRUE(d.IsObject() && d.HasMember("container")) << doctor.out << doctor.err;
+  int64_t cores = 0;
+  if (d.IsObject() && d.HasMember("container") && d["container"].IsObject()) {
+    const auto& c = d["container"];
+    if (c.HasMember("allowed_cpus") && c["allowed_cpus"].IsInt64()) {
+      cores = c["allowed_cpus"].GetInt64();
+    }
+    if (c.HasMember("cgroup_cpu_quota") && c["cgroup_cpu_quota"].IsNumber()) {
+      const auto quota =
+          static_cast<int64_t>(std::max(1.0, std::ceil(c["cgroup_cpu_quota"].GetDouble())));
+      cores = cores == 0 ? quota : std::min(cores, quota);
+    }
+  }
+  if (cores > 0) return cores;
+  return std::max<int64_t>(1, std::thread::hardware_concurrency());
 }
 
 class BenchTest : public ServerTest {
@@ -107,22 +135,68 @@ TEST_F(BenchTest, HttpBinarySweepWithInProcessCeilingAndEveryOutput) {
   EXPECT_EQ(run["points"][0]["concurrency"].GetInt(), 1);
   EXPECT_EQ(run["points"][1]["concurrency"].GetInt(), 2);
   for (const auto& p : run["points"].GetArray()) ExpectCleanPoint(p, true);
-  ASSERT_EQ(run["in_process"].Size(), 2u);
-  EXPECT_EQ(run["in_process"][1]["batch_size"].GetInt(), 2);
-  for (const auto& p : run["in_process"].GetArray()) {
+  // The in-process points: `simple` sets no threads, so its own setting is 1 intra-op thread,
+  // measured first; then every count up to the usable cores (1 is not measured twice), each at
+  // batch 1 and 2. On this 2-core machine: 1 and 2 threads.
+  const int64_t cores = UsableCores();
+  ASSERT_EQ(run["in_process"].Size(), static_cast<rapidjson::SizeType>(2 * cores))
+      << ToJson(run["in_process"]);
+  std::set<int64_t> threads_seen;
+  for (rapidjson::SizeType i = 0; i < run["in_process"].Size(); ++i) {
+    const auto& p = run["in_process"][i];
     ExpectCleanPoint(p, false);
-    // One ORT thread per session: the CPU-time ceiling is measured.
-    ASSERT_TRUE(p["cpu_ceiling_ips"].IsNumber()) << ToJson(p);
-    EXPECT_GT(p["cpu_ceiling_ips"].GetDouble(), 0.0);
+    EXPECT_STREQ(p["mode"].GetString(), "in_process");
+    ASSERT_TRUE(p["intra_op_threads"].IsInt64()) << ToJson(p);
+    const int64_t threads = p["intra_op_threads"].GetInt64();
+    EXPECT_EQ(threads, static_cast<int64_t>(i / 2 + 1)) << ToJson(p);  // ascending, own first
+    EXPECT_EQ(p["batch_size"].GetInt(), static_cast<int>(i % 2 + 1)) << ToJson(p);
+    threads_seen.insert(threads);
+    if (threads == 1) {
+      // One ORT thread per session: the CPU-time ceiling is measured.
+      ASSERT_TRUE(p["cpu_ceiling_ips"].IsNumber()) << ToJson(p);
+      EXPECT_GT(p["cpu_ceiling_ips"].GetDouble(), 0.0);
+    } else {
+      EXPECT_TRUE(p["cpu_ceiling_ips"].IsNull()) << ToJson(p);
+    }
   }
+  EXPECT_EQ(static_cast<int64_t>(threads_seen.size()), cores);
+  EXPECT_EQ(threads_seen.count(1), 1u);
+  if (cores >= 2) {
+    EXPECT_EQ(threads_seen.count(2), 1u) << "a point at 2 threads";
+  }
+  for (const auto& p : run["points"].GetArray()) EXPECT_TRUE(p["intra_op_threads"].IsNull());
+  // The ceiling is the best of them all, and the report says where; the own setting's beside.
+  EXPECT_EQ(run["in_process_own_threads"].GetInt64(), 1);
+  ASSERT_TRUE(run["best_in_process_ips"].IsNumber());
+  ASSERT_TRUE(run["best_in_process_threads"].IsInt64()) << ToJson(run);
+  EXPECT_EQ(threads_seen.count(run["best_in_process_threads"].GetInt64()), 1u);
+  ASSERT_TRUE(run["best_in_process_batch_size"].IsInt64());
+  EXPECT_GE(run["best_in_process_batch_size"].GetInt64(), 1);
+  EXPECT_LE(run["best_in_process_batch_size"].GetInt64(), 2);
+  ASSERT_TRUE(run["in_process_own_ips"].IsNumber());
+  EXPECT_GE(run["best_in_process_ips"].GetDouble(), run["in_process_own_ips"].GetDouble());
+  double best = 0;
+  for (const auto& p : run["in_process"].GetArray()) {
+    best = std::max(best, p["throughput_ips"].GetDouble());
+  }
+  EXPECT_EQ(run["best_in_process_ips"].GetDouble(), best);
   ASSERT_TRUE(run["efficiency_vs_cpu_ceiling"].IsNumber());
   ASSERT_TRUE(run["efficiency"].IsNumber());
   EXPECT_GT(run["efficiency"].GetDouble(), 0.0);
+  ASSERT_TRUE(run["efficiency_vs_own_setting"].IsNumber());
+  EXPECT_LE(run["efficiency"].GetDouble(), run["efficiency_vs_own_setting"].GetDouble());
   EXPECT_TRUE(run["points"][0]["efficiency"].IsNumber());
+  EXPECT_NE(r.out.find("intra-op threads 1 (the model's own setting):"), std::string::npos)
+      << r.out;
+  if (cores >= 2) {
+    EXPECT_NE(r.out.find("intra-op threads 2:"), std::string::npos) << r.out;
+  }
+  EXPECT_NE(r.out.find("efficiency vs the model's own setting: "), std::string::npos) << r.out;
 
   const std::string csv = ReadAll(Path("r.csv"));
-  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 5)
-      << csv;  // header + 2 in-process + 2 server
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 2 * cores + 2)
+      << csv;  // header + 2 in-process per thread count + 2 server
+  EXPECT_NE(csv.find(",intra_op_threads\n"), std::string::npos) << csv;
   EXPECT_EQ(csv.rfind("label,model,", 0), 0u);
   const std::string svg = ReadAll(Path("r.svg"));
   EXPECT_EQ(svg.rfind("<?xml", 0), 0u);
@@ -143,12 +217,36 @@ TEST_F(BenchTest, HttpBinarySweepWithInProcessCeilingAndEveryOutput) {
   ASSERT_EQ(doc["runs"].Size(), 2u);
   EXPECT_STREQ(doc["runs"][1]["label"].GetString(), "second");
   const std::string csv2 = ReadAll(Path("r.csv"));
-  EXPECT_EQ(std::count(csv2.begin(), csv2.end(), '\n'), 6) << csv2;
+  EXPECT_EQ(std::count(csv2.begin(), csv2.end(), '\n'), 1 + 2 * cores + 2 + 1) << csv2;
   r = Run({"plot", "--svg", Path("both.svg"), Path("r.json")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string both = ReadAll(Path("both.svg"));
   EXPECT_NE(both.find("data-label=\"second\""), std::string::npos);
   EXPECT_NE(both.find("data-label=\"simple http\""), std::string::npos);
+}
+
+// --in-process-threads chooses the counts measured besides the model's own setting, which is
+// always measured (and not twice).
+TEST_F(BenchTest, InProcessThreadsFlag) {
+  auto args = Short();
+  for (const std::string& a : std::vector<std::string>{
+           "--in-process", "--no-server", "--model-repository", repo().root().string(),
+           "--batch-sizes", "1", "--in-process-threads", "2,1", "--json", Path("t.json"), "-q"}) {
+    args.push_back(a);
+  }
+  BenchRun r = Run(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  rapidjson::Document doc = ParseJson(ReadAll(Path("t.json")));
+  const auto& run = doc["runs"][0];
+  ASSERT_EQ(run["in_process"].Size(), 2u) << ToJson(run["in_process"]);
+  EXPECT_EQ(run["in_process"][0]["intra_op_threads"].GetInt64(), 1);  // the own setting first
+  EXPECT_EQ(run["in_process"][1]["intra_op_threads"].GetInt64(), 2);
+  for (const auto& p : run["in_process"].GetArray()) ExpectCleanPoint(p, false);
+  EXPECT_TRUE(run["best_in_process_ips"].IsNumber());
+  EXPECT_TRUE(run["in_process_own_ips"].IsNumber());
+  EXPECT_TRUE(run["efficiency"].IsNull());  // no server
+  EXPECT_NE(r.out.find("in-process ceiling (the best in-process point): "), std::string::npos)
+      << r.out;
 }
 
 TEST_F(BenchTest, Grpc) {
@@ -317,6 +415,18 @@ TEST_F(BenchTest, ClearErrors) {
   r = Run({"-m", "simple", "-u", url, "--soak", "10s", "--concurrency", "1,2"});
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("--soak holds one --concurrency value"), std::string::npos) << r.err;
+
+  // --in-process-threads: positive integers, with --in-process.
+  const std::string repository = repo().root().string();
+  for (const std::string bad : {"0", "two", "1,1", "-2", "2000"}) {
+    r = Run({"-m", "simple", "--in-process", "--no-server", "--model-repository", repository,
+             "--in-process-threads", bad});
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.err;
+    EXPECT_NE(r.err.find("--in-process-threads"), std::string::npos) << bad << ": " << r.err;
+  }
+  r = Run({"-m", "simple", "-u", url, "--in-process-threads", "2"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--in-process-threads requires --in-process"), std::string::npos) << r.err;
 
   r = Run({"-m", "simple", "--calibrate-batching", "--model-repository", repo().root().string()});
   EXPECT_EQ(r.exit_code, 2);

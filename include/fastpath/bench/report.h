@@ -72,6 +72,9 @@ struct BenchPoint {
   // In-process with one ORT thread: inferences/s from the runs' CPU time (what the runs
   // would reach on an otherwise idle core); unset elsewhere.
   std::optional<double> cpu_ceiling_ips;
+  // In-process: the ORT intra-op threads of each session it ran with; unset for server
+  // points and in files written before the thread sweep.
+  std::optional<int64_t> intra_op_threads;
   int trials = 0;              // windows measured
   bool stable = false;
   double measured_seconds = 0; // length of the windows the numbers come from
@@ -157,9 +160,21 @@ struct BenchReport {
   std::string fastpath_version;
   uint64_t seed = 0;
   std::vector<BenchPoint> points;      // against the server
-  std::vector<BenchPoint> in_process;  // ORT directly, per batch size
+  std::vector<BenchPoint> in_process;  // ORT directly, per intra-op thread count and batch size
+  // The model's own intra-op threads (its config's, else 1): the in-process points with this
+  // intra_op_threads are "the model's own setting". Unset in files from before the sweep,
+  // where every in-process point (none has intra_op_threads) counts as the own setting.
+  std::optional<int64_t> in_process_own_threads;
+  // The ceiling: the best in-process throughput_ips over every thread count and batch size,
+  // and where it was reached (best_in_process_threads unset when that point has none).
   std::optional<double> best_in_process_ips;
+  std::optional<int64_t> best_in_process_threads;
+  std::optional<int64_t> best_in_process_batch_size;
   std::optional<double> efficiency;    // best server throughput_ips / best in-process
+  // The best in-process throughput_ips at the model's own setting only, and the best server
+  // throughput_ips over it: what the report said before the thread sweep.
+  std::optional<double> in_process_own_ips;
+  std::optional<double> efficiency_vs_own_setting;
   // The same against the best in-process CPU-time ceiling: robust on a busy machine, where a
   // CPU-bound loop is descheduled more than a server thread that sleeps between batches.
   std::optional<double> best_in_process_cpu_ceiling_ips;
@@ -168,7 +183,10 @@ struct BenchReport {
   std::optional<SoakResult> soak;  // --soak: instead of points
 };
 
-// Sets best_in_process_ips, the report's efficiency and every server point's.
+// Sets best_in_process_ips (the best over every in-process point that completed a request,
+// the first measured on a tie) with its thread count and batch size, in_process_own_ips (the
+// same over the points at in_process_own_threads), the CPU-time ceiling, the report's three
+// efficiencies (each the best server point's) and every server point's (against the best).
 void ComputeEfficiency(BenchReport* report);
 
 // {"runs": [report, ...]}: a file holds one or more runs (--append adds one).
