@@ -314,6 +314,14 @@ struct InProcessModel {
   int64_t instances = 1;
 };
 
+// The cores the process can use, as serve counts them (the affinity mask capped by the cgroup
+// quota); the hardware's threads when neither is known.
+int64_t UsableCoresForSweep() {
+  const uint32_t cores = gpu::UsableCores(gpu::ProbeContainer(gpu::ProbeEnvironment::Host()));
+  if (cores > 0) return cores;
+  return std::max<int64_t>(1, std::thread::hardware_concurrency());
+}
+
 StatusOr<InProcessModel> FindInProcessModel(const BenchFlags& flags) {
   const fs::path dir = fs::path(flags.model_repository) / flags.model;
   std::error_code ec;
@@ -352,22 +360,16 @@ StatusOr<InProcessModel> FindInProcessModel(const BenchFlags& flags) {
     group->set_kind(inference::ModelInstanceGroup::KIND_CPU);
     group->set_count(1);
   }
-  // The model's own setting: the config's threads, else one (not the usable cores that serve
-  // gives a model that sets none). RunInProcess measures it and every count of the sweep
-  // beside it; the ceiling is the best of them (issue 11 item 4).
+  // The model's own setting: the config's threads, else what serve gives a model that sets
+  // none (the usable cores shared by its CPU instances), so that the efficiency against it
+  // compares like with like. RunInProcess measures it and every count of the sweep beside
+  // it; the ceiling is the best of them (issue 11 item 4).
   const auto& group = config.instance_group(0);
   FASTPATH_ASSIGN_OR_RETURN(
-      m.options, config::InstanceOptionsFor(config, group, group.gpus_size() ? group.gpus(0) : 0));
+      m.options, config::InstanceOptionsFor(config, group, group.gpus_size() ? group.gpus(0) : 0,
+                                            static_cast<uint32_t>(UsableCoresForSweep())));
   m.instances = std::max(1, group.count());
   return m;
-}
-
-// The cores the process can use, as serve counts them (the affinity mask capped by the cgroup
-// quota); the hardware's threads when neither is known.
-int64_t UsableCoresForSweep() {
-  const uint32_t cores = gpu::UsableCores(gpu::ProbeContainer(gpu::ProbeEnvironment::Host()));
-  if (cores > 0) return cores;
-  return std::max<int64_t>(1, std::thread::hardware_concurrency());
 }
 
 // The intra-op thread counts to measure: the model's own first, then --in-process-threads

@@ -135,10 +135,12 @@ TEST_F(BenchTest, HttpBinarySweepWithInProcessCeilingAndEveryOutput) {
   EXPECT_EQ(run["points"][0]["concurrency"].GetInt(), 1);
   EXPECT_EQ(run["points"][1]["concurrency"].GetInt(), 2);
   for (const auto& p : run["points"].GetArray()) ExpectCleanPoint(p, true);
-  // The in-process points: `simple` sets no threads, so its own setting is 1 intra-op thread,
-  // measured first; then every count up to the usable cores (1 is not measured twice), each at
-  // batch 1 and 2. On this 2-core machine: 1 and 2 threads.
+  // The in-process points: `simple` sets no threads, so its own setting is serve's, the
+  // usable cores (one CPU instance), measured first; then every count from 1 up (its own is
+  // not measured twice), each at batch 1 and 2. On this 2-core machine: 2, then 1 thread.
   const int64_t cores = UsableCores();
+  std::vector<int64_t> order = {cores};
+  for (int64_t n = 1; n < cores; ++n) order.push_back(n);
   ASSERT_EQ(run["in_process"].Size(), static_cast<rapidjson::SizeType>(2 * cores))
       << ToJson(run["in_process"]);
   std::set<int64_t> threads_seen;
@@ -148,7 +150,7 @@ TEST_F(BenchTest, HttpBinarySweepWithInProcessCeilingAndEveryOutput) {
     EXPECT_STREQ(p["mode"].GetString(), "in_process");
     ASSERT_TRUE(p["intra_op_threads"].IsInt64()) << ToJson(p);
     const int64_t threads = p["intra_op_threads"].GetInt64();
-    EXPECT_EQ(threads, static_cast<int64_t>(i / 2 + 1)) << ToJson(p);  // ascending, own first
+    EXPECT_EQ(threads, order[i / 2]) << ToJson(p);  // own first, then ascending
     EXPECT_EQ(p["batch_size"].GetInt(), static_cast<int>(i % 2 + 1)) << ToJson(p);
     threads_seen.insert(threads);
     if (threads == 1) {
@@ -166,7 +168,7 @@ TEST_F(BenchTest, HttpBinarySweepWithInProcessCeilingAndEveryOutput) {
   }
   for (const auto& p : run["points"].GetArray()) EXPECT_TRUE(p["intra_op_threads"].IsNull());
   // The ceiling is the best of them all, and the report says where; the own setting's beside.
-  EXPECT_EQ(run["in_process_own_threads"].GetInt64(), 1);
+  EXPECT_EQ(run["in_process_own_threads"].GetInt64(), cores);
   ASSERT_TRUE(run["best_in_process_ips"].IsNumber());
   ASSERT_TRUE(run["best_in_process_threads"].IsInt64()) << ToJson(run);
   EXPECT_EQ(threads_seen.count(run["best_in_process_threads"].GetInt64()), 1u);
@@ -186,10 +188,11 @@ TEST_F(BenchTest, HttpBinarySweepWithInProcessCeilingAndEveryOutput) {
   ASSERT_TRUE(run["efficiency_vs_own_setting"].IsNumber());
   EXPECT_LE(run["efficiency"].GetDouble(), run["efficiency_vs_own_setting"].GetDouble());
   EXPECT_TRUE(run["points"][0]["efficiency"].IsNumber());
-  EXPECT_NE(r.out.find("intra-op threads 1 (the model's own setting):"), std::string::npos)
+  EXPECT_NE(r.out.find("intra-op threads " + std::to_string(cores) + " (the model's own setting):"),
+            std::string::npos)
       << r.out;
   if (cores >= 2) {
-    EXPECT_NE(r.out.find("intra-op threads 2:"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("intra-op threads 1:"), std::string::npos) << r.out;
   }
   EXPECT_NE(r.out.find("efficiency vs the model's own setting: "), std::string::npos) << r.out;
 
@@ -225,8 +228,8 @@ TEST_F(BenchTest, HttpBinarySweepWithInProcessCeilingAndEveryOutput) {
   EXPECT_NE(both.find("data-label=\"simple http\""), std::string::npos);
 }
 
-// --in-process-threads chooses the counts measured besides the model's own setting, which is
-// always measured (and not twice).
+// --in-process-threads chooses the counts measured besides the model's own setting (serve's:
+// the usable cores), which is always measured first (and not twice).
 TEST_F(BenchTest, InProcessThreadsFlag) {
   auto args = Short();
   for (const std::string& a : std::vector<std::string>{
@@ -238,9 +241,16 @@ TEST_F(BenchTest, InProcessThreadsFlag) {
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   rapidjson::Document doc = ParseJson(ReadAll(Path("t.json")));
   const auto& run = doc["runs"][0];
-  ASSERT_EQ(run["in_process"].Size(), 2u) << ToJson(run["in_process"]);
-  EXPECT_EQ(run["in_process"][0]["intra_op_threads"].GetInt64(), 1);  // the own setting first
-  EXPECT_EQ(run["in_process"][1]["intra_op_threads"].GetInt64(), 2);
+  const int64_t cores = UsableCores();
+  std::vector<int64_t> want = {cores};  // the own setting first
+  for (int64_t n : {2, 1}) {
+    if (n != cores) want.push_back(n);
+  }
+  ASSERT_EQ(run["in_process"].Size(), want.size()) << ToJson(run["in_process"]);
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(run["in_process"][static_cast<rapidjson::SizeType>(i)]["intra_op_threads"].GetInt64(),
+              want[i]);
+  }
   for (const auto& p : run["in_process"].GetArray()) ExpectCleanPoint(p, false);
   EXPECT_TRUE(run["best_in_process_ips"].IsNumber());
   EXPECT_TRUE(run["in_process_own_ips"].IsNumber());
