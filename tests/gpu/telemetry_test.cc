@@ -267,9 +267,10 @@ TEST(GpuHealthTest, XidListsParseOrNameTheBadItem) {
   EXPECT_EQ(DefaultIgnoredXids(), std::set<uint64_t>({13, 31, 43, 45, 68, 109}));
 }
 
-// The cause seconds of GPU 0, 0 for a cause never seen.
+// The cause seconds of GPU 0, 0 for a cause never seen. A copy: Statuses() returns a vector by
+// value, and a reference into it would dangle.
 double Cause(const GpuHealth& health, const std::string& cause) {
-  const std::map<std::string, double>& seconds = health.Statuses()[0].cause_seconds;
+  const std::map<std::string, double> seconds = health.Statuses()[0].cause_seconds;
   auto it = seconds.find(cause);
   return it == seconds.end() ? 0.0 : it->second;
 }
