@@ -23,7 +23,7 @@ packages=(
   patchelf zstd  # tools/bundle.sh: RPATHs of the bundled libraries, the packed tarball
 )
 if [[ "${1:-}" == --test ]]; then
-  packages+=(clang libclang-rt-14-dev prometheus)
+  packages+=(clang libclang-rt-14-dev prometheus python3-yaml)  # python3-yaml: tests/kubernetes
 fi
 # npm fetches ONNX Runtime (`npm pack`). An npm that is already there (NodeSource, nvm, ...) is
 # used as is: Debian's nodejs/npm packages would conflict with it.

@@ -1,0 +1,685 @@
+#!/usr/bin/env python3
+"""The Kubernetes manifests (deploy/kubernetes) against the real fastpath.
+
+Usage: manifests_check.py FASTPATH_BINARY TEST_REPOSITORY MANIFEST_DIR
+
+1. Parses every YAML document of every *.yaml / *.yml file under MANIFEST_DIR (recursively)
+   and checks each one's (apiVersion, kind) against KNOWN: an unknown one fails, naming the
+   file and the document.
+2. Finds the fastpath containers (image named fastpath) of the Deployments and KServe
+   ServingRuntimes, and checks what can be checked without a cluster: args start with
+   `serve`; every containerPort and every probe port (a number, or a port name of the
+   container) is a port fastpath listens on with those args (probes on the HTTP port); the
+   metrics annotations (prometheus.io/* on a Deployment's pod template, prometheus.kserve.io/*
+   on a ServingRuntime) name the metrics port; --version-lock is a file of a ConfigMap of the
+   manifests mounted at that folder, whose lock has the keys `fastpath doctor --lock` writes;
+   a ServingRuntime has what KServe expects of a v2 runtime (KSERVE_* below); an
+   InferenceService names a runtime of the manifests that supports its model format and
+   protocol; an HPA scales a Deployment of the manifests on Pods metrics that a Prometheus
+   adapter rule (a ConfigMap of the manifests holding the adapter's config) serves.
+3. Starts the binary once per fastpath container with the flags the manifests pass, mapped:
+   ports to 0 (read back from --port-file), --host to loopback, --model-repository to a copy
+   of the test repository's `simple` model, --version-lock to a lock of this machine
+   (`fastpath doctor --lock`; the manifests' lock pins a GPU node pool). A flag fastpath
+   rejects exits 2 at once, which fails the check, naming the flags. Then calls every probe's
+   path on the port it names (mapped) until it answers 200, connects to every containerPort
+   (mapped), fetches the metrics annotations' path, sends one inference and checks that every
+   fastpath_* / nv_* name the adapter rules use is on the scrape; and stops it with SIGTERM,
+   expecting exit 0 (the drain). A control run with one unknown flag added must exit 2.
+4. Runs every adapter rule's queries (templates filled in) through promtool when
+   /usr/bin/promtool is there (Debian's `prometheus`, tools/setup.sh --test); says so when not.
+Prints a one-line summary. Everything runs under one deadline (DEADLINE_S); every fastpath
+started is killed on the way out, even if this check is killed (PR_SET_PDEATHSIG), and its log
+is printed on a failure. Debian's python3 and python3-yaml alone.
+"""
+import ctypes
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+try:
+    import yaml
+except ImportError:  # pragma: no cover
+    print("FAIL: python3-yaml is missing: Debian's python3-yaml, which tools/setup.sh --test "
+          "installs", file=sys.stderr)
+    sys.exit(1)
+
+DEADLINE_S = 60
+PROMTOOL = "/usr/bin/promtool"
+
+# The (apiVersion, kind) pairs the manifests may use. Add one here with its checks.
+KNOWN = {
+    ("apps/v1", "Deployment"),
+    ("v1", "ConfigMap"),
+    ("v1", "Service"),
+    ("autoscaling/v2", "HorizontalPodAutoscaler"),
+    ("serving.kserve.io/v1alpha1", "ServingRuntime"),
+    ("serving.kserve.io/v1beta1", "InferenceService"),
+}
+
+# What KServe expects of a v2 runtime, as its kserve-tritonserver ClusterServingRuntime does it
+# (kserve/kserve config/runtimes/kserve-tritonserver.yaml): the storage initializer's model
+# folder, HTTP on 8080, gRPC on 9000, the container KServe merges the predictor into.
+KSERVE_MODEL_DIR = "/mnt/models"
+KSERVE_HTTP_PORT = 8080
+KSERVE_GRPC_PORT = 9000
+KSERVE_CONTAINER = "kserve-container"
+KSERVE_PROTOCOLS = {"v2", "grpc-v2"}
+
+# fastpath serve's port flags and their defaults (`fastpath serve --help`).
+PORT_FLAGS = {"--http-port": ("http", 8000), "--grpc-port": ("grpc", 8001),
+              "--metrics-port": ("metrics", 8002)}
+PROBES = ("startupProbe", "readinessProbe", "livenessProbe")
+
+INFER_BODY = json.dumps({"inputs": [
+    {"name": "INPUT0", "shape": [1, 16], "datatype": "INT32", "data": list(range(16))},
+    {"name": "INPUT1", "shape": [1, 16], "datatype": "INT32", "data": [1] * 16},
+]}).encode()
+
+
+class Failure(Exception):
+    pass
+
+
+class Deadline:
+    def __init__(self, seconds):
+        self.start = time.monotonic()
+        self.end = self.start + seconds
+
+    def left(self):
+        return self.end - time.monotonic()
+
+    def elapsed(self):
+        return time.monotonic() - self.start
+
+    def wait_for(self, what, poll, interval=0.1):
+        """Calls poll() until it returns a true value, which it returns; Failure at the
+        deadline, with the last exception poll() raised."""
+        last = None
+        while self.left() > 0:
+            try:
+                value = poll()
+                if value:
+                    return value
+            except (OSError, ValueError, KeyError, urllib.error.URLError) as e:
+                last = e
+            time.sleep(interval)
+        raise Failure("timed out waiting for %s%s" % (what, " (last: %r)" % last if last else ""))
+
+
+def die_with_parent():
+    """In the child: SIGKILL when this check dies, however it dies (Linux)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    PR_SET_PDEATHSIG = 1
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def http_get(url, body=None, timeout=3):
+    request = urllib.request.Request(url, data=body, method="POST" if body else "GET",
+                                     headers={"Content-Type": "application/json"} if body else {})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as r:
+            return r.status, r.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode("utf-8", "replace")
+
+
+# ---- the documents ----
+
+class Doc:
+    def __init__(self, path, index, obj):
+        self.path, self.index, self.obj = path, index, obj
+
+    @property
+    def kind(self):
+        return self.obj.get("kind")
+
+    @property
+    def name(self):
+        return (self.obj.get("metadata") or {}).get("name")
+
+    def __str__(self):
+        return "%s: document %d (%s/%s)" % (self.path, self.index + 1, self.kind, self.name)
+
+
+def load_documents(manifest_dir):
+    files = []
+    for root, dirs, names in os.walk(manifest_dir):
+        dirs.sort()
+        files += [os.path.join(root, n) for n in sorted(names)
+                  if n.endswith((".yaml", ".yml"))]
+    if not files:
+        raise Failure("no *.yaml under %s" % manifest_dir)
+    docs, errors = [], []
+    for f in files:
+        rel = os.path.relpath(f, manifest_dir)
+        try:
+            with open(f, encoding="utf-8") as stream:
+                loaded = list(yaml.safe_load_all(stream))
+        except yaml.YAMLError as e:
+            errors.append("%s: not YAML: %s" % (rel, e))
+            continue
+        for i, obj in enumerate(loaded):
+            if obj is None:
+                continue  # an empty document (a trailing ---)
+            if not isinstance(obj, dict):
+                errors.append("%s: document %d is a %s, not a Kubernetes object"
+                              % (rel, i + 1, type(obj).__name__))
+                continue
+            doc = Doc(rel, i, obj)
+            key = (obj.get("apiVersion"), obj.get("kind"))
+            if key not in KNOWN:
+                errors.append("%s: unknown apiVersion/kind %s/%s (known: %s)" % (
+                    doc, key[0], key[1],
+                    ", ".join("%s %s" % k for k in sorted(KNOWN))))
+            elif not doc.name:
+                errors.append("%s: no metadata.name" % doc)
+            else:
+                docs.append(doc)
+    return files, docs, errors
+
+
+def find(docs, kind, name=None):
+    return [d for d in docs if d.kind == kind and (name is None or d.name == name)]
+
+
+# ---- fastpath's command line as the manifests give it ----
+
+def parse_flags(args):
+    """[(flag, value or None)] from `--flag=value`, `--flag value` or `--flag`."""
+    flags, i = [], 0
+    while i < len(args):
+        a = str(args[i])
+        if not a.startswith("--"):
+            raise ValueError("%r is not a flag" % a)
+        if "=" in a:
+            name, value = a.split("=", 1)
+        elif i + 1 < len(args) and not str(args[i + 1]).startswith("--"):
+            name, value = a, str(args[i + 1])
+            i += 1
+        else:
+            name, value = a, None
+        flags.append((name, value))
+        i += 1
+    return flags
+
+
+class Container:
+    """A fastpath container of a Deployment or ServingRuntime, and what its pod says of it."""
+
+    def __init__(self, doc, spec, container, metrics_annotations):
+        self.doc, self.spec, self.c = doc, spec, container
+        self.name = container.get("name")
+        self.where = "%s container %s" % (doc, self.name)
+        self.args = [str(a) for a in container.get("args") or []]
+        self.flags = parse_flags(self.args[1:]) if self.args[:1] == ["serve"] else []
+        self.values = {k: v for k, v in self.flags}
+        self.ports = {}  # role (http, grpc, metrics) -> port fastpath listens on
+        for flag, (role, default) in PORT_FLAGS.items():
+            self.ports[role] = int(self.values.get(flag, default))
+        if self.values.get("--allow-metrics", "true") == "false":
+            del self.ports["metrics"]
+        self.container_ports = [(p.get("name"), int(p["containerPort"]))
+                                for p in container.get("ports") or []]
+        self.probes = []  # (probe, path, manifest port)
+        self.metrics = metrics_annotations  # (port, path) or None
+        self.lock = None  # (ConfigMap doc, the lock's fields) of --version-lock
+
+    def role_of(self, port):
+        return next((r for r, p in self.ports.items() if p == port), None)
+
+    def resolve(self, port):
+        """A probe's port: a number, or the name of one of the container's ports."""
+        if isinstance(port, int):
+            return port
+        if isinstance(port, str) and port.isdigit():
+            return int(port)
+        by_name = dict(self.container_ports)
+        if port not in by_name:
+            raise Failure("%s: probe port %r is not a port name of the container (%s)"
+                          % (self.where, port, ", ".join(n for n, _ in self.container_ports
+                                                         if n) or "none named"))
+        return by_name[port]
+
+
+def fastpath_containers(docs):
+    found = []
+    for doc in find(docs, "Deployment") + find(docs, "ServingRuntime"):
+        if doc.kind == "Deployment":
+            template = (doc.obj.get("spec") or {}).get("template") or {}
+            spec = template.get("spec") or {}
+            annotations = (template.get("metadata") or {}).get("annotations") or {}
+            metrics = None
+            if str(annotations.get("prometheus.io/scrape")) == "true":
+                metrics = (annotations.get("prometheus.io/port"),
+                           annotations.get("prometheus.io/path", "/metrics"))
+        else:
+            spec = doc.obj.get("spec") or {}
+            annotations = spec.get("annotations") or {}
+            metrics = None
+            if "prometheus.kserve.io/port" in annotations:
+                metrics = (annotations.get("prometheus.kserve.io/port"),
+                           annotations.get("prometheus.kserve.io/path", "/metrics"))
+        for c in spec.get("containers") or []:
+            if "fastpath" in str(c.get("image", "")):
+                if metrics is not None:
+                    metrics = (int(metrics[0]), metrics[1])
+                found.append(Container(doc, spec, c, metrics))
+    return found
+
+
+def check_container(c, docs, errors):
+    if c.args[:1] != ["serve"]:
+        errors.append("%s: args must start with `serve` (got %s)" % (c.where, c.args[:1]))
+        return
+    if "--model-repository" not in c.values:
+        errors.append("%s: no --model-repository" % c.where)
+    if "--port-file" in c.values:
+        errors.append("%s: --port-file is for tests" % c.where)
+    listening = ", ".join("%s %d" % (r, p) for r, p in sorted(c.ports.items()))
+    for name, port in c.container_ports:
+        if c.role_of(port) is None:
+            errors.append("%s: containerPort %d (%s) is none of the ports fastpath listens on "
+                          "with these args (%s)" % (c.where, port, name, listening))
+    for probe in PROBES:
+        p = c.c.get(probe)
+        if p is None:
+            continue
+        get = p.get("httpGet")
+        if not get:
+            errors.append("%s: %s is not an httpGet probe" % (c.where, probe))
+            continue
+        try:
+            port = c.resolve(get.get("port"))
+        except Failure as e:
+            errors.append(str(e))
+            continue
+        if port != c.ports["http"]:
+            errors.append("%s: %s on port %d, not the HTTP port %d (the health endpoints are "
+                          "served there)" % (c.where, probe, port, c.ports["http"]))
+            continue
+        c.probes.append((probe, get.get("path", "/"), port))
+    if not any(c.c.get(probe) for probe in PROBES):
+        errors.append("%s: no probes" % c.where)
+    if c.metrics is None:
+        errors.append("%s: no metrics annotations (prometheus.io/* on a Deployment's pod "
+                      "template, prometheus.kserve.io/* on a ServingRuntime)" % c.where)
+    elif c.metrics[0] != c.ports.get("metrics"):
+        errors.append("%s: the metrics annotation names port %d, fastpath serves metrics on %s"
+                      % (c.where, c.metrics[0], c.ports.get("metrics", "no port")))
+
+    mounts = {m.get("mountPath"): m.get("name") for m in c.c.get("volumeMounts") or []}
+    volumes = {v.get("name"): v for v in c.spec.get("volumes") or []}
+    lock = c.values.get("--version-lock")
+    if lock:
+        folder, key = os.path.split(lock)
+        volume = volumes.get(mounts.get(folder))
+        config_map = ((volume or {}).get("configMap") or {}).get("name")
+        if not config_map:
+            errors.append("%s: --version-lock %s: %s is not a ConfigMap volume mounted there"
+                          % (c.where, lock, folder))
+        else:
+            maps = find(docs, "ConfigMap", config_map)
+            data = (maps[0].obj.get("data") or {}) if maps else {}
+            if key not in data:
+                errors.append("%s: --version-lock %s: no ConfigMap %s with the key %s in the "
+                              "manifests" % (c.where, lock, config_map, key))
+            else:
+                try:
+                    c.lock = (maps[0], json.loads(data[key]))
+                except ValueError as e:
+                    errors.append("%s: data %s is not JSON: %s" % (maps[0], key, e))
+    repository = c.values.get("--model-repository")
+    if c.doc.kind == "ServingRuntime":
+        check_serving_runtime(c, errors)
+    elif repository and not any(repository == m or repository.startswith(m.rstrip("/") + "/")
+                                for m in mounts):
+        errors.append("%s: --model-repository %s is not on a mounted volume"
+                      % (c.where, repository))
+
+
+def check_serving_runtime(c, errors):
+    spec = c.doc.obj.get("spec") or {}
+    if c.name != KSERVE_CONTAINER:
+        errors.append("%s: KServe merges the predictor into the container named %s"
+                      % (c.where, KSERVE_CONTAINER))
+    if c.values.get("--model-repository") != KSERVE_MODEL_DIR:
+        errors.append("%s: --model-repository must be %s (where KServe's storage initializer "
+                      "puts the storageUri)" % (c.where, KSERVE_MODEL_DIR))
+    if c.ports["http"] != KSERVE_HTTP_PORT or c.ports["grpc"] != KSERVE_GRPC_PORT:
+        errors.append("%s: KServe's v2 runtimes serve HTTP on %d and gRPC on %d (got %d, %d)"
+                      % (c.where, KSERVE_HTTP_PORT, KSERVE_GRPC_PORT, c.ports["http"],
+                         c.ports["grpc"]))
+    missing = KSERVE_PROTOCOLS - set(spec.get("protocolVersions") or [])
+    if missing:
+        errors.append("%s: protocolVersions lacks %s" % (c.doc, ", ".join(sorted(missing))))
+    if len(c.container_ports) > 1:
+        errors.append("%s: Knative (KServe's Serverless mode) accepts one container port, "
+                      "there are %d" % (c.where, len(c.container_ports)))
+    if not any(f.get("name") == "onnx" and f.get("autoSelect") is True
+               for f in spec.get("supportedModelFormats") or []):
+        errors.append("%s: supportedModelFormats has no onnx with autoSelect: true" % c.doc)
+
+
+def check_inference_services(docs, errors):
+    for doc in find(docs, "InferenceService"):
+        model = ((doc.obj.get("spec") or {}).get("predictor") or {}).get("model") or {}
+        fmt = (model.get("modelFormat") or {}).get("name")
+        if not model.get("storageUri"):
+            errors.append("%s: predictor.model.storageUri is missing" % doc)
+        runtime = model.get("runtime")
+        if not runtime:
+            continue  # KServe picks one by format: nothing of ours to check against
+        runtimes = find(docs, "ServingRuntime", runtime)
+        if not runtimes:
+            errors.append("%s: runtime %s is no ServingRuntime of the manifests" % (doc, runtime))
+            continue
+        spec = runtimes[0].obj.get("spec") or {}
+        if fmt not in [f.get("name") for f in spec.get("supportedModelFormats") or []]:
+            errors.append("%s: runtime %s does not support the model format %s"
+                          % (doc, runtime, fmt))
+        protocol = model.get("protocolVersion")
+        if protocol and protocol not in (spec.get("protocolVersions") or []):
+            errors.append("%s: runtime %s does not speak %s" % (doc, runtime, protocol))
+
+
+# ---- the HPA and the Prometheus adapter rules ----
+
+SERIES_NAME = re.compile(r"\b((?:fastpath|nv)_[a-zA-Z0-9_]+)")
+
+
+def adapter_rules(docs, errors):
+    """[(ConfigMap doc, rule)] from every ConfigMap data entry that is an adapter config."""
+    rules = []
+    for doc in find(docs, "ConfigMap"):
+        for key, text in (doc.obj.get("data") or {}).items():
+            if not key.endswith((".yaml", ".yml")):
+                continue
+            try:
+                config = yaml.safe_load(text)
+            except yaml.YAMLError as e:
+                errors.append("%s: data %s is not YAML: %s" % (doc, key, e))
+                continue
+            if not isinstance(config, dict) or not isinstance(config.get("rules"), list):
+                continue
+            for rule in config["rules"]:
+                for field in ("seriesQuery", "metricsQuery", "resources", "name"):
+                    if field not in rule:
+                        errors.append("%s: adapter rule without %s" % (doc, field))
+                rules.append((doc, rule))
+    return rules
+
+
+def check_hpas(docs, rules, errors):
+    exposed = {(r.get("name") or {}).get("as") for _, r in rules}
+    metrics = []
+    for doc in find(docs, "HorizontalPodAutoscaler"):
+        spec = doc.obj.get("spec") or {}
+        ref = spec.get("scaleTargetRef") or {}
+        if ref.get("apiVersion") != "apps/v1" or not find(docs, ref.get("kind"), ref.get("name")):
+            errors.append("%s: scaleTargetRef %s/%s %s is not in the manifests"
+                          % (doc, ref.get("apiVersion"), ref.get("kind"), ref.get("name")))
+        if not 1 <= spec.get("minReplicas", 1) <= spec.get("maxReplicas", 0):
+            errors.append("%s: needs 1 <= minReplicas <= maxReplicas" % doc)
+        for m in spec.get("metrics") or []:
+            if m.get("type") != "Pods":
+                continue
+            name = ((m.get("pods") or {}).get("metric") or {}).get("name")
+            if name not in exposed:
+                errors.append("%s: Pods metric %s is served by no Prometheus adapter rule of "
+                              "the manifests (rules serve: %s)"
+                              % (doc, name, ", ".join(sorted(n for n in exposed if n)) or "none"))
+            metrics.append("%s on %s" % (ref.get("name"), name))
+    return metrics
+
+
+def promtool_check(rules, work):
+    """The adapter rules' queries, their templates filled in, through promtool."""
+    if not os.access(PROMTOOL, os.X_OK):
+        return "not checked (no %s: Debian's prometheus, tools/setup.sh --test)" % PROMTOOL
+    exprs = []
+    for _, rule in rules:
+        series = (SERIES_NAME.findall(rule.get("seriesQuery", "")) or ["up"])[0]
+        query = (rule.get("metricsQuery", "")
+                 .replace("<<.Series>>", series)
+                 .replace("<<.LabelMatchers>>", 'namespace="default",pod=~"fastpath-.*"')
+                 .replace("<<.GroupBy>>", "namespace, pod"))
+        exprs += [rule.get("seriesQuery", ""), query]
+    path = os.path.join(work, "adapter-queries.yaml")
+    with open(path, "w", encoding="utf-8") as f:
+        yaml.safe_dump({"groups": [{"name": "adapter", "rules": [
+            {"record": "manifests_check:query_%d" % i, "expr": e}
+            for i, e in enumerate(exprs)]}]}, f)
+    run = subprocess.run([PROMTOOL, "check", "rules", path], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, timeout=20)
+    if run.returncode != 0:
+        raise Failure("promtool refuses a Prometheus adapter query:\n%s\n%s"
+                      % ("\n".join(exprs), run.stdout.decode("utf-8", "replace")))
+    return "%d queries valid (promtool)" % len(exprs)
+
+
+# ---- the live runs ----
+
+class Run:
+    def __init__(self, argv, log):
+        self.argv, self.log = argv, log
+        with open(log, "wb") as out:
+            self.p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                                      stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
+
+    def tail(self, lines=40):
+        try:
+            with open(self.log, encoding="utf-8", errors="replace") as f:
+                return "\n".join(f.read().splitlines()[-lines:])
+        except OSError as e:
+            return "(no log: %s)" % e
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.terminate()
+            try:
+                self.p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+        return self.p.returncode
+
+
+def this_machines_lock(binary, work):
+    path = os.path.join(work, "this-node.lock.json")
+    run = subprocess.run([binary, "doctor", "--lock", path], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, timeout=30)
+    if run.returncode != 0:
+        raise Failure("fastpath doctor --lock exited %d: %s"
+                      % (run.returncode, run.stdout.decode("utf-8", "replace")))
+    with open(path, encoding="utf-8") as f:
+        return path, json.load(f)
+
+
+def mapped_argv(c, binary, repository, lock, work):
+    """fastpath serve with the container's flags, mapped to this machine."""
+    argv = [binary, "serve"]
+    for flag, value in c.flags:
+        if flag in PORT_FLAGS:
+            value = "0"
+        elif flag == "--host":
+            value = "127.0.0.1"
+        elif flag == "--model-repository":
+            value = repository
+        elif flag == "--version-lock":
+            value = lock
+        elif flag == "--engine-cache":
+            value = os.path.join(work, "engine-cache")
+        elif flag == "--gpu-trace":
+            raise Failure("%s: --gpu-trace has no local mapping in this check" % c.where)
+        argv.append(flag if value is None else "%s=%s" % (flag, value))
+    if "--host" not in c.values:
+        argv.append("--host=127.0.0.1")
+    return argv
+
+
+def start(c, argv, deadline, work, runs):
+    port_file = os.path.join(work, "ports")
+    run = Run(argv + ["--port-file=" + port_file], os.path.join(work, "fastpath.log"))
+    runs.append((c.where, run))
+    wanted = set(c.ports)
+
+    def ports():
+        if run.p.poll() is not None:
+            if run.p.returncode == 2:
+                raise Failure("%s: fastpath serve rejects the flags the manifests pass "
+                              "(exit 2):\n  %s\n%s" % (c.where, " ".join(c.args), run.tail(5)))
+            raise Failure("%s: fastpath exited %d during start-up (mapped: %s)"
+                          % (c.where, run.p.returncode, " ".join(argv[1:])))
+        with open(port_file, encoding="utf-8") as f:
+            fields = dict(item.split("=") for item in f.read().split())
+        found = {k: int(v) for k, v in fields.items()}
+        return found if wanted <= set(found) else None
+
+    return run, deadline.wait_for("%s: fastpath's port file" % c.where, ports)
+
+
+def live_check(c, binary, repository, lock, deadline, work, runs, adapter_names, report):
+    run, actual = start(c, mapped_argv(c, binary, repository, lock, work), deadline, work, runs)
+
+    def local(port):
+        return actual[c.role_of(port)]
+
+    for probe, path, port in c.probes:
+        url = "http://127.0.0.1:%d%s" % (local(port), path)
+
+        def answers_200():
+            if run.p.poll() is not None:
+                raise Failure("%s: fastpath exited %d before %s answered"
+                              % (c.where, run.p.returncode, probe))
+            status, body = http_get(url)
+            if status in (404, 405):  # never a "not yet": no such endpoint
+                raise Failure("%s: %s GET %s (port %d, here %d) answered %d: %s"
+                              % (c.where, probe, path, port, local(port), status, body[:200]))
+            return status == 200
+
+        deadline.wait_for("%s: %s GET %s (port %d here %d) to answer 200"
+                          % (c.where, probe, path, port, local(port)), answers_200)
+        report["probes"] += 1
+    for name, port in c.container_ports:
+        with socket.create_connection(("127.0.0.1", local(port)), timeout=3):
+            report["ports"] += 1
+    status, body = http_get("http://127.0.0.1:%d/v2/models/simple/infer" % actual["http"],
+                            INFER_BODY)
+    if status != 200:
+        raise Failure("%s: an inference answered %d: %s" % (c.where, status, body[:300]))
+    port, path = c.metrics
+    status, scrape = http_get("http://127.0.0.1:%d%s" % (local(port), path))
+    if status != 200 or "fastpath_" not in scrape:
+        raise Failure("%s: metrics annotation: GET %s on port %d (here %d) answered %d"
+                      % (c.where, path, port, local(port), status))
+    report["metrics"] += 1
+    on_scrape = {line.split("{")[0].split(" ")[0] for line in scrape.splitlines()
+                 if line and not line.startswith("#")}
+    missing = sorted(n for n in adapter_names if n not in on_scrape)
+    if missing:
+        raise Failure("%s: the Prometheus adapter rules use %s, not on fastpath's scrape"
+                      % (c.where, ", ".join(missing)))
+    code = run.stop()
+    if code != 0:
+        raise Failure("%s: fastpath exited %d on SIGTERM, not 0" % (c.where, code))
+
+
+def control_run(c, binary, repository, lock, deadline, work, runs):
+    """A flag fastpath does not know exits 2: what the live runs rely on to catch one."""
+    argv = mapped_argv(c, binary, repository, lock, work) + ["--manifests-check-unknown-flag"]
+    run = Run(argv, os.path.join(work, "control.log"))
+    runs.append(("control run", run))
+    deadline.wait_for("the control run (an unknown flag) to exit", lambda: run.p.poll() is not None)
+    if run.p.returncode != 2:
+        raise Failure("the control run with an unknown flag exited %d, not 2: a flag the "
+                      "manifests pass would not be caught" % run.p.returncode)
+
+
+def run_checks(binary, test_repository, manifest_dir, work, runs):
+    deadline = Deadline(DEADLINE_S)
+    files, docs, errors = load_documents(manifest_dir)
+    containers = fastpath_containers(docs)
+    if not containers:
+        errors.append("no fastpath container (image named fastpath) in a Deployment or "
+                      "ServingRuntime under %s" % manifest_dir)
+    for c in containers:
+        check_container(c, docs, errors)
+    check_inference_services(docs, errors)
+    rules = adapter_rules(docs, errors)
+    hpa_metrics = check_hpas(docs, rules, errors)
+    if errors:
+        raise Failure("\n".join(errors))
+
+    repository = os.path.join(work, "models")
+    shutil.copytree(os.path.join(test_repository, "simple"), os.path.join(repository, "simple"))
+    lock, lock_fields = this_machines_lock(binary, work)
+    for c in containers:
+        if c.lock:
+            doc, theirs = c.lock
+            if set(theirs) != set(lock_fields):
+                raise Failure("%s: the lock's keys %s are not those `fastpath doctor --lock` "
+                              "writes: %s" % (doc, sorted(theirs), sorted(lock_fields)))
+    adapter_names = set()
+    for _, rule in rules:
+        adapter_names |= set(SERIES_NAME.findall(rule.get("seriesQuery", "")))
+        adapter_names |= set(SERIES_NAME.findall(rule.get("metricsQuery", "")))
+    queries = promtool_check(rules, work)
+
+    report = {"probes": 0, "ports": 0, "metrics": 0}
+    for i, c in enumerate(containers):
+        run_dir = os.path.join(work, "run-%d" % i)
+        os.mkdir(run_dir)
+        live_check(c, binary, repository, lock, deadline, run_dir, runs, adapter_names, report)
+    control_run(containers[0], binary, repository, lock, deadline, work, runs)
+
+    kinds = {}
+    for d in docs:
+        kinds[d.kind] = kinds.get(d.kind, 0) + 1
+    print("kubernetes manifests OK: %d documents in %d files (%s); %d fastpath containers "
+          "started with their flags (%s): %d probes answered 200, %d containerPorts listening, "
+          "%d metrics endpoints; HPA %s; adapter rules: %d series on the scrape, %s; %.1f s"
+          % (len(docs), len(files), ", ".join("%d %s" % (n, k) for k, n in sorted(kinds.items())),
+             len(containers), ", ".join("%s %s/%s" % (c.doc.path, c.doc.kind, c.doc.name)
+                                        for c in containers),
+             report["probes"], report["ports"], report["metrics"],
+             ", ".join(hpa_metrics) or "none", len(adapter_names), queries, deadline.elapsed()))
+
+
+def main(argv):
+    if len(argv) != 4:
+        print(__doc__.strip().splitlines()[2], file=sys.stderr)
+        return 2
+    binary, test_repository, manifest_dir = argv[1:]
+    work = tempfile.mkdtemp(prefix="fastpath_manifests_")
+    runs = []
+    # SIGTERM (ctest's timeout, a Ctrl-C'd parent) unwinds through the finally below.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    ok = False
+    try:
+        run_checks(binary, test_repository, manifest_dir, work, runs)
+        ok = True
+    except (Failure, OSError, ValueError, KeyError, TypeError, subprocess.SubprocessError) as e:
+        print("FAIL: %s" % e, file=sys.stderr)
+    finally:
+        for where, run in runs:
+            run.stop()
+            if not ok:
+                print("---- %s: %s (exit %s) ----\n%s"
+                      % (where, " ".join(run.argv[1:]), run.p.returncode, run.tail()),
+                      file=sys.stderr)
+        shutil.rmtree(work, ignore_errors=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
