@@ -3,13 +3,15 @@
 // (issue 11 §5). A run there saves the hand-off to an instance's worker and back, and is
 // allowed only when it is predicted to take at most the limit.
 //
-// The prediction is the request's input bytes times the highest cost per input byte among
-// the last kRuns runs of one request alone. Judged by the last run's time alone, a request
-// 100 times larger than the one before would hold the loop for 100 times the limit; scaled
-// by its bytes it goes to a worker, and a run that varies with its inputs' contents is
-// judged by the slowest of the recent ones. Nothing timed yet: the worker runs it.
+// The prediction is the slowest of the last kRuns successful runs of one request alone, each
+// scaled up by how much larger this request's inputs are than that run's (never down: a
+// smaller request is not assumed faster, as fixed costs dominate many models). Judged by the
+// last run's time alone, a request 100 times larger than the one before held the loop for
+// 100 times the limit; scaled by its bytes it goes to a worker. Nothing timed yet: the worker
+// runs it.
 //
-// Lock-free hints: Record and MayRun race benignly (a prediction may use a cost one run old).
+// Lock-free hints: each run is one 64-bit word (its time and its bytes, each capped), so a
+// reader never pairs one run's time with another's bytes.
 #pragma once
 
 #include <algorithm>
@@ -28,27 +30,42 @@ class CallerRunEstimate {
 
   // `limit` 0: never on the caller.
   explicit CallerRunEstimate(std::chrono::microseconds limit)
-      : limit_ns_(static_cast<double>(limit.count()) * 1000.0) {}
+      : limit_ns_(static_cast<double>(limit.count()) * 1000.0) {
+    for (auto& run : runs_) run.store(kEmpty, std::memory_order_relaxed);
+  }
 
   // Whether a request with `input_bytes` of inputs may run on its caller's thread.
   bool MayRun(uint64_t input_bytes) const {
     if (limit_ns_ <= 0) return false;
-    double worst = -1;  // ns per byte; negative: not timed
-    for (const auto& cost : costs_) worst = std::max(worst, cost.load(std::memory_order_relaxed));
-    if (worst < 0) return false;
-    return worst * static_cast<double>(std::max<uint64_t>(input_bytes, 1)) <= limit_ns_;
+    double worst = -1;
+    for (const auto& slot : runs_) {
+      const uint64_t run = slot.load(std::memory_order_relaxed);
+      if (run == kEmpty) continue;
+      const double ns = static_cast<double>(run >> kBytesBits);
+      const double bytes = static_cast<double>(std::max<uint64_t>(run & kMaxBytes, 1));
+      worst = std::max(worst, ns * std::max(1.0, static_cast<double>(input_bytes) / bytes));
+    }
+    return worst >= 0 && worst <= limit_ns_;
   }
 
-  // One request alone, with `input_bytes` of inputs, ran for `ns` (on any thread).
+  // One request alone, with `input_bytes` of inputs, ran successfully for `ns` (on any
+  // thread). A failed run says nothing of how long a run takes: do not record it.
   void Record(uint64_t ns, uint64_t input_bytes) {
+    // Capped: a longer run is over any limit anyway, and inputs over 64 MiB recorded as 64 MiB
+    // only make the prediction for a larger request more cautious.
+    const uint64_t run = (std::min(ns, kMaxNs) << kBytesBits) | std::min(input_bytes, kMaxBytes);
     const size_t slot = next_.fetch_add(1, std::memory_order_relaxed) % kRuns;
-    costs_[slot].store(static_cast<double>(ns) / static_cast<double>(std::max<uint64_t>(input_bytes, 1)),
-                       std::memory_order_relaxed);
+    runs_[slot].store(run == kEmpty ? run - 1 : run, std::memory_order_relaxed);
   }
 
  private:
+  static constexpr int kBytesBits = 26;                            // up to 64 MiB
+  static constexpr uint64_t kMaxBytes = (uint64_t{1} << kBytesBits) - 1;
+  static constexpr uint64_t kMaxNs = (uint64_t{1} << (64 - kBytesBits)) - 1;  // ~4.6 minutes
+  static constexpr uint64_t kEmpty = ~uint64_t{0};
+
   const double limit_ns_;
-  std::array<std::atomic<double>, kRuns> costs_{-1.0, -1.0, -1.0, -1.0, -1.0, -1.0, -1.0, -1.0};
+  std::array<std::atomic<uint64_t>, kRuns> runs_;
   std::atomic<size_t> next_{0};
 };
 

@@ -378,7 +378,7 @@ bool DynamicBatchScheduler::Execute(backend::ModelInstance* instance, Batch& bat
   auto outputs = RunSplittingOnOutOfMemory(instance, inputs, names, batch_rows, &suspect);
   const Clock::time_point ran = clock_->Now();
   timings.compute_infer_ns = Nanoseconds(ran - ready);
-  if (live.size() == 1) {
+  if (live.size() == 1 && outputs.ok()) {
     caller_estimate_->Record(timings.compute_infer_ns, single_bytes);
   }
 

@@ -211,13 +211,13 @@ bool InstancePoolScheduler::Execute(backend::ModelInstance* instance, Job& job) 
                                            job.batch_size, &suspect);
   const Clock::time_point ran = clock_->Now();
   timings.compute_infer_ns = Nanoseconds(ran - start);
-  caller_estimate_->Record(timings.compute_infer_ns, InputBytes(job.request));
   if (!outputs.ok()) {
     if (!job.canary) stats_->RecordFailure(Nanoseconds(ran - job.arrival), FailureReason::kBackend);
     job.done(outputs.status());
     return suspect;
   }
 
+  caller_estimate_->Record(timings.compute_infer_ns, InputBytes(job.request));
   InferResponse response;
   response.model_name = job.request.model_name;
   response.model_version = job.request.model_version;

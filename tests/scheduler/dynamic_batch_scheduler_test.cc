@@ -912,6 +912,18 @@ TEST_F(DynamicBatchSchedulerTest, CallerNeverRunsARequestFarLargerThanTheRecentO
   EXPECT_EQ(on2, me);
   EXPECT_NE(on3, me);
   EXPECT_EQ(on4, me);
+  // A smaller request is never assumed faster than a timed run: after a large request that
+  // took twice the limit, a small one goes to the instance's thread too.
+  for (int id : {5, 6}) model_.Release(id);
+  model_.SetRunHook([this] { clock_.Advance(2 * DynamicBatchOptions{}.caller_run_limit); });
+  std::thread::id on5, on6;
+  Enqueue(CallerMayRun(MakeJob(5, 1, 200), &on5));
+  ExpectOk(5, 1, 200);
+  model_.SetRunHook(nullptr);
+  Enqueue(CallerMayRun(MakeJob(6), &on6));
+  ExpectOk(6);
+  EXPECT_NE(on5, me);
+  EXPECT_NE(on6, me);
 }
 
 TEST_F(DynamicBatchSchedulerTest, StopWaitsForARunOnACallersThread) {
