@@ -52,6 +52,12 @@ int main(int argc, char** argv) {
   // asked for; an operator who wants it sets ORT_DISABLE_TELEMETRY=0 (not overwritten).
   // Set here, while the process has one thread, because setenv races getenv.
   setenv("ORT_DISABLE_TELEMETRY", "1", /*overwrite=*/0);
+  // CUDA numbers GPUs fastest first unless told otherwise; NVML numbers them by PCI bus. On a
+  // node with GPUs of more than one kind the two orders differ, and a config's `gpus: [1]` (a
+  // CUDA ordinal), CUDA_VISIBLE_DEVICES' indices (CUDA reads them in its order, the telemetry
+  // in NVML's), engines built per ordinal and the telemetry's GPU 1 would be different
+  // boards. PCI order for every command, unless the user chose (serve warns of another).
+  setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", /*overwrite=*/0);
 
   CLI::App app{"", "fastpath"};
   fastpath::cli::UseHelpLayout(app, "usage: fastpath <command> [options]");

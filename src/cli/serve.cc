@@ -315,19 +315,11 @@ int JudgeStartup(const admission::AdmissionReport& report) {
   return code;
 }
 
-// CUDA numbers GPUs fastest first unless told otherwise; NVML numbers them by PCI bus. On a
-// node with GPUs of more than one kind the two orders differ, and a config's `gpus: [1]` (a
-// CUDA ordinal), CUDA_VISIBLE_DEVICES' indices (CUDA reads them in its order, the telemetry
-// in NVML's) and the telemetry's GPU 1 would be different boards: a throttled or failing GPU
-// blamed on, or quarantining, the models of another. PCI order for both, before anything
-// initialises CUDA (a single thread runs here), unless the user chose.
-void UsePciDeviceOrder() {
+// main() sets CUDA_DEVICE_ORDER=PCI_BUS_ID unless the user set it: another order may number
+// GPUs otherwise than NVML, and a GPU's telemetry be matched to another GPU's models.
+void WarnOfDeviceOrder() {
   const char* order = std::getenv("CUDA_DEVICE_ORDER");
-  if (order == nullptr) {
-    setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", /*overwrite=*/0);
-    return;
-  }
-  if (std::string(order) != "PCI_BUS_ID") {
+  if (order != nullptr && std::string(order) != "PCI_BUS_ID") {
     log::Warn("CUDA_DEVICE_ORDER=" + std::string(order) +
               ": CUDA ordinals may not be NVML's indices on a node with GPUs of more than one "
               "kind, so a GPU's telemetry, throttling and quarantine may be matched to another "
@@ -349,7 +341,7 @@ int Serve(const std::vector<std::string>& args) {
   if (Status s = CheckServeFlags(flags); !s.ok()) return UsageError(app, s.message());
   flags.logging.name = "fastpath serve";
   log::Configure(flags.logging);
-  UsePciDeviceOrder();
+  WarnOfDeviceOrder();
 
   // Block the shutdown signals in every thread; the main thread takes them with sigwait.
   sigset_t signals;
