@@ -26,8 +26,8 @@ Usage: manifests_check.py FASTPATH_BINARY TEST_REPOSITORY MANIFEST_DIR
    (mapped), fetches the metrics annotations' path, sends one inference and checks that every
    fastpath_* / nv_* name the adapter rules use is on the scrape; and stops it with SIGTERM,
    expecting exit 0 (the drain). A control run with one unknown flag added must exit 2.
-4. Runs every adapter rule's queries (templates filled in) through promtool when
-   /usr/bin/promtool is there (Debian's `prometheus`, tools/setup.sh --test); says so when not.
+4. Runs every adapter rule's queries (templates filled in) through promtool (on PATH or
+   /usr/bin: Debian's `prometheus`, tools/setup.sh --test); fails without it.
 Prints a one-line summary. Everything runs under one deadline (DEADLINE_S); every fastpath
 started is killed on the way out, even if this check is killed (PR_SET_PDEATHSIG), and its log
 is printed on a failure. Debian's python3 and python3-yaml alone.
@@ -444,8 +444,10 @@ def check_hpas(docs, rules, errors):
 
 def promtool_check(rules, work):
     """The adapter rules' queries, their templates filled in, through promtool."""
-    if not os.access(PROMTOOL, os.X_OK):
-        return "not checked (no %s: Debian's prometheus, tools/setup.sh --test)" % PROMTOOL
+    promtool = shutil.which("promtool") or (PROMTOOL if os.access(PROMTOOL, os.X_OK) else None)
+    if promtool is None:
+        raise Failure("no promtool on PATH or at %s: install Debian's prometheus "
+                      "(tools/setup.sh --test)" % PROMTOOL)
     exprs = []
     for _, rule in rules:
         series = (SERIES_NAME.findall(rule.get("seriesQuery", "")) or ["up"])[0]
@@ -459,7 +461,7 @@ def promtool_check(rules, work):
         yaml.safe_dump({"groups": [{"name": "adapter", "rules": [
             {"record": "manifests_check:query_%d" % i, "expr": e}
             for i, e in enumerate(exprs)]}]}, f)
-    run = subprocess.run([PROMTOOL, "check", "rules", path], stdout=subprocess.PIPE,
+    run = subprocess.run([promtool, "check", "rules", path], stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, timeout=20)
     if run.returncode != 0:
         raise Failure("promtool refuses a Prometheus adapter query:\n%s\n%s"
