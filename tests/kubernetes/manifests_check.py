@@ -32,7 +32,6 @@ Prints a one-line summary. Everything runs under one deadline (DEADLINE_S); ever
 started is killed on the way out, even if this check is killed (PR_SET_PDEATHSIG), and its log
 is printed on a failure. Debian's python3 and python3-yaml alone.
 """
-import ctypes
 import json
 import os
 import re
@@ -42,9 +41,9 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.error
-import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from live_checks import INFER_BODY, Deadline, Failure, die_with_parent, http  # noqa: E402
 
 try:
     import yaml
@@ -80,57 +79,8 @@ PORT_FLAGS = {"--http-port": ("http", 8000), "--grpc-port": ("grpc", 8001),
               "--metrics-port": ("metrics", 8002)}
 PROBES = ("startupProbe", "readinessProbe", "livenessProbe")
 
-INFER_BODY = json.dumps({"inputs": [
-    {"name": "INPUT0", "shape": [1, 16], "datatype": "INT32", "data": list(range(16))},
-    {"name": "INPUT1", "shape": [1, 16], "datatype": "INT32", "data": [1] * 16},
-]}).encode()
-
-
-class Failure(Exception):
-    pass
-
-
-class Deadline:
-    def __init__(self, seconds):
-        self.start = time.monotonic()
-        self.end = self.start + seconds
-
-    def left(self):
-        return self.end - time.monotonic()
-
-    def elapsed(self):
-        return time.monotonic() - self.start
-
-    def wait_for(self, what, poll, interval=0.1):
-        """Calls poll() until it returns a true value, which it returns; Failure at the
-        deadline, with the last exception poll() raised."""
-        last = None
-        while self.left() > 0:
-            try:
-                value = poll()
-                if value:
-                    return value
-            except (OSError, ValueError, KeyError, urllib.error.URLError) as e:
-                last = e
-            time.sleep(interval)
-        raise Failure("timed out waiting for %s%s" % (what, " (last: %r)" % last if last else ""))
-
-
-def die_with_parent():
-    """In the child: SIGKILL when this check dies, however it dies (Linux)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    PR_SET_PDEATHSIG = 1
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
 def http_get(url, body=None, timeout=3):
-    request = urllib.request.Request(url, data=body, method="POST" if body else "GET",
-                                     headers={"Content-Type": "application/json"} if body else {})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as r:
-            return r.status, r.read().decode("utf-8", "replace")
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode("utf-8", "replace")
+    return http("POST" if body else "GET", url, body, timeout)
 
 
 # ---- the documents ----

@@ -22,7 +22,6 @@ Everything runs under one deadline (DEADLINE_S); both processes are killed on th
 even if the test is killed (PR_SET_PDEATHSIG), and their logs are printed on a failure.
 Debian's python3 alone: no pip.
 """
-import ctypes
 import json
 import os
 import shutil
@@ -32,13 +31,12 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
-import urllib.error
 import urllib.parse
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import grafana_dashboard_check as dashboard_check  # noqa: E402
+from live_checks import INFER_BODY, Deadline, Failure, die_with_parent, http  # noqa: E402
 
 DEADLINE_S = 60
 PROMETHEUS = "/usr/bin/prometheus"
@@ -61,59 +59,10 @@ TRACE = [
      "remapped_rows_uncorrectable": 0, "xid": 13},
 ]
 
-INFER_BODY = json.dumps({"inputs": [
-    {"name": "INPUT0", "shape": [1, 16], "datatype": "INT32", "data": list(range(16))},
-    {"name": "INPUT1", "shape": [1, 16], "datatype": "INT32", "data": [1] * 16},
-]}).encode()
-
-
-class Failure(Exception):
-    pass
-
-
-class Deadline:
-    def __init__(self, seconds):
-        self.end = time.monotonic() + seconds
-
-    def left(self):
-        return self.end - time.monotonic()
-
-    def wait_for(self, what, poll, interval=0.2):
-        """Calls poll() until it returns a true value, which it returns; Failure at the
-        deadline, with the last exception poll() raised."""
-        last = None
-        while self.left() > 0:
-            try:
-                value = poll()
-                if value:
-                    return value
-            except (OSError, ValueError, KeyError, urllib.error.URLError) as e:
-                last = e
-            time.sleep(interval)
-        raise Failure("timed out waiting for %s%s" % (what, " (last: %r)" % last if last else ""))
-
-
-def die_with_parent():
-    """In the child: SIGKILL when this test dies, however it dies (Linux)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    PR_SET_PDEATHSIG = 1
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
 def free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def http(method, url, body=None, timeout=5):
-    request = urllib.request.Request(url, data=body, method=method,
-                                     headers={"Content-Type": "application/json"} if body else {})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
 
 
 class Processes:
