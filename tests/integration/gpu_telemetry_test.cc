@@ -428,6 +428,18 @@ TEST_F(ThermalDriftTest, AThrottledGpuIsNotBlamedForAModelOnTheCpu) {
 
 // --- Drift of a model on a GPU ---
 
+// kDriftingConfig with its CPU instance on GPU 0 instead.
+std::string DriftingOnGpu0() {
+  std::string config = kDriftingConfig;
+  const std::string cpu = "{ kind: KIND_CPU count: 1 }";
+  return config.replace(config.find(cpu), cpu.size(), "{ kind: KIND_GPU count: 1 gpus: [ 0 ] }");
+}
+
+// The server's environment for the fake CUDA provider's running mode.
+std::vector<std::string> FakeGpuEnvironment() {
+  return {"FASTPATH_ORT_EP_LIBRARY_DIR=" FASTPATH_FAKE_ORT_EP_DIR, "FASTPATH_FAKE_EP_RUNS=1"};
+}
+
 // The same model on GPU 0: the suite's fake CUDA execution provider (tests/fakes/fake_ort_ep,
 // FASTPATH_FAKE_EP_RUNS) takes the MatMul and computes it on the host, so the server places
 // and serves a KIND_GPU model as it would on a GPU machine, and the replayed trace is that
@@ -435,14 +447,8 @@ TEST_F(ThermalDriftTest, AThrottledGpuIsNotBlamedForAModelOnTheCpu) {
 // matrices keep 20 executions in a window under AddressSanitizer.
 class GpuDriftTest : public DriftTest {
  protected:
-  std::string Config() override {
-    std::string config = kDriftingConfig;
-    const std::string cpu = "{ kind: KIND_CPU count: 1 }";
-    return config.replace(config.find(cpu), cpu.size(), "{ kind: KIND_GPU count: 1 gpus: [ 0 ] }");
-  }
-  std::vector<std::string> Environment() override {
-    return {"FASTPATH_ORT_EP_LIBRARY_DIR=" FASTPATH_FAKE_ORT_EP_DIR, "FASTPATH_FAKE_EP_RUNS=1"};
-  }
+  std::string Config() override { return DriftingOnGpu0(); }
+  std::vector<std::string> Environment() override { return FakeGpuEnvironment(); }
   size_t SteadyN() override { return 32; }
   size_t SlowN() override { return 256; }
 };
@@ -484,16 +490,10 @@ class GpuModelEccTest : public GpuTraceTest {
   std::vector<std::string> Models() override { return {"simple"}; }
   void PrepareRepository(testing::TempRepository& repo) override {
     repo.AddVersion("square", 1, "square");
-    std::string config = kDriftingConfig;
-    config.replace(config.find("\"drifting\""), 10, "\"square\"");
-    const std::string cpu = "{ kind: KIND_CPU count: 1 }";
-    repo.WriteConfig("square",
-                     config.replace(config.find(cpu), cpu.size(),
-                                    "{ kind: KIND_GPU count: 1 gpus: [ 0 ] }"));
+    std::string config = DriftingOnGpu0();
+    repo.WriteConfig("square", config.replace(config.find("\"drifting\""), 10, "\"square\""));
   }
-  std::vector<std::string> Environment() override {
-    return {"FASTPATH_ORT_EP_LIBRARY_DIR=" FASTPATH_FAKE_ORT_EP_DIR, "FASTPATH_FAKE_EP_RUNS=1"};
-  }
+  std::vector<std::string> Environment() override { return FakeGpuEnvironment(); }
   std::string Trace() override {
     std::string out;
     for (int t = 0; t < kEventMs; t += 250) out += Line(t);
