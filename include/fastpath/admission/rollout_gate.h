@@ -1,0 +1,87 @@
+// The rollout perf gate (issue 12 §2, §3): a candidate model version is compared with the
+// version it would take traffic from, on the same machine, before traffic moves. Both run
+// the same seeded requests in alternation (A B, B A, A B, ...), so that thermal, clock and
+// load changes during the comparison fall on both alike; each run is timed by itself (the
+// model's execution only, never batched with other requests, no queueing), so user traffic
+// on the serving version does not make the candidate look faster than it is.
+//
+// Here is the judgement, pure over the measured times: what the server (server_gate.cc)
+// and `fastpath gate` measure, they judge here.
+//
+// The gate lives in config.pbtxt `parameters` (on the candidate's config):
+//   fastpath.rollout.gate                  "true" turns it on ("false": off, the default)
+//   fastpath.rollout.max_p95_ratio         candidate p95 / serving p95, at most (default 1.10)
+//   fastpath.rollout.min_throughput_ratio  candidate / serving inferences per second, at
+//                                          least (default 0.90)
+//   fastpath.rollout.output_tolerance      outputs of the same input: "0" byte for byte, a
+//                                          number the largest relative difference allowed
+//                                          per element; unset, they are reported and not
+//                                          judged (a retrained model answers differently)
+//   fastpath.rollout.rounds                alternations measured (default 30, 5..1000)
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fastpath/common/status.h"
+#include "model_config.pb.h"
+
+namespace fastpath::admission {
+
+inline constexpr const char* kRolloutGate = "fastpath.rollout.gate";
+inline constexpr const char* kRolloutMaxP95Ratio = "fastpath.rollout.max_p95_ratio";
+inline constexpr const char* kRolloutMinThroughputRatio = "fastpath.rollout.min_throughput_ratio";
+inline constexpr const char* kRolloutOutputTolerance = "fastpath.rollout.output_tolerance";
+inline constexpr const char* kRolloutRounds = "fastpath.rollout.rounds";
+
+struct GatePolicy {
+  double max_p95_ratio = 1.10;
+  double min_throughput_ratio = 0.90;
+  std::optional<double> output_tolerance;  // unset: outputs are not judged
+  uint32_t rounds = 30;
+};
+
+// The gate of `config`: nullopt when fastpath.rollout.gate is not "true". A value out of
+// range, or a fastpath.rollout.* key while the gate is off, is an error naming the key.
+StatusOr<std::optional<GatePolicy>> RolloutGateFor(const inference::ModelConfig& config);
+
+// What was measured: the compute times of the same requests on each side, in milliseconds,
+// one pair per round (baseline_ms[i] and candidate_ms[i] ran next to each other).
+struct GateSamples {
+  std::vector<double> baseline_ms;   // one request of `rows` rows each
+  std::vector<double> candidate_ms;
+  uint64_t rows = 1;
+  // The same, at the model's largest batch (for throughput); empty when the model does
+  // not batch, and then throughput comes from the runs above.
+  std::vector<double> baseline_batch_ms;
+  std::vector<double> candidate_batch_ms;
+  uint64_t batch_rows = 0;
+  // The largest relative difference between the two sides' outputs for the same input
+  // (0: identical), with a description of where; nullopt when not compared.
+  std::optional<double> output_difference;
+  std::string output_difference_detail;
+};
+
+struct GateVerdict {
+  bool passed = false;
+  double baseline_p50_ms = 0, baseline_p95_ms = 0;
+  double candidate_p50_ms = 0, candidate_p95_ms = 0;
+  double p95_ratio = 0;         // candidate / baseline
+  double throughput_ratio = 0;  // candidate / baseline inferences per second
+  uint64_t throughput_rows = 1; // the batch the throughput was measured at
+  std::vector<std::string> failures;  // each criterion missed, with both figures
+  // One line: the figures side by side and, when refused, why.
+  std::string summary;
+};
+
+// Judges the samples under the policy. The p95 ratio compares the two sides' 95th
+// percentiles; the throughput ratio is the median over rounds of baseline time / candidate
+// time (a ratio per round cancels what changed between rounds).
+GateVerdict JudgeGate(const GatePolicy& policy, const GateSamples& samples);
+
+// The nearest-rank percentile (p in (0, 100]) of `values`; 0 when empty.
+double Percentile(std::vector<double> values, double p);
+
+}  // namespace fastpath::admission

@@ -1,0 +1,150 @@
+#include "fastpath/admission/rollout_gate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace fastpath::admission {
+namespace {
+
+constexpr const char* kRolloutPrefix = "fastpath.rollout.";
+
+Status BadValue(const std::string& key, const std::string& value, const std::string& want) {
+  return InvalidArgument("parameters: '" + key + "' is '" + value + "'; it must be " + want);
+}
+
+StatusOr<double> ParseNumber(const std::string& key, const std::string& text, double lo,
+                             double hi) {
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value) || value < lo ||
+      value > hi) {
+    char range[64];
+    std::snprintf(range, sizeof range, "a number from %g to %g", lo, hi);
+    return BadValue(key, text, range);
+  }
+  return value;
+}
+
+std::string Figure(double value) {
+  char out[32];
+  std::snprintf(out, sizeof out, value >= 100 ? "%.0f" : value >= 10 ? "%.1f" : "%.3g", value);
+  return out;
+}
+
+double Median(std::vector<double> values) { return Percentile(std::move(values), 50); }
+
+}  // namespace
+
+double Percentile(std::vector<double> values, double p) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const auto rank = static_cast<size_t>(std::ceil(p / 100 * static_cast<double>(values.size())));
+  return values[std::clamp<size_t>(rank, 1, values.size()) - 1];
+}
+
+StatusOr<std::optional<GatePolicy>> RolloutGateFor(const inference::ModelConfig& config) {
+  const auto& parameters = config.parameters();
+  bool on = false;
+  if (const auto it = parameters.find(kRolloutGate); it != parameters.end()) {
+    const std::string& value = it->second.string_value();
+    if (value != "true" && value != "false") return BadValue(kRolloutGate, value, "true or false");
+    on = value == "true";
+  }
+  GatePolicy policy;
+  for (const auto& [key, parameter] : parameters) {
+    if (key.rfind(kRolloutPrefix, 0) != 0 || key == kRolloutGate) continue;
+    const std::string& value = parameter.string_value();
+    if (!on) {
+      return InvalidArgument("parameters: '" + key + "' tunes the rollout gate, which is off; set " +
+                             kRolloutGate + " to \"true\", or remove it");
+    }
+    if (key == kRolloutMaxP95Ratio) {
+      FASTPATH_ASSIGN_OR_RETURN(policy.max_p95_ratio, ParseNumber(key, value, 1, 100));
+    } else if (key == kRolloutMinThroughputRatio) {
+      FASTPATH_ASSIGN_OR_RETURN(policy.min_throughput_ratio, ParseNumber(key, value, 0.01, 1));
+    } else if (key == kRolloutOutputTolerance) {
+      FASTPATH_ASSIGN_OR_RETURN(policy.output_tolerance, ParseNumber(key, value, 0, 1));
+    } else if (key == kRolloutRounds) {
+      FASTPATH_ASSIGN_OR_RETURN(const double rounds, ParseNumber(key, value, 5, 1000));
+      if (rounds != std::floor(rounds)) return BadValue(key, value, "a whole number from 5 to 1000");
+      policy.rounds = static_cast<uint32_t>(rounds);
+    } else {
+      return InvalidArgument("parameters: unknown key '" + key + "' (known: " + kRolloutGate +
+                             ", " + kRolloutMaxP95Ratio + ", " + kRolloutMinThroughputRatio + ", " +
+                             kRolloutOutputTolerance + ", " + kRolloutRounds + ")");
+    }
+  }
+  if (!on) return std::optional<GatePolicy>();
+  return std::optional<GatePolicy>(policy);
+}
+
+GateVerdict JudgeGate(const GatePolicy& policy, const GateSamples& samples) {
+  GateVerdict v;
+  v.baseline_p50_ms = Median(samples.baseline_ms);
+  v.baseline_p95_ms = Percentile(samples.baseline_ms, 95);
+  v.candidate_p50_ms = Median(samples.candidate_ms);
+  v.candidate_p95_ms = Percentile(samples.candidate_ms, 95);
+  v.p95_ratio = v.baseline_p95_ms > 0 ? v.candidate_p95_ms / v.baseline_p95_ms : 0;
+
+  // Per round, the baseline's time over the candidate's: both ran next to each other, so
+  // what changed between rounds (clocks, other load) divides out.
+  const bool batched = !samples.baseline_batch_ms.empty();
+  const std::vector<double>& a = batched ? samples.baseline_batch_ms : samples.baseline_ms;
+  const std::vector<double>& b = batched ? samples.candidate_batch_ms : samples.candidate_ms;
+  std::vector<double> ratios;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    if (b[i] > 0) ratios.push_back(a[i] / b[i]);
+  }
+  v.throughput_ratio = Median(ratios);
+  v.throughput_rows = batched ? samples.batch_rows : samples.rows;
+
+  if (samples.baseline_ms.empty() || samples.candidate_ms.empty() || ratios.empty()) {
+    v.failures.push_back("nothing was measured");
+  }
+  if (v.p95_ratio > policy.max_p95_ratio) {
+    v.failures.push_back("p95 " + Figure(v.p95_ratio) + "x the serving version's (at most " +
+                         Figure(policy.max_p95_ratio) + "x)");
+  }
+  if (v.throughput_ratio < policy.min_throughput_ratio) {
+    v.failures.push_back("throughput " + Figure(v.throughput_ratio) +
+                         "x the serving version's (at least " +
+                         Figure(policy.min_throughput_ratio) + "x)");
+  }
+  if (policy.output_tolerance) {
+    if (!samples.output_difference) {
+      v.failures.push_back("outputs were not compared");
+    } else if (*samples.output_difference > *policy.output_tolerance) {
+      v.failures.push_back("outputs differ: " + samples.output_difference_detail +
+                           " (tolerance " + Figure(*policy.output_tolerance) + ")");
+    }
+  }
+  v.passed = v.failures.empty();
+
+  std::string figures = "candidate p50 " + Figure(v.candidate_p50_ms) + " ms p95 " +
+                        Figure(v.candidate_p95_ms) + " ms, serving p50 " +
+                        Figure(v.baseline_p50_ms) + " ms p95 " + Figure(v.baseline_p95_ms) +
+                        " ms (" + std::to_string(samples.baseline_ms.size()) + " rounds of " +
+                        std::to_string(samples.rows) + " row" + (samples.rows == 1 ? "" : "s") +
+                        "); p95 ratio " + Figure(v.p95_ratio) + ", throughput ratio " +
+                        Figure(v.throughput_ratio) + " at batch " +
+                        std::to_string(v.throughput_rows);
+  if (samples.output_difference) {
+    figures += *samples.output_difference == 0
+                   ? "; outputs identical"
+                   : "; outputs differ by " + Figure(*samples.output_difference) +
+                         (samples.output_difference_detail.empty()
+                              ? ""
+                              : " (" + samples.output_difference_detail + ")");
+  }
+  if (v.passed) {
+    v.summary = "passed: " + figures;
+  } else {
+    std::string why;
+    for (const std::string& f : v.failures) why += (why.empty() ? "" : "; ") + f;
+    v.summary = "refused: " + why + " — " + figures;
+  }
+  return v;
+}
+
+}  // namespace fastpath::admission
