@@ -50,6 +50,12 @@ int BuildEngines(const std::vector<std::string>& args);
 // device's memory, without serving. Exit 0 all fit, 1 one does not fit or did not load, 2 usage.
 int Budget(const std::vector<std::string>& args);
 
+// `fastpath preflight` (src/cli/preflight.cc): the production checklist on this node against a
+// repository. Exit 0 every item passes (NOT CHECKED ones too unless --strict), 1 one fails,
+// 2 usage.
+constexpr int kExitPreflightFailed = 1;
+int Preflight(const std::vector<std::string>& args);
+
 // The memory of each device this node gives instances, by MemoryStats::device name: "cpu"
 // (the cgroup's memory limit, else the machine's), "gpu<ordinal>" (what the driver reports;
 // a MIG slice's own memory when CUDA_VISIBLE_DEVICES names one).

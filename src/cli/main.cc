@@ -42,6 +42,10 @@ constexpr Command kCommands[] = {
      fastpath::cli::BuildEngines},
     {"budget", "measure every model's memory budget against its cap and the device, without serving",
      fastpath::cli::Budget},
+    {"preflight",
+     "check the production checklist on this node against a repository: PASS, FAIL or NOT "
+     "CHECKED per item",
+     fastpath::cli::Preflight},
 };
 
 }  // namespace
