@@ -1,0 +1,495 @@
+// `fastpath gate`'s measurement: see gate_measure.h.
+#include "gate_measure.h"
+
+#include <google/protobuf/util/json_util.h>
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <algorithm>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "fastpath/admission/accuracy_guard.h"
+#include "fastpath/admission/self_test.h"
+#include "fastpath/bench/soak.h"
+
+namespace fastpath::cli::gate {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+// A config or an admission report answers at once; a model's outputs may take as long as its
+// run (a large batch on a slow device). A server that does not answer within these is down
+// for the gate's purpose.
+constexpr std::chrono::seconds kGetTimeout{30};
+constexpr std::chrono::seconds kInferTimeout{120};
+constexpr uint64_t kBodyLimit = uint64_t{4} << 30;
+constexpr double kInfinite = std::numeric_limits<double>::infinity();
+
+std::string Truncate(std::string text, size_t n = 300) {
+  if (text.size() > n) text = text.substr(0, n) + "...";
+  return text;
+}
+
+std::string RowsText(uint64_t rows) { return "batch " + std::to_string(rows); }
+
+std::string Describe(const bench::ServerAddress& a) {
+  const bool v6 = a.host.find(':') != std::string::npos;
+  return "http://" + (v6 ? "[" + a.host + "]" : a.host) + ":" + std::to_string(a.port);
+}
+
+StatusOr<std::string> Get(const bench::ServerAddress& server, const std::string& path) {
+  bench::MetricsUrl url;
+  url.host = server.host;
+  url.port = server.port;
+  url.path = path;
+  return bench::MakeHttpMetricsSource(url, kGetTimeout)->Scrape();
+}
+
+// The body of one inference with binary inputs and outputs (the binary tensor extension),
+// and the length of its JSON part.
+std::pair<std::string, size_t> BinaryInferBody(const std::vector<Tensor>& inputs,
+                                               const std::vector<std::string>& outputs) {
+  rapidjson::StringBuffer buffer;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
+  std::string blobs;
+  w.StartObject();
+  w.Key("id");
+  w.String("fastpath-gate");
+  w.Key("inputs");
+  w.StartArray();
+  for (const Tensor& t : inputs) {
+    w.StartObject();
+    w.Key("name");
+    w.String(t.name.c_str());
+    w.Key("shape");
+    w.StartArray();
+    for (int64_t d : t.shape) w.Int64(d);
+    w.EndArray();
+    w.Key("datatype");
+    w.String(std::string(DataTypeName(t.dtype)).c_str());
+    w.Key("parameters");
+    w.StartObject();
+    w.Key("binary_data_size");
+    w.Uint64(t.data.size());
+    w.EndObject();
+    w.EndObject();
+    blobs += t.data;
+  }
+  w.EndArray();
+  w.Key("outputs");
+  w.StartArray();
+  for (const std::string& name : outputs) {
+    w.StartObject();
+    w.Key("name");
+    w.String(name.c_str());
+    w.Key("parameters");
+    w.StartObject();
+    w.Key("binary_data");
+    w.Bool(true);
+    w.EndObject();
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  std::string body(buffer.GetString(), buffer.GetSize());
+  const size_t json_length = body.size();
+  return {body + blobs, json_length};
+}
+
+// The outputs of one inference. The bench sessions discard what the server answers, so this
+// is the gate's one request that reads it: one POST on a new connection, one deadline.
+StatusOr<std::vector<Tensor>> PostForOutputs(const bench::ServerAddress& server,
+                                             const std::string& model,
+                                             const std::vector<Tensor>& inputs,
+                                             const std::vector<std::string>& output_names) {
+  const std::string path = "/v2/models/" + model + "/infer";
+  const std::string where = "POST " + Describe(server) + path;
+  auto [body, json_length] = BinaryInferBody(inputs, output_names);
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(kBodyLimit);
+  try {
+    asio::io_context io;
+    tcp::resolver resolver(io);
+    beast::error_code ec;
+    const auto endpoints = resolver.resolve(server.host, std::to_string(server.port), ec);
+    if (ec) return Unavailable(where + ": cannot resolve " + server.host + ": " + ec.message());
+    beast::tcp_stream stream(io);
+    http::request<http::string_body> request{http::verb::post, path, 11};
+    request.set(http::field::host, server.host + ":" + std::to_string(server.port));
+    request.set(http::field::content_type, "application/octet-stream");
+    request.set("Inference-Header-Content-Length", std::to_string(json_length));
+    request.keep_alive(false);
+    request.body() = std::move(body);
+    request.prepare_payload();
+    beast::flat_buffer buffer;
+    std::string failed_at;
+    beast::error_code failure;
+    auto fail = [&](const char* stage, beast::error_code e) {
+      failed_at = stage;
+      failure = e;
+    };
+    stream.expires_after(kInferTimeout);
+    stream.async_connect(endpoints, [&](beast::error_code e, const tcp::endpoint&) {
+      if (e) return fail("connecting", e);
+      http::async_write(stream, request, [&](beast::error_code e, size_t) {
+        if (e) return fail("sending", e);
+        http::async_read(stream, buffer, parser, [&](beast::error_code e, size_t) {
+          if (e) fail("reading", e);
+        });
+      });
+    });
+    io.run();
+    stream.socket().close(ec);
+    if (failure) {
+      return Unavailable(where + ": " + failed_at + ": " +
+                         (failure == beast::error::timeout
+                              ? "no answer within " + std::to_string(kInferTimeout.count()) + " s"
+                              : failure.message()));
+    }
+  } catch (const std::exception& e) {
+    return Unavailable(where + ": " + e.what());
+  }
+  const auto& response = parser.get();
+  const std::string& answer = response.body();
+  if (response.result_int() != 200) {
+    return FailedPrecondition(where + " answered " + std::to_string(response.result_int()) + ": " +
+                              Truncate(answer));
+  }
+  size_t header_length = answer.size();
+  if (auto it = response.find("Inference-Header-Content-Length"); it != response.end()) {
+    header_length = std::strtoull(std::string(it->value()).c_str(), nullptr, 10);
+    if (header_length > answer.size()) {
+      return Internal(where + ": Inference-Header-Content-Length is past the body's end");
+    }
+  }
+  rapidjson::Document doc;
+  doc.Parse(answer.data(), header_length);
+  if (doc.HasParseError() || !doc.IsObject() || !doc.HasMember("outputs") ||
+      !doc["outputs"].IsArray()) {
+    return Internal(where + ": the answer is not a KServe v2 response: " +
+                    Truncate(answer.substr(0, header_length)));
+  }
+  std::vector<Tensor> outputs;
+  size_t offset = header_length;
+  for (const auto& o : doc["outputs"].GetArray()) {
+    Tensor t;
+    if (!o.IsObject() || !o.HasMember("name") || !o["name"].IsString() ||
+        !o.HasMember("datatype") || !o["datatype"].IsString() || !o.HasMember("shape") ||
+        !o["shape"].IsArray()) {
+      return Internal(where + ": an output lacks its name, datatype or shape");
+    }
+    t.name = o["name"].GetString();
+    const auto dtype = ParseDataType(o["datatype"].GetString());
+    if (!dtype) return Internal(where + ": output '" + t.name + "' has an unknown datatype");
+    t.dtype = *dtype;
+    for (const auto& d : o["shape"].GetArray()) {
+      if (!d.IsInt64()) return Internal(where + ": output '" + t.name + "' has a bad shape");
+      t.shape.push_back(d.GetInt64());
+    }
+    const auto parameters = o.FindMember("parameters");
+    const rapidjson::Value* size = nullptr;
+    if (parameters != o.MemberEnd() && parameters->value.IsObject() &&
+        parameters->value.HasMember("binary_data_size")) {
+      size = &parameters->value["binary_data_size"];
+    }
+    if (size == nullptr || !size->IsUint64()) {
+      return FailedPrecondition(where + ": output '" + t.name +
+                                "' came back as JSON: the gate compares outputs in the binary "
+                                "tensor extension, which the server must support");
+    }
+    if (offset + size->GetUint64() > answer.size()) {
+      return Internal(where + ": output '" + t.name + "' runs past the body's end");
+    }
+    t.data = answer.substr(offset, size->GetUint64());
+    offset += size->GetUint64();
+    outputs.push_back(std::move(t));
+  }
+  return outputs;
+}
+
+bool IsFloat(DataType dtype) {
+  return dtype == DataType::kFp16 || dtype == DataType::kBf16 || dtype == DataType::kFp32 ||
+         dtype == DataType::kFp64;
+}
+
+// The path of a snapshot change without its array indices and names:
+// "nvml.devices[0].name" -> "nvml.devices.name".
+std::string Generic(const std::string& path) {
+  std::string out;
+  int depth = 0;
+  for (char c : path) {
+    if (c == '[') ++depth;
+    if (depth == 0) out += c;
+    if (c == ']') --depth;
+  }
+  return out;
+}
+
+std::string LastKey(const std::string& generic) {
+  const size_t dot = generic.rfind('.');
+  return dot == std::string::npos ? generic : generic.substr(dot + 1);
+}
+
+}  // namespace
+
+StatusOr<std::vector<GateRequest>> MakeGateRequests(const inference::ModelConfig& config,
+                                                    uint64_t batch_rows) {
+  std::vector<uint64_t> rows = {1};
+  if (batch_rows > 1) rows.push_back(batch_rows);
+  std::vector<GateRequest> out;
+  for (uint64_t r : rows) {
+    // No model folder here: a model_warmup that reads input_data_file cannot be built from a
+    // remote config, and says so.
+    auto request = admission::MakeSeededRequest(config, "", static_cast<uint32_t>(r), kCanarySeed);
+    if (!request.ok()) {
+      return InvalidArgument("cannot build the canary request of model '" + config.name() +
+                             "' at " + RowsText(r) + ": " + request.status().message());
+    }
+    GateRequest g;
+    g.rows = r;
+    g.inputs = std::move(request->inputs);
+    std::string identity;
+    for (const Tensor& t : g.inputs) {
+      identity += t.name + '\0' + std::string(DataTypeName(t.dtype)) + '\0' +
+                  ShapeToString(t.shape) + '\0' + Checksum(t.data) + '\0';
+    }
+    g.inputs_checksum = Checksum(identity);
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+StatusOr<std::unique_ptr<GateServer>> GateServer::Connect(const ServerSpec& spec) {
+  std::unique_ptr<GateServer> server(new GateServer(spec));
+  server->describe_ = Describe(spec.http);
+  const std::string who = "the " + spec.role + " " + server->describe_;
+  // The HTTP target answers the model's metadata in any case: whether the server is up and
+  // knows the model, and the outputs to ask for.
+  auto http = bench::MakeHttpTarget(spec.http, bench::Encoding::kBinary, spec.model, "");
+  if (!http.ok()) return http.status().WithContext(who);
+  auto metadata = (*http)->Metadata();
+  if (!metadata.ok()) {
+    if (metadata.status().code() == StatusCode::kNotFound) {
+      return NotFound(who + " does not serve model '" + spec.model +
+                      "': check --model, and that the model is loaded there (GET /v2/models/" +
+                      spec.model + ")");
+    }
+    return Status(metadata.status().code(), who + ": " + metadata.status().message());
+  }
+  for (const backend::TensorSpec& o : metadata->outputs) server->output_names_.push_back(o.name);
+  if (spec.transport == bench::Transport::kGrpc) {
+    auto grpc = bench::MakeGrpcTarget(spec.grpc, spec.model, "");
+    if (!grpc.ok()) return grpc.status().WithContext(who + " (gRPC)");
+    auto grpc_metadata = (*grpc)->Metadata();
+    if (!grpc_metadata.ok()) {
+      return Status(grpc_metadata.status().code(), who + ", over gRPC at " + spec.grpc.host + ":" +
+                                                       std::to_string(spec.grpc.port) + ": " +
+                                                       grpc_metadata.status().message());
+    }
+    server->target_ = std::move(grpc).value();
+  } else {
+    server->target_ = std::move(http).value();
+  }
+  return server;
+}
+
+StatusOr<inference::ModelConfig> GateServer::Config() {
+  const std::string path = "/v2/models/" + spec_.model + "/config";
+  auto body = Get(spec_.http, path);
+  if (!body.ok()) {
+    return Status(body.status().code(),
+                  "the " + spec_.role + "'s model config: " + body.status().message());
+  }
+  inference::ModelConfig config;
+  google::protobuf::util::JsonParseOptions options;
+  // A newer server, or another KServe v2 server, may render fields this build does not know.
+  options.ignore_unknown_fields = true;
+  const auto parsed = google::protobuf::util::JsonStringToMessage(*body, &config, options);
+  if (!parsed.ok()) {
+    return Internal("GET " + describe_ + path + " is not a model config: " + parsed.ToString());
+  }
+  return config;
+}
+
+std::string GateServer::CapabilitySnapshot() {
+  auto body = Get(spec_.http, "/v2/health/admission");
+  if (!body.ok()) return "";
+  rapidjson::Document doc;
+  doc.Parse(body->data(), body->size());
+  if (doc.HasParseError() || !doc.IsObject()) return "";
+  const auto it = doc.FindMember("capability_snapshot");
+  if (it == doc.MemberEnd() || !it->value.IsObject()) return "";
+  rapidjson::StringBuffer buffer;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
+  it->value.Accept(w);
+  return std::string(buffer.GetString(), buffer.GetSize());
+}
+
+Status GateServer::Prepare(const std::vector<GateRequest>& requests, int warmup_runs,
+                           SideMeasurement* measurement) {
+  const std::string who = "the " + spec_.role + " " + describe_;
+  std::vector<std::vector<Tensor>> inputs;
+  for (const GateRequest& r : requests) inputs.push_back(r.inputs);
+  FASTPATH_RETURN_IF_ERROR(target_->Prepare(inputs).WithContext(who));
+  auto session = target_->NewSession();
+  if (!session.ok()) return session.status().WithContext(who);
+  session_ = std::move(session).value();
+  measurement->source = describe_;
+  measurement->requests.clear();
+  for (size_t i = 0; i < requests.size(); ++i) {
+    RequestMeasurement m;
+    m.rows = requests[i].rows;
+    m.inputs_checksum = requests[i].inputs_checksum;
+    auto outputs = PostForOutputs(spec_.http, spec_.model, requests[i].inputs, output_names_);
+    if (!outputs.ok()) {
+      return Status(outputs.status().code(), who + " failed the canary request at " +
+                                                 RowsText(m.rows) + ": " +
+                                                 outputs.status().message());
+    }
+    m.outputs = std::move(outputs).value();
+    for (int run = 0; run < warmup_runs; ++run) FASTPATH_RETURN_IF_ERROR(Time(i).status());
+    measurement->requests.push_back(std::move(m));
+  }
+  return Status::Ok();
+}
+
+StatusOr<double> GateServer::Time(size_t index) {
+  const auto sent = std::chrono::steady_clock::now();
+  const bench::InferOutcome outcome = session_->Infer(index);
+  const auto answered = std::chrono::steady_clock::now();
+  if (!outcome.ok) {
+    const StatusCode code = outcome.kind == "connect" || outcome.kind == "io"
+                                ? StatusCode::kUnavailable
+                                : StatusCode::kFailedPrecondition;
+    return Status(code, "the " + spec_.role + " " + describe_ + " failed a timed request (" +
+                            outcome.kind + "): " + outcome.message);
+  }
+  return std::chrono::duration<double, std::milli>(answered - sent).count();
+}
+
+Status MeasureRounds(GateServer* baseline, GateServer& candidate, uint32_t rounds,
+                     SideMeasurement* baseline_measurement,
+                     SideMeasurement* candidate_measurement) {
+  for (size_t i = 0; i < candidate_measurement->requests.size(); ++i) {
+    for (uint32_t round = 0; round < rounds; ++round) {
+      const bool baseline_first = round % 2 == 0;
+      for (int turn = 0; turn < 2; ++turn) {
+        const bool is_baseline = (turn == 0) == baseline_first;
+        if (is_baseline && baseline == nullptr) continue;
+        GateServer& server = is_baseline ? *baseline : candidate;
+        SideMeasurement* side = is_baseline ? baseline_measurement : candidate_measurement;
+        FASTPATH_ASSIGN_OR_RETURN(const double ms, server.Time(i));
+        side->requests[i].ms.push_back(ms);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+OutputComparison CompareOutputs(const SideMeasurement& baseline, const SideMeasurement& candidate) {
+  OutputComparison worst;
+  auto note = [&](double difference, const std::string& detail) {
+    if (difference > worst.difference ||
+        (std::isnan(difference) && !std::isnan(worst.difference))) {
+      worst.difference = difference;
+      worst.detail = detail;
+    }
+  };
+  const size_t n = std::min(baseline.requests.size(), candidate.requests.size());
+  for (size_t i = 0; i < n; ++i) {
+    const std::string at = " at " + RowsText(baseline.requests[i].rows);
+    const std::vector<Tensor>& got = candidate.requests[i].outputs;
+    for (const Tensor& want : baseline.requests[i].outputs) {
+      const auto g = std::find_if(got.begin(), got.end(),
+                                  [&](const Tensor& t) { return t.name == want.name; });
+      if (g == got.end()) {
+        note(kInfinite, "output '" + want.name + "' is missing from the candidate's answer" + at);
+        continue;
+      }
+      if (g->dtype != want.dtype || g->shape != want.shape) {
+        note(kInfinite, "output '" + want.name + "'" + at + " is " +
+                            std::string(DataTypeName(g->dtype)) + " " + ShapeToString(g->shape) +
+                            " on the candidate, " + std::string(DataTypeName(want.dtype)) + " " +
+                            ShapeToString(want.shape) + " on the baseline");
+        continue;
+      }
+      if (g->data == want.data) continue;
+      if (want.dtype == DataType::kBytes) {
+        note(kInfinite, "output '" + want.name + "'" + at + " differs (BYTES)");
+        continue;
+      }
+      auto deviation = admission::WorstDeviation(*g, want, /*relative_floor=*/1.0);
+      if (!deviation.ok()) {
+        note(kInfinite, "output '" + want.name + "'" + at + ": " + deviation.status().message());
+        continue;
+      }
+      note(deviation->difference,
+           "output '" + want.name + "' element " + std::to_string(deviation->index) + at + ": " +
+               admission::FormatNumber(deviation->value) + " on the candidate, " +
+               admission::FormatNumber(deviation->reference) + " on the baseline" +
+               (IsFloat(want.dtype) ? "" : " (integers)"));
+    }
+  }
+  return worst;
+}
+
+SnapshotComparison CompareSnapshots(const std::string& baseline_json,
+                                    const std::string& candidate_json) {
+  SnapshotComparison out;
+  if (baseline_json.empty() || candidate_json.empty()) {
+    out.note = baseline_json.empty() && candidate_json.empty()
+                   ? "neither server shows a capability snapshot"
+                   : std::string("the ") + (baseline_json.empty() ? "baseline" : "candidate") +
+                         " shows no capability snapshot (GET /v2/health/admission)";
+    return out;
+  }
+  auto changes = admission::DiffSnapshots(baseline_json, "baseline", candidate_json, "candidate");
+  if (!changes.ok()) {
+    out.note = changes.status().message();
+    return out;
+  }
+  out.compared = true;
+  // Instantaneous readings: they differ between two samples of one GPU.
+  static const std::set<std::string> kReadings = {
+      "sm_clock_mhz",           "mem_clock_mhz",
+      "clock_event_reasons",    "clock_event_reason_names",
+      "ecc_corrected_volatile", "ecc_uncorrected_volatile"};
+  // What makes one server faster than the other whatever model it runs.
+  static const std::set<std::string> kHardware = {"driver.device_count",
+                                                  "driver.cuda_version",
+                                                  "driver.devices",
+                                                  "driver.devices.name",
+                                                  "driver.devices.compute_capability",
+                                                  "driver.devices.total_memory_bytes",
+                                                  "nvml.driver_version",
+                                                  "nvml.devices",
+                                                  "nvml.devices.name",
+                                                  "nvml.devices.mig_enabled",
+                                                  "nvml.devices.mig_instances",
+                                                  "nvml.devices.power_limit_mw",
+                                                  "container.allowed_cpus",
+                                                  "container.cgroup_cpu_quota",
+                                                  "container.mig_device",
+                                                  "container.cuda_visible_devices"};
+  for (admission::SnapshotChange& c : *changes) {
+    const std::string generic = Generic(c.path);
+    if (kReadings.count(LastKey(generic)) > 0) continue;
+    if (kHardware.count(generic) > 0) out.hardware.push_back(c.path);
+    out.changes.push_back(std::move(c));
+  }
+  return out;
+}
+
+}  // namespace fastpath::cli::gate

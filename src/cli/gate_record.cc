@@ -1,0 +1,241 @@
+// `fastpath gate --record FILE`: a baseline measured once, compared later with `--baseline
+// FILE`. It keeps what the comparison needs: each request's round-trip times, its inputs'
+// checksum (a later candidate is compared only on the same request) and its outputs whole
+// (base64; the gate compares them element by element, which a checksum alone could not),
+// and the server's capability snapshot.
+#include <rapidjson/document.h>
+#include <rapidjson/prettywriter.h>
+#include <rapidjson/stringbuffer.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <iterator>
+
+#include "gate_measure.h"
+
+namespace fastpath::cli::gate {
+namespace {
+
+constexpr int kRecordFormat = 1;
+constexpr const char* kBase64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+std::string Base64Encode(const std::string& in) {
+  std::string out;
+  out.reserve((in.size() + 2) / 3 * 4);
+  size_t i = 0;
+  for (; i + 2 < in.size(); i += 3) {
+    const uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) | uint8_t(in[i + 2]);
+    for (int s = 18; s >= 0; s -= 6) out += kBase64[(v >> s) & 63];
+  }
+  if (i < in.size()) {
+    uint32_t v = uint8_t(in[i]) << 16;
+    if (i + 1 < in.size()) v |= uint8_t(in[i + 1]) << 8;
+    out += kBase64[(v >> 18) & 63];
+    out += kBase64[(v >> 12) & 63];
+    out += i + 1 < in.size() ? kBase64[(v >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+bool Base64Decode(const std::string& in, std::string* out) {
+  int8_t value[256];
+  std::fill(std::begin(value), std::end(value), int8_t{-1});
+  for (int i = 0; i < 64; ++i) value[uint8_t(kBase64[i])] = static_cast<int8_t>(i);
+  if (in.size() % 4 != 0) return false;
+  out->clear();
+  uint32_t bits = 0;
+  int count = 0;
+  size_t padding = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const char c = in[i];
+    if (c == '=') {
+      if (i + 2 < in.size() || ++padding > 2) return false;
+      continue;
+    }
+    if (padding > 0) return false;  // padding only at the end
+    const int8_t v = value[uint8_t(c)];
+    if (v < 0) return false;
+    bits = (bits << 6) | static_cast<uint32_t>(v);
+    if (++count == 4) {
+      out->push_back(static_cast<char>((bits >> 16) & 0xff));
+      out->push_back(static_cast<char>((bits >> 8) & 0xff));
+      out->push_back(static_cast<char>(bits & 0xff));
+      bits = 0;
+      count = 0;
+    }
+  }
+  if (count == 3) {
+    out->push_back(static_cast<char>((bits >> 10) & 0xff));
+    out->push_back(static_cast<char>((bits >> 2) & 0xff));
+  } else if (count == 2) {
+    out->push_back(static_cast<char>((bits >> 4) & 0xff));
+  } else if (count == 1) {
+    return false;
+  }
+  return true;
+}
+
+using Writer = rapidjson::PrettyWriter<rapidjson::StringBuffer>;
+
+void Str(Writer& w, const char* key, const std::string& value) {
+  w.Key(key);
+  w.String(value.c_str(), static_cast<rapidjson::SizeType>(value.size()));
+}
+
+}  // namespace
+
+std::string Checksum(const std::string& bytes) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (const char c : bytes) {
+    h ^= static_cast<uint8_t>(c);
+    h *= 0x100000001b3ULL;
+  }
+  char text[17];
+  std::snprintf(text, sizeof text, "%016" PRIx64, h);
+  return text;
+}
+
+std::string RecordToJson(const GateRecord& record) {
+  rapidjson::StringBuffer buffer;
+  Writer w(buffer);
+  w.SetIndent(' ', 2);
+  w.SetFormatOptions(rapidjson::kFormatSingleLineArray);
+  w.StartObject();
+  w.Key("fastpath_gate_record");
+  w.Int(kRecordFormat);
+  Str(w, "model", record.model);
+  Str(w, "server", record.side.source);
+  Str(w, "protocol", record.protocol);
+  w.Key("seed");
+  w.Uint64(record.seed);
+  Str(w, "recorded_at", record.recorded_at);
+  w.Key("requests");
+  w.StartArray();
+  for (const RequestMeasurement& r : record.side.requests) {
+    w.StartObject();
+    w.Key("rows");
+    w.Uint64(r.rows);
+    Str(w, "inputs_checksum", r.inputs_checksum);
+    w.Key("samples_ms");
+    w.StartArray();
+    for (const double ms : r.ms) w.Double(ms);
+    w.EndArray();
+    w.Key("outputs");
+    w.StartArray();
+    for (const Tensor& t : r.outputs) {
+      w.StartObject();
+      Str(w, "name", t.name);
+      Str(w, "datatype", std::string(DataTypeName(t.dtype)));
+      w.Key("shape");
+      w.StartArray();
+      for (const int64_t d : t.shape) w.Int64(d);
+      w.EndArray();
+      Str(w, "checksum", Checksum(t.data));
+      Str(w, "data_base64", Base64Encode(t.data));
+      w.EndObject();
+    }
+    w.EndArray();
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("capability_snapshot");
+  if (record.side.snapshot_json.empty()) {
+    w.Null();
+  } else {
+    rapidjson::Document snapshot;
+    snapshot.Parse(record.side.snapshot_json.c_str());
+    if (snapshot.HasParseError()) {
+      w.Null();
+    } else {
+      snapshot.Accept(w);
+    }
+  }
+  w.EndObject();
+  return std::string(buffer.GetString(), buffer.GetSize()) + "\n";
+}
+
+StatusOr<GateRecord> RecordFromJson(const std::string& text, const std::string& path) {
+  auto bad = [&](const std::string& what) {
+    return InvalidArgument(path + " is not a `fastpath gate --record` file: " + what);
+  };
+  rapidjson::Document doc;
+  doc.Parse(text.data(), text.size());
+  if (doc.HasParseError() || !doc.IsObject()) return bad("not a JSON object");
+  const auto format = doc.FindMember("fastpath_gate_record");
+  if (format == doc.MemberEnd() || !format->value.IsInt()) {
+    return bad("no \"fastpath_gate_record\" member");
+  }
+  if (format->value.GetInt() != kRecordFormat) {
+    return bad("format " + std::to_string(format->value.GetInt()) + ", this fastpath reads " +
+               std::to_string(kRecordFormat) + "; record the baseline again");
+  }
+  auto string = [&](const rapidjson::Value& v, const char* key, std::string* out) {
+    const auto it = v.FindMember(key);
+    if (it == v.MemberEnd() || !it->value.IsString()) return false;
+    *out = it->value.GetString();
+    return true;
+  };
+  GateRecord record;
+  if (!string(doc, "model", &record.model) || !string(doc, "server", &record.side.source) ||
+      !string(doc, "protocol", &record.protocol)) {
+    return bad("\"model\", \"server\" or \"protocol\" is missing");
+  }
+  (void)string(doc, "recorded_at", &record.recorded_at);
+  if (const auto seed = doc.FindMember("seed");
+      seed == doc.MemberEnd() || !seed->value.IsUint64()) {
+    return bad("no \"seed\"");
+  } else {
+    record.seed = seed->value.GetUint64();
+  }
+  const auto requests = doc.FindMember("requests");
+  if (requests == doc.MemberEnd() || !requests->value.IsArray() || requests->value.Empty()) {
+    return bad("no \"requests\"");
+  }
+  for (const auto& r : requests->value.GetArray()) {
+    RequestMeasurement m;
+    if (!r.IsObject() || !r.HasMember("rows") || !r["rows"].IsUint64() ||
+        !string(r, "inputs_checksum", &m.inputs_checksum) || !r.HasMember("samples_ms") ||
+        !r["samples_ms"].IsArray() || !r.HasMember("outputs") || !r["outputs"].IsArray()) {
+      return bad("a request lacks \"rows\", \"inputs_checksum\", \"samples_ms\" or \"outputs\"");
+    }
+    m.rows = r["rows"].GetUint64();
+    for (const auto& ms : r["samples_ms"].GetArray()) {
+      if (!ms.IsNumber()) return bad("a sample is not a number");
+      m.ms.push_back(ms.GetDouble());
+    }
+    if (m.ms.empty()) return bad("a request has no samples");
+    for (const auto& o : r["outputs"].GetArray()) {
+      Tensor t;
+      std::string dtype, data, checksum;
+      if (!o.IsObject() || !string(o, "name", &t.name) || !string(o, "datatype", &dtype) ||
+          !string(o, "data_base64", &data) || !o.HasMember("shape") || !o["shape"].IsArray()) {
+        return bad("an output lacks \"name\", \"datatype\", \"shape\" or \"data_base64\"");
+      }
+      const auto parsed = ParseDataType(dtype);
+      if (!parsed) return bad("output '" + t.name + "' has datatype '" + dtype + "'");
+      t.dtype = *parsed;
+      for (const auto& d : o["shape"].GetArray()) {
+        if (!d.IsInt64()) return bad("output '" + t.name + "' has a bad shape");
+        t.shape.push_back(d.GetInt64());
+      }
+      if (!Base64Decode(data, &t.data)) return bad("output '" + t.name + "': bad base64");
+      if (string(o, "checksum", &checksum) && checksum != Checksum(t.data)) {
+        return bad("output '" + t.name + "': its data does not match its checksum");
+      }
+      m.outputs.push_back(std::move(t));
+    }
+    record.side.requests.push_back(std::move(m));
+  }
+  if (const auto s = doc.FindMember("capability_snapshot");
+      s != doc.MemberEnd() && s->value.IsObject()) {
+    rapidjson::StringBuffer buffer;
+    rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
+    s->value.Accept(w);
+    record.side.snapshot_json.assign(buffer.GetString(), buffer.GetSize());
+  }
+  return record;
+}
+
+}  // namespace fastpath::cli::gate
