@@ -7,6 +7,7 @@
 #include <rapidjson/prettywriter.h>
 #include <rapidjson/stringbuffer.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -540,6 +541,14 @@ int Gate(const std::vector<std::string>& args) {
   if (!config.ok()) return NotMeasured(f, config.status());
 
   uint64_t batch_rows = config->max_batch_size() > 1 ? config->max_batch_size() : 0;
+  if (baseline && candidate_server) {
+    // Asked of the baseline too: both servers see the same requests in the same order (see
+    // gate::kConnections), and the largest batch is one both take.
+    auto baseline_config = baseline->Config();
+    if (!baseline_config.ok()) return NotMeasured(f, baseline_config.status());
+    const auto rows = static_cast<uint64_t>(std::max(baseline_config->max_batch_size(), 0));
+    batch_rows = std::min(batch_rows, rows > 1 ? rows : 0);
+  }
   if (recorded) {
     batch_rows = recorded->side.requests.size() > 1 ? recorded->side.requests[1].rows : 0;
     if (batch_rows > 0 && static_cast<uint64_t>(config->max_batch_size()) < batch_rows) {

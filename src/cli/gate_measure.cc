@@ -343,9 +343,12 @@ Status GateServer::Prepare(const std::vector<GateRequest>& requests, int warmup_
   std::vector<std::vector<Tensor>> inputs;
   for (const GateRequest& r : requests) inputs.push_back(r.inputs);
   FASTPATH_RETURN_IF_ERROR(target_->Prepare(inputs).WithContext(who));
-  auto session = target_->NewSession();
-  if (!session.ok()) return session.status().WithContext(who);
-  session_ = std::move(session).value();
+  sessions_.clear();
+  for (int c = 0; c < kConnections; ++c) {
+    auto session = target_->NewSession();
+    if (!session.ok()) return session.status().WithContext(who);
+    sessions_.push_back(std::move(session).value());
+  }
   measurement->source = describe_;
   measurement->requests.clear();
   for (size_t i = 0; i < requests.size(); ++i) {
@@ -359,15 +362,19 @@ Status GateServer::Prepare(const std::vector<GateRequest>& requests, int warmup_
                                                  outputs.status().message());
     }
     m.outputs = std::move(outputs).value();
-    for (int run = 0; run < warmup_runs; ++run) FASTPATH_RETURN_IF_ERROR(Time(i).status());
+    // Every connection at least once: the first request on one pays for connecting.
+    for (int run = 0; run < std::max(warmup_runs, kConnections); ++run) {
+      FASTPATH_RETURN_IF_ERROR(Time(i, static_cast<uint32_t>(run)).status());
+    }
     measurement->requests.push_back(std::move(m));
   }
   return Status::Ok();
 }
 
-StatusOr<double> GateServer::Time(size_t index) {
+StatusOr<double> GateServer::Time(size_t index, uint32_t round) {
+  bench::InferSession& session = *sessions_[round % sessions_.size()];
   const auto sent = std::chrono::steady_clock::now();
-  const bench::InferOutcome outcome = session_->Infer(index);
+  const bench::InferOutcome outcome = session.Infer(index);
   const auto answered = std::chrono::steady_clock::now();
   if (!outcome.ok) {
     const StatusCode code = outcome.kind == "connect" || outcome.kind == "io"
@@ -390,7 +397,7 @@ Status MeasureRounds(GateServer* baseline, GateServer& candidate, uint32_t round
         if (is_baseline && baseline == nullptr) continue;
         GateServer& server = is_baseline ? *baseline : candidate;
         SideMeasurement* side = is_baseline ? baseline_measurement : candidate_measurement;
-        FASTPATH_ASSIGN_OR_RETURN(const double ms, server.Time(i));
+        FASTPATH_ASSIGN_OR_RETURN(const double ms, server.Time(i, round));
         side->requests[i].ms.push_back(ms);
       }
     }

@@ -29,6 +29,14 @@ namespace fastpath::cli::gate {
 // the canaries watch afterwards.
 inline constexpr uint64_t kCanarySeed = 0x63616e617279;
 
+// Timed connections per server, one per round in turn. A server spreads its connections
+// over its event loops (fastpath: --http-threads, 2 by default) and a loop that shares a
+// core with the model's threads answers slower: on a two-core machine one connection to
+// each of two identical servers measured one 15% slower than the other, depending only on
+// how many connections each had been opened before. Four connections in turn spread the
+// rounds over 1, 2 or 4 loops alike on both sides.
+inline constexpr int kConnections = 4;
+
 // One request of the comparison: batch 1, or the model's largest batch.
 struct GateRequest {
   uint64_t rows = 1;
@@ -80,12 +88,13 @@ class GateServer {
   // The "capability_snapshot" of GET /v2/health/admission as JSON text; empty when the server
   // answers no such endpoint or no snapshot (another KServe v2 server, a snapshot not taken).
   std::string CapabilitySnapshot();
-  // Encodes the requests for the timed session, fetches each one's outputs and runs
-  // `warmup_runs` untimed round trips of each (a new connection, the model's first runs).
+  // Encodes the requests for the timed sessions, fetches each one's outputs and runs
+  // `warmup_runs` untimed round trips of each (at least one per connection: connecting, the
+  // model's first runs).
   Status Prepare(const std::vector<GateRequest>& requests, int warmup_runs,
                  SideMeasurement* measurement);
-  // One round trip of prepared request `index`, in milliseconds.
-  StatusOr<double> Time(size_t index);
+  // One round trip of prepared request `index` on the connection of `round`, in milliseconds.
+  StatusOr<double> Time(size_t index, uint32_t round);
 
   const std::string& describe() const { return describe_; }
   const ServerSpec& spec() const { return spec_; }
@@ -96,7 +105,7 @@ class GateServer {
   ServerSpec spec_;
   std::string describe_;  // "http://host:port"
   std::unique_ptr<bench::Target> target_;
-  std::unique_ptr<bench::InferSession> session_;
+  std::vector<std::unique_ptr<bench::InferSession>> sessions_;  // kConnections
   std::vector<std::string> output_names_;
 };
 
