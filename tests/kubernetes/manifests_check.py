@@ -6,8 +6,8 @@ Usage: manifests_check.py FASTPATH_BINARY TEST_REPOSITORY MANIFEST_DIR
 1. Parses every YAML document of every *.yaml / *.yml file under MANIFEST_DIR (recursively)
    and checks each one's (apiVersion, kind) against KNOWN: an unknown one fails, naming the
    file and the document.
-2. Finds the fastpath containers (image named fastpath) of the Deployments and KServe
-   ServingRuntimes, and checks what can be checked without a cluster: args start with
+2. Finds the fastpath containers (image named fastpath) of the Deployments, Argo Rollouts and
+   KServe ServingRuntimes, and checks what can be checked without a cluster: args start with
    `serve`; every containerPort and every probe port (a number, or a port name of the
    container) is a port fastpath listens on with those args (probes on the HTTP port); the
    metrics annotations (prometheus.io/* on a Deployment's pod template, prometheus.kserve.io/*
@@ -16,7 +16,12 @@ Usage: manifests_check.py FASTPATH_BINARY TEST_REPOSITORY MANIFEST_DIR
    a ServingRuntime has what KServe expects of a v2 runtime (KSERVE_* below); an
    InferenceService names a runtime of the manifests that supports its model format and
    protocol; an HPA scales a Deployment of the manifests on Pods metrics that a Prometheus
-   adapter rule (a ConfigMap of the manifests holding the adapter's config) serves.
+   adapter rule (a ConfigMap of the manifests holding the adapter's config) serves; a Rollout
+   has a canary strategy whose stable and canary Services are of the manifests, select its
+   pods and forward to its container's ports, and an analysis step whose AnalysisTemplate
+   runs `fastpath gate` in a Job (the Rollout's image, backoffLimit 0, restartPolicy Never)
+   with --baseline the stable Service and --candidate the canary Service on fastpath's HTTP
+   port, every {{args.*}} given a value.
 3. Starts the binary once per fastpath container with the flags the manifests pass, mapped:
    ports to 0 (read back from --port-file), --host to loopback, --model-repository to a copy
    of the test repository's `simple` model, --version-lock to a lock of this machine
@@ -26,6 +31,10 @@ Usage: manifests_check.py FASTPATH_BINARY TEST_REPOSITORY MANIFEST_DIR
    (mapped), fetches the metrics annotations' path, sends one inference and checks that every
    fastpath_* / nv_* name the adapter rules use is on the scrape; and stops it with SIGTERM,
    expecting exit 0 (the drain). A control run with one unknown flag added must exit 2.
+   Before a Rollout's fastpath is stopped, each gate command line of its AnalysisTemplates is
+   run by the binary with both Services mapped to that live server and the model to `simple`:
+   it must measure (exit 0 or 1, JSON with "passed" on stdout); against an unreachable server
+   it must exit 3, not 2 (a flag it rejected); with an unknown flag added, 2.
 4. Runs every adapter rule's queries (templates filled in) through promtool (on PATH or
    /usr/bin: Debian's `prometheus`, tools/setup.sh --test); fails without it.
 Prints a one-line summary. Everything runs under one deadline (DEADLINE_S); every fastpath
@@ -63,7 +72,13 @@ KNOWN = {
     ("autoscaling/v2", "HorizontalPodAutoscaler"),
     ("serving.kserve.io/v1alpha1", "ServingRuntime"),
     ("serving.kserve.io/v1beta1", "InferenceService"),
+    ("argoproj.io/v1alpha1", "Rollout"),
+    ("argoproj.io/v1alpha1", "AnalysisTemplate"),
 }
+
+# `fastpath gate`'s exit codes (src/cli/cli.h): 0 passed, 1 refused, 2 usage, 3 not measured.
+GATE_USAGE, GATE_NOT_MEASURED = 2, 3
+GATE_TIMEOUT_S = 30
 
 # What KServe expects of a v2 runtime, as its kserve-tritonserver ClusterServingRuntime does it
 # (kserve/kserve config/runtimes/kserve-tritonserver.yaml): the storage initializer's model
@@ -203,8 +218,8 @@ class Container:
 
 def fastpath_containers(docs):
     found = []
-    for doc in find(docs, "Deployment") + find(docs, "ServingRuntime"):
-        if doc.kind == "Deployment":
+    for doc in find(docs, "Deployment") + find(docs, "Rollout") + find(docs, "ServingRuntime"):
+        if doc.kind in ("Deployment", "Rollout"):  # a Rollout's spec.template is a Deployment's
             template = (doc.obj.get("spec") or {}).get("template") or {}
             spec = template.get("spec") or {}
             annotations = (template.get("metadata") or {}).get("annotations") or {}
@@ -340,6 +355,201 @@ def check_inference_services(docs, errors):
         protocol = model.get("protocolVersion")
         if protocol and protocol not in (spec.get("protocolVersions") or []):
             errors.append("%s: runtime %s does not speak %s" % (doc, runtime, protocol))
+
+
+# ---- Argo Rollouts: the canary's Services and the gate's AnalysisTemplate ----
+
+ARG = re.compile(r"\{\{\s*args\.([A-Za-z0-9_.-]+)\s*\}\}")
+GATE_URL = re.compile(r"^http://([a-z0-9.-]+):(\d+)$")
+
+
+class Gate:
+    """A `fastpath gate` command line of an AnalysisTemplate, its {{args.*}} filled in."""
+
+    def __init__(self, where, container, args):
+        self.where, self.container, self.args = where, container, args
+
+
+def check_service(doc, labels, c, errors):
+    """A Service of a Rollout: selects its pods, forwards to ports its container has."""
+    spec = doc.obj.get("spec") or {}
+    selector = spec.get("selector") or {}
+    if not selector or any(labels.get(k) != v for k, v in selector.items()):
+        errors.append("%s: selector %s does not select the pods of %s (labels %s)"
+                      % (doc, selector, c.doc, labels))
+    ports = {}
+    for p in spec.get("ports") or []:
+        try:
+            number = c.resolve(p.get("targetPort", p.get("port")))
+        except Failure as e:
+            errors.append("%s: %s" % (doc, e))
+            continue
+        if c.role_of(number) is None:
+            errors.append("%s: port %s forwards to %d, none of the ports fastpath listens on"
+                          % (doc, p.get("port"), number))
+            continue
+        ports[int(p.get("port"))] = number
+    return ports  # Service port -> container port
+
+
+def check_gate_job(template, values, rollout, c, services, errors):
+    """The Jobs of `template` that run fastpath: [Gate]."""
+    gates = []
+    canary = ((rollout.obj.get("spec") or {}).get("strategy") or {}).get("canary") or {}
+    for metric in (template.obj.get("spec") or {}).get("metrics") or []:
+        job = (metric.get("provider") or {}).get("job")
+        if not job:
+            continue
+        where = "%s metric %s" % (template, metric.get("name"))
+        spec = job.get("spec") or {}
+        if spec.get("backoffLimit") != 0:
+            errors.append("%s: backoffLimit must be 0 (a refused gate retried may pass by "
+                          "chance)" % where)
+        pod = (spec.get("template") or {}).get("spec") or {}
+        if pod.get("restartPolicy") != "Never":
+            errors.append("%s: restartPolicy must be Never" % where)
+        for container in pod.get("containers") or []:
+            if "fastpath" not in str(container.get("image", "")):
+                continue
+            if container.get("image") != c.c.get("image"):
+                errors.append("%s: image %s is not the Rollout's (%s)"
+                              % (where, container.get("image"), c.c.get("image")))
+            def fill(m):  # an arg declared without a value and given none stays as it is
+                value = values.get(m.group(1))
+                return m.group(0) if value is None else str(value)
+
+            args = [ARG.sub(fill, str(a)) for a in container.get("args") or []]
+            left = [a for a in args if ARG.search(a)]
+            if left:
+                errors.append("%s: %s has no value" % (where, ", ".join(left)))
+                continue
+            if args[:1] != ["gate"]:
+                errors.append("%s: args must start with `gate` (got %s)" % (where, args[:1]))
+                continue
+            try:
+                flags = dict(parse_flags(args[1:]))
+            except ValueError as e:
+                errors.append("%s: %s" % (where, e))
+                continue
+            for flag, role in (("--baseline", "stableService"), ("--candidate", "canaryService")):
+                match = GATE_URL.match(flags.get(flag) or "")
+                if not match:
+                    errors.append("%s: %s %r is not http://SERVICE:PORT"
+                                  % (where, flag, flags.get(flag)))
+                elif match.group(1) != canary.get(role):
+                    errors.append("%s: %s names %s, not the Rollout's %s %s"
+                                  % (where, flag, match.group(1), role, canary.get(role)))
+                elif match.group(1) in services:
+                    target = services[match.group(1)].get(int(match.group(2)))
+                    if target is None or c.role_of(target) != "http":
+                        errors.append("%s: %s: port %s of Service %s does not reach fastpath's "
+                                      "HTTP port %d" % (where, flag, match.group(2),
+                                                        match.group(1), c.ports["http"]))
+            gates.append(Gate(where, c, args))
+    return gates
+
+
+def check_rollouts(docs, containers, errors):
+    """[Gate] of every Rollout's analysis steps."""
+    gates, used = [], set()
+    for doc in find(docs, "Rollout"):
+        spec = doc.obj.get("spec") or {}
+        canary = (spec.get("strategy") or {}).get("canary")
+        c = next((c for c in containers if c.doc is doc), None)
+        if not canary or c is None:
+            errors.append("%s: needs a canary strategy and a fastpath container" % doc)
+            continue
+        labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+        selector = (spec.get("selector") or {}).get("matchLabels") or {}
+        if not selector or any(labels.get(k) != v for k, v in selector.items()):
+            errors.append("%s: selector %s does not match its pod labels %s"
+                          % (doc, selector, labels))
+        services = {}
+        for role in ("stableService", "canaryService"):
+            found = find(docs, "Service", canary.get(role))
+            if not canary.get(role) or not found:
+                errors.append("%s: %s %s is no Service of the manifests"
+                              % (doc, role, canary.get(role)))
+                continue
+            services[found[0].name] = check_service(found[0], labels, c, errors)
+        if canary.get("stableService") == canary.get("canaryService"):
+            errors.append("%s: stableService and canaryService must differ" % doc)
+        mine = []
+        for step in canary.get("steps") or []:
+            analysis = step.get("analysis")
+            if not analysis:
+                continue
+            step_args = {a.get("name"): a.get("value") for a in analysis.get("args") or []}
+            for ref in analysis.get("templates") or []:
+                found = find(docs, "AnalysisTemplate", ref.get("templateName"))
+                if not found:
+                    errors.append("%s: analysis template %s is not in the manifests"
+                                  % (doc, ref.get("templateName")))
+                    continue
+                used.add(found[0].name)
+                declared = {a.get("name"): a.get("value")
+                            for a in (found[0].obj.get("spec") or {}).get("args") or []}
+                unknown = sorted(set(step_args) - set(declared))
+                if unknown:
+                    errors.append("%s: args %s are not declared by %s"
+                                  % (doc, ", ".join(unknown), found[0]))
+                values = dict(declared, **step_args)
+                mine += check_gate_job(found[0], values, doc, c, services, errors)
+        if not mine:
+            errors.append("%s: no analysis step runs `fastpath gate`" % doc)
+        gates += mine
+    for doc in find(docs, "AnalysisTemplate"):
+        if doc.name not in used:
+            errors.append("%s: used by no Rollout of the manifests, so unchecked" % doc)
+    return gates
+
+
+def gate_check(gate, binary, http_port, deadline, work, report):
+    """The gate's command line, both sides mapped to the live fastpath of its Rollout."""
+    def argv(url, extra=()):
+        out = [binary, "gate"]
+        for flag, value in parse_flags(gate.args[1:]):
+            if flag == "--model":
+                value = "simple"  # the test repository's model
+            elif flag in ("--baseline", "--candidate"):
+                value = url
+            elif flag == "--record":
+                value = os.path.join(work, "gate-record.json")
+            out.append(flag if value is None else "%s=%s" % (flag, value))
+        return out + list(extra)
+
+    def run(args):
+        timeout = max(1, min(GATE_TIMEOUT_S, deadline.left()))
+        p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           stdin=subprocess.DEVNULL, timeout=timeout,
+                           preexec_fn=die_with_parent)
+        return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode(
+            "utf-8", "replace")
+
+    live = argv("http://127.0.0.1:%d" % http_port)
+    code, out, err = run(live)
+    if code == GATE_USAGE:
+        raise Failure("%s: fastpath gate rejects the command line the manifests pass (exit 2):"
+                      "\n  %s\n%s" % (gate.where, " ".join(gate.args), err))
+    if code not in (0, 1):
+        raise Failure("%s: fastpath gate could not measure a live server (exit %d; mapped: "
+                      "%s):\n%s" % (gate.where, code, " ".join(live[1:]), err))
+    if "--json" in live:
+        try:
+            verdict = json.loads(out)
+        except ValueError:
+            raise Failure("%s: --json printed no JSON:\n%s" % (gate.where, out[:500]))
+        if not isinstance(verdict.get("passed"), bool):
+            raise Failure("%s: the verdict has no \"passed\": %s" % (gate.where, out[:500]))
+    code, _, err = run(argv("http://127.0.0.1:1"))  # nothing listens on port 1
+    if code != GATE_NOT_MEASURED:
+        raise Failure("%s: against an unreachable server fastpath gate exited %d, not %d:\n%s"
+                      % (gate.where, code, GATE_NOT_MEASURED, err))
+    code, _, _ = run(live + ["--manifests-check-unknown-flag"])
+    if code != GATE_USAGE:
+        raise Failure("%s: with an unknown flag fastpath gate exited %d, not 2: a flag the "
+                      "manifests pass would not be caught" % (gate.where, code))
+    report["gates"] += 1
 
 
 # ---- the HPA and the Prometheus adapter rules ----
@@ -500,7 +710,7 @@ def start(c, argv, deadline, work, runs):
     return run, deadline.wait_for("%s: fastpath's port file" % c.where, ports)
 
 
-def live_check(c, binary, repository, lock, deadline, work, runs, adapter_names, report):
+def live_check(c, binary, repository, lock, deadline, work, runs, adapter_names, report, gates):
     run, actual = start(c, mapped_argv(c, binary, repository, lock, work), deadline, work, runs)
 
     def local(port):
@@ -541,6 +751,9 @@ def live_check(c, binary, repository, lock, deadline, work, runs, adapter_names,
     if missing:
         raise Failure("%s: the Prometheus adapter rules use %s, not on fastpath's scrape"
                       % (c.where, ", ".join(missing)))
+    for gate in gates:
+        if gate.container is c:
+            gate_check(gate, binary, actual["http"], deadline, work, report)
     code = run.stop()
     if code != 0:
         raise Failure("%s: fastpath exited %d on SIGTERM, not 0" % (c.where, code))
@@ -567,6 +780,7 @@ def run_checks(binary, test_repository, manifest_dir, work, runs):
     for c in containers:
         check_container(c, docs, errors)
     check_inference_services(docs, errors)
+    gates = check_rollouts(docs, containers, errors)
     rules = adapter_rules(docs, errors)
     hpa_metrics = check_hpas(docs, rules, errors)
     if errors:
@@ -587,11 +801,12 @@ def run_checks(binary, test_repository, manifest_dir, work, runs):
         adapter_names |= set(SERIES_NAME.findall(rule.get("metricsQuery", "")))
     queries = promtool_check(rules, work)
 
-    report = {"probes": 0, "ports": 0, "metrics": 0}
+    report = {"probes": 0, "ports": 0, "metrics": 0, "gates": 0}
     for i, c in enumerate(containers):
         run_dir = os.path.join(work, "run-%d" % i)
         os.mkdir(run_dir)
-        live_check(c, binary, repository, lock, deadline, run_dir, runs, adapter_names, report)
+        live_check(c, binary, repository, lock, deadline, run_dir, runs, adapter_names, report,
+                   gates)
     control_run(containers[0], binary, repository, lock, deadline, work, runs)
 
     kinds = {}
@@ -599,11 +814,13 @@ def run_checks(binary, test_repository, manifest_dir, work, runs):
         kinds[d.kind] = kinds.get(d.kind, 0) + 1
     print("kubernetes manifests OK: %d documents in %d files (%s); %d fastpath containers "
           "started with their flags (%s): %d probes answered 200, %d containerPorts listening, "
-          "%d metrics endpoints; HPA %s; adapter rules: %d series on the scrape, %s; %.1f s"
+          "%d metrics endpoints; %d gate command lines measured a live server (%s); HPA %s; "
+          "adapter rules: %d series on the scrape, %s; %.1f s"
           % (len(docs), len(files), ", ".join("%d %s" % (n, k) for k, n in sorted(kinds.items())),
              len(containers), ", ".join("%s %s/%s" % (c.doc.path, c.doc.kind, c.doc.name)
                                         for c in containers),
-             report["probes"], report["ports"], report["metrics"],
+             report["probes"], report["ports"], report["metrics"], report["gates"],
+             ", ".join(g.where for g in gates) or "none",
              ", ".join(hpa_metrics) or "none", len(adapter_names), queries, deadline.elapsed()))
 
 
