@@ -192,7 +192,7 @@ std::string TextReport(const GateResult& r) {
     const Percentiles pa = Of(a), pb = Of(b);
     const std::string label = "batch " + std::to_string(batch);
     out << "  " << Pad(label, 11) << Pad("p50", 11) << Pad(Figure(pa.p50, " ms"), 14)
-        << Pad(Figure(pb.p50, " ms"), 14) << "\n";
+        << Figure(pb.p50, " ms") << "\n";
     out << "  " << Pad("", 11) << Pad("p95", 11) << Pad(Figure(pa.p95, " ms"), 14)
         << Pad(Figure(pb.p95, " ms"), 14)
         << Pad(judged ? Figure(v.p95_ratio) : Figure(pa.p95 > 0 ? pb.p95 / pa.p95 : 0), 9)
