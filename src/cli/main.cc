@@ -46,6 +46,10 @@ constexpr Command kCommands[] = {
      "check the production checklist on this node against a repository: PASS, FAIL or NOT "
      "CHECKED per item",
      fastpath::cli::Preflight},
+    {"gate",
+     "compare a candidate server's model with a baseline's before a rollout: p95, throughput, "
+     "outputs, snapshots",
+     fastpath::cli::Gate},
 };
 
 }  // namespace
