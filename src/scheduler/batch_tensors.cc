@@ -7,7 +7,8 @@ namespace fastpath::scheduler {
 
 BatchSignature BatchSignature::Of(const Job& job) {
   BatchSignature sig;
-  if (job.request.inputs.empty()) sig.batchable = false;
+  // A gate's measurement runs alone (Job::compute_ns, Job::hold).
+  if (job.request.inputs.empty() || job.compute_ns != nullptr || job.hold) sig.batchable = false;
   for (const Tensor& t : job.request.inputs) {
     if (t.shape.empty()) {
       sig.batchable = false;
@@ -19,7 +20,10 @@ BatchSignature BatchSignature::Of(const Job& job) {
 }
 
 bool BatchSignature::Accepts(const Job& job) const {
-  if (!batchable || job.request.inputs.size() != inputs.size()) return false;
+  if (!batchable || job.compute_ns != nullptr || job.hold ||
+      job.request.inputs.size() != inputs.size()) {
+    return false;
+  }
   for (const Tensor& t : job.request.inputs) {
     auto it = inputs.find(t.name);
     if (it == inputs.end() || t.shape.empty() || it->second.first != t.dtype) return false;

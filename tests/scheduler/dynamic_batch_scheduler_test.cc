@@ -340,6 +340,44 @@ TEST_F(DynamicBatchSchedulerTest, MultiRowRequestsNeverOverfillABatch) {
   ExpectOk(2, 3);
 }
 
+// The rollout gate's measurements (Job::compute_ns, Job::hold) run alone: a request
+// queued before one is not held back for it, none joins it, and the measured one runs
+// twice (primed), with only the second run timed.
+TEST_F(DynamicBatchSchedulerTest, AGateMeasurementRunsAlonePrimedAndTimesItsSecondRun) {
+  Start(Options(8, milliseconds(100)));
+  model_.SetRunHook([this] { clock_.Advance(milliseconds(5)); });
+  uint64_t compute_ns = 0;
+  bool held = false;
+  Enqueue(MakeJob(1));
+  Job measured = MakeJob(2);
+  measured.compute_ns = &compute_ns;
+  measured.canary = true;
+  Enqueue(std::move(measured));
+  Job hold = MakeJob(3);
+  hold.hold = [&] { held = true; };
+  Enqueue(std::move(hold));
+  Enqueue(MakeJob(4));
+  model_.Open();
+  // 1 goes at once (the measurement cannot join it), 2 twice, 3 holds without a run, and
+  // 4 waits for its window.
+  model_.WaitRuns(3);
+  answers_.WaitCount(3);
+  Advance(milliseconds(100));
+  model_.WaitRuns(4);
+  answers_.WaitCount(4);
+  std::vector<std::vector<int>> ids;
+  for (const auto& run : model_.Runs()) ids.push_back(run.ids);
+  EXPECT_EQ(ids, (std::vector<std::vector<int>>{{1}, {2}, {2}, {4}}));
+  EXPECT_EQ(compute_ns, 5000000u);
+  EXPECT_TRUE(held);
+  ExpectOk(1);
+  ExpectOk(2);
+  ExpectOk(4);
+  auto answer = answers_.Get(3);
+  ASSERT_TRUE(answer.ok());
+  EXPECT_TRUE(answer->outputs.empty());
+}
+
 TEST_F(DynamicBatchSchedulerTest, PreferredSizeIsSentWithoutWaiting) {
   DynamicBatchOptions o = Options(8, milliseconds(100));
   o.preferred_batch_sizes = {2, 4};

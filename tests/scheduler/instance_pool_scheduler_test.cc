@@ -100,6 +100,34 @@ TEST(InstancePoolSchedulerTest, EveryResponseGoesToItsRequest) {
   EXPECT_EQ(s.batch_stats[0].batch_size, 1u);
 }
 
+// The rollout gate's measurement runs twice (primed) and is answered once, not counted
+// as user traffic; a hold runs in place of the model.
+TEST(InstancePoolSchedulerTest, AGateMeasurementIsPrimedAndAHoldRunsInPlaceOfTheModel) {
+  GatedInstance::Gate gate;
+  gate.Open();
+  StatsRecorder stats;
+  InstancePoolScheduler sched(MakeInstances(1, &gate), &stats, {});
+  std::promise<StatusOr<InferResponse>> measured_result, hold_result;
+  uint64_t compute_ns = 0;
+  Job measured = MakeJob("measured", &measured_result);
+  measured.compute_ns = &compute_ns;
+  measured.canary = true;
+  sched.Enqueue(std::move(measured));
+  ASSERT_TRUE(measured_result.get_future().get().ok());
+  EXPECT_EQ(gate.runs, 2);
+  bool held = false;
+  Job hold = MakeJob("hold", &hold_result);
+  hold.hold = [&] { held = true; };
+  hold.canary = true;
+  sched.Enqueue(std::move(hold));
+  auto answer = hold_result.get_future().get();
+  ASSERT_TRUE(answer.ok());
+  EXPECT_TRUE(answer->outputs.empty());
+  EXPECT_TRUE(held);
+  EXPECT_EQ(gate.runs, 2);
+  EXPECT_EQ(stats.Snapshot("m", "1").inference_count, 0u);
+}
+
 TEST(InstancePoolSchedulerTest, AJobGoesToTheFirstFreeInstance) {
   GatedInstance::Gate gate;
   StatsRecorder stats;
