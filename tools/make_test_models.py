@@ -15,6 +15,9 @@ Models:
   square            INPUT0 FP32 [-1,n,n] -> OUTPUT0 = MatMul(INPUT0, INPUT0): compute grows
                     as n^3 while the request grows as n^2, so a larger n is a slower device
                     to the drift tests and not mostly a longer request (flat output only)
+  chain10, chain13  INPUT0 FP32 [-1,512] -> OUTPUT0: 10 (13) MatMuls by one 512x512 weight in
+                    a row; the same interface, and chain13 does 1.3x the work of chain10
+                    (the rollout gate's slower candidate; flat output only)
   corrupt           bytes that are not an ONNX model (flat output only, unless asked)
   scalar_*          rank-0 inputs and outputs, flat output only, no batching unless said:
                     scalar_clip      X [4], LO [], HI [] -> Y = Clip(X, LO, HI) [4],
@@ -205,6 +208,34 @@ def square_model():
     return ModelSpec("square", _finish(graph), [], [])
 
 
+def chain_models():
+    """Two models with one interface, one 1.3x the other's work: 10 and 13 MatMuls by the
+    same 512x512 weight. The weight's entries are +-1/sqrt(512) with seeded signs, so each
+    layer keeps the vector's size about the same and 13 layers stay far from overflow."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    n = 512
+    signs = np.random.RandomState(13).randint(0, 2, size=(n, n)) * 2 - 1
+    weight = numpy_helper.from_array((signs / np.sqrt(n)).astype(np.float32), "W")
+
+    def chain(layers):
+        nodes, last = [], "INPUT0"
+        for i in range(layers):
+            out = "OUTPUT0" if i == layers - 1 else f"h{i}"
+            nodes.append(helper.make_node("MatMul", [last, "W"], [out], name=f"layer{i}"))
+            last = out
+        name = f"chain{layers}"
+        graph = helper.make_graph(
+            nodes, name,
+            [helper.make_tensor_value_info("INPUT0", TensorProto.FLOAT, ["batch", n])],
+            [helper.make_tensor_value_info("OUTPUT0", TensorProto.FLOAT, ["batch", n])],
+            [weight])
+        return ModelSpec(name, _finish(graph), [], [])
+
+    return [chain(10), chain(13)]
+
+
 def fp16_accuracy_models():
     """The FP16 accuracy guard's pair: Y = X + 0.1 computed in FP16 (X cast down, the sum
     cast back up), and its FP32 twin. Inputs in [0, 1) differ by FP16 rounding, at most
@@ -331,7 +362,7 @@ def serialize(model):
 
 
 def write_flat(out_dir, models):
-    for spec in (models + [mlp_model(), square_model()] + ensemble_step_models() +
+    for spec in (models + [mlp_model(), square_model()] + chain_models() + ensemble_step_models() +
                  fp16_accuracy_models() + scalar_models()):
         write_if_changed(os.path.join(out_dir, spec.name + ".onnx"), serialize(spec.model))
     write_if_changed(os.path.join(out_dir, "corrupt.onnx"), CORRUPT_BYTES)

@@ -34,6 +34,35 @@ std::string Figure(double value) {
 
 double Median(std::vector<double> values) { return Percentile(std::move(values), 50); }
 
+constexpr int kResamples = 400;
+
+struct Interval {
+  double low = 0, high = 0;
+};
+
+// The 5th and 95th percentiles of `statistic` over resamples of the rounds 0..n-1 drawn
+// with replacement (pairs stay together), from a fixed seed: the same samples always give
+// the same verdict.
+template <typename Statistic>
+Interval Bootstrap(size_t n, Statistic statistic) {
+  if (n == 0) return {};
+  uint64_t state = 0x676174652d626f6fULL;  // "gate-boo"
+  auto next = [&state] {                   // SplitMix64
+    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  };
+  std::vector<double> values;
+  values.reserve(kResamples);
+  std::vector<size_t> rounds(n);
+  for (int r = 0; r < kResamples; ++r) {
+    for (size_t& i : rounds) i = next() % n;
+    values.push_back(statistic(rounds));
+  }
+  return {Percentile(values, 5), Percentile(values, 95)};
+}
+
 }  // namespace
 
 double Percentile(std::vector<double> values, double p) {
@@ -56,8 +85,9 @@ StatusOr<std::optional<GatePolicy>> RolloutGateFor(const inference::ModelConfig&
     if (key.rfind(kRolloutPrefix, 0) != 0 || key == kRolloutGate) continue;
     const std::string& value = parameter.string_value();
     if (!on) {
-      return InvalidArgument("parameters: '" + key + "' tunes the rollout gate, which is off; set " +
-                             kRolloutGate + " to \"true\", or remove it");
+      return InvalidArgument("parameters: '" + key +
+                             "' tunes the rollout gate, which is off; set " + kRolloutGate +
+                             " to \"true\", or remove it");
     }
     if (key == kRolloutMaxP95Ratio) {
       FASTPATH_ASSIGN_OR_RETURN(policy.max_p95_ratio, ParseNumber(key, value, 1, 100));
@@ -67,7 +97,8 @@ StatusOr<std::optional<GatePolicy>> RolloutGateFor(const inference::ModelConfig&
       FASTPATH_ASSIGN_OR_RETURN(policy.output_tolerance, ParseNumber(key, value, 0, 1));
     } else if (key == kRolloutRounds) {
       FASTPATH_ASSIGN_OR_RETURN(const double rounds, ParseNumber(key, value, 5, 1000));
-      if (rounds != std::floor(rounds)) return BadValue(key, value, "a whole number from 5 to 1000");
+      if (rounds != std::floor(rounds))
+        return BadValue(key, value, "a whole number from 5 to 1000");
       policy.rounds = static_cast<uint32_t>(rounds);
     } else {
       return InvalidArgument("parameters: unknown key '" + key + "' (known: " + kRolloutGate +
@@ -99,36 +130,59 @@ GateVerdict JudgeGate(const GatePolicy& policy, const GateSamples& samples) {
   v.throughput_ratio = Median(ratios);
   v.throughput_rows = batched ? samples.batch_rows : samples.rows;
 
+  const size_t pairs = std::min(samples.baseline_ms.size(), samples.candidate_ms.size());
+  const Interval p95 = Bootstrap(pairs, [&](const std::vector<size_t>& rounds) {
+    std::vector<double> base, cand;
+    for (size_t i : rounds) {
+      base.push_back(samples.baseline_ms[i]);
+      cand.push_back(samples.candidate_ms[i]);
+    }
+    const double b = Percentile(base, 95);
+    return b > 0 ? Percentile(cand, 95) / b : 0;
+  });
+  const Interval throughput = Bootstrap(ratios.size(), [&](const std::vector<size_t>& rounds) {
+    std::vector<double> picked;
+    for (size_t i : rounds) picked.push_back(ratios[i]);
+    return Median(picked);
+  });
+  v.p95_ratio_low = p95.low;
+  v.p95_ratio_high = p95.high;
+  v.throughput_ratio_low = throughput.low;
+  v.throughput_ratio_high = throughput.high;
+
   if (samples.baseline_ms.empty() || samples.candidate_ms.empty() || ratios.empty()) {
     v.failures.push_back("nothing was measured");
   }
-  if (v.p95_ratio > policy.max_p95_ratio) {
-    v.failures.push_back("p95 " + Figure(v.p95_ratio) + "x the serving version's (at most " +
+  if (v.p95_ratio > policy.max_p95_ratio && v.p95_ratio_low > policy.max_p95_ratio) {
+    v.failures.push_back("p95 " + Figure(v.p95_ratio) + "x the serving version's, " +
+                         Figure(v.p95_ratio_low) + "x at the least (at most " +
                          Figure(policy.max_p95_ratio) + "x)");
   }
-  if (v.throughput_ratio < policy.min_throughput_ratio) {
-    v.failures.push_back("throughput " + Figure(v.throughput_ratio) +
-                         "x the serving version's (at least " +
+  if (v.throughput_ratio < policy.min_throughput_ratio &&
+      v.throughput_ratio_high < policy.min_throughput_ratio) {
+    v.failures.push_back("throughput " + Figure(v.throughput_ratio) + "x the serving version's, " +
+                         Figure(v.throughput_ratio_high) + "x at the most (at least " +
                          Figure(policy.min_throughput_ratio) + "x)");
   }
   if (policy.output_tolerance) {
     if (!samples.output_difference) {
       v.failures.push_back("outputs were not compared");
     } else if (*samples.output_difference > *policy.output_tolerance) {
-      v.failures.push_back("outputs differ: " + samples.output_difference_detail +
-                           " (tolerance " + Figure(*policy.output_tolerance) + ")");
+      v.failures.push_back("outputs differ: " + samples.output_difference_detail + " (tolerance " +
+                           Figure(*policy.output_tolerance) + ")");
     }
   }
   v.passed = v.failures.empty();
 
-  std::string figures = "candidate p50 " + Figure(v.candidate_p50_ms) + " ms p95 " +
-                        Figure(v.candidate_p95_ms) + " ms, serving p50 " +
-                        Figure(v.baseline_p50_ms) + " ms p95 " + Figure(v.baseline_p95_ms) +
-                        " ms (" + std::to_string(samples.baseline_ms.size()) + " rounds of " +
-                        std::to_string(samples.rows) + " row" + (samples.rows == 1 ? "" : "s") +
-                        "); p95 ratio " + Figure(v.p95_ratio) + ", throughput ratio " +
-                        Figure(v.throughput_ratio) + " at batch " +
-                        std::to_string(v.throughput_rows);
+  std::string figures =
+      "candidate p50 " + Figure(v.candidate_p50_ms) + " ms p95 " + Figure(v.candidate_p95_ms) +
+      " ms, serving p50 " + Figure(v.baseline_p50_ms) + " ms p95 " + Figure(v.baseline_p95_ms) +
+      " ms (" + std::to_string(samples.baseline_ms.size()) + " rounds of " +
+      std::to_string(samples.rows) + " row" + (samples.rows == 1 ? "" : "s") + "); p95 ratio " +
+      Figure(v.p95_ratio) + " (90% interval " + Figure(v.p95_ratio_low) + "-" +
+      Figure(v.p95_ratio_high) + "), throughput ratio " + Figure(v.throughput_ratio) + " (" +
+      Figure(v.throughput_ratio_low) + "-" + Figure(v.throughput_ratio_high) + ") at batch " +
+      std::to_string(v.throughput_rows);
   if (samples.output_difference) {
     figures += *samples.output_difference == 0
                    ? "; outputs identical"

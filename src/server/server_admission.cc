@@ -155,7 +155,8 @@ std::string PlacementJson(const repository::ModelVersion& version, const MemoryW
 }  // namespace
 
 Status Server::RunBlocking(repository::ModelVersion& version, InferRequest request,
-                           std::vector<Tensor>* outputs) {
+                           std::vector<Tensor>* outputs, uint64_t* compute_ns,
+                           std::function<void()> hold) {
   // The same steps as a client's request after the lookup (RunOnModel): validation against
   // the config, reshape, then the version's scheduler, so the self-test times the path
   // requests take and not a shortcut around it.
@@ -175,6 +176,9 @@ Status Server::RunBlocking(repository::ModelVersion& version, InferRequest reque
   }
   job.arrival = clock_->Now();
   job.request = std::move(request);
+  job.compute_ns = compute_ns;
+  job.canary = compute_ns != nullptr || hold;  // the gate's runs are not user traffic
+  job.hold = std::move(hold);
   std::promise<Status> answered;
   std::future<Status> result = answered.get_future();
   job.done = [&answered, outputs](StatusOr<InferResponse> response) {
@@ -350,9 +354,12 @@ Status Server::Admit(const std::filesystem::path& model_dir, repository::ModelVe
     record.degradations.push_back("GPU fast path degraded (dev profile): " + audit.degraded_reason);
     log::Warn("!!! " + what + " is DEGRADED: " + record.degradations.back());
   }
+  // A refused load is kept apart from the admitted one: a reload of the same version that
+  // is refused leaves the previous load serving, with its figures and canary.
   auto remember = [&](AdmissionRecord r) {
     std::lock_guard lock(admission_mu_);
-    admission_records_[{version.model_name, version.version}] = std::move(r);
+    (r.refused.empty() ? admission_records_
+                       : refused_records_)[{version.model_name, version.version}] = std::move(r);
   };
   auto refuse = [&](const std::string& reason) {
     record.refused = reason;
@@ -360,8 +367,17 @@ Status Server::Admit(const std::filesystem::path& model_dir, repository::ModelVe
     remember(record);
     return FailedPrecondition(reason);
   };
-  // Admitted: the canary's reference is taken last, on a warm version.
+  // The rollout gate's settings are checked first: a typo must not cost a whole admission.
+  auto gate = admission::RolloutGateFor(version.config);
+  if (!gate.ok()) return refuse("rollout gate: " + gate.status().message());
+  // Admitted: the rollout gate compares it with what serves, and then the canary's
+  // reference is taken last, on a warm version.
   auto admitted = [&]() -> Status {
+    if (gate->has_value() && version.scheduler) {
+      if (Status gated = GateRollout(model_dir, version, **gate); !gated.ok()) {
+        return refuse(gated.message());
+      }
+    }
     SetUpCanary(model_dir, version, &record);
     remember(record);
     return Status::Ok();
@@ -444,10 +460,11 @@ admission::AdmissionReport Server::Admission() const {
                  true);
     }
   }
-  std::map<std::pair<std::string, int64_t>, AdmissionRecord> records;
+  std::map<std::pair<std::string, int64_t>, AdmissionRecord> records, refused;
   {
     std::lock_guard lock(admission_mu_);
     records = admission_records_;
+    refused = refused_records_;
   }
   for (const RepositoryEntry& entry : repository_->Index(/*ready_only=*/false)) {
     admission::ModelAdmission m;
@@ -457,8 +474,9 @@ admission::AdmissionReport Server::Admission() const {
     int64_t version = -1;
     if (!entry.version.empty()) {
       version = std::stoll(entry.version);
-      auto it = records.find({entry.name, version});
-      if (it != records.end()) record = &it->second;
+      const auto& kept = entry.state == ModelState::kReady ? records : refused;
+      auto it = kept.find({entry.name, version});
+      if (it != kept.end()) record = &it->second;
     }
     std::shared_ptr<repository::ModelVersion> live;  // held while its counts are read
     if (entry.state == ModelState::kReady) {
@@ -471,6 +489,8 @@ admission::AdmissionReport Server::Admission() const {
         m.state = admission::AdmissionState::kDegraded;
         m.reasons = record->degradations;
       }
+      // A refused reload (the rollout gate, a broken file) leaves this load serving.
+      if (!entry.reason.empty()) m.reasons.push_back(entry.reason);
     } else {
       if (record != nullptr && record->refused != entry.reason) record = nullptr;
       m.state = admission::AdmissionState::kUnavailable;

@@ -18,7 +18,6 @@ namespace {
 
 constexpr int kReferenceRuns = 5;
 constexpr size_t kRecentRuns = 5;
-constexpr uint64_t kSeed = 0x63616e617279;  // "canary"
 // The latency ratio's denominator at least this: below it a ratio is scheduling jitter.
 constexpr double kMinReferenceMs = 0.1;
 // A canary unanswered this long is a failure (an execution hangs or its queue does not
@@ -94,7 +93,7 @@ StatusOr<std::shared_ptr<const Server::AdmissionRecord::Canary>> Server::MakeCan
   auto canary = std::make_shared<AdmissionRecord::Canary>();
   canary->interval = interval;
   FASTPATH_ASSIGN_OR_RETURN(canary->request,
-                            admission::MakeSeededRequest(version.config, model_dir, 1, kSeed));
+                            admission::MakeSeededRequest(version.config, model_dir, 1, kCanarySeed));
   std::vector<double> ms;
   for (int i = 0; i < kReferenceRuns; ++i) {
     std::vector<Tensor> outputs;

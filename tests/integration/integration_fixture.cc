@@ -210,18 +210,27 @@ std::string Describe(const grpc::Status& status) {
 SimpleLoad::SimpleLoad(int port, int clients) {
   for (int c = 0; c < clients; ++c) {
     threads_.emplace_back([this, port, c] {
-      HttpClient client(port);
-      const auto a = Iota(c, 16), b = Iota(100 + c, 16);
-      while (!stop_.load()) {
-        const HttpResponse r = client.Post("/v2/models/simple/infer", SimpleJsonRequest(a, b));
-        if (r.status == 200) {
-          ok_.fetch_add(1);
-        } else {
-          std::lock_guard lock(mu_);
-          if (failed_++ == 0) first_failure_ = r.Describe();
-        }
-      }
+      Client(port, "/v2/models/simple/infer", SimpleJsonRequest(Iota(c, 16), Iota(100 + c, 16)));
     });
+  }
+}
+
+SimpleLoad::SimpleLoad(int port, int clients, const std::string& path, const std::string& body) {
+  for (int c = 0; c < clients; ++c) {
+    threads_.emplace_back([this, port, path, body] { Client(port, path, body); });
+  }
+}
+
+void SimpleLoad::Client(int port, const std::string& path, const std::string& body) {
+  HttpClient client(port);
+  while (!stop_.load()) {
+    const HttpResponse r = client.Post(path, body);
+    if (r.status == 200) {
+      ok_.fetch_add(1);
+    } else {
+      std::lock_guard lock(mu_);
+      if (failed_++ == 0) first_failure_ = r.Describe();
+    }
   }
 }
 

@@ -100,10 +100,12 @@ std::string Describe(const grpc::Status& status);
 // ---- Load ----
 
 // Clients (8 by default) sending `simple` requests over HTTP without pause until stopped;
-// counts what succeeded and what failed.
+// counts what succeeded and what failed. The second constructor sends `body` to `path`
+// (another model's infer endpoint) from every client.
 class SimpleLoad {
  public:
   explicit SimpleLoad(int port, int clients = 8);
+  SimpleLoad(int port, int clients, const std::string& path, const std::string& body);
   ~SimpleLoad() { Stop(); }
   SimpleLoad(const SimpleLoad&) = delete;
   SimpleLoad& operator=(const SimpleLoad&) = delete;
@@ -121,6 +123,7 @@ class SimpleLoad {
   int64_t failed_ = 0;  // guarded
   std::string first_failure_;  // guarded
   std::vector<std::thread> threads_;
+  void Client(int port, const std::string& path, const std::string& body);
 };
 
 // ---- The fixture ----

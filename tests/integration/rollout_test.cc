@@ -6,6 +6,7 @@
 // still runs on it.
 #include <chrono>
 #include <fstream>
+#include <iostream>
 #include <thread>
 
 #include "integration_fixture.h"
@@ -115,6 +116,112 @@ TEST_F(ExplicitRolloutTest, ALoadOfABrokenFileFailsAndTheServingLoadServesOn) {
   load.WaitSucceeded(200);
   load.Stop();
   EXPECT_EQ(load.failed(), 0) << load.first_failure() << "\nlog:\n" << server().LogTail();
+}
+
+
+// The rollout gate (issue 12 §2) under load: `chain` serves chain10 with
+// fastpath.rollout.gate on while 8 clients send it requests without pause. A candidate
+// doing 1.3x the work (chain13, the same interface) is refused with the figures side by
+// side and chain10 serves on; the same model again passes and takes over. Neither fails a
+// request.
+class GateRolloutTest : public ServerTest {
+ protected:
+  std::vector<std::string> Models() override { return {}; }
+  void PrepareRepository(testing::TempRepository& repo) override {
+    repo.WriteConfig("chain", R"(name: "chain"
+backend: "onnxruntime"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 512 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 512 ] } ]
+instance_group [ { kind: KIND_CPU count: 1 } ]
+dynamic_batching { }
+parameters { key: "fastpath.rollout.gate" value: { string_value: "true" } }
+)");
+    repo.AddVersion("chain", 1, "chain10");
+  }
+  std::vector<std::string> ExtraArgs() override {
+    return {"--model-control-mode", "explicit", "--load-model", "chain"};
+  }
+
+  static std::string ChainRequest() {
+    std::string data;
+    for (int i = 0; i < 512; ++i) data += (i ? "," : "") + std::to_string((i % 7) * 0.1);
+    return R"({"inputs":[{"name":"INPUT0","shape":[1,512],"datatype":"FP32","data":[)" + data +
+           "]}]}";
+  }
+  std::unique_ptr<SimpleLoad> StartLoad() {
+    return std::make_unique<SimpleLoad>(server().http_port(), 8, "/v2/models/chain/infer",
+                                        ChainRequest());
+  }
+  // The rollout history's decisions, oldest first.
+  rapidjson::Document Decisions() {
+    const HttpResponse r = http().Get("/v2/models/chain/rollout");
+    EXPECT_EQ(r.status, 200) << r.Describe();
+    rapidjson::Document doc = ParseJson(r.body);
+    rapidjson::Document out;
+    out.CopyFrom(doc["decisions"], out.GetAllocator());
+    return out;
+  }
+  std::string ChainState() {
+    const rapidjson::Document doc = ParseJson(http().Post("/v2/repository/index", "{}").body);
+    for (const auto& e : doc.GetArray()) {
+      if (std::string(e["name"].GetString()) == "chain") return e["state"].GetString();
+    }
+    return "";
+  }
+};
+
+TEST_F(GateRolloutTest, ASlowerCandidateIsRefusedUnderLoadAndTheServingVersionServesOn) {
+  // The first load had nothing to compare with.
+  {
+    const rapidjson::Document decisions = Decisions();
+    ASSERT_EQ(decisions.Size(), 1u);
+    EXPECT_EQ(std::string(decisions[0]["outcome"].GetString()), "no_baseline");
+  }
+  auto load = StartLoad();
+  load->WaitSucceeded(100);
+  repo().AddVersion("chain", 1, "chain13");
+  const HttpResponse r = http().Post("/v2/repository/models/chain/load", "{}");
+  EXPECT_NE(r.status, 200) << r.Describe();
+  EXPECT_NE(ErrorMessage(r.body).find("rollout gate refused"), std::string::npos) << r.Describe();
+  load->WaitSucceeded(100);
+  load->Stop();
+  EXPECT_EQ(load->failed(), 0) << load->first_failure() << "\nlog:\n" << server().LogTail();
+  EXPECT_EQ(ChainState(), "READY");
+
+  const rapidjson::Document decisions = Decisions();
+  ASSERT_EQ(decisions.Size(), 2u);
+  const rapidjson::Value& d = decisions[1];
+  std::cout << "gate: " << d["detail"].GetString() << "\n";
+  EXPECT_EQ(std::string(d["outcome"].GetString()), "refused") << ToJson(d);
+  EXPECT_EQ(d["candidate_version"].GetInt64(), 1);
+  EXPECT_EQ(d["baseline_version"].GetInt64(), 1);
+  ASSERT_TRUE(d["verdict"].IsObject()) << ToJson(d);
+  EXPECT_FALSE(d["verdict"]["passed"].GetBool());
+  EXPECT_GT(d["verdict"]["failures"].Size(), 0u) << ToJson(d);
+  // The reason is in the admission report too, beside a model that stays READY.
+  EXPECT_NE(http().Get("/v2/health/admission").body.find("rollout gate refused"),
+            std::string::npos);
+}
+
+TEST_F(GateRolloutTest, AnEqualCandidatePassesUnderLoadAndTakesOver) {
+  auto load = StartLoad();
+  load->WaitSucceeded(100);
+  repo().AddVersion("chain", 1, "chain10");
+  const HttpResponse r = http().Post("/v2/repository/models/chain/load", "{}");
+  EXPECT_EQ(r.status, 200) << r.Describe() << "\nlog:\n" << server().LogTail();
+  load->WaitSucceeded(100);
+  load->Stop();
+  EXPECT_EQ(load->failed(), 0) << load->first_failure() << "\nlog:\n" << server().LogTail();
+
+  const rapidjson::Document decisions = Decisions();
+  ASSERT_EQ(decisions.Size(), 2u);
+  const rapidjson::Value& d = decisions[1];
+  std::cout << "gate: " << d["detail"].GetString() << "\n";
+  EXPECT_EQ(std::string(d["outcome"].GetString()), "passed") << ToJson(d);
+  ASSERT_TRUE(d["verdict"].IsObject());
+  EXPECT_TRUE(d["verdict"]["passed"].GetBool());
+  EXPECT_EQ(d["verdict"]["throughput_batch_size"].GetUint64(), 8u);
 }
 
 }  // namespace

@@ -17,7 +17,10 @@
 //                                          number the largest relative difference allowed
 //                                          per element; unset, they are reported and not
 //                                          judged (a retrained model answers differently)
-//   fastpath.rollout.rounds                alternations measured (default 30, 5..1000)
+//   fastpath.rollout.rounds                alternations timed, at least (default 30, 5..1000);
+//                                          the server times more, up to 10x, until a
+//                                          second has passed per batch size, after two
+//                                          untimed rounds that warm both sides up
 #pragma once
 
 #include <cstdint>
@@ -50,7 +53,7 @@ StatusOr<std::optional<GatePolicy>> RolloutGateFor(const inference::ModelConfig&
 // What was measured: the compute times of the same requests on each side, in milliseconds,
 // one pair per round (baseline_ms[i] and candidate_ms[i] ran next to each other).
 struct GateSamples {
-  std::vector<double> baseline_ms;   // one request of `rows` rows each
+  std::vector<double> baseline_ms;  // one request of `rows` rows each
   std::vector<double> candidate_ms;
   uint64_t rows = 1;
   // The same, at the model's largest batch (for throughput); empty when the model does
@@ -70,7 +73,11 @@ struct GateVerdict {
   double candidate_p50_ms = 0, candidate_p95_ms = 0;
   double p95_ratio = 0;         // candidate / baseline
   double throughput_ratio = 0;  // candidate / baseline inferences per second
-  uint64_t throughput_rows = 1; // the batch the throughput was measured at
+  // The 90% intervals of the two ratios (paired bootstrap over rounds, seeded): what noise
+  // alone could have made of them.
+  double p95_ratio_low = 0, p95_ratio_high = 0;
+  double throughput_ratio_low = 0, throughput_ratio_high = 0;
+  uint64_t throughput_rows = 1;       // the batch the throughput was measured at
   std::vector<std::string> failures;  // each criterion missed, with both figures
   // One line: the figures side by side and, when refused, why.
   std::string summary;
@@ -78,7 +85,12 @@ struct GateVerdict {
 
 // Judges the samples under the policy. The p95 ratio compares the two sides' 95th
 // percentiles; the throughput ratio is the median over rounds of baseline time / candidate
-// time (a ratio per round cancels what changed between rounds).
+// time (a ratio per round cancels what changed between rounds). A ratio refuses the
+// candidate when its whole 90% interval is past the tolerance: on a busy machine the p95 of
+// two identical versions differs by more than 10% by chance, and a gate that refuses equal
+// versions at random gets turned off. So noise alone never refuses, and a regression the
+// measurement cannot tell from noise passes, with its interval in the summary (as canary
+// analysis tools judge: significant and larger than the tolerance).
 GateVerdict JudgeGate(const GatePolicy& policy, const GateSamples& samples);
 
 // The nearest-rank percentile (p in (0, 100]) of `values`; 0 when empty.

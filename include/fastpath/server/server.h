@@ -9,10 +9,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "fastpath/admission/admission_report.h"
+#include "fastpath/admission/rollout_gate.h"
 #include "fastpath/common/status.h"
 #include "fastpath/common/tensor.h"
 #include "fastpath/common/statistics.h"
@@ -61,6 +63,34 @@ struct RepositoryEntry {
   std::string reason;   // why it is not READY; empty when READY
 };
 
+// One decision of the rollout gate (admission/rollout_gate.h): a candidate version of a
+// model that declares fastpath.rollout.gate, compared with the version it would take
+// traffic from before it was published.
+struct RolloutDecision {
+  enum class Outcome {
+    kPassed,       // traffic moved to the candidate
+    kRefused,      // the candidate was slower (or answered differently): the old one serves on
+    kNoBaseline,   // nothing served to compare with (a first load): traffic moved
+    kNotMeasured,  // the comparison could not run (the reason is in `detail`): refused
+  };
+  std::string model;
+  int64_t candidate_version = 0;
+  int64_t baseline_version = 0;  // 0 with kNoBaseline
+  Outcome outcome = Outcome::kNoBaseline;
+  int64_t unix_ms = 0;  // when it was decided (wall clock)
+  std::string detail;   // the verdict's summary, or why it could not be measured
+  std::optional<admission::GateVerdict> verdict;  // with kPassed and kRefused
+};
+inline const char* RolloutOutcomeName(RolloutDecision::Outcome outcome) {
+  switch (outcome) {
+    case RolloutDecision::Outcome::kPassed: return "passed";
+    case RolloutDecision::Outcome::kRefused: return "refused";
+    case RolloutDecision::Outcome::kNoBaseline: return "no_baseline";
+    case RolloutDecision::Outcome::kNotMeasured: return "not_measured";
+  }
+  return "unknown";
+}
+
 using InferCallback = std::function<void(StatusOr<InferResponse>)>;
 using ControlCallback = std::function<void(Status)>;
 
@@ -92,6 +122,11 @@ class InferenceServer {
       const std::string& name, const std::string& version) const = 0;
 
   virtual std::vector<RepositoryEntry> RepositoryIndex(bool ready_only) const = 0;
+  // The rollout gate's decisions for `name`, oldest first (the last 32). NotFound for a
+  // model the repository does not know; empty for one without the gate.
+  virtual StatusOr<std::vector<RolloutDecision>> RolloutHistory(const std::string& name) const {
+    return NotFound("model '" + name + "' is not in the repository");
+  }
   // Explicit model-control mode only; otherwise FailedPrecondition. `done` is called
   // exactly once: when the model is READY (OK) or failed to load (the reason), or gone.
   // The operation runs on the server's one bounded pool (control_pool.h), never on the

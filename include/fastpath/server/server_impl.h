@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -73,6 +74,10 @@ struct ServerOptions {
   std::vector<std::string> version_lock_pinned;
 };
 
+// The seed of the canaries' and the rollout gate's requests (admission::MakeSeededRequest):
+// "canary" in ASCII. `fastpath gate` uses it too, so its requests are the server's.
+inline constexpr uint64_t kCanarySeed = 0x63616e617279;
+
 // The protocol shows `dims` where the model produced `reshape` (server.cc): what every answer
 // goes through before a client sees it.
 Status ReshapeOutputs(const inference::ModelConfig& config, std::vector<Tensor>* outputs);
@@ -109,6 +114,7 @@ class Server final : public InferenceServer {
   StatusOr<std::vector<ModelStatistics>> GetModelStatistics(
       const std::string& name, const std::string& version) const override;
   std::vector<RepositoryEntry> RepositoryIndex(bool ready_only) const override;
+  StatusOr<std::vector<RolloutDecision>> RolloutHistory(const std::string& name) const override;
   void LoadModelAsync(const std::string& name, ControlCallback done) override;
   void UnloadModelAsync(const std::string& name, ControlCallback done) override;
   // The same, blocking the caller (what the pool runs).
@@ -138,8 +144,19 @@ class Server final : public InferenceServer {
                                       repository::ModelVersion& version, AdmissionRecord* record);
   // Validates and runs one request on a version that is not published yet; `outputs`, when
   // given, receives the response's outputs (the config's, in its order).
+  // With `compute_ns` or `hold`, the request is the rollout gate's (scheduler::Job): it runs
+  // alone, counted apart from user traffic; `compute_ns` receives its compute time, and
+  // `hold` runs in place of the model while an instance is held.
   Status RunBlocking(repository::ModelVersion& version, InferRequest request,
-                     std::vector<Tensor>* outputs = nullptr);
+                     std::vector<Tensor>* outputs = nullptr, uint64_t* compute_ns = nullptr,
+                     std::function<void()> hold = {});
+  // The rollout gate (server_gate.cc, admission/rollout_gate.h): `candidate`, admitted
+  // otherwise, against the READY version it would take traffic from, on the canaries'
+  // seeded requests in alternation. OK publishes it; an error (refused, or the comparison
+  // could not run) is the reason it is refused. Every decision goes to the history.
+  Status GateRollout(const std::filesystem::path& model_dir, repository::ModelVersion& candidate,
+                     const admission::GatePolicy& policy);
+  void RecordRollout(RolloutDecision decision);
   // The FP16 accuracy guard (admission/accuracy_guard.h): the plan's warm-up requests through
   // the version and through its FP32 reference on the CPU provider. Empty: they agree within
   // the tolerance; otherwise the miss (worst element, index, both values, tolerance).
@@ -182,8 +199,8 @@ class Server final : public InferenceServer {
   size_t inflight_ = 0;  // guarded by inflight_mu_
 
   // What Admit decided for each version, keyed by (model, version). `runtime` identifies
-  // the admitted version (never dereferenced): a record is shown only for that runtime,
-  // or for a refused version whose reason the repository still shows.
+  // the admitted version (never dereferenced): a record is shown only for that runtime.
+  // Refused ones are kept apart, shown while the repository still shows their reason.
   struct AdmissionRecord {
     const repository::ModelVersion* runtime = nullptr;
     std::optional<admission::SelfTestReport> self_test;
@@ -206,6 +223,7 @@ class Server final : public InferenceServer {
       std::chrono::seconds interval);
   mutable std::mutex admission_mu_;
   std::map<std::pair<std::string, int64_t>, AdmissionRecord> admission_records_;  // guarded
+  std::map<std::pair<std::string, int64_t>, AdmissionRecord> refused_records_;    // guarded
 
   // The canaries of READY versions, keyed by (model, version): what they have shown.
   struct CanaryRuns {
@@ -221,6 +239,11 @@ class Server final : public InferenceServer {
   mutable std::mutex canary_mu_;
   std::map<std::pair<std::string, int64_t>, CanaryRuns> canary_runs_;  // guarded
   std::unique_ptr<Periodic> canary_thread_;  // stopped first in Shutdown
+
+  // The rollout gate's decisions by model, oldest first, at most kRolloutHistory each.
+  static constexpr size_t kRolloutHistory = 32;
+  mutable std::mutex rollout_mu_;
+  std::map<std::string, std::deque<RolloutDecision>> rollouts_;  // guarded by rollout_mu_
 };
 
 }  // namespace fastpath::server

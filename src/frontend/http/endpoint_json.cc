@@ -204,6 +204,70 @@ std::string RepositoryIndexJson(const std::vector<server::RepositoryEntry>& entr
   return Finish(buffer);
 }
 
+std::string RolloutHistoryJson(const std::string& model,
+                               const std::vector<server::RolloutDecision>& decisions) {
+  rapidjson::StringBuffer buffer;
+  JsonWriter w(buffer);
+  w.StartObject();
+  WriteKey(w, "name");
+  WriteString(w, model);
+  WriteKey(w, "decisions");
+  w.StartArray();
+  for (const server::RolloutDecision& d : decisions) {
+    w.StartObject();
+    WriteKey(w, "candidate_version");
+    w.Int64(d.candidate_version);
+    WriteKey(w, "baseline_version");
+    if (d.outcome == server::RolloutDecision::Outcome::kNoBaseline) {
+      w.Null();
+    } else {
+      w.Int64(d.baseline_version);
+    }
+    WriteKey(w, "outcome");
+    WriteString(w, server::RolloutOutcomeName(d.outcome));
+    WriteKey(w, "unix_ms");
+    w.Int64(d.unix_ms);
+    WriteKey(w, "detail");
+    WriteString(w, d.detail);
+    WriteKey(w, "verdict");
+    if (!d.verdict) {
+      w.Null();
+    } else {
+      const admission::GateVerdict& v = *d.verdict;
+      w.StartObject();
+      WriteKey(w, "passed");
+      w.Bool(v.passed);
+      const std::pair<const char*, double> figures[] = {
+          {"p95_ratio", v.p95_ratio},
+          {"throughput_ratio", v.throughput_ratio},
+          {"p95_ratio_low", v.p95_ratio_low},
+          {"p95_ratio_high", v.p95_ratio_high},
+          {"throughput_ratio_low", v.throughput_ratio_low},
+          {"throughput_ratio_high", v.throughput_ratio_high},
+          {"candidate_p50_ms", v.candidate_p50_ms},
+          {"candidate_p95_ms", v.candidate_p95_ms},
+          {"baseline_p50_ms", v.baseline_p50_ms},
+          {"baseline_p95_ms", v.baseline_p95_ms},
+      };
+      for (const auto& [key, value] : figures) {
+        WriteKey(w, key);
+        w.Double(value);
+      }
+      WriteKey(w, "throughput_batch_size");
+      w.Uint64(v.throughput_rows);
+      WriteKey(w, "failures");
+      w.StartArray();
+      for (const std::string& f : v.failures) WriteString(w, f);
+      w.EndArray();
+      w.EndObject();
+    }
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  return Finish(buffer);
+}
+
 StatusOr<std::string> ModelConfigJson(const inference::ModelConfig& config) {
   google::protobuf::util::JsonPrintOptions options;
   options.preserve_proto_field_names = true;

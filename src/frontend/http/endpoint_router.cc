@@ -266,7 +266,7 @@ void EndpointRouter::Route(Request& request, const ReplyFn& reply, const ClientG
     return reply(JsonReply(200, ModelStatisticsJson(*stats)));
   }
 
-  // /v2/models/{m}[/versions/{v}][/{infer,ready,config,stats}]
+  // /v2/models/{m}[/versions/{v}][/{infer,ready,config,stats}], /v2/models/{m}/rollout
   const std::string& model = s[2];
   std::string version;
   size_t next = 3;
@@ -305,6 +305,12 @@ void EndpointRouter::Route(Request& request, const ReplyFn& reply, const ClientG
     auto json = ModelConfigJson(*config);
     if (!json.ok()) return reply(ErrorReply(json.status()));
     return reply(JsonReply(200, std::move(*json)));
+  }
+  if (action == "rollout" && version.empty()) {
+    if (!get) return reply(MethodNotAllowedReply());
+    auto history = server_.RolloutHistory(model);
+    if (!history.ok()) return reply(ErrorReply(history.status()));
+    return reply(JsonReply(200, RolloutHistoryJson(model, *history)));
   }
   if (action == "stats") {
     if (!get) return reply(MethodNotAllowedReply());

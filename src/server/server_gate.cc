@@ -1,0 +1,210 @@
+// The rollout gate in the server (issue 12 §2): a candidate version that passed the rest of
+// its admission is compared with the version serving now, before it takes traffic. Both
+// run the canaries' seeded requests in alternation, each run alone and timed by the model's
+// execution only (scheduler::Job::compute_ns), so that user traffic queued on the serving
+// version neither slows its measured runs nor joins them in a batch. admission/rollout_gate.h
+// judges; a refusal keeps the serving version (the repository's KeepServing), with the
+// figures side by side in the reason.
+#include <chrono>
+
+#include "fastpath/admission/accuracy_guard.h"
+#include "fastpath/common/log.h"
+#include "fastpath/config/ensemble_config.h"
+#include "fastpath/server/server_impl.h"
+
+namespace fastpath::server {
+namespace {
+
+constexpr uint32_t kWarmupRounds = 2;
+constexpr uint32_t kMostRoundsFactor = 10;
+constexpr std::chrono::seconds kGatePhase{1};
+
+double Ms(uint64_t ns) { return static_cast<double>(ns) / 1e6; }
+
+// The largest relative difference between the two sides' outputs of the same input, output
+// by output (relative to max(1, |reference|): near zero the difference is absolute).
+StatusOr<std::pair<double, std::string>> Difference(const std::vector<Tensor>& candidate,
+                                                    const std::vector<Tensor>& baseline) {
+  double worst = 0;
+  std::string where;
+  for (const Tensor& b : baseline) {
+    const Tensor* c = nullptr;
+    for (const Tensor& t : candidate) {
+      if (t.name == b.name) c = &t;
+    }
+    if (c == nullptr) {
+      return std::make_pair(1.0, "output '" + b.name + "' is missing from the candidate");
+    }
+    if (c->shape != b.shape || c->dtype != b.dtype) {
+      return std::make_pair(1.0, "output '" + b.name + "' has another shape or datatype");
+    }
+    if (b.dtype == DataType::kBytes) {
+      if (c->data != b.data) return std::make_pair(1.0, "output '" + b.name + "' differs");
+      continue;
+    }
+    FASTPATH_ASSIGN_OR_RETURN(admission::OutputDeviation d,
+                              admission::WorstDeviation(*c, b, /*relative_floor=*/1.0));
+    if (d.difference > worst) {
+      worst = d.difference;
+      where = "output '" + b.name + "' element " + std::to_string(d.index) + ": " +
+              admission::FormatNumber(d.value) + " candidate, " +
+              admission::FormatNumber(d.reference) + " serving";
+    }
+  }
+  return std::make_pair(worst, where);
+}
+
+}  // namespace
+
+Status Server::GateRollout(const std::filesystem::path& model_dir,
+                           repository::ModelVersion& candidate,
+                           const admission::GatePolicy& policy) {
+  RolloutDecision decision;
+  decision.model = candidate.model_name;
+  decision.candidate_version = candidate.version;
+  const std::string what =
+      "model '" + candidate.model_name + "' version " + std::to_string(candidate.version);
+  // Refused without a comparison: recorded, logged, and the reason returned.
+  auto not_measured = [&](const std::string& why) {
+    decision.outcome = RolloutDecision::Outcome::kNotMeasured;
+    decision.detail = "rollout gate could not compare " + what + " with version " +
+                      std::to_string(decision.baseline_version) + ": " + why;
+    log::Warn("!!! " + decision.detail);
+    RecordRollout(decision);
+    return FailedPrecondition(decision.detail);
+  };
+  if (config::IsEnsemble(candidate.config)) {
+    return not_measured(
+        "an ensemble's time is its steps'; declare fastpath.rollout.gate on the step models");
+  }
+
+  // What it would take traffic from: the same version number reloaded, else the highest
+  // version READY (the one a request without a version reaches today).
+  std::shared_ptr<repository::ModelVersion> baseline;
+  for (auto& ready : repository_->ReadyVersions(candidate.model_name)) {
+    if (ready->version == candidate.version) {
+      baseline = ready;
+      break;
+    }
+    if (!baseline || ready->version > baseline->version) baseline = ready;
+  }
+  if (!baseline || !baseline->scheduler) {
+    decision.outcome = RolloutDecision::Outcome::kNoBaseline;
+    decision.detail = "no version of '" + candidate.model_name +
+                      "' serves: nothing to compare with, traffic moves to version " +
+                      std::to_string(candidate.version);
+    log::Info("rollout gate: " + decision.detail);
+    RecordRollout(decision);
+    return Status::Ok();
+  }
+  decision.baseline_version = baseline->version;
+
+  admission::GateSamples samples;
+  std::vector<Tensor> baseline_outputs, candidate_outputs;
+  // Both sides run the same request, built from the candidate's config: a candidate whose
+  // inputs the serving version does not take changes the interface under its clients.
+  auto measure = [&](uint32_t rows, std::vector<double>* a, std::vector<double>* b) -> Status {
+    FASTPATH_ASSIGN_OR_RETURN(
+        InferRequest request,
+        admission::MakeSeededRequest(candidate.config, model_dir, rows, kCanarySeed));
+    // Rounds 0 and 1 warm both sides up untimed (a fresh load grows its arena on its first
+    // runs). Then at least policy.rounds are timed, and more while the phase has run for
+    // less than kGatePhase: the p95 of 30 short runs is their second slowest, noise more
+    // than a figure.
+    const Clock::time_point began = clock_->Now();
+    const uint32_t most = kWarmupRounds + policy.rounds * kMostRoundsFactor;
+    for (uint32_t round = 0; round < most; ++round) {
+      const bool timed = round >= kWarmupRounds;
+      if (timed && round >= kWarmupRounds + policy.rounds && clock_->Now() - began >= kGatePhase) {
+        break;
+      }
+      // The order alternates, so neither side always runs on the caches the other warmed.
+      for (int side = 0; side < 2; ++side) {
+        const bool on_baseline = (side == 0) == (round % 2 == 0);
+        // Each timed run follows an untimed one of the same inputs on the same instance
+        // (scheduler::Job::compute_ns): the serving version's runtime is always just used
+        // by its user traffic, the candidate's never.
+        std::vector<Tensor> outputs;
+        uint64_t ns = 0;
+        Status ran;
+        if (on_baseline) {
+          ran = RunBlocking(*baseline, request, &outputs, &ns);
+        } else {
+          // The candidate runs while it holds an instance of the serving version: otherwise
+          // that instance would run user batches beside the candidate's runs, on the same
+          // cores (or GPU), and only the candidate would be timed under that load.
+          Status on_candidate;
+          ran = RunBlocking(*baseline, request, nullptr, nullptr,
+                            [&] { on_candidate = RunBlocking(candidate, request, &outputs, &ns); });
+          if (ran.ok()) ran = on_candidate;
+        }
+        if (!ran.ok()) {
+          return ran.WithContext(on_baseline ? "on the serving version" : "on the candidate");
+        }
+        if (!timed) continue;
+        (on_baseline ? a : b)->push_back(Ms(ns));
+        if (rows == 1 && round == kWarmupRounds) {
+          (on_baseline ? baseline_outputs : candidate_outputs) = std::move(outputs);
+        }
+      }
+    }
+    return Status::Ok();
+  };
+  if (Status s = measure(1, &samples.baseline_ms, &samples.candidate_ms); !s.ok()) {
+    return not_measured(s.message());
+  }
+  const int max_batch = candidate.config.max_batch_size();
+  if (max_batch > 1) {
+    samples.batch_rows = static_cast<uint64_t>(max_batch);
+    if (Status s = measure(static_cast<uint32_t>(max_batch), &samples.baseline_batch_ms,
+                           &samples.candidate_batch_ms);
+        !s.ok()) {
+      return not_measured(s.message());
+    }
+  }
+  auto difference = Difference(candidate_outputs, baseline_outputs);
+  if (!difference.ok()) return not_measured(difference.status().message());
+  samples.output_difference = difference->first;
+  samples.output_difference_detail = difference->second;
+
+  admission::GateVerdict verdict = admission::JudgeGate(policy, samples);
+  decision.outcome =
+      verdict.passed ? RolloutDecision::Outcome::kPassed : RolloutDecision::Outcome::kRefused;
+  decision.detail = "rollout gate " + verdict.summary + " (" + what + " against version " +
+                    std::to_string(baseline->version) + ")";
+  decision.verdict = std::move(verdict);
+  const bool passed = decision.verdict->passed;
+  if (passed) {
+    log::Info(decision.detail);
+  } else {
+    log::Warn("!!! " + decision.detail);
+  }
+  std::string reason = decision.detail;
+  RecordRollout(std::move(decision));
+  if (passed) return Status::Ok();
+  return FailedPrecondition(reason);
+}
+
+void Server::RecordRollout(RolloutDecision decision) {
+  decision.unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+  std::lock_guard lock(rollout_mu_);
+  std::deque<RolloutDecision>& history = rollouts_[decision.model];
+  history.push_back(std::move(decision));
+  while (history.size() > kRolloutHistory) history.pop_front();
+}
+
+StatusOr<std::vector<RolloutDecision>> Server::RolloutHistory(const std::string& name) const {
+  bool known = false;
+  for (const RepositoryEntry& entry : repository_->Index(/*ready_only=*/false)) {
+    known = known || entry.name == name;
+  }
+  if (!known) return NotFound("model '" + name + "' is not in the repository");
+  std::lock_guard lock(rollout_mu_);
+  const auto it = rollouts_.find(name);
+  if (it == rollouts_.end()) return std::vector<RolloutDecision>();
+  return std::vector<RolloutDecision>(it->second.begin(), it->second.end());
+}
+
+}  // namespace fastpath::server
