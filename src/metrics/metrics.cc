@@ -266,8 +266,18 @@ std::vector<MetricFamily> AdmissionFamilies(const admission::AdmissionReport& re
       canary_ratio.metric.push_back(std::move(m));
     }
   }
+  // The rollout gate (issue 12 §2): its decisions since start.
+  MetricFamily rollouts = Family(
+      "fastpath_rollout_decisions_total",
+      "The rollout gate's decisions on candidate versions, by outcome (passed, refused, "
+      "no_baseline, not_measured); the figures are at GET /v2/models/{m}/rollout",
+      MetricType::Counter);
+  for (const admission::AdmissionReport::RolloutCount& r : report.rollout_decisions) {
+    rollouts.metric.push_back(
+        Counter({{"model", r.model}, {"outcome", r.outcome}}, static_cast<double>(r.count)));
+  }
   for (MetricFamily* f : {&drift_ratio, &drift_alert, &canary_runs, &canary_mismatch,
-                          &canary_failures, &canary_ratio}) {
+                          &canary_failures, &canary_ratio, &rollouts}) {
     if (!f->metric.empty()) out.push_back(std::move(*f));
   }
 

@@ -179,6 +179,9 @@ Status Server::RunBlocking(repository::ModelVersion& version, InferRequest reque
   job.compute_ns = compute_ns;
   job.canary = compute_ns != nullptr || hold;  // the gate's runs are not user traffic
   job.hold = std::move(hold);
+  // The gate's jobs go to the highest priority level: user traffic at a higher level than
+  // the default must not starve a comparison that holds the repository's load lock.
+  if (job.canary) job.priority = 1;
   std::promise<Status> answered;
   std::future<Status> result = answered.get_future();
   job.done = [&answered, outputs](StatusOr<InferResponse> response) {
@@ -531,6 +534,12 @@ admission::AdmissionReport Server::Admission() const {
       }
     }
     report.models.push_back(std::move(m));
+  }
+  {
+    std::lock_guard lock(rollout_mu_);
+    for (const auto& [key, count] : rollout_counts_) {
+      report.rollout_decisions.push_back({key.first, key.second, count});
+    }
   }
   return report;
 }

@@ -5,7 +5,10 @@
 // version neither slows its measured runs nor joins them in a batch. admission/rollout_gate.h
 // judges; a refusal keeps the serving version (the repository's KeepServing), with the
 // figures side by side in the reason.
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <thread>
 
 #include "fastpath/admission/accuracy_guard.h"
 #include "fastpath/common/log.h"
@@ -18,6 +21,12 @@ namespace {
 constexpr uint32_t kWarmupRounds = 2;
 constexpr uint32_t kMostRoundsFactor = 10;
 constexpr std::chrono::seconds kGatePhase{1};
+// Each run's deadline in the serving version's queue, the whole comparison's budget, and the
+// retries of a run answered Unavailable.
+constexpr std::chrono::seconds kRunDeadline{30};
+constexpr std::chrono::seconds kGateBudget{120};
+constexpr int kAttempts = 4;
+constexpr std::chrono::milliseconds kRetryPause{100};
 
 double Ms(uint64_t ns) { return static_cast<double>(ns) / 1e6; }
 
@@ -44,6 +53,10 @@ StatusOr<std::pair<double, std::string>> Difference(const std::vector<Tensor>& c
     }
     FASTPATH_ASSIGN_OR_RETURN(admission::OutputDeviation d,
                               admission::WorstDeviation(*c, b, /*relative_floor=*/1.0));
+    if (std::isnan(d.difference)) {  // an infinite reference: say so, never "identical"
+      return std::make_pair(1.0, "output '" + b.name + "' element " + std::to_string(d.index) +
+                                     " is not comparable (an infinity)");
+    }
     if (d.difference > worst) {
       worst = d.difference;
       where = "output '" + b.name + "' element " + std::to_string(d.index) + ": " +
@@ -73,25 +86,27 @@ Status Server::GateRollout(const std::filesystem::path& model_dir,
     RecordRollout(decision);
     return FailedPrecondition(decision.detail);
   };
-  if (config::IsEnsemble(candidate.config)) {
-    return not_measured(
-        "an ensemble's time is its steps'; declare fastpath.rollout.gate on the step models");
-  }
-
   // What it would take traffic from: the same version number reloaded, else the highest
-  // version READY (the one a request without a version reaches today).
+  // version READY (the one a request without a version reaches today). Only a version that
+  // can serve now is a baseline: one whose instances are all out of service, or an ensemble,
+  // cannot be timed, and refusing its replacement for that would keep the broken one.
   std::shared_ptr<repository::ModelVersion> baseline;
   for (auto& ready : repository_->ReadyVersions(candidate.model_name)) {
+    if (!ready->scheduler || config::IsEnsemble(ready->config) ||
+        !ready->scheduler->Health().ok()) {
+      continue;
+    }
     if (ready->version == candidate.version) {
       baseline = ready;
       break;
     }
     if (!baseline || ready->version > baseline->version) baseline = ready;
   }
-  if (!baseline || !baseline->scheduler) {
+  if (!baseline) {
     decision.outcome = RolloutDecision::Outcome::kNoBaseline;
     decision.detail = "no version of '" + candidate.model_name +
-                      "' serves: nothing to compare with, traffic moves to version " +
+                      "' serves that can be timed: nothing to compare with, traffic moves to "
+                      "version " +
                       std::to_string(candidate.version);
     log::Info("rollout gate: " + decision.detail);
     RecordRollout(decision);
@@ -101,6 +116,22 @@ Status Server::GateRollout(const std::filesystem::path& model_dir,
 
   admission::GateSamples samples;
   std::vector<Tensor> baseline_outputs, candidate_outputs;
+  const Clock::time_point gate_deadline = clock_->Now() + kGateBudget;
+  // One gate run on `version` (with `hold`: holding one of its instances). Answered
+  // Unavailable (a full queue, a queue-policy timeout, an instance recovering), it is tried
+  // again a few times: a busy serving version is not a reason to refuse its replacement.
+  auto run = [&](repository::ModelVersion& version, const InferRequest& request,
+                 std::vector<Tensor>* outputs, uint64_t* ns, std::function<void()> hold) {
+    Status ran;
+    for (int attempt = 0; attempt < kAttempts; ++attempt) {
+      if (attempt > 0) std::this_thread::sleep_for(kRetryPause);
+      InferRequest copy = request;
+      copy.deadline = clock_->Now() + kRunDeadline;
+      ran = RunBlocking(version, std::move(copy), outputs, ns, hold);
+      if (ran.code() != StatusCode::kUnavailable || shutting_down_) break;
+    }
+    return ran;
+  };
   // Both sides run the same request, built from the candidate's config: a candidate whose
   // inputs the serving version does not take changes the interface under its clients.
   auto measure = [&](uint32_t rows, std::vector<double>* a, std::vector<double>* b) -> Status {
@@ -115,6 +146,11 @@ Status Server::GateRollout(const std::filesystem::path& model_dir,
     const uint32_t most = kWarmupRounds + policy.rounds * kMostRoundsFactor;
     for (uint32_t round = 0; round < most; ++round) {
       const bool timed = round >= kWarmupRounds;
+      if (shutting_down_) return Unavailable("the server is shutting down");
+      if (clock_->Now() > gate_deadline) {
+        return DeadlineExceeded("the comparison ran past " + std::to_string(kGateBudget.count()) +
+                                " s (the serving version's queue starves it?)");
+      }
       if (timed && round >= kWarmupRounds + policy.rounds && clock_->Now() - began >= kGatePhase) {
         break;
       }
@@ -128,18 +164,21 @@ Status Server::GateRollout(const std::filesystem::path& model_dir,
         uint64_t ns = 0;
         Status ran;
         if (on_baseline) {
-          ran = RunBlocking(*baseline, request, &outputs, &ns);
+          ran = run(*baseline, request, &outputs, &ns, {});
+          if (!ran.ok()) return ran.WithContext("on the serving version");
         } else {
           // The candidate runs while it holds an instance of the serving version: otherwise
           // that instance would run user batches beside the candidate's runs, on the same
           // cores (or GPU), and only the candidate would be timed under that load.
           Status on_candidate;
-          ran = RunBlocking(*baseline, request, nullptr, nullptr,
-                            [&] { on_candidate = RunBlocking(candidate, request, &outputs, &ns); });
-          if (ran.ok()) ran = on_candidate;
+          ran = run(*baseline, request, nullptr, nullptr,
+                    [&] { on_candidate = run(candidate, request, &outputs, &ns, {}); });
+          if (!ran.ok()) return ran.WithContext("on the serving version, holding an instance");
+          if (!on_candidate.ok()) return on_candidate.WithContext("on the candidate");
         }
-        if (!ran.ok()) {
-          return ran.WithContext(on_baseline ? "on the serving version" : "on the candidate");
+        if (ns == 0) {
+          return Internal(std::string("the ") + (on_baseline ? "serving version" : "candidate") +
+                          " reported no compute time");
         }
         if (!timed) continue;
         (on_baseline ? a : b)->push_back(Ms(ns));
@@ -153,7 +192,10 @@ Status Server::GateRollout(const std::filesystem::path& model_dir,
   if (Status s = measure(1, &samples.baseline_ms, &samples.candidate_ms); !s.ok()) {
     return not_measured(s.message());
   }
-  const int max_batch = candidate.config.max_batch_size();
+  // The largest batch both sides take: a candidate that raises max_batch_size is timed
+  // at the serving version's.
+  const int max_batch =
+      std::min(candidate.config.max_batch_size(), baseline->config.max_batch_size());
   if (max_batch > 1) {
     samples.batch_rows = static_cast<uint64_t>(max_batch);
     if (Status s = measure(static_cast<uint32_t>(max_batch), &samples.baseline_batch_ms,
@@ -190,6 +232,7 @@ void Server::RecordRollout(RolloutDecision decision) {
                          std::chrono::system_clock::now().time_since_epoch())
                          .count();
   std::lock_guard lock(rollout_mu_);
+  ++rollout_counts_[{decision.model, RolloutOutcomeName(decision.outcome)}];
   std::deque<RolloutDecision>& history = rollouts_[decision.model];
   history.push_back(std::move(decision));
   while (history.size() > kRolloutHistory) history.pop_front();

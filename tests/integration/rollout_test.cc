@@ -118,7 +118,6 @@ TEST_F(ExplicitRolloutTest, ALoadOfABrokenFileFailsAndTheServingLoadServesOn) {
   EXPECT_EQ(load.failed(), 0) << load.first_failure() << "\nlog:\n" << server().LogTail();
 }
 
-
 // The rollout gate (issue 12 §2) under load: `chain` serves chain10 with
 // fastpath.rollout.gate on while 8 clients send it requests without pause. A candidate
 // doing 1.3x the work (chain13, the same interface) is refused with the figures side by
@@ -202,6 +201,11 @@ TEST_F(GateRolloutTest, ASlowerCandidateIsRefusedUnderLoadAndTheServingVersionSe
   // The reason is in the admission report too, beside a model that stays READY.
   EXPECT_NE(http().Get("/v2/health/admission").body.find("rollout gate refused"),
             std::string::npos);
+  // And counted for Prometheus.
+  const std::string metrics = HttpClient(server().metrics_port()).Get("/metrics").body;
+  EXPECT_NE(metrics.find("fastpath_rollout_decisions_total{model=\"chain\",outcome=\"refused\"} 1"),
+            std::string::npos)
+      << metrics.substr(0, 2000);
 }
 
 TEST_F(GateRolloutTest, AnEqualCandidatePassesUnderLoadAndTakesOver) {

@@ -242,6 +242,18 @@ TEST(AdmissionFamiliesTest, OneStateGaugePerModelWithTheCurrentStateAtOne) {
   EXPECT_EQ(e.Get("fastpath_model_state{model=\"cnn\",version=\"\",state=\"READY\"}"), 0);
 }
 
+TEST(AdmissionFamiliesTest, RolloutDecisionsAreCountedByModelAndOutcome) {
+  admission::AdmissionReport report = SampleAdmission();
+  report.rollout_decisions = {{"mlp", "passed", 2}, {"mlp", "refused", 1}};
+  prometheus::TextSerializer serializer;
+  const Exposition e = Parse(serializer.Serialize(AdmissionFamilies(report)));
+  EXPECT_EQ(e.types.at("fastpath_rollout_decisions_total"), "counter");
+  EXPECT_EQ(e.Get("fastpath_rollout_decisions_total{model=\"mlp\",outcome=\"passed\"}"), 2);
+  EXPECT_EQ(e.Get("fastpath_rollout_decisions_total{model=\"mlp\",outcome=\"refused\"}"), 1);
+  EXPECT_FALSE(Parse(serializer.Serialize(AdmissionFamilies(SampleAdmission())))
+                   .types.count("fastpath_rollout_decisions_total"));
+}
+
 TEST(AdmissionFamiliesTest, NoModelsStillSaysWhetherTheServerIsReady) {
   admission::AdmissionReport report;
   report.ready = true;
@@ -307,6 +319,7 @@ TEST(PromtoolLintTest, EveryFastpathFamilyPassesPromtoolCheckMetrics) {
   admission::FragmentationVerdict fragmentation;
   fragmentation.suspected = true;
   report.models[0].instance_fragmentation = {fragmentation};
+  report.rollout_decisions = {{"mlp", "refused", 1}};
   // One GPU with every reading, throttled, after an XID.
   gpu::GpuHealth health;
   gpu::GpuSample g;
@@ -349,7 +362,7 @@ TEST(PromtoolLintTest, EveryFastpathFamilyPassesPromtoolCheckMetrics) {
         "fastpath_gpu_power_limit_watts", "fastpath_gpu_ecc_uncorrected_total",
         "fastpath_gpu_remapped_rows_uncorrectable", "fastpath_gpu_clocks_event_active",
         "fastpath_gpu_throttle_seconds_total", "fastpath_gpu_violation_seconds_total",
-        "fastpath_gpu_xid_total", "fastpath_gpu_quarantined", "nv_gpu_utilization", "nv_gpu_memory_total_bytes",
+        "fastpath_gpu_xid_total", "fastpath_gpu_quarantined", "fastpath_rollout_decisions_total", "nv_gpu_utilization", "nv_gpu_memory_total_bytes",
         "nv_gpu_memory_used_bytes", "nv_gpu_power_usage", "nv_gpu_power_limit"}) {
     EXPECT_EQ(e.types.count(name), 1u) << name << " is not in the text, so not linted";
   }

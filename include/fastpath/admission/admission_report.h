@@ -90,6 +90,15 @@ struct AdmissionReport {
   // source) and each GPU's status. A quarantined GPU is also among `reasons`.
   std::string gpu_telemetry;
   std::vector<gpu::GpuStatus> gpus;
+  // The rollout gate's decisions since start, by model and outcome (server.h's
+  // RolloutOutcomeName: passed, refused, no_baseline, not_measured). Not in the JSON: the
+  // decisions themselves are at GET /v2/models/{m}/rollout.
+  struct RolloutCount {
+    std::string model;
+    std::string outcome;
+    uint64_t count = 0;
+  };
+  std::vector<RolloutCount> rollout_decisions;
 };
 
 // {"profile", "allow_cpu_fallback", "live", "ready", "reasons", "version_lock":

@@ -244,6 +244,8 @@ class Server final : public InferenceServer {
   static constexpr size_t kRolloutHistory = 32;
   mutable std::mutex rollout_mu_;
   std::map<std::string, std::deque<RolloutDecision>> rollouts_;  // guarded by rollout_mu_
+  // Every decision since start, by (model, outcome name): never capped, for /metrics.
+  std::map<std::pair<std::string, std::string>, uint64_t> rollout_counts_;  // guarded
 };
 
 }  // namespace fastpath::server
