@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "fastpath/config/ensemble_config.h"
+
 namespace fastpath::admission {
 namespace {
 
@@ -107,6 +109,11 @@ StatusOr<std::optional<GatePolicy>> RolloutGateFor(const inference::ModelConfig&
     }
   }
   if (!on) return std::optional<GatePolicy>();
+  if (config::IsEnsemble(config)) {
+    return InvalidArgument(std::string("parameters: '") + kRolloutGate +
+                           "' is for models that run: an ensemble's time is its steps'; declare "
+                           "it on the step models");
+  }
   return std::optional<GatePolicy>(policy);
 }
 
@@ -150,8 +157,14 @@ GateVerdict JudgeGate(const GatePolicy& policy, const GateSamples& samples) {
   v.throughput_ratio_low = throughput.low;
   v.throughput_ratio_high = throughput.high;
 
+  const auto has_zero = [](const std::vector<double>& ms) {
+    return std::any_of(ms.begin(), ms.end(), [](double x) { return !(x > 0); });
+  };
   if (samples.baseline_ms.empty() || samples.candidate_ms.empty() || ratios.empty()) {
     v.failures.push_back("nothing was measured");
+  } else if (has_zero(samples.baseline_ms) || has_zero(samples.candidate_ms) || has_zero(a) ||
+             has_zero(b)) {
+    v.failures.push_back("a run was timed at 0 ms: the timing is not to be trusted");
   }
   if (v.p95_ratio > policy.max_p95_ratio && v.p95_ratio_low > policy.max_p95_ratio) {
     v.failures.push_back("p95 " + Figure(v.p95_ratio) + "x the serving version's, " +

@@ -375,7 +375,11 @@ bool DynamicBatchScheduler::Execute(backend::ModelInstance* instance, Batch& bat
     }
   }
   if (live.size() == 1 && jobs[0]->compute_ns != nullptr) {  // primed (Job::compute_ns)
-    (void)instance->Run(inputs, names);
+    auto primed = instance->Run(inputs, names);
+    if (!primed.ok()) {
+      answers->push_back(Fail(*live[0], primed.status(), FailureReason::kBackend));
+      return primed.status().code() == StatusCode::kResourceExhausted;
+    }
   }
   const Clock::time_point ready = clock_->Now();
   timings.compute_input_ns = Nanoseconds(ready - start);

@@ -214,7 +214,11 @@ bool InstancePoolScheduler::Execute(backend::ModelInstance* instance, Job& job) 
   bool suspect = false;
   Clock::time_point run_start = start;
   if (job.compute_ns != nullptr) {  // a measurement: primed (Job::compute_ns)
-    (void)instance->Run(job.request.inputs, job.output_names);
+    auto primed = instance->Run(job.request.inputs, job.output_names);
+    if (!primed.ok()) {
+      job.done(primed.status());
+      return primed.status().code() == StatusCode::kResourceExhausted;
+    }
     run_start = clock_->Now();
   }
   auto outputs = RunSplittingOnOutOfMemory(instance, job.request.inputs, job.output_names,

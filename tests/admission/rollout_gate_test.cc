@@ -64,6 +64,15 @@ TEST(RolloutGateForTest, BadSettingsNameTheKey) {
   }
 }
 
+TEST(RolloutGateForTest, AnEnsembleIsRefusedTheGate) {
+  inference::ModelConfig config = WithParameters({{kRolloutGate, "true"}});
+  config.set_platform("ensemble");
+  auto gate = RolloutGateFor(config);
+  ASSERT_FALSE(gate.ok());
+  EXPECT_NE(gate.status().message().find("step models"), std::string::npos)
+      << gate.status().message();
+}
+
 GateSamples Samples(std::vector<double> baseline, std::vector<double> candidate) {
   GateSamples s;
   s.baseline_ms = std::move(baseline);
@@ -152,6 +161,13 @@ TEST(JudgeGateTest, AConsistentlySlowerCandidateIsRefusedThroughTheNoise) {
   EXPECT_FALSE(v.passed) << v.summary;
   EXPECT_GT(v.p95_ratio_low, 1.10);
   EXPECT_LT(v.throughput_ratio_high, 0.90);
+}
+
+TEST(JudgeGateTest, AZeroTimeIsNotTrusted) {
+  const GateVerdict v = JudgeGate(GatePolicy{}, Samples({0, 1, 1}, {1, 1, 1}));
+  EXPECT_FALSE(v.passed);
+  ASSERT_EQ(v.failures.size(), 1u);
+  EXPECT_NE(v.failures[0].find("0 ms"), std::string::npos) << v.failures[0];
 }
 
 TEST(JudgeGateTest, NothingMeasuredIsRefused) {
