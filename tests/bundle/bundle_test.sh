@@ -24,7 +24,7 @@ bundle="$work/out/fastpath"
 mv "$bundle" "$work/moved" && bundle="$work/moved"
 python3 "$source_dir/tools/check_bundle.py" "$bundle" || fail "the bundle is not closed"
 for f in bin/fastpath lib/libonnxruntime.so.1 share/fastpath/generate_models.py \
-         share/fastpath/bundle.json; do
+         share/fastpath/bundle.json share/fastpath/prometheus/fastpath-rules.yaml; do
   [[ -f "$bundle/$f" ]] || fail "$f is missing from the bundle"
 done
 [[ ! -e "$bundle/lib/libonnxruntime_providers_cuda.so" ]] ||
