@@ -40,7 +40,8 @@ std::string HelpLine(const std::string& help, const std::string& option) {
 
 TEST(CommandLine, EveryCommandHasHelp) {
   for (const std::vector<std::string>& command : std::vector<std::vector<std::string>>{
-           {"serve"}, {"doctor"}, {"bench"}, {"bench", "plot"}, {"build-engines"}}) {
+           {"serve"}, {"doctor"}, {"bench"}, {"bench", "plot"}, {"build-engines"}, {"budget"},
+           {"preflight"}, {"gate"}}) {
     std::vector<std::string> args = command;
     args.push_back("--help");
     const CommandRun run = Fastpath(args);
