@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "fastpath/admission/self_test.h"
 #include "fastpath/admission/snapshot_diff.h"
 #include "fastpath/bench/client.h"
 #include "fastpath/common/status.h"
@@ -24,10 +25,9 @@
 
 namespace fastpath::cli::gate {
 
-// The seed of the servers' canaries (src/server/server_canary.cc, kSeed: "canary" in ASCII):
-// the gate sends the request a canary of the same model sends, so what it compares is what
-// the canaries watch afterwards.
-inline constexpr uint64_t kCanarySeed = 0x63616e617279;
+// The servers' canaries' seed (admission::kCanarySeed): the gate sends the request a canary
+// of the same model sends.
+using admission::kCanarySeed;
 
 // Timed connections per server, one per round in turn. A server spreads its connections
 // over its event loops (fastpath: --http-threads, 2 by default) and a loop that shares a

@@ -43,8 +43,8 @@ bool IsFloat(DataType dtype) {
 // other datatype byte for byte. Otherwise the first difference.
 std::string CompareOutputs(const std::vector<Tensor>& got, const std::vector<Tensor>& want) {
   for (const Tensor& w : want) {
-    const auto g = std::find_if(got.begin(), got.end(),
-                                [&](const Tensor& t) { return t.name == w.name; });
+    const auto g =
+        std::find_if(got.begin(), got.end(), [&](const Tensor& t) { return t.name == w.name; });
     if (g == got.end()) return "output '" + w.name + "' is missing";
     if (g->shape != w.shape || g->dtype != w.dtype) {
       return "output '" + w.name + "' changed its shape or datatype";
@@ -66,15 +66,16 @@ std::string CompareOutputs(const std::vector<Tensor>& got, const std::vector<Ten
 
 }  // namespace
 
-void Server::SetUpCanary(const std::filesystem::path& model_dir,
-                         repository::ModelVersion& version, AdmissionRecord* record) {
+void Server::SetUpCanary(const std::filesystem::path& model_dir, repository::ModelVersion& version,
+                         AdmissionRecord* record) {
   const std::string what =
       "model '" + version.model_name + "' version " + std::to_string(version.version);
   auto interval = config::CanaryIntervalFor(version.config);  // validated with the config
   if (!interval.ok() || !*interval || !version.scheduler) return;
   if (config::IsEnsemble(version.config)) {
-    log::Warn(what + ": no canary for an ensemble; declare fastpath.canary.interval_s on its "
-                     "step models");
+    log::Warn(what +
+              ": no canary for an ensemble; declare fastpath.canary.interval_s on its "
+              "step models");
     return;
   }
   auto canary = MakeCanary(model_dir, version, **interval);
@@ -92,8 +93,9 @@ StatusOr<std::shared_ptr<const Server::AdmissionRecord::Canary>> Server::MakeCan
     std::chrono::seconds interval) {
   auto canary = std::make_shared<AdmissionRecord::Canary>();
   canary->interval = interval;
-  FASTPATH_ASSIGN_OR_RETURN(canary->request,
-                            admission::MakeSeededRequest(version.config, model_dir, 1, kCanarySeed));
+  FASTPATH_ASSIGN_OR_RETURN(
+      canary->request,
+      admission::MakeSeededRequest(version.config, model_dir, 1, admission::kCanarySeed));
   std::vector<double> ms;
   for (int i = 0; i < kReferenceRuns; ++i) {
     std::vector<Tensor> outputs;
@@ -154,12 +156,13 @@ void Server::RunCanaries() {
           ++runs.stuck_failures;
           ++runs.status.failures;
           runs.status.last_problem =
-              "the canary sent " + std::to_string(static_cast<int64_t>(
-                                       std::chrono::duration<double>(now - runs.sent_at).count())) +
+              "the canary sent " +
+              std::to_string(
+                  static_cast<int64_t>(std::chrono::duration<double>(now - runs.sent_at).count())) +
               " s ago has not answered: an execution hangs or the model's queue does not move";
           if (runs.last_clean) {
-            log::Warn("!!! model '" + key.first + "' version " + std::to_string(key.second) +
-                      ": " + runs.status.last_problem);
+            log::Warn("!!! model '" + key.first + "' version " + std::to_string(key.second) + ": " +
+                      runs.status.last_problem);
           }
           runs.last_clean = false;
         }

@@ -104,10 +104,12 @@ Status Server::GateRollout(const std::filesystem::path& model_dir,
   }
   if (!baseline) {
     decision.outcome = RolloutDecision::Outcome::kNoBaseline;
+    // Recorded before the repository publishes: the load may still be dropped after this
+    // (a folder that changed while it was read), so the text does not say traffic moved.
     decision.detail = "no version of '" + candidate.model_name +
-                      "' serves that can be timed: nothing to compare with, traffic moves to "
+                      "' serves that can be timed: nothing to compare with; the gate lets "
                       "version " +
-                      std::to_string(candidate.version);
+                      std::to_string(candidate.version) + " through";
     log::Info("rollout gate: " + decision.detail);
     RecordRollout(decision);
     return Status::Ok();
@@ -137,7 +139,7 @@ Status Server::GateRollout(const std::filesystem::path& model_dir,
   auto measure = [&](uint32_t rows, std::vector<double>* a, std::vector<double>* b) -> Status {
     FASTPATH_ASSIGN_OR_RETURN(
         InferRequest request,
-        admission::MakeSeededRequest(candidate.config, model_dir, rows, kCanarySeed));
+        admission::MakeSeededRequest(candidate.config, model_dir, rows, admission::kCanarySeed));
     // Rounds 0 and 1 warm both sides up untimed (a fresh load grows its arena on its first
     // runs). Then at least policy.rounds are timed, and more while the phase has run for
     // less than kGatePhase: the p95 of 30 short runs is their second slowest, noise more

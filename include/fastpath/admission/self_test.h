@@ -83,6 +83,11 @@ StatusOr<SelfTestPlan> MakeSelfTestPlan(const inference::ModelConfig& config,
 // One seeded request of `batch_size` rows (1 for a model that does not batch): the inputs
 // and shapes of the first model_warmup, or without one random_data at the config dims. A
 // dynamic dim with nothing to make it concrete is an error that says to declare one.
+// The seed of the canaries' requests, which the rollout gate (in the server and `fastpath
+// gate`) sends too: "canary" in ASCII. What the gate compares is then what the canaries
+// watch afterwards.
+inline constexpr uint64_t kCanarySeed = 0x63616e617279;
+
 StatusOr<InferRequest> MakeSeededRequest(const inference::ModelConfig& config,
                                          const std::filesystem::path& model_dir,
                                          uint32_t batch_size, uint64_t seed);

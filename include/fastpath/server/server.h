@@ -65,12 +65,14 @@ struct RepositoryEntry {
 
 // One decision of the rollout gate (admission/rollout_gate.h): a candidate version of a
 // model that declares fastpath.rollout.gate, compared with the version it would take
-// traffic from before it was published.
+// traffic from before it was published. The decision is the gate's: a candidate it lets
+// through is then published, unless the load is dropped for another reason (its folder
+// changed while it was read), which the repository index and the log say.
 struct RolloutDecision {
   enum class Outcome {
-    kPassed,       // traffic moved to the candidate
+    kPassed,       // let through: no slower than the serving version, beyond the noise
     kRefused,      // the candidate was slower (or answered differently): the old one serves on
-    kNoBaseline,   // nothing served to compare with (a first load): traffic moved
+    kNoBaseline,   // nothing served that could be timed (a first load): let through
     kNotMeasured,  // the comparison could not run (the reason is in `detail`): refused
   };
   std::string model;

@@ -74,10 +74,6 @@ struct ServerOptions {
   std::vector<std::string> version_lock_pinned;
 };
 
-// The seed of the canaries' and the rollout gate's requests (admission::MakeSeededRequest):
-// "canary" in ASCII. `fastpath gate` uses it too, so its requests are the server's.
-inline constexpr uint64_t kCanarySeed = 0x63616e617279;
-
 // The protocol shows `dims` where the model produced `reshape` (server.cc): what every answer
 // goes through before a client sees it.
 Status ReshapeOutputs(const inference::ModelConfig& config, std::vector<Tensor>* outputs);
