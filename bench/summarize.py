@@ -26,6 +26,13 @@ def point_at(run, concurrency):
     return None
 
 
+def threads(q):
+    # In-process points name their intra-op thread count (the sweep of bench --in-process);
+    # reports written before the sweep do not.
+    n = q.get("intra_op_threads")
+    return f"{n} thread{'s' if n != 1 else ''}" if n else "threads not recorded"
+
+
 def errors(p):
     return sum(p["errors_by_kind"].values()) if p else 0
 
@@ -55,7 +62,7 @@ def main():
       "efficiency can exceed 1). `efficiency vs CPU-time ceiling` divides instead by the best "
       "in-process rate computed from the runs' own thread CPU time (one ORT thread per session), "
       "which the machine's load does not change.\n")
-    w("| transport | server infer/s | server p99 ms | avg batch formed | best in-process infer/s (batch) | efficiency | CPU-time ceiling infer/s (batch) | efficiency vs CPU-time ceiling | target |")
+    w("| transport | server infer/s | server p99 ms | avg batch formed | best in-process infer/s (batch, intra-op threads) | efficiency | CPU-time ceiling infer/s (batch) | efficiency vs CPU-time ceiling | target |")
     w("|---|---|---|---|---|---|---|---|---|")
     for run in load(args.results, "efficiency.json"):
         p = point_at(run, 32)
@@ -71,7 +78,7 @@ def main():
             ceil_text, eff_cpu = "-", "-"
         batch = p["server"]["average_batch"] if p.get("server") else float("nan")
         w(f"| {run['transport']} {run['encoding']} | {p['throughput_ips']:.0f} | {ms(p['latency_us']['p99'])} | "
-          f"{batch:.1f} | {best['throughput_ips']:.0f} ({best['batch_size']}) | **{run['efficiency']:.2f}** | "
+          f"{batch:.1f} | {best['throughput_ips']:.0f} ({best['batch_size']}, {threads(best)}) | **{run['efficiency']:.2f}** | "
           f"{ceil_text} | {eff_cpu} | >= 0.90 |")
     w("")
 

@@ -55,6 +55,24 @@ std::string CsvHeader() {
          "trials,stable,intra_op_threads\n";
 }
 
+StatusOr<std::string> AppendCsvRows(const std::string& existing, const BenchReport& report) {
+  const std::string header = CsvHeader();
+  const size_t end = existing.find('\n');
+  const std::string old_header = existing.substr(0, end);
+  if (existing.empty()) return header + ReportCsvRows(report);
+  if (old_header.empty() || header.compare(0, old_header.size(), old_header) != 0 ||
+      (header.size() > old_header.size() && header[old_header.size()] != ',' &&
+       header[old_header.size()] != '\n')) {
+    return InvalidArgument("the CSV file's header is not fastpath bench's (" +
+                           old_header.substr(0, 80) +
+                           "...): append to a file bench wrote, or write a new one");
+  }
+  std::string out = header;
+  if (end != std::string::npos) out += existing.substr(end + 1);
+  if (!out.empty() && out.back() != '\n') out += '\n';
+  return out + ReportCsvRows(report);
+}
+
 std::string ReportCsvRows(const BenchReport& r) {
   std::string out;
   for (const auto& p : r.in_process) out += CsvRow(r.label, r, p, "");

@@ -434,13 +434,11 @@ Status WriteOutputs(const BenchFlags& flags, const bench::BenchReport& report) {
   }
   if (!flags.csv_path.empty()) {
     std::error_code ec;
-    std::string csv;
+    std::string csv = bench::CsvHeader() + bench::ReportCsvRows(report);
     if (flags.append && fs::exists(flags.csv_path, ec)) {
-      FASTPATH_ASSIGN_OR_RETURN(csv, ReadFile(flags.csv_path));
-    } else {
-      csv = bench::CsvHeader();
+      FASTPATH_ASSIGN_OR_RETURN(const std::string existing, ReadFile(flags.csv_path));
+      FASTPATH_ASSIGN_OR_RETURN(csv, bench::AppendCsvRows(existing, report));
     }
-    csv += bench::ReportCsvRows(report);
     FASTPATH_RETURN_IF_ERROR(WriteFileAtomically(flags.csv_path, csv));
   }
   if (!flags.svg_path.empty() && report.soak) {

@@ -312,6 +312,26 @@ TEST(JsonTest, RejectsWhatIsNotAReport) {
   EXPECT_NE(r.status().message().find("a.json"), std::string::npos);
 }
 
+TEST(CsvTest, AppendingToAFileWithoutTheLastColumnsGivesItTodaysHeader) {
+  BenchReport r = SampleReport();
+  const std::string header = CsvHeader();
+  const std::string old_header = header.substr(0, header.rfind(",intra_op_threads"));
+  const std::string old_file = old_header + "\nold,row\n";
+  auto appended = AppendCsvRows(old_file, r);
+  ASSERT_TRUE(appended.ok()) << appended.status().message();
+  EXPECT_EQ(*appended, header + "old,row\n" + ReportCsvRows(r));
+  // A file bench wrote today keeps what it has, and an empty one gets the header.
+  auto again = AppendCsvRows(*appended, r);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *appended + ReportCsvRows(r));
+  EXPECT_EQ(*AppendCsvRows("", r), header + ReportCsvRows(r));
+  // Another table is refused, never mixed in.
+  auto other = AppendCsvRows("time,temperature\n1,2\n", r);
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.status().message().find("not fastpath bench's"), std::string::npos);
+  EXPECT_FALSE(AppendCsvRows("label,model,transport,encod\n", r).ok());
+}
+
 TEST(CsvTest, HeaderAndOneRowPerPointWithQuoting) {
   BenchReport r = SampleReport();
   const std::string header = CsvHeader();

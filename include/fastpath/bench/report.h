@@ -197,6 +197,11 @@ StatusOr<std::vector<BenchReport>> ReadReportsJson(std::string_view text, std::s
 // the first column is the label, so appended runs stay distinguishable.
 std::string CsvHeader();
 std::string ReportCsvRows(const BenchReport& report);
+// `existing` (a CSV file's text) with `report`'s rows appended (bench --csv --append). A file
+// written before the last columns were added gets today's header, so that the new rows'
+// fields have names (its own rows leave those columns empty); a file whose header is not a
+// start of today's is another table, and an error says so.
+StatusOr<std::string> AppendCsvRows(const std::string& existing, const BenchReport& report);
 
 // The human-readable table (a soak's: one row per window, see soak.h).
 std::string RenderTable(const BenchReport& report);
