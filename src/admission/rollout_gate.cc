@@ -102,13 +102,28 @@ StatusOr<std::optional<GatePolicy>> RolloutGateFor(const inference::ModelConfig&
       if (rounds != std::floor(rounds))
         return BadValue(key, value, "a whole number from 5 to 1000");
       policy.rounds = static_cast<uint32_t>(rounds);
+    } else if (key == kRolloutCanaryPercent) {
+      FASTPATH_ASSIGN_OR_RETURN(const double percent, ParseNumber(key, value, 1, 50));
+      if (percent != std::floor(percent)) return BadValue(key, value, "a whole number from 1 to 50");
+      policy.canary_percent = static_cast<uint32_t>(percent);
+    } else if (key == kRolloutCanaryDuration) {
+      FASTPATH_ASSIGN_OR_RETURN(const double seconds, ParseNumber(key, value, 10, 86400));
+      if (seconds != std::floor(seconds))
+        return BadValue(key, value, "a whole number of seconds from 10 to 86400");
+      policy.canary_duration_s = static_cast<uint32_t>(seconds);
     } else {
       return InvalidArgument("parameters: unknown key '" + key + "' (known: " + kRolloutGate +
                              ", " + kRolloutMaxP95Ratio + ", " + kRolloutMinThroughputRatio + ", " +
-                             kRolloutOutputTolerance + ", " + kRolloutRounds + ")");
+                             kRolloutOutputTolerance + ", " + kRolloutRounds + ", " +
+                             kRolloutCanaryPercent + ", " + kRolloutCanaryDuration + ")");
     }
   }
   if (!on) return std::optional<GatePolicy>();
+  if (policy.canary_percent == 0 && parameters.count(kRolloutCanaryDuration) > 0) {
+    return InvalidArgument(std::string("parameters: '") + kRolloutCanaryDuration +
+                           "' times a canary phase, which is off; set " + kRolloutCanaryPercent +
+                           ", or remove it");
+  }
   if (config::IsEnsemble(config)) {
     return InvalidArgument(std::string("parameters: '") + kRolloutGate +
                            "' is for models that run: an ensemble's time is its steps'; declare "

@@ -21,6 +21,14 @@
 //                                          the server times more, up to 10x, until a
 //                                          second has passed per batch size, after two
 //                                          untimed rounds that warm both sides up
+//   fastpath.rollout.canary_percent        after the gate passes, the share of requests (1 to
+//                                          50, whole) the candidate gets at first, while the
+//                                          serving load takes the rest (unset: traffic moves
+//                                          at once)
+//   fastpath.rollout.canary_duration_s     how long that phase lasts (10 to 86400, default
+//                                          300); the server watches both sides' errors and
+//                                          p95 and rolls the candidate back on a regression,
+//                                          or promotes it at the end (server_rollout.cc)
 #pragma once
 
 #include <cstdint>
@@ -38,12 +46,17 @@ inline constexpr const char* kRolloutMaxP95Ratio = "fastpath.rollout.max_p95_rat
 inline constexpr const char* kRolloutMinThroughputRatio = "fastpath.rollout.min_throughput_ratio";
 inline constexpr const char* kRolloutOutputTolerance = "fastpath.rollout.output_tolerance";
 inline constexpr const char* kRolloutRounds = "fastpath.rollout.rounds";
+inline constexpr const char* kRolloutCanaryPercent = "fastpath.rollout.canary_percent";
+inline constexpr const char* kRolloutCanaryDuration = "fastpath.rollout.canary_duration_s";
 
 struct GatePolicy {
   double max_p95_ratio = 1.10;
   double min_throughput_ratio = 0.90;
   std::optional<double> output_tolerance;  // unset: outputs are not judged
   uint32_t rounds = 30;
+  // The canary phase: 0 percent, none.
+  uint32_t canary_percent = 0;
+  uint32_t canary_duration_s = 300;
 };
 
 // The gate of `config`: nullopt when fastpath.rollout.gate is not "true". A value out of
