@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "fastpath/admission/admission_report.h"
@@ -94,28 +93,16 @@ inline constexpr double kSoakMaxDrift = 0.15;
 Item CheckSoak(const std::string& path, const StatusOr<std::string>& text,
                const std::vector<RepositoryModel>& models);
 
-// 5. Alert rules present: the Prometheus rule file `path` (its contents `text`) parses,
-// every rule has an expression, and it holds each alert the runbooks name for what this
-// repository runs (RequiredAlerts). `path` empty: none was found (`looked_in` says where).
+// 5. Alert rules present: the Prometheus rule file `path` (its contents `text`) parses
+// (ParseAlertRules, rules_yaml.h), every rule has an expression, and it holds each alert the
+// runbooks name for what this repository runs (RequiredAlerts). `path` empty: none was found
+// (`looked_in` says where).
 Item CheckAlertRules(const std::string& path, const StatusOr<std::string>& text,
                      const std::vector<std::string>& looked_in,
                      const std::vector<RepositoryModel>& models);
 // The alerts a deployment of `models` needs: the server's and the memory alerts always,
 // the GPU alerts with a GPU model, the canary alerts with a model that runs a canary.
 std::vector<std::string> RequiredAlerts(const std::vector<RepositoryModel>& models);
-
-// The alert rules of a Prometheus rule file: its groups' rules (a plain rule file, or a
-// PrometheusRule object's spec). The file is parsed as YAML's block structure (mappings,
-// sequences, block and flow scalars, comments); what a rule file never holds (anchors,
-// tags, several documents) is refused with the line.
-struct AlertRule {
-  std::string group;
-  std::string name;  // `alert:`; empty for a recording rule
-  std::string record;
-  std::string expr;
-  int line = 0;
-};
-StatusOr<std::vector<AlertRule>> ParseAlertRules(std::string_view text);
 
 // 5b. Metrics collected: whether a Prometheus scrapes this server's metrics. `prometheus`
 // empty: not asked (NOT CHECKED). Otherwise `answer` is the body of its instant query of
