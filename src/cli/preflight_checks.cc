@@ -92,10 +92,6 @@ Item NewItem(std::string id, std::string title) {
 const char* const kEnsembleNote =
     "an ensemble: no instances of its own (its steps are checked as the models they are)";
 
-ModelFinding UnreadableConfig(const RepositoryModel& m) {
-  return {m.name, Verdict::kNotChecked, "config.pbtxt unreadable: " + m.config_error};
-}
-
 // The model's instance cap: fastpath.memory.limit_bytes, else the cuda accelerator's
 // gpu_mem_limit for a GPU model; with where it comes from.
 struct Cap {
@@ -141,6 +137,33 @@ Cap CapOf(const RepositoryModel& m, const inference::ModelConfig& config) {
     }
   }
   return cap;
+}
+
+// The rows of `item`, one a model in the repository's order, and its verdict and count:
+// what keeps a model from being judged is written here once (an unreadable config: NOT
+// CHECKED; an ensemble, which has no instances of its own: N/A with `ensemble_note`; with
+// `needs_cap`, a cap that does not parse: FAIL), and `judge(model, config, cap)` gives the
+// row of each other model (`cap` is empty without `needs_cap`).
+template <typename Judge>
+void JudgeEachModel(const std::vector<RepositoryModel>& models, const char* ensemble_note,
+                    bool needs_cap, Item& item, Judge judge) {
+  for (const RepositoryModel& m : models) {
+    const inference::ModelConfig* config = m.best_config();
+    if (config == nullptr) {
+      item.models.push_back(
+          {m.name, Verdict::kNotChecked, "config.pbtxt unreadable: " + m.config_error});
+      continue;
+    }
+    if (m.ensemble()) {
+      item.models.push_back({m.name, Verdict::kNotApplicable, ensemble_note});
+      continue;
+    }
+    const Cap cap = needs_cap ? CapOf(m, *config) : Cap{};
+    item.models.push_back(cap.error.empty() ? judge(m, *config, cap)
+                                            : ModelFinding{m.name, Verdict::kFail, cap.error});
+  }
+  item.verdict = Combine(item.models);
+  item.summary = CountSummary(item.models);
 }
 
 }  // namespace
@@ -379,64 +402,44 @@ Item CheckMemoryBudget(const admission::AdmissionReport& report,
 
 Item CheckArena(const std::vector<RepositoryModel>& models) {
   Item item = NewItem("arena", "arena configuration");
-  for (const RepositoryModel& m : models) {
-    const inference::ModelConfig* config = m.best_config();
-    if (config == nullptr) {
-      item.models.push_back(UnreadableConfig(m));
-      continue;
-    }
-    if (m.ensemble()) {
-      item.models.push_back({m.name, Verdict::kNotApplicable, kEnsembleNote});
-      continue;
-    }
-    const Cap cap = CapOf(m, *config);
-    if (!cap.error.empty()) {
-      item.models.push_back({m.name, Verdict::kFail, cap.error});
-      continue;
-    }
-    std::string strategy;
-    if (const auto it = cap.cuda_options.find("arena_extend_strategy");
-        it != cap.cuda_options.end()) {
-      strategy = ", arena_extend_strategy " + it->second;
-    }
-    if (!m.gpu()) {
-      if (cap.bytes) {
-        item.models.push_back({m.name, Verdict::kPass,
-                               "CPU: an arena of its own per instance, capped at " +
-                                   FormatBytes(*cap.bytes) + " (" + cap.source +
-                                   "), growing by what is asked"});
-      } else {
-        item.models.push_back(
-            {m.name, Verdict::kFail,
-             "CPU: ONNX Runtime's default CPU arena, no cap: it grows by powers of two with "
-             "the largest batches and keeps what it took, and running out is the kernel's "
-             "OOM killer ending the whole server"});
-      }
-      continue;
-    }
-    if (cap.tensorrt) {
-      item.models.push_back(
-          {m.name, Verdict::kNotChecked,
-           "GPU, TensorRT: its engines allocate outside any arena fastpath can cap "
-           "(fastpath.memory.limit_bytes is refused with it)" +
-               (cap.bytes ? "; the CUDA fallback's arena is capped at " + FormatBytes(*cap.bytes)
-                          : std::string())});
-      continue;
-    }
-    if (cap.bytes) {
-      item.models.push_back({m.name, Verdict::kPass,
-                             "GPU: the CUDA arena per instance capped at " +
-                                 FormatBytes(*cap.bytes) + " (" + cap.source + ")" + strategy});
-    } else {
-      item.models.push_back(
-          {m.name, Verdict::kFail,
-           "GPU: the CUDA arena has no cap (ONNX Runtime's gpu_mem_limit defaults to the whole "
-           "device)" +
-               strategy + ": one model's largest batches can take the memory the others need"});
-    }
-  }
-  item.verdict = Combine(item.models);
-  item.summary = CountSummary(item.models);
+  JudgeEachModel(
+      models, kEnsembleNote, /*needs_cap=*/true, item,
+      [](const RepositoryModel& m, const inference::ModelConfig&, const Cap& cap) -> ModelFinding {
+        std::string strategy;
+        if (const auto it = cap.cuda_options.find("arena_extend_strategy");
+            it != cap.cuda_options.end()) {
+          strategy = ", arena_extend_strategy " + it->second;
+        }
+        if (!m.gpu() && cap.bytes) {
+          return {m.name, Verdict::kPass,
+                  "CPU: an arena of its own per instance, capped at " + FormatBytes(*cap.bytes) +
+                      " (" + cap.source + "), growing by what is asked"};
+        }
+        if (!m.gpu()) {
+          return {m.name, Verdict::kFail,
+                  "CPU: ONNX Runtime's default CPU arena, no cap: it grows by powers of two with "
+                  "the largest batches and keeps what it took, and running out is the kernel's "
+                  "OOM killer ending the whole server"};
+        }
+        if (cap.tensorrt) {
+          return {
+              m.name, Verdict::kNotChecked,
+              "GPU, TensorRT: its engines allocate outside any arena fastpath can cap "
+              "(fastpath.memory.limit_bytes is refused with it)" +
+                  (cap.bytes ? "; the CUDA fallback's arena is capped at " + FormatBytes(*cap.bytes)
+                             : std::string())};
+        }
+        if (cap.bytes) {
+          return {m.name, Verdict::kPass,
+                  "GPU: the CUDA arena per instance capped at " + FormatBytes(*cap.bytes) + " (" +
+                      cap.source + ")" + strategy};
+        }
+        return {
+            m.name, Verdict::kFail,
+            "GPU: the CUDA arena has no cap (ONNX Runtime's gpu_mem_limit defaults to the whole "
+            "device)" +
+                strategy + ": one model's largest batches can take the memory the others need"};
+      });
   if (item.verdict != Verdict::kPass) {
     item.action =
         "give each model's instances a cap: parameters { key: \"fastpath.memory.limit_bytes\" "
@@ -769,66 +772,45 @@ Item CheckPartition(const gpu::CapabilitySnapshot& snapshot, const PartitionEnvi
 
 Item CheckOutOfMemory(const std::vector<RepositoryModel>& models) {
   Item item = NewItem("oom_behaviour", "out-of-memory behaviour defined");
-  for (const RepositoryModel& m : models) {
-    const inference::ModelConfig* config = m.best_config();
-    if (config == nullptr) {
-      item.models.push_back(UnreadableConfig(m));
-      continue;
-    }
-    if (m.ensemble()) {
-      item.models.push_back({m.name, Verdict::kNotApplicable, kEnsembleNote});
-      continue;
-    }
-    const Cap cap = CapOf(m, *config);
-    if (!cap.error.empty()) {
-      item.models.push_back({m.name, Verdict::kFail, cap.error});
-      continue;
-    }
-    if (!m.gpu() && !cap.bytes) {
-      item.models.push_back(
-          {m.name, Verdict::kNotApplicable,
-           "a CPU model without a cap: out of memory is the container's limit (item arena)"});
-      continue;
-    }
-    std::vector<std::string> missing;
-    std::string defined;
-    if (cap.bytes) {
-      defined = "capped at " + FormatBytes(*cap.bytes) +
-                ": running out fails that instance's run with a clean 503 and the server "
-                "serves on";
-    } else if (cap.tensorrt) {
-      missing.push_back("TensorRT takes no cap: running out can take the whole GPU");
-    } else {
-      missing.push_back(
-          "no cap: the CUDA arena can take the whole GPU before anything runs out, and the "
-          "other models on it run out instead");
-    }
-    if (!m.completed) {
-      item.models.push_back(
-          {m.name, missing.empty() ? Verdict::kNotChecked : Verdict::kFail,
-           Join(missing.empty() ? std::vector<std::string>{defined} : missing, "; ") +
-               "; the recovery check is not known: no version loaded here (item memory_budget "
-               "says why)"});
-      continue;
-    }
-    auto probe = admission::MakeSeededRequest(*m.completed, m.dir, 1, /*seed=*/0);
-    if (probe.ok()) {
-      defined += std::string(defined.empty() ? "" : "; ") +
-                 "after running out, an instance answers a seeded request before it serves "
-                 "again and is rebuilt when it cannot";
-    } else {
-      missing.push_back("no recovery check after running out (" + probe.status().message() +
-                        "): instances are trusted once ONNX Runtime shrank the arena");
-    }
-    if (missing.empty()) {
-      item.models.push_back({m.name, Verdict::kPass, defined});
-    } else {
-      item.models.push_back(
-          {m.name, Verdict::kFail, Join(missing, "; ") + (defined.empty() ? "" : "; " + defined)});
-    }
-  }
-  item.verdict = Combine(item.models);
-  item.summary = CountSummary(item.models);
+  JudgeEachModel(
+      models, kEnsembleNote, /*needs_cap=*/true, item,
+      [](const RepositoryModel& m, const inference::ModelConfig&, const Cap& cap) -> ModelFinding {
+        if (!m.gpu() && !cap.bytes) {
+          return {m.name, Verdict::kNotApplicable,
+                  "a CPU model without a cap: out of memory is the container's limit (item arena)"};
+        }
+        std::vector<std::string> missing;
+        std::string defined;
+        if (cap.bytes) {
+          defined = "capped at " + FormatBytes(*cap.bytes) +
+                    ": running out fails that instance's run with a clean 503 and the server "
+                    "serves on";
+        } else if (cap.tensorrt) {
+          missing.push_back("TensorRT takes no cap: running out can take the whole GPU");
+        } else {
+          missing.push_back(
+              "no cap: the CUDA arena can take the whole GPU before anything runs out, and the "
+              "other models on it run out instead");
+        }
+        if (!m.completed) {
+          return {m.name, missing.empty() ? Verdict::kNotChecked : Verdict::kFail,
+                  Join(missing.empty() ? std::vector<std::string>{defined} : missing, "; ") +
+                      "; the recovery check is not known: no version loaded here (item "
+                      "memory_budget says why)"};
+        }
+        auto probe = admission::MakeSeededRequest(*m.completed, m.dir, 1, /*seed=*/0);
+        if (probe.ok()) {
+          defined += std::string(defined.empty() ? "" : "; ") +
+                     "after running out, an instance answers a seeded request before it serves "
+                     "again and is rebuilt when it cannot";
+        } else {
+          missing.push_back("no recovery check after running out (" + probe.status().message() +
+                            "): instances are trusted once ONNX Runtime shrank the arena");
+        }
+        if (missing.empty()) return {m.name, Verdict::kPass, defined};
+        return {m.name, Verdict::kFail,
+                Join(missing, "; ") + (defined.empty() ? "" : "; " + defined)};
+      });
   if (NamesWith(item.models, Verdict::kNotApplicable).size() == item.models.size()) {
     item.summary =
         "no GPU model and no model with a cap: nothing here runs out of memory on "
@@ -847,64 +829,53 @@ Item CheckOutOfMemory(const std::vector<RepositoryModel>& models) {
 
 Item CheckRollback(const std::vector<RepositoryModel>& models) {
   Item item = NewItem("rollback", "rollback plan (gate configured, previous version kept)");
-  for (const RepositoryModel& m : models) {
-    const inference::ModelConfig* config = m.best_config();
-    if (config == nullptr) {
-      item.models.push_back(UnreadableConfig(m));
-      continue;
-    }
-    if (m.ensemble()) {
-      item.models.push_back({m.name, Verdict::kNotApplicable,
-                             "an ensemble: its steps roll back as the models they are"});
-      continue;
-    }
-    std::vector<std::string> problems;
-    std::vector<std::string> plan;
-    const auto gate_param = config->parameters().find(std::string(kRolloutGateKey));
-    if (gate_param == config->parameters().end() || gate_param->second.string_value() != "true") {
-      problems.push_back(gate_param == config->parameters().end()
-                             ? "no rollout gate (parameters " + std::string(kRolloutGateKey) +
-                                   " is not set)"
-                             : "the rollout gate is off (" + std::string(kRolloutGateKey) +
-                                   " is '" + gate_param->second.string_value() + "')");
-    } else if (auto gate = admission::RolloutGateFor(*config); !gate.ok()) {
-      problems.push_back("the rollout gate is misconfigured: " + gate.status().message());
-    } else if (*gate) {
-      plan.push_back("gate on (p95 at most " + Fixed("%.2f", (*gate)->max_p95_ratio) +
-                     "x, throughput at least " + Fixed("%.2f", (*gate)->min_throughput_ratio) +
-                     "x the serving version's)");
-    }
-    auto selected = config::SelectVersions(config->version_policy(), m.version_folders);
-    if (!selected.ok()) {
-      problems.push_back("its versions: " + selected.status().message());
-    } else if (selected->size() >= 2) {
-      std::vector<std::string> numbers;
-      for (const int64_t v : *selected) numbers.push_back(std::to_string(v));
-      plan.push_back("versions " + Join(numbers) + " loaded by its version_policy");
-    } else {
-      const int64_t serving = selected->back();
-      std::vector<std::string> older;
-      for (const int64_t v : m.version_folders) {
-        if (v < serving) older.push_back(std::to_string(v));
-      }
-      if (older.empty()) {
-        problems.push_back("only version " + std::to_string(serving) +
-                           ": no previous version to roll back to");
-      } else {
-        plan.push_back("version " + std::to_string(serving) + " serves, version " + older.back() +
-                       " kept on disk");
-      }
-    }
-    if (problems.empty()) {
-      item.models.push_back({m.name, Verdict::kPass, Join(plan, "; ")});
-    } else {
-      std::vector<std::string> all = problems;
-      all.insert(all.end(), plan.begin(), plan.end());
-      item.models.push_back({m.name, Verdict::kFail, Join(all, "; ")});
-    }
-  }
-  item.verdict = Combine(item.models);
-  item.summary = CountSummary(item.models);
+  JudgeEachModel(
+      models, "an ensemble: its steps roll back as the models they are",
+      /*needs_cap=*/false, item,
+      [](const RepositoryModel& m, const inference::ModelConfig& config,
+         const Cap&) -> ModelFinding {
+        std::vector<std::string> problems;
+        std::vector<std::string> plan;
+        const auto gate_param = config.parameters().find(std::string(kRolloutGateKey));
+        if (gate_param == config.parameters().end() ||
+            gate_param->second.string_value() != "true") {
+          problems.push_back(gate_param == config.parameters().end()
+                                 ? "no rollout gate (parameters " + std::string(kRolloutGateKey) +
+                                       " is not set)"
+                                 : "the rollout gate is off (" + std::string(kRolloutGateKey) +
+                                       " is '" + gate_param->second.string_value() + "')");
+        } else if (auto gate = admission::RolloutGateFor(config); !gate.ok()) {
+          problems.push_back("the rollout gate is misconfigured: " + gate.status().message());
+        } else if (*gate) {
+          plan.push_back("gate on (p95 at most " + Fixed("%.2f", (*gate)->max_p95_ratio) +
+                         "x, throughput at least " + Fixed("%.2f", (*gate)->min_throughput_ratio) +
+                         "x the serving version's)");
+        }
+        auto selected = config::SelectVersions(config.version_policy(), m.version_folders);
+        if (!selected.ok()) {
+          problems.push_back("its versions: " + selected.status().message());
+        } else if (selected->size() >= 2) {
+          std::vector<std::string> numbers;
+          for (const int64_t v : *selected) numbers.push_back(std::to_string(v));
+          plan.push_back("versions " + Join(numbers) + " loaded by its version_policy");
+        } else {
+          const int64_t serving = selected->back();
+          std::vector<std::string> older;
+          for (const int64_t v : m.version_folders) {
+            if (v < serving) older.push_back(std::to_string(v));
+          }
+          if (older.empty()) {
+            problems.push_back("only version " + std::to_string(serving) +
+                               ": no previous version to roll back to");
+          } else {
+            plan.push_back("version " + std::to_string(serving) + " serves, version " +
+                           older.back() + " kept on disk");
+          }
+        }
+        if (problems.empty()) return {m.name, Verdict::kPass, Join(plan, "; ")};
+        problems.insert(problems.end(), plan.begin(), plan.end());
+        return {m.name, Verdict::kFail, Join(problems, "; ")};
+      });
   if (item.verdict != Verdict::kPass) {
     item.action = "in each model's config.pbtxt: parameters { key: \"" +
                   std::string(kRolloutGateKey) +
