@@ -13,6 +13,7 @@
 
 #include "client_internal.h"
 #include "fastpath/bench/client.h"
+#include "fastpath/bench/http_once.h"
 
 namespace fastpath::bench {
 namespace {
@@ -145,10 +146,7 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
-struct HttpRequestBody {
-  std::string body;
-  size_t json_length = 0;  // binary: the Inference-Header-Content-Length
-};
+using internal::InferBody;
 
 class HttpConnection {
  public:
@@ -216,13 +214,13 @@ class HttpConnection {
 class HttpSession : public InferSession {
  public:
   HttpSession(const tcp::resolver::results_type& endpoints, std::string host_header,
-              std::string target, std::shared_ptr<const std::vector<HttpRequestBody>> requests)
+              std::string target, std::shared_ptr<const std::vector<InferBody>> requests)
       : connection_(endpoints, std::move(host_header)),
         target_(std::move(target)),
         requests_(std::move(requests)) {}
 
   InferOutcome Infer(size_t index) override {
-    const HttpRequestBody& r = (*requests_)[index % requests_->size()];
+    const InferBody& r = (*requests_)[index % requests_->size()];
     int status = 0;
     std::string body;
     InferOutcome outcome =
@@ -235,7 +233,7 @@ class HttpSession : public InferSession {
  private:
   HttpConnection connection_;
   std::string target_;
-  std::shared_ptr<const std::vector<HttpRequestBody>> requests_;
+  std::shared_ptr<const std::vector<InferBody>> requests_;
 };
 
 class HttpTarget : public Target {
@@ -345,69 +343,13 @@ class HttpTarget : public Target {
   }
 
   Status Prepare(const std::vector<std::vector<Tensor>>& requests) override {
-    auto prepared = std::make_shared<std::vector<HttpRequestBody>>();
+    std::vector<std::string> outputs;
+    for (const auto& o : metadata_.outputs) outputs.push_back(o.name);
+    auto prepared = std::make_shared<std::vector<InferBody>>();
     for (size_t i = 0; i < requests.size(); ++i) {
-      rapidjson::StringBuffer buffer;
-      rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
-      std::string blobs;
-      w.StartObject();
-      w.Key("id");
-      const std::string id = "bench-" + std::to_string(i);
-      w.String(id.c_str());
-      w.Key("inputs");
-      w.StartArray();
-      for (const Tensor& t : requests[i]) {
-        if (encoding_ == Encoding::kJson &&
-            (t.dtype == DataType::kFp16 || t.dtype == DataType::kBf16)) {
-          return InvalidArgument("input '" + t.name + "' is " + std::string(DataTypeName(t.dtype)) +
-                                 ", which has no JSON form: use --encoding binary");
-        }
-        w.StartObject();
-        w.Key("name");
-        w.String(t.name.c_str());
-        w.Key("shape");
-        w.StartArray();
-        for (int64_t d : t.shape) w.Int64(d);
-        w.EndArray();
-        w.Key("datatype");
-        w.String(std::string(DataTypeName(t.dtype)).c_str());
-        if (encoding_ == Encoding::kBinary) {
-          w.Key("parameters");
-          w.StartObject();
-          w.Key("binary_data_size");
-          w.Uint64(t.data.size());
-          w.EndObject();
-          blobs += t.data;
-        } else {
-          w.Key("data");
-          WriteJsonData(w, t);
-        }
-        w.EndObject();
-      }
-      w.EndArray();
-      w.Key("outputs");
-      w.StartArray();
-      for (const auto& o : metadata_.outputs) {
-        w.StartObject();
-        w.Key("name");
-        w.String(o.name.c_str());
-        if (encoding_ == Encoding::kBinary) {
-          w.Key("parameters");
-          w.StartObject();
-          w.Key("binary_data");
-          w.Bool(true);
-          w.EndObject();
-        }
-        w.EndObject();
-      }
-      w.EndArray();
-      w.EndObject();
-      HttpRequestBody body;
-      body.body.assign(buffer.GetString(), buffer.GetSize());
-      if (encoding_ == Encoding::kBinary) {
-        body.json_length = body.body.size();
-        body.body += blobs;
-      }
+      FASTPATH_ASSIGN_OR_RETURN(
+          InferBody body,
+          internal::EncodeInferBody("bench-" + std::to_string(i), requests[i], outputs, encoding_));
       prepared->push_back(std::move(body));
     }
     if (prepared->empty()) return InvalidArgument("no requests to prepare");
@@ -421,9 +363,7 @@ class HttpTarget : public Target {
         std::make_unique<HttpSession>(endpoints_, host_header_, ModelPath() + "/infer", requests_));
   }
 
-  std::string Describe() const override {
-    return "http://" + address_.host + ":" + std::to_string(address_.port);
-  }
+  std::string Describe() const override { return DescribeServer(address_); }
 
  private:
   ServerAddress address_;
@@ -434,10 +374,78 @@ class HttpTarget : public Target {
   std::string host_header_;
   std::unique_ptr<HttpConnection> control_;
   ModelMetadata metadata_;
-  std::shared_ptr<const std::vector<HttpRequestBody>> requests_;
+  std::shared_ptr<const std::vector<InferBody>> requests_;
 };
 
 }  // namespace
+
+namespace internal {
+
+StatusOr<InferBody> EncodeInferBody(const std::string& id, const std::vector<Tensor>& inputs,
+                                    const std::vector<std::string>& outputs, Encoding encoding) {
+  rapidjson::StringBuffer buffer;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
+  std::string blobs;
+  w.StartObject();
+  w.Key("id");
+  w.String(id.c_str());
+  w.Key("inputs");
+  w.StartArray();
+  for (const Tensor& t : inputs) {
+    if (encoding == Encoding::kJson && (t.dtype == DataType::kFp16 || t.dtype == DataType::kBf16)) {
+      return InvalidArgument("input '" + t.name + "' is " + std::string(DataTypeName(t.dtype)) +
+                             ", which has no JSON form: use --encoding binary");
+    }
+    w.StartObject();
+    w.Key("name");
+    w.String(t.name.c_str());
+    w.Key("shape");
+    w.StartArray();
+    for (int64_t d : t.shape) w.Int64(d);
+    w.EndArray();
+    w.Key("datatype");
+    w.String(std::string(DataTypeName(t.dtype)).c_str());
+    if (encoding == Encoding::kBinary) {
+      w.Key("parameters");
+      w.StartObject();
+      w.Key("binary_data_size");
+      w.Uint64(t.data.size());
+      w.EndObject();
+      blobs += t.data;
+    } else {
+      w.Key("data");
+      WriteJsonData(w, t);
+    }
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("outputs");
+  w.StartArray();
+  for (const std::string& name : outputs) {
+    w.StartObject();
+    w.Key("name");
+    w.String(name.c_str());
+    if (encoding == Encoding::kBinary) {
+      w.Key("parameters");
+      w.StartObject();
+      w.Key("binary_data");
+      w.Bool(true);
+      w.EndObject();
+    }
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  InferBody body;
+  body.body.assign(buffer.GetString(), buffer.GetSize());
+  if (encoding == Encoding::kBinary) {
+    body.json_length = body.body.size();
+    body.body += blobs;
+  }
+  return body;
+}
+
+}  // namespace internal
 
 StatusOr<std::unique_ptr<Target>> MakeHttpTarget(const ServerAddress& address, Encoding encoding,
                                                  const std::string& model,

@@ -6,6 +6,8 @@
 #include <charconv>
 #include <cstdlib>
 
+#include "fastpath/bench/http_once.h"
+
 namespace fastpath::bench {
 namespace {
 
@@ -142,9 +144,10 @@ MetricsUrl DefaultMetricsUrl(const ServerAddress& server) {
 }
 
 std::string DescribeMetricsUrl(const MetricsUrl& url) {
-  const std::string host =
-      url.host.find(':') != std::string::npos ? "[" + url.host + "]" : url.host;
-  return "http://" + host + ":" + std::to_string(url.port) + url.path;
+  ServerAddress server;
+  server.host = url.host;
+  server.port = url.port;
+  return DescribeServer(server) + url.path;
 }
 
 StatusOr<std::vector<GpuMetrics>> ParseGpuMetrics(std::string_view text) {

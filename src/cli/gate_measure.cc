@@ -7,11 +7,6 @@
 #include <rapidjson/writer.h>
 
 #include <algorithm>
-#include <boost/asio/connect.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
-#include <boost/beast/http.hpp>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -19,205 +14,19 @@
 
 #include "fastpath/admission/accuracy_guard.h"
 #include "fastpath/admission/self_test.h"
-#include "fastpath/bench/soak.h"
+#include "fastpath/bench/http_once.h"
 
 namespace fastpath::cli::gate {
 namespace {
-
-namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
-using tcp = asio::ip::tcp;
 
 // A config or an admission report answers at once; a model's outputs may take as long as its
 // run (a large batch on a slow device). A server that does not answer within these is down
 // for the gate's purpose.
 constexpr std::chrono::seconds kGetTimeout{30};
 constexpr std::chrono::seconds kInferTimeout{120};
-constexpr uint64_t kBodyLimit = uint64_t{4} << 30;
 constexpr double kInfinite = std::numeric_limits<double>::infinity();
 
-std::string Truncate(std::string text, size_t n = 300) {
-  if (text.size() > n) text = text.substr(0, n) + "...";
-  return text;
-}
-
 std::string RowsText(uint64_t rows) { return "batch " + std::to_string(rows); }
-
-std::string Describe(const bench::ServerAddress& a) {
-  const bool v6 = a.host.find(':') != std::string::npos;
-  return "http://" + (v6 ? "[" + a.host + "]" : a.host) + ":" + std::to_string(a.port);
-}
-
-StatusOr<std::string> Get(const bench::ServerAddress& server, const std::string& path) {
-  bench::MetricsUrl url;
-  url.host = server.host;
-  url.port = server.port;
-  url.path = path;
-  return bench::MakeHttpMetricsSource(url, kGetTimeout)->Scrape();
-}
-
-// The body of one inference with binary inputs and outputs (the binary tensor extension),
-// and the length of its JSON part.
-std::pair<std::string, size_t> BinaryInferBody(const std::vector<Tensor>& inputs,
-                                               const std::vector<std::string>& outputs) {
-  rapidjson::StringBuffer buffer;
-  rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
-  std::string blobs;
-  w.StartObject();
-  w.Key("id");
-  w.String("fastpath-gate");
-  w.Key("inputs");
-  w.StartArray();
-  for (const Tensor& t : inputs) {
-    w.StartObject();
-    w.Key("name");
-    w.String(t.name.c_str());
-    w.Key("shape");
-    w.StartArray();
-    for (int64_t d : t.shape) w.Int64(d);
-    w.EndArray();
-    w.Key("datatype");
-    w.String(std::string(DataTypeName(t.dtype)).c_str());
-    w.Key("parameters");
-    w.StartObject();
-    w.Key("binary_data_size");
-    w.Uint64(t.data.size());
-    w.EndObject();
-    w.EndObject();
-    blobs += t.data;
-  }
-  w.EndArray();
-  w.Key("outputs");
-  w.StartArray();
-  for (const std::string& name : outputs) {
-    w.StartObject();
-    w.Key("name");
-    w.String(name.c_str());
-    w.Key("parameters");
-    w.StartObject();
-    w.Key("binary_data");
-    w.Bool(true);
-    w.EndObject();
-    w.EndObject();
-  }
-  w.EndArray();
-  w.EndObject();
-  std::string body(buffer.GetString(), buffer.GetSize());
-  const size_t json_length = body.size();
-  return {body + blobs, json_length};
-}
-
-// The outputs of one inference. The bench sessions discard what the server answers, so this
-// is the gate's one request that reads it: one POST on a new connection, one deadline.
-StatusOr<std::vector<Tensor>> PostForOutputs(const bench::ServerAddress& server,
-                                             const std::string& model,
-                                             const std::vector<Tensor>& inputs,
-                                             const std::vector<std::string>& output_names) {
-  const std::string path = "/v2/models/" + model + "/infer";
-  const std::string where = "POST " + Describe(server) + path;
-  auto [body, json_length] = BinaryInferBody(inputs, output_names);
-  http::response_parser<http::string_body> parser;
-  parser.body_limit(kBodyLimit);
-  try {
-    asio::io_context io;
-    tcp::resolver resolver(io);
-    beast::error_code ec;
-    const auto endpoints = resolver.resolve(server.host, std::to_string(server.port), ec);
-    if (ec) return Unavailable(where + ": cannot resolve " + server.host + ": " + ec.message());
-    beast::tcp_stream stream(io);
-    http::request<http::string_body> request{http::verb::post, path, 11};
-    request.set(http::field::host, server.host + ":" + std::to_string(server.port));
-    request.set(http::field::content_type, "application/octet-stream");
-    request.set("Inference-Header-Content-Length", std::to_string(json_length));
-    request.keep_alive(false);
-    request.body() = std::move(body);
-    request.prepare_payload();
-    beast::flat_buffer buffer;
-    std::string failed_at;
-    beast::error_code failure;
-    auto fail = [&](const char* stage, beast::error_code e) {
-      failed_at = stage;
-      failure = e;
-    };
-    stream.expires_after(kInferTimeout);
-    stream.async_connect(endpoints, [&](beast::error_code e, const tcp::endpoint&) {
-      if (e) return fail("connecting", e);
-      http::async_write(stream, request, [&](beast::error_code e, size_t) {
-        if (e) return fail("sending", e);
-        http::async_read(stream, buffer, parser, [&](beast::error_code e, size_t) {
-          if (e) fail("reading", e);
-        });
-      });
-    });
-    io.run();
-    stream.socket().close(ec);
-    if (failure) {
-      return Unavailable(where + ": " + failed_at + ": " +
-                         (failure == beast::error::timeout
-                              ? "no answer within " + std::to_string(kInferTimeout.count()) + " s"
-                              : failure.message()));
-    }
-  } catch (const std::exception& e) {
-    return Unavailable(where + ": " + e.what());
-  }
-  const auto& response = parser.get();
-  const std::string& answer = response.body();
-  if (response.result_int() != 200) {
-    return FailedPrecondition(where + " answered " + std::to_string(response.result_int()) + ": " +
-                              Truncate(answer));
-  }
-  size_t header_length = answer.size();
-  if (auto it = response.find("Inference-Header-Content-Length"); it != response.end()) {
-    header_length = std::strtoull(std::string(it->value()).c_str(), nullptr, 10);
-    if (header_length > answer.size()) {
-      return Internal(where + ": Inference-Header-Content-Length is past the body's end");
-    }
-  }
-  rapidjson::Document doc;
-  doc.Parse(answer.data(), header_length);
-  if (doc.HasParseError() || !doc.IsObject() || !doc.HasMember("outputs") ||
-      !doc["outputs"].IsArray()) {
-    return Internal(where + ": the answer is not a KServe v2 response: " +
-                    Truncate(answer.substr(0, header_length)));
-  }
-  std::vector<Tensor> outputs;
-  size_t offset = header_length;
-  for (const auto& o : doc["outputs"].GetArray()) {
-    Tensor t;
-    if (!o.IsObject() || !o.HasMember("name") || !o["name"].IsString() ||
-        !o.HasMember("datatype") || !o["datatype"].IsString() || !o.HasMember("shape") ||
-        !o["shape"].IsArray()) {
-      return Internal(where + ": an output lacks its name, datatype or shape");
-    }
-    t.name = o["name"].GetString();
-    const auto dtype = ParseDataType(o["datatype"].GetString());
-    if (!dtype) return Internal(where + ": output '" + t.name + "' has an unknown datatype");
-    t.dtype = *dtype;
-    for (const auto& d : o["shape"].GetArray()) {
-      if (!d.IsInt64()) return Internal(where + ": output '" + t.name + "' has a bad shape");
-      t.shape.push_back(d.GetInt64());
-    }
-    const auto parameters = o.FindMember("parameters");
-    const rapidjson::Value* size = nullptr;
-    if (parameters != o.MemberEnd() && parameters->value.IsObject() &&
-        parameters->value.HasMember("binary_data_size")) {
-      size = &parameters->value["binary_data_size"];
-    }
-    if (size == nullptr || !size->IsUint64()) {
-      return FailedPrecondition(where + ": output '" + t.name +
-                                "' came back as JSON: the gate compares outputs in the binary "
-                                "tensor extension, which the server must support");
-    }
-    if (offset + size->GetUint64() > answer.size()) {
-      return Internal(where + ": output '" + t.name + "' runs past the body's end");
-    }
-    t.data = answer.substr(offset, size->GetUint64());
-    offset += size->GetUint64();
-    outputs.push_back(std::move(t));
-  }
-  return outputs;
-}
 
 bool IsFloat(DataType dtype) {
   return dtype == DataType::kFp16 || dtype == DataType::kBf16 || dtype == DataType::kFp32 ||
@@ -273,7 +82,7 @@ StatusOr<std::vector<GateRequest>> MakeGateRequests(const inference::ModelConfig
 
 StatusOr<std::unique_ptr<GateServer>> GateServer::Connect(const ServerSpec& spec) {
   std::unique_ptr<GateServer> server(new GateServer(spec));
-  server->describe_ = Describe(spec.http);
+  server->describe_ = bench::DescribeServer(spec.http);
   const std::string who = "the " + spec.role + " " + server->describe_;
   // The HTTP target answers the model's metadata in any case: whether the server is up and
   // knows the model, and the outputs to ask for.
@@ -307,7 +116,7 @@ StatusOr<std::unique_ptr<GateServer>> GateServer::Connect(const ServerSpec& spec
 
 StatusOr<inference::ModelConfig> GateServer::Config() {
   const std::string path = "/v2/models/" + spec_.model + "/config";
-  auto body = Get(spec_.http, path);
+  auto body = bench::GetOnce(spec_.http, path, kGetTimeout);
   if (!body.ok()) {
     return Status(body.status().code(),
                   "the " + spec_.role + "'s model config: " + body.status().message());
@@ -324,7 +133,7 @@ StatusOr<inference::ModelConfig> GateServer::Config() {
 }
 
 std::string GateServer::CapabilitySnapshot() {
-  auto body = Get(spec_.http, "/v2/health/admission");
+  auto body = bench::GetOnce(spec_.http, "/v2/health/admission", kGetTimeout);
   if (!body.ok()) return "";
   rapidjson::Document doc;
   doc.Parse(body->data(), body->size());
@@ -355,7 +164,8 @@ Status GateServer::Prepare(const std::vector<GateRequest>& requests, int warmup_
     RequestMeasurement m;
     m.rows = requests[i].rows;
     m.inputs_checksum = requests[i].inputs_checksum;
-    auto outputs = PostForOutputs(spec_.http, spec_.model, requests[i].inputs, output_names_);
+    auto outputs =
+        bench::InferOnce(spec_.http, spec_.model, requests[i].inputs, output_names_, kInferTimeout);
     if (!outputs.ok()) {
       return Status(outputs.status().code(), who + " failed the canary request at " +
                                                  RowsText(m.rows) + ": " +

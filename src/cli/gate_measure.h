@@ -5,9 +5,9 @@
 //
 // A server is reached through the bench clients: the timed requests go through a
 // bench::Target's session (HTTP with the binary tensor extension, or gRPC), the model's config
-// and the admission report through bench's one-shot GET. The bench sessions discard what the
-// server answers (they measure), so each request's outputs are fetched once more, untimed,
-// with one HTTP POST of the same body (PostForOutputs in gate_measure.cc).
+// and the admission report through bench's one-shot GET (bench::GetOnce). The bench sessions
+// discard what the server answers (they measure), so each request's outputs are fetched once
+// more, untimed, with one HTTP POST of the same inputs (bench::InferOnce).
 #pragma once
 
 #include <cstdint>
