@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 
 #include "fastpath/config/ensemble_config.h"
 
@@ -15,17 +16,22 @@ Status BadValue(const std::string& key, const std::string& value, const std::str
   return InvalidArgument("parameters: '" + key + "' is '" + value + "'; it must be " + want);
 }
 
-StatusOr<double> ParseNumber(const std::string& key, const std::string& text, double lo,
-                             double hi) {
-  char* end = nullptr;
-  const double value = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value) || value < lo ||
-      value > hi) {
-    char range[64];
-    std::snprintf(range, sizeof range, "a number from %g to %g", lo, hi);
-    return BadValue(key, text, range);
+// Indexed by GateSetting.
+constexpr GateSettingRange kGateSettings[] = {
+    {kRolloutMaxP95Ratio, 1, 100, false, "a number from 1 to 100"},
+    {kRolloutMinThroughputRatio, 0.01, 1, false, "a number from 0.01 to 1"},
+    {kRolloutOutputTolerance, 0, 1, false, "a number from 0 to 1"},
+    {kRolloutRounds, 5, 1000, true, "a whole number from 5 to 1000"},
+    {kRolloutCanaryPercent, 1, 50, true, "a whole number from 1 to 50"},
+    {kRolloutCanaryDuration, 10, 86400, true, "a whole number of seconds from 10 to 86400"},
+};
+
+// The setting whose config parameter is `key`.
+std::optional<GateSetting> SettingOfKey(const std::string& key) {
+  for (size_t i = 0; i < std::size(kGateSettings); ++i) {
+    if (key == kGateSettings[i].key) return static_cast<GateSetting>(i);
   }
-  return value;
+  return std::nullopt;
 }
 
 std::string Figure(double value) {
@@ -74,6 +80,31 @@ double Percentile(std::vector<double> values, double p) {
   return values[std::clamp<size_t>(rank, 1, values.size()) - 1];
 }
 
+const GateSettingRange& RangeOf(GateSetting setting) {
+  return kGateSettings[static_cast<size_t>(setting)];
+}
+
+std::optional<double> GateSettingValue(GateSetting setting, const std::string& text) {
+  const GateSettingRange& range = RangeOf(setting);
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value) ||
+      value < range.lo || value > range.hi || (range.whole && value != std::floor(value))) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+StatusOr<double> ParseGateSetting(GateSetting setting, const std::string& name,
+                                  const std::string& text) {
+  const std::optional<double> value = GateSettingValue(setting, text);
+  if (!value) {
+    return InvalidArgument(name + " must be " + RangeOf(setting).description + ", not '" + text +
+                           "'");
+  }
+  return *value;
+}
+
 StatusOr<std::optional<GatePolicy>> RolloutGateFor(const inference::ModelConfig& config) {
   const auto& parameters = config.parameters();
   bool on = false;
@@ -91,26 +122,29 @@ StatusOr<std::optional<GatePolicy>> RolloutGateFor(const inference::ModelConfig&
                              "' tunes the rollout gate, which is off; set " + kRolloutGate +
                              " to \"true\", or remove it");
     }
-    if (key == kRolloutMaxP95Ratio) {
-      FASTPATH_ASSIGN_OR_RETURN(policy.max_p95_ratio, ParseNumber(key, value, 1, 100));
-    } else if (key == kRolloutMinThroughputRatio) {
-      FASTPATH_ASSIGN_OR_RETURN(policy.min_throughput_ratio, ParseNumber(key, value, 0.01, 1));
-    } else if (key == kRolloutOutputTolerance) {
-      FASTPATH_ASSIGN_OR_RETURN(policy.output_tolerance, ParseNumber(key, value, 0, 1));
-    } else if (key == kRolloutRounds) {
-      FASTPATH_ASSIGN_OR_RETURN(const double rounds, ParseNumber(key, value, 5, 1000));
-      if (rounds != std::floor(rounds))
-        return BadValue(key, value, "a whole number from 5 to 1000");
-      policy.rounds = static_cast<uint32_t>(rounds);
-    } else if (key == kRolloutCanaryPercent) {
-      FASTPATH_ASSIGN_OR_RETURN(const double percent, ParseNumber(key, value, 1, 50));
-      if (percent != std::floor(percent)) return BadValue(key, value, "a whole number from 1 to 50");
-      policy.canary_percent = static_cast<uint32_t>(percent);
-    } else if (key == kRolloutCanaryDuration) {
-      FASTPATH_ASSIGN_OR_RETURN(const double seconds, ParseNumber(key, value, 10, 86400));
-      if (seconds != std::floor(seconds))
-        return BadValue(key, value, "a whole number of seconds from 10 to 86400");
-      policy.canary_duration_s = static_cast<uint32_t>(seconds);
+    if (const std::optional<GateSetting> setting = SettingOfKey(key)) {
+      const std::optional<double> number = GateSettingValue(*setting, value);
+      if (!number) return BadValue(key, value, RangeOf(*setting).description);
+      switch (*setting) {
+        case GateSetting::kMaxP95Ratio:
+          policy.max_p95_ratio = *number;
+          break;
+        case GateSetting::kMinThroughputRatio:
+          policy.min_throughput_ratio = *number;
+          break;
+        case GateSetting::kOutputTolerance:
+          policy.output_tolerance = *number;
+          break;
+        case GateSetting::kRounds:
+          policy.rounds = static_cast<uint32_t>(*number);
+          break;
+        case GateSetting::kCanaryPercent:
+          policy.canary_percent = static_cast<uint32_t>(*number);
+          break;
+        case GateSetting::kCanaryDuration:
+          policy.canary_duration_s = static_cast<uint32_t>(*number);
+          break;
+      }
     } else {
       return InvalidArgument("parameters: unknown key '" + key + "' (known: " + kRolloutGate +
                              ", " + kRolloutMaxP95Ratio + ", " + kRolloutMinThroughputRatio + ", " +

@@ -115,6 +115,7 @@ TEST_F(GateTest, TheSameModelOnBothSidesPasses) {
   const rapidjson::Document v = ParseJson(run.out);
   ASSERT_TRUE(v.IsObject()) << run.out;
   EXPECT_TRUE(v["passed"].GetBool()) << Failures(v);
+  EXPECT_EQ(std::string(v["outcome"].GetString()), "passed");  // as /v2/rollout/verdict's
   EXPECT_EQ(v["rounds"].GetUint(), 40u);
   EXPECT_EQ(v["rows"].GetUint64(), 1u);
   EXPECT_EQ(v["batch_rows"].GetUint64(), 4u);  // the model's max_batch_size
@@ -181,6 +182,7 @@ TEST_F(GateTest, ASlowerCandidateIsRefused) {
   const rapidjson::Document v = ParseJson(run.out);
   ASSERT_TRUE(v.IsObject()) << run.out;
   EXPECT_FALSE(v["passed"].GetBool());
+  EXPECT_EQ(std::string(v["outcome"].GetString()), "refused");
   EXPECT_GT(v["p95_ratio"].GetDouble(), 1.10);
   EXPECT_THAT(Failures(v), HasSubstr("p95"));
   EXPECT_EQ(v["output_difference"].GetDouble(), 0.0);  // slower, not different
@@ -247,6 +249,7 @@ TEST_F(GateTest, AnUnknownModelSaysSo) {
   const rapidjson::Document v = ParseJson(run.out);
   ASSERT_TRUE(v.IsObject()) << run.out;
   EXPECT_FALSE(v["passed"].GetBool());
+  EXPECT_EQ(std::string(v["outcome"].GetString()), "not_measured");
   EXPECT_THAT(v["error"].GetString(), HasSubstr("'nope'"));
 }
 

@@ -49,6 +49,32 @@ inline constexpr const char* kRolloutRounds = "fastpath.rollout.rounds";
 inline constexpr const char* kRolloutCanaryPercent = "fastpath.rollout.canary_percent";
 inline constexpr const char* kRolloutCanaryDuration = "fastpath.rollout.canary_duration_s";
 
+// The gate's numeric settings and their ranges: one table for every way of giving them, the
+// config's fastpath.rollout.* parameters, `fastpath gate`'s flags (--max-p95-ratio, ...) and
+// the verdict endpoint's query (GET /v2/rollout/verdict?max_p95_ratio=...).
+enum class GateSetting {
+  kMaxP95Ratio,
+  kMinThroughputRatio,
+  kOutputTolerance,
+  kRounds,
+  kCanaryPercent,
+  kCanaryDuration,
+};
+struct GateSettingRange {
+  const char* key;  // the config parameter, kRollout*
+  double lo = 0, hi = 0;
+  bool whole = false;       // a whole number
+  const char* description;  // what a message says the value must be: "a number from 1 to 100"
+};
+const GateSettingRange& RangeOf(GateSetting setting);
+// `text` as a value of `setting`: a finite number in its range, whole where it must be;
+// nullopt otherwise.
+std::optional<double> GateSettingValue(GateSetting setting, const std::string& text);
+// The same, with InvalidArgument "<name> must be <description>, not '<text>'" for a value that
+// is not one: `name` is what the user gave it as (a flag, a query field).
+StatusOr<double> ParseGateSetting(GateSetting setting, const std::string& name,
+                                  const std::string& text);
+
 struct GatePolicy {
   double max_p95_ratio = 1.10;
   double min_throughput_ratio = 0.90;
