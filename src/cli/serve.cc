@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,6 +24,7 @@
 #include "fastpath/gpu/telemetry.h"
 #include "fastpath/metrics/metrics.h"
 #include "fastpath/server/server_impl.h"
+#include "gate_verdict.h"
 
 namespace fastpath::cli {
 namespace {
@@ -50,6 +52,7 @@ struct ServeFlags {
   std::string version_lock;
   std::string engine_cache;
   std::string gpu_trace;
+  RolloutVerdictOptions rollout_verdict;  // /v2/rollout/verdict: off unless given
   log::Options logging;
 };
 
@@ -186,6 +189,19 @@ void DefineServeOptions(CLI::App& app, ServeFlags& flags) {
   AddSwitch(app, "--drift-degrades", &flags.server.drift_degrades,
             "a model that drifts shows DEGRADED in /v2/health/admission and "
             "fastpath_model_state (readiness stays up)");
+  AddRepeatedValue(app, "--rollout-verdict-baseline", "URL",
+                   "turn on GET /v2/rollout/verdict (`fastpath gate` with this server as the "
+                   "candidate), allowing this baseline server (http://HOST:PORT; repeatable): the "
+                   "endpoint measures against no other",
+                   [&flags](const std::string& value) -> Status {
+                     FASTPATH_ASSIGN_OR_RETURN(bench::ServerAddress address,
+                                               ParseVerdictBaseline(value));
+                     flags.rollout_verdict.baselines.push_back(std::move(address));
+                     return Status::Ok();
+                   });
+  AddText(app, "--rollout-verdict-records", "DIR", &flags.rollout_verdict.records,
+          "turn on GET /v2/rollout/verdict, allowing the baselines recorded (`fastpath gate "
+          "--record`) in this folder, named relative to it");
   AddText(app, "--port-file", "FILE", &flags.port_file,
           "write \"http=N grpc=N[ metrics=N]\" once listening (for tests with port 0)");
   AddLogOptions(app, &flags.logging);
@@ -202,6 +218,12 @@ Status CheckServeFlags(const ServeFlags& flags) {
   if (flags.server.repository.mode != repository::ControlMode::kExplicit &&
       !flags.server.startup_models.empty()) {
     return InvalidArgument("--load-model needs --model-control-mode explicit");
+  }
+  if (const std::string& records = flags.rollout_verdict.records; !records.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(records, ec)) {
+      return InvalidArgument("--rollout-verdict-records '" + records + "': no such folder");
+    }
   }
   return Status::Ok();
 }
@@ -368,6 +390,13 @@ int Serve(const std::vector<std::string>& args) {
     return kExitRuntime;
   }
   if (int code = JudgeStartup((*server)->Admission()); code != kExitOk) return code;
+  if (flags.rollout_verdict.enabled()) {
+    flags.http.rollout_verdict = MakeRolloutVerdict(flags.rollout_verdict);
+    log::Warn(
+        "GET /v2/rollout/verdict is on: whoever reaches this server's HTTP port can make it "
+        "measure itself against the allowed baselines (--rollout-verdict-baseline, "
+        "--rollout-verdict-records), a few seconds of load on both");
+  }
   auto http = frontend::HttpServer::Start(**server, flags.http);
   if (!http.ok()) {
     log::Error("HTTP front end: " + http.status().ToString());

@@ -10,13 +10,38 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
+#include "fastpath/admission/rollout_gate.h"
 #include "fastpath/common/status.h"
 #include "fastpath/server/server.h"
 
 namespace fastpath::frontend {
+
+// GET (or POST) /v2/rollout/verdict (issue 12 §3): `fastpath gate` run by this server, as the
+// candidate, against a baseline, for Argo Rollouts' web metric provider and Flagger's webhooks
+// (docs/rollouts.md). What the query asked, parsed and range-checked by the front end:
+struct RolloutVerdictQuery {
+  std::string model;
+  std::string baseline;          // as given: http://HOST:PORT, or a record file's name
+  admission::GatePolicy policy;  // the limits and rounds; the defaults where not given
+  bool rounds_given = false;     // not given: a recorded baseline's own number of rounds
+  bool require_same_hardware = false;
+  // This server's own HTTP address (its bound address, loopback for a wildcard one).
+  std::string candidate;
+};
+
+struct RolloutVerdict {
+  enum class Outcome { kPassed, kRefused, kNotMeasured };
+  Outcome outcome = Outcome::kNotMeasured;
+  std::string json;  // what `fastpath gate --json` prints, with "passed" and "outcome"
+};
+
+// Measures and judges; blocks for seconds, or minutes. An error is the request's fault and
+// answers with its code's HTTP status (InvalidArgument 400, PermissionDenied 403).
+using RolloutVerdictFn = std::function<StatusOr<RolloutVerdict>(const RolloutVerdictQuery&)>;
 
 struct HttpOptions {
   std::string address = "0.0.0.0";
@@ -27,6 +52,12 @@ struct HttpOptions {
   size_t max_body_bytes = size_t{64} << 20;
   // A connection with no request in progress for this long is closed.
   std::chrono::seconds idle_timeout{300};
+  // /v2/rollout/verdict. Unset (the default) the endpoint answers 404, saying how to turn it
+  // on: it makes the server send requests to an address from the query. Set, it runs on the
+  // front end's own thread, never an event loop, one measurement at a time (a second one
+  // meanwhile is answered 429). `fastpath serve --rollout-verdict-baseline` sets it
+  // (src/cli/gate_verdict.cc): the front end does not know `fastpath gate`.
+  RolloutVerdictFn rollout_verdict;
 };
 
 class HttpServerImpl;

@@ -17,6 +17,7 @@
 #include "infer_codec.h"
 #include "json_reader.h"
 #include "json_writer.h"
+#include "rollout_verdict.h"
 #include "fastpath/protocol/request_policy.h"
 
 namespace fastpath::frontend::http {
@@ -190,8 +191,9 @@ HttpReply ErrorReply(const Status& status) {
   return reply;
 }
 
-EndpointRouter::EndpointRouter(server::InferenceServer& server, size_t max_body_bytes)
-    : server_(server), max_body_bytes_(max_body_bytes) {}
+EndpointRouter::EndpointRouter(server::InferenceServer& server, size_t max_body_bytes,
+                               RolloutVerdictEndpoint& verdict)
+    : server_(server), max_body_bytes_(max_body_bytes), verdict_(verdict) {}
 
 void EndpointRouter::Handle(Request&& request, ReplyFn reply, ClientGone client_gone) {
   auto once = std::make_shared<ReplyOnce>(std::move(reply));
@@ -243,6 +245,14 @@ void EndpointRouter::Route(Request& request, const ReplyFn& reply, const ClientG
   if (s.size() == 3 && s[1] == "health" && s[2] == "admission") {
     if (!get) return reply(MethodNotAllowedReply());
     return reply(JsonReply(200, admission::ReportToJson(server_.Admission())));
+  }
+
+  // /v2/rollout/verdict (issue 12 §3): GET for Argo's web provider, POST for Flagger's
+  // webhooks; the measurement runs off the event loop (rollout_verdict.h).
+  if (s[1] == "rollout") {
+    if (s.size() != 3 || s[2] != "verdict") return reply(NotFoundReply());
+    if (!get && !post) return reply(MethodNotAllowedReply());
+    return verdict_.Handle(request, reply);
   }
 
   if (s[1] == "repository") {

@@ -38,10 +38,13 @@ using ReplyFn = std::function<void(HttpReply)>;
 // that a request still queued then never reaches the model.
 using ClientGone = std::shared_ptr<const std::atomic<bool>>;
 
+class RolloutVerdictEndpoint;
+
 class EndpointRouter {
  public:
-  // `server` is borrowed and must outlive the router.
-  EndpointRouter(server::InferenceServer& server, size_t max_body_bytes);
+  // `server` and `verdict` (/v2/rollout/verdict) are borrowed and must outlive the router.
+  EndpointRouter(server::InferenceServer& server, size_t max_body_bytes,
+                 RolloutVerdictEndpoint& verdict);
 
   // Handles one complete request (the body is consumed: inference parses it in place).
   // This is the front end's one safety net: an exception escaping any handler becomes a
@@ -58,6 +61,7 @@ class EndpointRouter {
 
   server::InferenceServer& server_;
   size_t max_body_bytes_;
+  RolloutVerdictEndpoint& verdict_;
 };
 
 // Replies shared by the router and the connection code.

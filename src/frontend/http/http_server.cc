@@ -35,6 +35,7 @@
 #include <boost/beast/http.hpp>
 
 #include "endpoint_router.h"
+#include "rollout_verdict.h"
 
 namespace fastpath::frontend {
 namespace {
@@ -385,10 +386,12 @@ void ServerCore::Deliver(uint64_t id, http::HttpReply reply) {
 class HttpServerImpl {
  public:
   HttpServerImpl(server::InferenceServer& server, const HttpOptions& options)
-      : iocs_(MakeEventLoops(std::max(options.threads, 1))),
+      : verdict_(options.rollout_verdict),
+        iocs_(MakeEventLoops(std::max(options.threads, 1))),
         acceptor_(net::make_strand(*iocs_[0])),
         core_(std::make_shared<ServerCore>(options)) {
-    core_->router = std::make_unique<http::EndpointRouter>(server, options.max_body_bytes);
+    core_->router =
+        std::make_unique<http::EndpointRouter>(server, options.max_body_bytes, verdict_);
   }
 
   ~HttpServerImpl() { Shutdown(std::chrono::milliseconds(0)); }
@@ -408,6 +411,12 @@ class HttpServerImpl {
     if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
     if (ec) return Unavailable("cannot listen for HTTP on " + where + ": " + ec.message());
     port_ = acceptor_.local_endpoint().port();
+    // The verdict endpoint measures this server through its own address: loopback for a
+    // wildcard one.
+    std::string host = core_->options.address;
+    if (address.is_unspecified()) host = address.is_v6() ? "::1" : "127.0.0.1";
+    verdict_.SetCandidate("http://" + (address.is_v6() ? "[" + host + "]" : host) + ":" +
+                          std::to_string(port_));
     return Status::Ok();
   }
 
@@ -445,6 +454,9 @@ class HttpServerImpl {
     // Released here, outside the core's lock, while the io_context still exists.
     { auto abandoned = core_->StopDelivering(); }
     for (auto& session : core_->LiveSessions()) session->CloseSocketNow();
+    // A verdict still measuring finds this server's sockets closed and ends; its reply is
+    // dropped.
+    verdict_.Stop();
   }
 
  private:
@@ -497,7 +509,11 @@ class HttpServerImpl {
     return loops;
   }
 
-  // Destroyed last: every socket and queued handler belongs to one of them.
+  // Its thread may run a measurement that replies through core_ and talks to this server:
+  // Shutdown stops it once this server's sockets are closed (which ends such talk).
+  http::RolloutVerdictEndpoint verdict_;
+  // Destroyed last (but for verdict_, stopped by then): every socket and queued handler
+  // belongs to one of them.
   std::vector<std::unique_ptr<net::io_context>> iocs_;
   std::vector<net::executor_work_guard<net::io_context::executor_type>> work_ = [this] {
     std::vector<net::executor_work_guard<net::io_context::executor_type>> guards;
