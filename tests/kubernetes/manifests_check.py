@@ -21,7 +21,11 @@ Usage: manifests_check.py FASTPATH_BINARY TEST_REPOSITORY MANIFEST_DIR
    pods and forward to its container's ports, and an analysis step whose AnalysisTemplate
    runs `fastpath gate` in a Job (the Rollout's image, backoffLimit 0, restartPolicy Never)
    with --baseline the stable Service and --candidate the canary Service on fastpath's HTTP
-   port, every {{args.*}} given a value.
+   port, every {{args.*}} given a value. An AnalysisTemplate of Argo's `web` provider asks
+   GET /v2/rollout/verdict of the canary Service on fastpath's HTTP port, with the stable
+   Service as its baseline, one that the Rollout's fastpath allows
+   (--rollout-verdict-baseline), a timeoutSeconds a measurement fits in, and a jsonPath of the
+   verdict; one that no Rollout step names is checked as an alternative to its Job template.
 3. Starts the binary once per fastpath container with the flags the manifests pass, mapped:
    ports to 0 (read back from --port-file), --host to loopback, --model-repository to a copy
    of the test repository's `simple` model, --version-lock to a lock of this machine
@@ -34,7 +38,10 @@ Usage: manifests_check.py FASTPATH_BINARY TEST_REPOSITORY MANIFEST_DIR
    Before a Rollout's fastpath is stopped, each gate command line of its AnalysisTemplates is
    run by the binary with both Services mapped to that live server and the model to `simple`:
    it must measure (exit 0 or 1, JSON with "passed" on stdout); against an unreachable server
-   it must exit 3, not 2 (a flag it rejected); with an unknown flag added, 2.
+   it must exit 3, not 2 (a flag it rejected); with an unknown flag added, 2. Each web
+   template's URL is asked of that live server, the Services and its baseline mapped to it
+   (its --rollout-verdict-baseline too): it must answer 200 with a verdict whose jsonPath
+   field is "passed" or "refused", and 400 with an unknown query field added.
 4. Runs every adapter rule's queries (templates filled in) through promtool (on PATH or
    /usr/bin: Debian's `prometheus`, tools/setup.sh --test); fails without it.
 Prints a one-line summary. Everything runs under one deadline (DEADLINE_S); every fastpath
@@ -50,6 +57,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 from live_checks import INFER_BODY, Deadline, Failure, die_with_parent, http  # noqa: E402
@@ -79,6 +87,14 @@ KNOWN = {
 # `fastpath gate`'s exit codes (src/cli/cli.h): 0 passed, 1 refused, 2 usage, 3 not measured.
 GATE_USAGE, GATE_NOT_MEASURED = 2, 3
 GATE_TIMEOUT_S = 30
+# GET /v2/rollout/verdict (docs/rollouts.md): its path, the serve flag that turns it on, the
+# shortest web timeoutSeconds a measurement fits in (Argo's default is 10 s), the outcomes
+# that are a measurement.
+VERDICT_PATH = "/v2/rollout/verdict"
+VERDICT_FLAG = "--rollout-verdict-baseline"
+VERDICT_MIN_TIMEOUT_S = 60
+VERDICT_MEASURED = ("passed", "refused")
+JSON_PATH = re.compile(r"^\{\$\.([A-Za-z0-9_]+)\}$")
 
 # What KServe expects of a v2 runtime, as its kserve-tritonserver ClusterServingRuntime does it
 # (kserve/kserve config/runtimes/kserve-tritonserver.yaml): the storage initializer's model
@@ -370,6 +386,13 @@ class Gate:
         self.where, self.container, self.args = where, container, args
 
 
+class WebGate:
+    """An AnalysisTemplate's web metric on GET /v2/rollout/verdict, its {{args.*}} filled in."""
+
+    def __init__(self, where, container, url, field):
+        self.where, self.container, self.url, self.field = where, container, url, field
+
+
 def check_service(doc, labels, c, errors):
     """A Service of a Rollout: selects its pods, forwards to ports its container has."""
     spec = doc.obj.get("spec") or {}
@@ -449,9 +472,72 @@ def check_gate_job(template, values, rollout, c, services, errors):
     return gates
 
 
+def check_web_verdict(template, values, rollout, c, services, errors):
+    """The web metrics of `template` that ask fastpath's verdict endpoint: [WebGate]."""
+    gates = []
+    canary = ((rollout.obj.get("spec") or {}).get("strategy") or {}).get("canary") or {}
+    for metric in (template.obj.get("spec") or {}).get("metrics") or []:
+        web = (metric.get("provider") or {}).get("web")
+        if not web:
+            continue
+        where = "%s metric %s" % (template, metric.get("name"))
+
+        def fill(m):
+            value = values.get(m.group(1))
+            return m.group(0) if value is None else str(value)
+
+        url = ARG.sub(fill, str(web.get("url", "")))
+        if ARG.search(url):
+            errors.append("%s: %s has no value" % (where, ", ".join(ARG.findall(url))))
+            continue
+        parts = urllib.parse.urlsplit(url)
+        if parts.path != VERDICT_PATH:
+            continue  # another web metric: not fastpath's
+        query = urllib.parse.parse_qs(parts.query)
+        if parts.scheme != "http" or parts.hostname != canary.get("canaryService"):
+            errors.append("%s: the verdict is asked of %s://%s, not of the Rollout's "
+                          "canaryService %s (the canary measures itself)"
+                          % (where, parts.scheme, parts.hostname, canary.get("canaryService")))
+            continue
+        target = services.get(parts.hostname, {}).get(parts.port or 80)
+        if target is None or c.role_of(target) != "http":
+            errors.append("%s: port %s of Service %s does not reach fastpath's HTTP port %d"
+                          % (where, parts.port, parts.hostname, c.ports["http"]))
+        baseline = (query.get("baseline") or [""])[0]
+        match = GATE_URL.match(baseline)
+        if not match or match.group(1) != canary.get("stableService"):
+            errors.append("%s: baseline %r is not http://SERVICE:PORT of the Rollout's "
+                          "stableService %s" % (where, baseline, canary.get("stableService")))
+        elif (services.get(match.group(1), {}).get(int(match.group(2))) or 0) != c.ports["http"]:
+            errors.append("%s: baseline %s does not reach fastpath's HTTP port %d"
+                          % (where, baseline, c.ports["http"]))
+        allowed = [v for f, v in c.flags if f == VERDICT_FLAG]
+        if baseline not in allowed:
+            errors.append("%s: the Rollout's fastpath does not allow the baseline %s (%s %s), "
+                          "so the verdict would be 403" % (where, baseline, VERDICT_FLAG,
+                                                          ", ".join(allowed) or "not given"))
+        timeout = web.get("timeoutSeconds", 10)
+        if not isinstance(timeout, int) or timeout < VERDICT_MIN_TIMEOUT_S:
+            errors.append("%s: timeoutSeconds %s: a measurement takes longer; give at least %d"
+                          % (where, timeout, VERDICT_MIN_TIMEOUT_S))
+        field = JSON_PATH.match(str(web.get("jsonPath", "")))
+        if not field:
+            errors.append("%s: jsonPath %r is not {$.FIELD} of the verdict"
+                          % (where, web.get("jsonPath")))
+            continue
+        if "result" not in str(metric.get("successCondition", "")):
+            errors.append("%s: successCondition %r does not judge the result"
+                          % (where, metric.get("successCondition")))
+        if metric.get("failureLimit") != 0:
+            errors.append("%s: failureLimit must be 0 (a refused verdict retried may pass by "
+                          "chance)" % where)
+        gates.append(WebGate(where, c, url, field.group(1)))
+    return gates
+
+
 def check_rollouts(docs, containers, errors):
     """[Gate] of every Rollout's analysis steps."""
-    gates, used = [], set()
+    gates, used, steps = [], set(), []
     for doc in find(docs, "Rollout"):
         spec = doc.obj.get("spec") or {}
         canary = (spec.get("strategy") or {}).get("canary")
@@ -480,6 +566,7 @@ def check_rollouts(docs, containers, errors):
             if not analysis:
                 continue
             step_args = {a.get("name"): a.get("value") for a in analysis.get("args") or []}
+            steps.append((doc, c, services, step_args))
             for ref in analysis.get("templates") or []:
                 found = find(docs, "AnalysisTemplate", ref.get("templateName"))
                 if not found:
@@ -495,12 +582,26 @@ def check_rollouts(docs, containers, errors):
                                   % (doc, ", ".join(unknown), found[0]))
                 values = dict(declared, **step_args)
                 mine += check_gate_job(found[0], values, doc, c, services, errors)
+                mine += check_web_verdict(found[0], values, doc, c, services, errors)
         if not mine:
             errors.append("%s: no analysis step runs `fastpath gate`" % doc)
         gates += mine
+    # A template no step names is an alternative to one that is (analysis-template-web.yaml
+    # for analysis-template.yaml): checked as if those steps named it instead.
     for doc in find(docs, "AnalysisTemplate"):
-        if doc.name not in used:
+        if doc.name in used:
+            continue
+        declared = {a.get("name"): a.get("value")
+                    for a in (doc.obj.get("spec") or {}).get("args") or []}
+        alternative = []
+        for rollout, c, services, step_args in steps:
+            if set(step_args) <= set(declared):
+                values = dict(declared, **step_args)
+                alternative += check_gate_job(doc, values, rollout, c, services, errors)
+                alternative += check_web_verdict(doc, values, rollout, c, services, errors)
+        if not alternative:
             errors.append("%s: used by no Rollout of the manifests, so unchecked" % doc)
+        gates += alternative
     return gates
 
 
@@ -550,6 +651,41 @@ def gate_check(gate, binary, http_port, deadline, work, report):
         raise Failure("%s: with an unknown flag fastpath gate exited %d, not 2: a flag the "
                       "manifests pass would not be caught" % (gate.where, code))
     report["gates"] += 1
+
+
+def web_check(gate, http_port, deadline, report):
+    """The web metric's URL, its Services and baseline mapped to the live fastpath."""
+    parts = urllib.parse.urlsplit(gate.url)
+    here = "http://127.0.0.1:%d" % http_port
+    query = []
+    for name, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True):
+        if name == "model":
+            value = "simple"  # the test repository's model
+        elif name == "baseline":
+            value = here
+        query.append((name, value))
+
+    def ask(extra=()):
+        url = here + parts.path + "?" + urllib.parse.urlencode(query + list(extra))
+        return http_get(url, timeout=max(1, min(GATE_TIMEOUT_S, deadline.left())))
+
+    status, body = ask()
+    if status != 200:
+        raise Failure("%s: GET %s on the live fastpath answered %d: %s"
+                      % (gate.where, VERDICT_PATH, status, body[:500]))
+    try:
+        verdict = json.loads(body)
+    except ValueError:
+        raise Failure("%s: the verdict is not JSON: %s" % (gate.where, body[:500]))
+    if verdict.get(gate.field) not in VERDICT_MEASURED:
+        raise Failure("%s: the verdict's %s is %r, not a measurement (%s): %s"
+                      % (gate.where, gate.field, verdict.get(gate.field),
+                         " or ".join(VERDICT_MEASURED), body[:500]))
+    status, body = ask([("manifests_check_unknown_field", "1")])
+    if status != 400:
+        raise Failure("%s: with an unknown query field the verdict answered %d, not 400: a "
+                      "field the manifests pass would not be caught" % (gate.where, status))
+    report["verdicts"] += 1
 
 
 # ---- the HPA and the Prometheus adapter rules ----
@@ -667,11 +803,22 @@ def this_machines_lock(binary, work):
         return path, json.load(f)
 
 
-def mapped_argv(c, binary, repository, lock, work):
-    """fastpath serve with the container's flags, mapped to this machine."""
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def mapped_argv(c, binary, repository, lock, work, http_port=0):
+    """fastpath serve with the container's flags, mapped to this machine. With `http_port`,
+    HTTP listens there and the verdict endpoint's baseline is that server itself."""
     argv = [binary, "serve"]
     for flag, value in c.flags:
-        if flag in PORT_FLAGS:
+        if flag == "--http-port":
+            value = str(http_port)
+        elif flag == VERDICT_FLAG and http_port:
+            value = "http://127.0.0.1:%d" % http_port
+        elif flag in PORT_FLAGS:
             value = "0"
         elif flag == "--host":
             value = "127.0.0.1"
@@ -686,6 +833,8 @@ def mapped_argv(c, binary, repository, lock, work):
         argv.append(flag if value is None else "%s=%s" % (flag, value))
     if "--host" not in c.values:
         argv.append("--host=127.0.0.1")
+    if "--http-port" not in c.values:
+        argv.append("--http-port=%d" % http_port)
     return argv
 
 
@@ -711,7 +860,11 @@ def start(c, argv, deadline, work, runs):
 
 
 def live_check(c, binary, repository, lock, deadline, work, runs, adapter_names, report, gates):
-    run, actual = start(c, mapped_argv(c, binary, repository, lock, work), deadline, work, runs)
+    # The verdict endpoint allows its baselines by address: this server's own, known before
+    # it starts.
+    http_port = free_port() if VERDICT_FLAG in c.values else 0
+    run, actual = start(c, mapped_argv(c, binary, repository, lock, work, http_port), deadline,
+                        work, runs)
 
     def local(port):
         return actual[c.role_of(port)]
@@ -752,7 +905,11 @@ def live_check(c, binary, repository, lock, deadline, work, runs, adapter_names,
         raise Failure("%s: the Prometheus adapter rules use %s, not on fastpath's scrape"
                       % (c.where, ", ".join(missing)))
     for gate in gates:
-        if gate.container is c:
+        if gate.container is not c:
+            continue
+        if isinstance(gate, WebGate):
+            web_check(gate, actual["http"], deadline, report)
+        else:
             gate_check(gate, binary, actual["http"], deadline, work, report)
     code = run.stop()
     if code != 0:
@@ -801,7 +958,7 @@ def run_checks(binary, test_repository, manifest_dir, work, runs):
         adapter_names |= set(SERIES_NAME.findall(rule.get("metricsQuery", "")))
     queries = promtool_check(rules, work)
 
-    report = {"probes": 0, "ports": 0, "metrics": 0, "gates": 0}
+    report = {"probes": 0, "ports": 0, "metrics": 0, "gates": 0, "verdicts": 0}
     for i, c in enumerate(containers):
         run_dir = os.path.join(work, "run-%d" % i)
         os.mkdir(run_dir)
@@ -814,12 +971,14 @@ def run_checks(binary, test_repository, manifest_dir, work, runs):
         kinds[d.kind] = kinds.get(d.kind, 0) + 1
     print("kubernetes manifests OK: %d documents in %d files (%s); %d fastpath containers "
           "started with their flags (%s): %d probes answered 200, %d containerPorts listening, "
-          "%d metrics endpoints; %d gate command lines measured a live server (%s); HPA %s; "
+          "%d metrics endpoints; %d gate command lines and %d verdict URLs measured a live "
+          "server (%s); HPA %s; "
           "adapter rules: %d series on the scrape, %s; %.1f s"
           % (len(docs), len(files), ", ".join("%d %s" % (n, k) for k, n in sorted(kinds.items())),
              len(containers), ", ".join("%s %s/%s" % (c.doc.path, c.doc.kind, c.doc.name)
                                         for c in containers),
              report["probes"], report["ports"], report["metrics"], report["gates"],
+             report["verdicts"],
              ", ".join(g.where for g in gates) or "none",
              ", ".join(hpa_metrics) or "none", len(adapter_names), queries, deadline.elapsed()))
 
