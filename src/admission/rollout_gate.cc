@@ -24,6 +24,7 @@ constexpr GateSettingRange kGateSettings[] = {
     {kRolloutRounds, 5, 1000, true, "a whole number from 5 to 1000"},
     {kRolloutCanaryPercent, 1, 50, true, "a whole number from 1 to 50"},
     {kRolloutCanaryDuration, 10, 86400, true, "a whole number of seconds from 10 to 86400"},
+    {kRolloutCanaryMaxP95Ratio, 1, 100, false, "a number from 1 to 100"},
 };
 
 // The setting whose config parameter is `key`.
@@ -144,19 +145,25 @@ StatusOr<std::optional<GatePolicy>> RolloutGateFor(const inference::ModelConfig&
         case GateSetting::kCanaryDuration:
           policy.canary_duration_s = static_cast<uint32_t>(*number);
           break;
+        case GateSetting::kCanaryMaxP95Ratio:
+          policy.canary_max_p95_ratio = *number;
+          break;
       }
     } else {
       return InvalidArgument("parameters: unknown key '" + key + "' (known: " + kRolloutGate +
                              ", " + kRolloutMaxP95Ratio + ", " + kRolloutMinThroughputRatio + ", " +
                              kRolloutOutputTolerance + ", " + kRolloutRounds + ", " +
-                             kRolloutCanaryPercent + ", " + kRolloutCanaryDuration + ")");
+                             kRolloutCanaryPercent + ", " + kRolloutCanaryDuration + ", " +
+                             kRolloutCanaryMaxP95Ratio + ")");
     }
   }
   if (!on) return std::optional<GatePolicy>();
-  if (policy.canary_percent == 0 && parameters.count(kRolloutCanaryDuration) > 0) {
-    return InvalidArgument(std::string("parameters: '") + kRolloutCanaryDuration +
-                           "' times a canary phase, which is off; set " + kRolloutCanaryPercent +
-                           ", or remove it");
+  for (const char* key : {kRolloutCanaryDuration, kRolloutCanaryMaxP95Ratio}) {
+    if (policy.canary_percent == 0 && parameters.count(key) > 0) {
+      return InvalidArgument(std::string("parameters: '") + key +
+                             "' tunes a canary phase, which is off; set " + kRolloutCanaryPercent +
+                             ", or remove it");
+    }
   }
   if (config::IsEnsemble(config)) {
     return InvalidArgument(std::string("parameters: '") + kRolloutGate +
@@ -259,6 +266,107 @@ GateVerdict JudgeGate(const GatePolicy& policy, const GateSamples& samples) {
     std::string why;
     for (const std::string& f : v.failures) why += (why.empty() ? "" : "; ") + f;
     v.summary = "refused: " + why + " — " + figures;
+  }
+  return v;
+}
+
+namespace {
+
+// The 5th and 95th percentiles of `statistic` over resamples of two independent samples of
+// sizes na and nb, each drawn with replacement, from a fixed seed.
+template <typename Statistic>
+Interval BootstrapTwo(size_t na, size_t nb, Statistic statistic) {
+  if (na == 0 || nb == 0) return {};
+  uint64_t state = 0x63616e6172792d62ULL;  // "canary-b"
+  auto next = [&state] {                   // SplitMix64
+    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  };
+  std::vector<double> values;
+  values.reserve(kResamples);
+  std::vector<size_t> a(na), b(nb);
+  for (int r = 0; r < kResamples; ++r) {
+    for (size_t& i : a) i = next() % na;
+    for (size_t& i : b) i = next() % nb;
+    values.push_back(statistic(a, b));
+  }
+  return {Percentile(values, 5), Percentile(values, 95)};
+}
+
+constexpr double kCanaryErrorMargin = 0.01;  // a percentage point
+constexpr double kCanaryErrorZ = 3;
+
+std::string Percent(double rate) { return Figure(rate * 100) + "%"; }
+
+}  // namespace
+
+CanaryVerdict JudgeCanary(const GatePolicy& policy, const CanaryCounts& stable,
+                          const CanaryCounts& candidate, bool final) {
+  CanaryVerdict v;
+  auto rate = [](const CanaryCounts& c) {
+    return c.requests == 0 ? 0.0 : static_cast<double>(c.errors) / static_cast<double>(c.requests);
+  };
+  v.stable_error_rate = rate(stable);
+  v.candidate_error_rate = rate(candidate);
+  std::string figures = "candidate " + std::to_string(candidate.errors) + " errors in " +
+                        std::to_string(candidate.requests) + " requests (" +
+                        Percent(v.candidate_error_rate) + "), serving " +
+                        std::to_string(stable.errors) + " in " + std::to_string(stable.requests) +
+                        " (" + Percent(v.stable_error_rate) + ")";
+  // The excess over the margin, in standard errors of the difference of two proportions (a
+  // side without requests counts as its rate known: the other's error alone).
+  auto variance = [](double p, uint64_t n) {
+    return n == 0 ? 0.0 : p * (1 - p) / static_cast<double>(n);
+  };
+  const double excess = v.candidate_error_rate - v.stable_error_rate - kCanaryErrorMargin;
+  const double se = std::sqrt(variance(v.candidate_error_rate, candidate.requests) +
+                              variance(v.stable_error_rate, stable.requests));
+  // With every candidate request failed the variance is 0: the excess alone decides.
+  if (candidate.errors > 0 && excess > 0 && (se == 0 || excess / se > kCanaryErrorZ)) {
+    v.call = CanaryVerdict::Call::kRollBack;
+    v.summary =
+        "rolled back: the candidate's error rate is above the serving load's by more "
+        "than " +
+        Percent(kCanaryErrorMargin) + " beyond noise — " + figures;
+    return v;
+  }
+  if (!final) {
+    v.summary = "watching: " + figures;
+    return v;
+  }
+  const size_t ns = stable.latency_ms.size(), nc = candidate.latency_ms.size();
+  if (ns < kCanaryMinLatencies || nc < kCanaryMinLatencies) {
+    v.call = CanaryVerdict::Call::kPromote;
+    v.summary = "promoted: no error regression; p95 not judged, too few requests (" +
+                std::to_string(nc) + " candidate, " + std::to_string(ns) + " serving, " +
+                std::to_string(kCanaryMinLatencies) + " needed on each side) — " + figures;
+    return v;
+  }
+  const double stable_p95 = Percentile(stable.latency_ms, 95);
+  const double candidate_p95 = Percentile(candidate.latency_ms, 95);
+  v.p95_ratio = stable_p95 > 0 ? candidate_p95 / stable_p95 : 0;
+  const Interval p95 =
+      BootstrapTwo(ns, nc, [&](const std::vector<size_t>& a, const std::vector<size_t>& b) {
+        std::vector<double> s, c;
+        for (size_t i : a) s.push_back(stable.latency_ms[i]);
+        for (size_t i : b) c.push_back(candidate.latency_ms[i]);
+        const double base = Percentile(s, 95);
+        return base > 0 ? Percentile(c, 95) / base : 0;
+      });
+  v.p95_ratio_low = p95.low;
+  v.p95_ratio_high = p95.high;
+  figures += "; p95 " + Figure(candidate_p95) + " ms candidate, " + Figure(stable_p95) +
+             " ms serving: ratio " + Figure(v.p95_ratio) + " (90% interval " +
+             Figure(v.p95_ratio_low) + "-" + Figure(v.p95_ratio_high) + ", at most " +
+             Figure(policy.canary_max_p95_ratio) + ")";
+  if (v.p95_ratio > policy.canary_max_p95_ratio && v.p95_ratio_low > policy.canary_max_p95_ratio) {
+    v.call = CanaryVerdict::Call::kRollBack;
+    v.summary = "rolled back: the candidate's p95 regressed beyond noise — " + figures;
+  } else {
+    v.call = CanaryVerdict::Call::kPromote;
+    v.summary = "promoted: no error or p95 regression — " + figures;
   }
   return v;
 }

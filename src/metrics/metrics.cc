@@ -267,11 +267,12 @@ std::vector<MetricFamily> AdmissionFamilies(const admission::AdmissionReport& re
     }
   }
   // The rollout gate (issue 12 §2): its decisions since start.
-  MetricFamily rollouts = Family(
-      "fastpath_rollout_decisions_total",
-      "The rollout gate's decisions on candidate versions, by outcome (passed, refused, "
-      "no_baseline, not_measured); the figures are at GET /v2/models/{m}/rollout",
-      MetricType::Counter);
+  MetricFamily rollouts =
+      Family("fastpath_rollout_decisions_total",
+             "The rollout gate's decisions on candidate versions, by outcome (passed, refused, "
+             "no_baseline, not_measured, canary, promoted, rolled_back); the figures are at "
+             "GET /v2/models/{m}/rollout",
+             MetricType::Counter);
   for (const admission::AdmissionReport::RolloutCount& r : report.rollout_decisions) {
     rollouts.metric.push_back(
         Counter({{"model", r.model}, {"outcome", r.outcome}}, static_cast<double>(r.count)));

@@ -315,8 +315,20 @@ std::string ModelRepository::KeepServing(ModelState& serving, ModelState& fresh)
 void ModelRepository::Retire(const ModelState& state) {
   std::vector<std::shared_ptr<ModelVersion>> versions;
   for (const auto& v : state.versions) {
-    if (v.runtime && v.runtime->scheduler) versions.push_back(v.runtime);
+    if (v.runtime) versions.push_back(v.runtime);
   }
+  if (state.canary) {
+    log::Info("model '" + state.canary->phase.model +
+              "': its canary phase ends with this reload or unload; the load it replaced goes");
+    versions.push_back(state.canary->phase.stable);
+  }
+  Retire(std::move(versions));
+}
+
+void ModelRepository::Retire(std::vector<std::shared_ptr<ModelVersion>> versions) {
+  versions.erase(std::remove_if(versions.begin(), versions.end(),
+                                [](const auto& v) { return !v || !v->scheduler; }),
+                 versions.end());
   if (versions.empty()) return;
   Clock* clock = OrSteadyClock(options_.clock);
   std::unique_lock lock(retire_mu_);
@@ -356,6 +368,9 @@ void ModelRepository::RetireLoop() {
 void ModelRepository::StopVersions(const ModelState& state) {
   for (const auto& v : state.versions) {
     if (v.runtime && v.runtime->scheduler) v.runtime->scheduler->Stop();
+  }
+  if (state.canary && state.canary->phase.stable->scheduler) {
+    state.canary->phase.stable->scheduler->Stop();
   }
 }
 
@@ -446,6 +461,7 @@ Status ModelRepository::LoadLocked(const std::string& name, bool load_missing_st
       result = Unavailable("model '" + name + "': " + kept);
     }
     unchanged = !fresh.reload_failure.empty();  // kept whole: what serves is as it was
+    if (!unchanged) StartCanary(name, old, fresh);
     slot = std::move(fresh);
   }
   Retire(old);  // outside the lock
@@ -545,7 +561,12 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::FindReady(const std::st
   std::lock_guard lock(mu_);
   auto it = models_.find(name);
   if (it == models_.end()) return NotFound("unknown model '" + name + "'");
-  const ModelState& state = it->second;
+  return FindLocked(name, it->second, version);
+}
+
+StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::FindLocked(const std::string& name,
+                                                                    const ModelState& state,
+                                                                    const std::string& version) {
   if (!state.reason.empty()) {
     return Unavailable("model '" + name + "' is not ready: " + state.reason);
   }

@@ -29,6 +29,14 @@ void StatsRecorder::RecordSuccess(uint64_t requests, uint64_t batch_size, const 
   Add(&s.compute_infer, t.compute_infer_ns * requests, requests);
   Add(&s.compute_output, t.compute_output_ns * requests, requests);
   stats_.request_latency.Observe(request_ns, requests);
+  for (uint64_t i = 0; i < requests && kept_capacity_ > 0; ++i) {
+    if (kept_ns_.size() < kept_capacity_) {
+      kept_ns_.push_back(request_ns);
+    } else {
+      kept_ns_[kept_next_] = request_ns;
+      kept_next_ = (kept_next_ + 1) % kept_capacity_;
+    }
+  }
   stats_.queue_latency.Observe(t.queue_ns, requests);
   stats_.compute_infer_latency.Observe(t.compute_infer_ns);
   stats_.inference_count += batch_size - canary_rows;
@@ -68,6 +76,22 @@ ModelStatistics StatsRecorder::Snapshot(const std::string& name,
 void StatsRecorder::Reset() {
   std::lock_guard lock(mu_);
   stats_ = ModelStatistics{};
+}
+
+void StatsRecorder::KeepLatencies(size_t capacity) {
+  std::lock_guard lock(mu_);
+  kept_capacity_ = capacity;
+  kept_ns_.clear();
+  kept_ns_.reserve(capacity);
+  kept_next_ = 0;
+}
+
+std::vector<double> StatsRecorder::KeptLatenciesMs() const {
+  std::lock_guard lock(mu_);
+  std::vector<double> out;
+  out.reserve(kept_ns_.size());
+  for (uint64_t ns : kept_ns_) out.push_back(static_cast<double>(ns) / 1e6);
+  return out;
 }
 
 }  // namespace fastpath::scheduler

@@ -174,7 +174,10 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options,
   server->drift_watch_->SampleNow();
   server->drift_watch_->Start();
   server->canary_thread_ =
-      std::make_unique<Periodic>(server->clock_, server->options_.canary_tick, [raw] { raw->RunCanaries(); });
+      std::make_unique<Periodic>(server->clock_, server->options_.canary_tick, [raw] {
+        raw->RunCanaries();
+        raw->WatchRollouts();
+      });
   server->canary_thread_->Start();
   return server;
 }
@@ -251,6 +254,21 @@ StatusOr<std::vector<ModelStatistics>> Server::GetModelStatistics(const std::str
     if (v->scheduler) stats.pending_request_count = v->scheduler->Pending();
     out.push_back(std::move(stats));
   }
+  // A canary phase's old load still serves most requests: they count under its version.
+  for (const repository::CanaryPhase& phase : repository_->Canaries()) {
+    const std::string v_str = std::to_string(phase.stable->version);
+    if ((!name.empty() && phase.model != name) || (!version.empty() && v_str != version)) continue;
+    ModelStatistics stats = phase.stable->stats.Snapshot(phase.model, v_str);
+    stats.pending_request_count = phase.stable->scheduler->Pending();
+    auto same = std::find_if(out.begin(), out.end(), [&](const ModelStatistics& s) {
+      return s.name == phase.model && s.version == v_str;
+    });
+    if (same == out.end()) {
+      out.push_back(std::move(stats));
+    } else {
+      Accumulate(*same, stats);
+    }
+  }
   return out;
 }
 
@@ -307,7 +325,9 @@ void Server::InferAsync(InferRequest request, InferCallback done) {
 
 void Server::RunOnModel(InferRequest request, InferCallback done, bool canary) {
   auto fail = [&](const Status& status) { done(status); };
-  auto found = repository_->FindReady(request.model_name, request.model_version);
+  // A canary probe checks what is published; a request may meet a canary phase's split.
+  auto found = canary ? repository_->FindReady(request.model_name, request.model_version)
+                      : repository_->Route(request.model_name, request.model_version);
   if (!found.ok()) return fail(found.status());
   std::shared_ptr<repository::ModelVersion> runtime = std::move(found).value();
   if (gpu_watch_ && gpu_watch_->AnyQuarantined()) {

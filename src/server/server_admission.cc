@@ -359,10 +359,18 @@ Status Server::Admit(const std::filesystem::path& model_dir, repository::ModelVe
   }
   // A refused load is kept apart from the admitted one: a reload of the same version that
   // is refused leaves the previous load serving, with its figures and canary.
+  // The admitted load it replaces is kept aside too: a canary phase's rollback brings it back.
   auto remember = [&](AdmissionRecord r) {
     std::lock_guard lock(admission_mu_);
-    (r.refused.empty() ? admission_records_
-                       : refused_records_)[{version.model_name, version.version}] = std::move(r);
+    const std::pair<std::string, int64_t> key = {version.model_name, version.version};
+    if (!r.refused.empty()) {
+      refused_records_[key] = std::move(r);
+      return;
+    }
+    if (auto it = admission_records_.find(key); it != admission_records_.end()) {
+      replaced_records_[key] = std::move(it->second);
+    }
+    admission_records_[key] = std::move(r);
   };
   auto refuse = [&](const std::string& reason) {
     record.refused = reason;
@@ -380,6 +388,9 @@ Status Server::Admit(const std::filesystem::path& model_dir, repository::ModelVe
       if (Status gated = GateRollout(model_dir, version, **gate); !gated.ok()) {
         return refuse(gated.message());
       }
+      // Let through: the repository gives it a share of the traffic first, when asked.
+      version.canary_plan = {(*gate)->canary_percent,
+                             std::chrono::seconds((*gate)->canary_duration_s)};
     }
     SetUpCanary(model_dir, version, &record);
     remember(record);

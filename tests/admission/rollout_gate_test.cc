@@ -174,6 +174,102 @@ TEST(JudgeGateTest, NothingMeasuredIsRefused) {
   EXPECT_FALSE(JudgeGate(GatePolicy{}, GateSamples{}).passed);
 }
 
+TEST(RolloutGateForTest, TheCanaryPhaseIsOffUnlessAShareIsSet) {
+  auto gate = RolloutGateFor(WithParameters({{kRolloutGate, "true"}}));
+  ASSERT_TRUE(gate.ok());
+  EXPECT_EQ((*gate)->canary_percent, 0u);
+  gate = RolloutGateFor(WithParameters({{kRolloutGate, "true"}, {kRolloutCanaryPercent, "10"}}));
+  ASSERT_TRUE(gate.ok()) << gate.status().message();
+  EXPECT_EQ((*gate)->canary_percent, 10u);
+  EXPECT_EQ((*gate)->canary_duration_s, 300u);
+  EXPECT_DOUBLE_EQ((*gate)->canary_max_p95_ratio, 1.5);
+  gate = RolloutGateFor(WithParameters(
+      {{kRolloutGate, "true"}, {kRolloutCanaryPercent, "5"}, {kRolloutCanaryDuration, "900"}}));
+  ASSERT_TRUE(gate.ok()) << gate.status().message();
+  EXPECT_EQ((*gate)->canary_duration_s, 900u);
+
+  const std::vector<std::pair<std::map<std::string, std::string>, const char*>> bad = {
+      {{{kRolloutCanaryPercent, "0"}}, kRolloutCanaryPercent},
+      {{{kRolloutCanaryPercent, "60"}}, kRolloutCanaryPercent},
+      {{{kRolloutCanaryPercent, "12.5"}}, kRolloutCanaryPercent},
+      {{{kRolloutCanaryPercent, "10"}, {kRolloutCanaryDuration, "5"}}, kRolloutCanaryDuration},
+      // A duration without a share is a phase that never happens.
+      {{{kRolloutCanaryDuration, "60"}}, kRolloutCanaryDuration},
+      {{{kRolloutCanaryMaxP95Ratio, "2"}}, kRolloutCanaryMaxP95Ratio},
+      {{{kRolloutCanaryPercent, "10"}, {kRolloutCanaryMaxP95Ratio, "0.5"}},
+       kRolloutCanaryMaxP95Ratio},
+  };
+  for (auto [parameters, key] : bad) {
+    parameters[kRolloutGate] = "true";
+    gate = RolloutGateFor(WithParameters(parameters));
+    ASSERT_FALSE(gate.ok()) << key;
+    EXPECT_NE(gate.status().message().find(key), std::string::npos) << gate.status().message();
+  }
+}
+
+CanaryCounts Counts(uint64_t requests, uint64_t errors, std::vector<double> latency_ms = {}) {
+  return {requests, errors, std::move(latency_ms)};
+}
+
+// `n` latencies around `ms`, spread by up to 20% (a deterministic pattern).
+std::vector<double> Around(double ms, size_t n) {
+  std::vector<double> out;
+  for (size_t i = 0; i < n; ++i)
+    out.push_back(ms * (1.0 + 0.2 * static_cast<double>((i * 7) % 11) / 10));
+  return out;
+}
+
+TEST(JudgeCanaryTest, ErrorsLikeTheServingLoadsGoOn) {
+  const CanaryVerdict v = JudgeCanary(GatePolicy(), Counts(900, 9), Counts(100, 1), false);
+  EXPECT_EQ(v.call, CanaryVerdict::Call::kContinue) << v.summary;
+  EXPECT_DOUBLE_EQ(v.candidate_error_rate, 0.01);
+}
+
+TEST(JudgeCanaryTest, ACandidateFailingItsShareIsRolledBackAtOnce) {
+  const CanaryVerdict v = JudgeCanary(GatePolicy(), Counts(800, 0), Counts(200, 20), false);
+  EXPECT_EQ(v.call, CanaryVerdict::Call::kRollBack) << v.summary;
+  EXPECT_NE(v.summary.find("candidate 20 errors in 200 requests (10.0%), serving 0 in 800 (0%)"),
+            std::string::npos)
+      << v.summary;
+}
+
+TEST(JudgeCanaryTest, AFewErrorsAreNotARegression) {
+  // 2 of 20 is 10%, but so few requests cannot tell it from the serving load's 1%.
+  EXPECT_EQ(JudgeCanary(GatePolicy(), Counts(1000, 10), Counts(20, 2), false).call,
+            CanaryVerdict::Call::kContinue);
+  // An excess within the one-point margin never rolls back, however many requests.
+  EXPECT_EQ(JudgeCanary(GatePolicy(), Counts(1000000, 10000), Counts(1000000, 15000), false).call,
+            CanaryVerdict::Call::kContinue);
+}
+
+TEST(JudgeCanaryTest, LatencyIsJudgedAtTheEndOnly) {
+  const CanaryCounts stable = Counts(400, 0, Around(1.0, 400));
+  const CanaryCounts slow = Counts(100, 0, Around(2.0, 100));
+  // Within the canary's own tolerance (1.5), not the gate's (1.1): passes.
+  EXPECT_EQ(JudgeCanary(GatePolicy(), stable, Counts(100, 0, Around(1.3, 100)), true).call,
+            CanaryVerdict::Call::kPromote);
+  EXPECT_EQ(JudgeCanary(GatePolicy(), stable, slow, false).call, CanaryVerdict::Call::kContinue);
+  const CanaryVerdict v = JudgeCanary(GatePolicy(), stable, slow, true);
+  EXPECT_EQ(v.call, CanaryVerdict::Call::kRollBack) << v.summary;
+  EXPECT_NEAR(v.p95_ratio, 2.0, 0.01);
+  EXPECT_GT(v.p95_ratio_low, 1.1);
+
+  const CanaryVerdict same =
+      JudgeCanary(GatePolicy(), stable, Counts(100, 0, Around(1.0, 100)), true);
+  EXPECT_EQ(same.call, CanaryVerdict::Call::kPromote) << same.summary;
+  EXPECT_NEAR(same.p95_ratio, 1.0, 0.05);
+}
+
+TEST(JudgeCanaryTest, TooFewRequestsPromoteWithTheLatencyNotJudged) {
+  const CanaryVerdict v = JudgeCanary(GatePolicy(), Counts(400, 0, Around(1.0, 400)),
+                                      Counts(10, 0, Around(5.0, 10)), true);
+  EXPECT_EQ(v.call, CanaryVerdict::Call::kPromote);
+  EXPECT_EQ(v.p95_ratio, 0);
+  EXPECT_NE(v.summary.find("p95 not judged, too few requests (10 candidate, 400 serving"),
+            std::string::npos)
+      << v.summary;
+}
+
 TEST(PercentileTest, NearestRank) {
   EXPECT_EQ(Percentile({}, 95), 0);
   EXPECT_EQ(Percentile({3, 1, 2}, 50), 2);

@@ -2,7 +2,9 @@
 // exactly `cost_us` of a manual clock, so that tests of what the server makes of compute
 // times (drift, canaries) are deterministic. With `corrupt` set, every run's first output
 // has its first byte changed, as a silently different engine would answer. Hold() makes
-// every run wait until Release(), as a hung execution would.
+// every run wait until Release(), as a hung execution would. The instances created in
+// [faulty_from, faulty_to) (by creation order, instances_created) misbehave beside the
+// others: with faulty_fail every run fails, and with faulty_cost_us > 0 each takes that long.
 #pragma once
 
 #include <atomic>
@@ -30,12 +32,16 @@ class TimedBackend final : public backend::Backend {
     cpu.provider_options.clear();
     FASTPATH_ASSIGN_OR_RETURN(auto instance, inner_->CreateInstance(file, cpu));
     return std::unique_ptr<backend::ModelInstance>(
-        std::make_unique<Instance>(std::move(instance), this));
+        std::make_unique<Instance>(std::move(instance), this, instances_created++));
   }
 
   std::atomic<int64_t> cost_us{1000};
   std::atomic<bool> corrupt{false};
   std::atomic<int> runs_entered{0};  // runs started, held ones included
+  std::atomic<int> instances_created{0};
+  std::atomic<int> faulty_from{0}, faulty_to{0};
+  std::atomic<bool> faulty_fail{false};
+  std::atomic<int64_t> faulty_cost_us{0};
 
   void Hold() {
     std::lock_guard lock(hold_mu_);
@@ -52,8 +58,8 @@ class TimedBackend final : public backend::Backend {
  private:
   class Instance final : public backend::ModelInstance {
    public:
-    Instance(std::unique_ptr<backend::ModelInstance> inner, TimedBackend* backend)
-        : inner_(std::move(inner)), backend_(backend) {}
+    Instance(std::unique_ptr<backend::ModelInstance> inner, TimedBackend* backend, int serial)
+        : inner_(std::move(inner)), backend_(backend), serial_(serial) {}
     StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& inputs,
                                       const std::vector<std::string>& names) override {
       ++backend_->runs_entered;
@@ -61,7 +67,11 @@ class TimedBackend final : public backend::Backend {
         std::unique_lock lock(backend_->hold_mu_);
         backend_->hold_cv_.wait(lock, [&] { return !backend_->held_; });
       }
-      backend_->clock_->Advance(std::chrono::microseconds(backend_->cost_us.load()));
+      const bool faulty = serial_ >= backend_->faulty_from && serial_ < backend_->faulty_to;
+      if (faulty && backend_->faulty_fail) return Internal("injected failure");
+      const int64_t cost = faulty && backend_->faulty_cost_us > 0 ? backend_->faulty_cost_us.load()
+                                                                  : backend_->cost_us.load();
+      backend_->clock_->Advance(std::chrono::microseconds(cost));
       auto outputs = inner_->Run(inputs, names);
       if (outputs.ok() && backend_->corrupt.load() && !outputs->empty() &&
           !(*outputs)[0].data.empty()) {
@@ -74,6 +84,7 @@ class TimedBackend final : public backend::Backend {
    private:
     std::unique_ptr<backend::ModelInstance> inner_;
     TimedBackend* backend_;
+    int serial_;
   };
 
   std::unique_ptr<backend::Backend> inner_;

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <thread>
 
 #include "integration_fixture.h"
@@ -226,6 +227,56 @@ TEST_F(GateRolloutTest, AnEqualCandidatePassesUnderLoadAndTakesOver) {
   ASSERT_TRUE(d["verdict"].IsObject());
   EXPECT_TRUE(d["verdict"]["passed"].GetBool());
   EXPECT_EQ(d["verdict"]["throughput_batch_size"].GetUint64(), 8u);
+}
+
+// The canary phase (issue 12 §2) under load: with fastpath.rollout.canary_percent, the
+// candidate the gate let through first takes every fifth request for 10 s, the replaced load
+// serving the rest, and is promoted with no regression. No request fails on the way.
+class CanaryRolloutTest : public GateRolloutTest {
+ protected:
+  void PrepareRepository(testing::TempRepository& repo) override {
+    GateRolloutTest::PrepareRepository(repo);
+    std::ifstream in(repo.root() / "chain" / "config.pbtxt");
+    std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    repo.WriteConfig("chain", config + R"(
+parameters { key: "fastpath.rollout.canary_percent" value: { string_value: "20" } }
+parameters { key: "fastpath.rollout.canary_duration_s" value: { string_value: "10" } }
+)");
+  }
+};
+
+TEST_F(CanaryRolloutTest, APassingCandidateTakesItsShareThenEverythingWithoutAFailedRequest) {
+  auto load = StartLoad();
+  load->WaitSucceeded(100);
+  repo().AddVersion("chain", 1, "chain10");
+  const HttpResponse r = http().Post("/v2/repository/models/chain/load", "{}");
+  EXPECT_EQ(r.status, 200) << r.Describe() << "\nlog:\n" << server().LogTail();
+  // The phase lasts 10 s; the watch looks once a second.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(40);
+  std::vector<std::string> outcomes;
+  while (std::chrono::steady_clock::now() < deadline) {
+    outcomes.clear();
+    const rapidjson::Document decisions = Decisions();
+    for (const auto& d : decisions.GetArray()) outcomes.push_back(d["outcome"].GetString());
+    if (outcomes.back() != "canary" && outcomes.back() != "passed") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  load->WaitSucceeded(100);
+  load->Stop();
+  EXPECT_EQ(load->failed(), 0) << load->first_failure() << "\nlog:\n" << server().LogTail();
+  ASSERT_EQ(outcomes, (std::vector<std::string>{"no_baseline", "passed", "canary", "promoted"}))
+      << server().LogTail();
+  const rapidjson::Document decisions = Decisions();
+  std::cout << "canary: " << decisions[3]["detail"].GetString() << "\n";
+  EXPECT_NE(std::string(decisions[3]["detail"].GetString()).find("promoted: no error"),
+            std::string::npos)
+      << ToJson(decisions[3]);
+  EXPECT_EQ(ChainState(), "READY");
+  const std::string metrics = HttpClient(server().metrics_port()).Get("/metrics").body;
+  EXPECT_NE(
+      metrics.find("fastpath_rollout_decisions_total{model=\"chain\",outcome=\"promoted\"} 1"),
+      std::string::npos)
+      << metrics.substr(0, 2000);
 }
 
 }  // namespace

@@ -1,8 +1,10 @@
 // StatsRecorder: what one model version's statistics hold after successes and failures,
 // including what the Prometheus metrics read (failure reasons, latency histograms).
+#include "fastpath/scheduler/stats_recorder.h"
+
 #include <gtest/gtest.h>
 
-#include "fastpath/scheduler/stats_recorder.h"
+#include <algorithm>
 
 namespace fastpath::scheduler {
 namespace {
@@ -77,6 +79,46 @@ TEST(StatsRecorderTest, FailuresAreCountedByReason) {
   // Failures are not latencies of served requests.
   EXPECT_EQ(s.request_latency.count, 0u);
   EXPECT_EQ(s.inference_stats.success.count, 0u);
+}
+
+TEST(StatsRecorderTest, KeepsTheLatestLatenciesOnlyWhenAsked) {
+  StatsRecorder recorder;
+  recorder.RecordSuccess(1, 1, {}, 1'000'000);
+  EXPECT_TRUE(recorder.KeptLatenciesMs().empty()) << "kept only once asked";
+  recorder.KeepLatencies(3);
+  recorder.RecordSuccess(2, 2, {}, 2'000'000);  // two requests of 2 ms
+  recorder.RecordSuccess(1, 1, {}, 3'000'000);
+  recorder.RecordSuccess(1, 1, {}, 4'000'000);  // the first 2 ms one goes
+  std::vector<double> kept = recorder.KeptLatenciesMs();
+  std::sort(kept.begin(), kept.end());
+  EXPECT_EQ(kept, (std::vector<double>{2.0, 3.0, 4.0}));
+  recorder.RecordFailure(5'000'000);
+  EXPECT_EQ(recorder.KeptLatenciesMs().size(), 3u) << "a failure is no latency";
+  recorder.KeepLatencies(0);
+  recorder.RecordSuccess(1, 1, {}, 1'000'000);
+  EXPECT_TRUE(recorder.KeptLatenciesMs().empty());
+}
+
+TEST(StatisticsTest, AccumulateAddsTwoLoadsOfOneVersion) {
+  StatsRecorder a, b;
+  a.RecordSuccess(2, 2, {10, 0, 100, 0}, 1000);
+  b.RecordSuccess(1, 1, {20, 0, 200, 0}, 2000);
+  b.RecordSuccess(3, 4, {30, 0, 300, 0}, 3000);
+  b.RecordFailure(40, FailureReason::kBackend);
+  ModelStatistics sum = a.Snapshot("m", "1");
+  Accumulate(sum, b.Snapshot("m", "1"));
+  EXPECT_EQ(sum.name, "m");
+  EXPECT_EQ(sum.inference_count, 7u);
+  EXPECT_EQ(sum.execution_count, 3u);
+  EXPECT_EQ(sum.inference_stats.success.count, 6u);
+  EXPECT_EQ(sum.inference_stats.fail.count, 1u);
+  EXPECT_EQ(sum.failures[Reason(FailureReason::kBackend)], 1u);
+  EXPECT_EQ(sum.request_latency.count, 6u);
+  EXPECT_EQ(sum.compute_infer_latency.count, 3u);
+  ASSERT_EQ(sum.batch_stats.size(), 3u);  // sizes 2, 1 and 4
+  for (const BatchStatistics& batch : sum.batch_stats) {
+    EXPECT_EQ(batch.compute_infer.count, 1u) << batch.batch_size;
+  }
 }
 
 TEST(LatencyHistogramTest, BoundsAreInclusiveAndTheLastBucketIsUnbounded) {

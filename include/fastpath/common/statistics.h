@@ -94,4 +94,48 @@ struct ModelStatistics {
   uint64_t pending_request_count = 0;      // queued or running now (filled by the facade)
 };
 
+// Adds what `from` counted to `into` (two loads of one version, as in a canary phase); the
+// name and version stay `into`'s.
+inline void Accumulate(ModelStatistics& into, const ModelStatistics& from) {
+  auto add = [](StatDuration& a, const StatDuration& b) {
+    a.count += b.count;
+    a.ns += b.ns;
+  };
+  auto add_histogram = [](LatencyHistogram& a, const LatencyHistogram& b) {
+    for (size_t i = 0; i < a.buckets.size(); ++i) a.buckets[i] += b.buckets[i];
+    a.count += b.count;
+    a.sum_ns += b.sum_ns;
+  };
+  into.last_inference_ms = into.last_inference_ms > from.last_inference_ms ? into.last_inference_ms
+                                                                           : from.last_inference_ms;
+  into.inference_count += from.inference_count;
+  into.execution_count += from.execution_count;
+  InferStatistics& s = into.inference_stats;
+  const InferStatistics& f = from.inference_stats;
+  add(s.success, f.success);
+  add(s.fail, f.fail);
+  add(s.queue, f.queue);
+  add(s.compute_input, f.compute_input);
+  add(s.compute_infer, f.compute_infer);
+  add(s.compute_output, f.compute_output);
+  for (const BatchStatistics& b : from.batch_stats) {
+    BatchStatistics* same = nullptr;
+    for (BatchStatistics& a : into.batch_stats) {
+      if (a.batch_size == b.batch_size) same = &a;
+    }
+    if (same == nullptr) {
+      into.batch_stats.push_back(b);
+      continue;
+    }
+    add(same->compute_input, b.compute_input);
+    add(same->compute_infer, b.compute_infer);
+    add(same->compute_output, b.compute_output);
+  }
+  for (size_t i = 0; i < into.failures.size(); ++i) into.failures[i] += from.failures[i];
+  add_histogram(into.request_latency, from.request_latency);
+  add_histogram(into.queue_latency, from.queue_latency);
+  add_histogram(into.compute_infer_latency, from.compute_infer_latency);
+  into.pending_request_count += from.pending_request_count;
+}
+
 }  // namespace fastpath

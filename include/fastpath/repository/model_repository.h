@@ -68,6 +68,29 @@ struct ModelVersion {
     uint64_t limit_bytes = 0;
   };
   std::optional<MemoryEstimate> memory_estimate;
+  // The canary phase its admission asked for (admission::GatePolicy): when this load is
+  // published in place of a serving one, it first gets `percent` of the requests for
+  // `duration` (see CanaryPhase). 0 percent: traffic moves at once. Read and cleared by the
+  // repository when it publishes the load.
+  struct CanaryPlan {
+    uint32_t percent = 0;
+    std::chrono::seconds duration{0};
+  };
+  CanaryPlan canary_plan;
+};
+
+// A canary phase (issue 12 §2): a new load published in place of the one that served gets
+// `percent` of the requests that reached the old one (every (100 / percent)-th, not by
+// chance), while the old one, kept running beside it, serves the rest. The server watches
+// both and ends the phase (ModelRepository::EndCanary): promoted, the old load drains and
+// goes; rolled back, the old one takes every request again and the new one goes.
+struct CanaryPhase {
+  std::string model;
+  std::shared_ptr<ModelVersion> stable;     // what served before: the rest of the requests
+  std::shared_ptr<ModelVersion> candidate;  // what is published: `percent` of them
+  uint32_t percent = 0;
+  Clock::time_point began;
+  Clock::time_point ends;
 };
 
 struct VersionStatus {
@@ -147,6 +170,20 @@ class ModelRepository {
   // version, Unavailable when it exists but is not READY (with the reason).
   StatusOr<std::shared_ptr<ModelVersion>> FindReady(const std::string& name,
                                                     const std::string& version) const;
+  // FindReady for a request, which a canary phase may send to the load it replaced: what
+  // inference and the steps of ensembles go through. Lookups for metadata, configuration,
+  // statistics and the canary probes see only what is published (FindReady).
+  StatusOr<std::shared_ptr<ModelVersion>> Route(const std::string& name,
+                                                const std::string& version) const;
+  // The canary phases in progress (model_repository_canary.cc).
+  std::vector<CanaryPhase> Canaries() const;
+  // Ends the canary phase of `candidate` (as Canaries() gave it). Promoted: the old load is
+  // retired (draining). Rolled back: the old load takes every request again, the new one is
+  // retired, and `why` becomes the version's reason in the index (it stays READY when the
+  // old load is of the same version number). NotFound when that phase is over already (a
+  // later load or an unload ended it).
+  Status EndCanary(const std::string& name, const ModelVersion* candidate, bool promote,
+                   const std::string& why);
   // Readiness of one version (or of the model: any version READY). NotFound if unknown.
   StatusOr<bool> IsReady(const std::string& name, const std::string& version) const;
   // Every READY version of `name` (all models when empty).
@@ -165,7 +202,23 @@ class ModelRepository {
     // Why the last reload was not published while this state kept serving; empty when it was.
     std::string reload_failure;
     std::vector<std::string> step_models;  // an ensemble's step models (its dependencies)
+    // The canary phase in progress; null when none. Its stable load is in no `versions`
+    // entry (so neither the index nor the watches see it), only here.
+    struct Canary {
+      CanaryPhase phase;
+      mutable std::atomic<uint64_t> routed{0};  // requests split so far
+    };
+    std::shared_ptr<Canary> canary;
   };
+
+  // The lookup of FindReady, with mu_ held.
+  static StatusOr<std::shared_ptr<ModelVersion>> FindLocked(const std::string& name,
+                                                            const ModelState& state,
+                                                            const std::string& version);
+  // Starts the canary phase of what `fresh` publishes in place of `given_up` (with mu_
+  // held), when its highest READY version asks for one and replaces a serving load: that
+  // load moves from `given_up` into the phase, so that it is not retired.
+  void StartCanary(const std::string& name, ModelState& given_up, ModelState& fresh) const;
 
   // Builds the model's state from disk without touching the map.
   ModelState LoadFromDisk(const std::string& name) const;
@@ -186,11 +239,12 @@ class ModelRepository {
   void ReloadDependents(const std::string& name, std::set<std::string>* touched);
   std::string Fingerprint(const std::string& name) const;
   std::vector<std::string> ModelFolders() const;
-  static void StopVersions(const ModelState& state);
+  static void StopVersions(const ModelState& state);  // its canary phase's stable load too
   // Versions replaced or unloaded: they stop (draining) after kRetireGrace, so that a
   // request that found one just before the swap still runs on it instead of meeting a
   // stopped scheduler. StopAll stops them at once.
-  void Retire(const ModelState& state);
+  void Retire(const ModelState& state);  // its canary phase's stable load too
+  void Retire(std::vector<std::shared_ptr<ModelVersion>> versions);
   void RetireLoop();
   // Keeps what `serving` has READY where `fresh` failed (see Load); returns why, empty when
   // `fresh` is published whole. `fresh` then holds what is published, and `serving` what

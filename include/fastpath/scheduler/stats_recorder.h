@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "fastpath/common/statistics.h"
 
@@ -32,10 +33,19 @@ class StatsRecorder {
   ModelStatistics Snapshot(const std::string& name, const std::string& version) const;
   // Back to nothing recorded.
   void Reset();
+  // From now on keeps the end-to-end latency of each successful request, the latest
+  // `capacity` of them (a canary phase compares two loads' p95 with them; the histograms'
+  // buckets are too coarse for that). 0 stops keeping them and forgets them.
+  void KeepLatencies(size_t capacity);
+  std::vector<double> KeptLatenciesMs() const;
 
  private:
   mutable std::mutex mu_;
   ModelStatistics stats_;  // name/version filled by Snapshot
+  // Guarded by mu_: a ring of kept_capacity_ entries once full, kept_next_ its oldest.
+  std::vector<uint64_t> kept_ns_;
+  size_t kept_capacity_ = 0;
+  size_t kept_next_ = 0;
 };
 
 }  // namespace fastpath::scheduler

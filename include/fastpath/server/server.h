@@ -74,6 +74,10 @@ struct RolloutDecision {
     kRefused,      // the candidate was slower (or answered differently): the old one serves on
     kNoBaseline,   // nothing served that could be timed (a first load): let through
     kNotMeasured,  // the comparison could not run (the reason is in `detail`): refused
+    // The canary phase (fastpath.rollout.canary_percent), after the gate let it through:
+    kCanary,       // it began: the candidate gets its share of requests, the old load the rest
+    kPromoted,     // it ended without a regression: every request goes to the candidate
+    kRolledBack,   // the candidate regressed (errors or p95): the old load serves again
   };
   std::string model;
   int64_t candidate_version = 0;
@@ -82,6 +86,7 @@ struct RolloutDecision {
   int64_t unix_ms = 0;  // when it was decided (wall clock)
   std::string detail;   // the verdict's summary, or why it could not be measured
   std::optional<admission::GateVerdict> verdict;  // with kPassed and kRefused
+  std::optional<admission::CanaryVerdict> canary;  // with kPromoted and kRolledBack
 };
 inline const char* RolloutOutcomeName(RolloutDecision::Outcome outcome) {
   switch (outcome) {
@@ -89,6 +94,9 @@ inline const char* RolloutOutcomeName(RolloutDecision::Outcome outcome) {
     case RolloutDecision::Outcome::kRefused: return "refused";
     case RolloutDecision::Outcome::kNoBaseline: return "no_baseline";
     case RolloutDecision::Outcome::kNotMeasured: return "not_measured";
+    case RolloutDecision::Outcome::kCanary: return "canary";
+    case RolloutDecision::Outcome::kPromoted: return "promoted";
+    case RolloutDecision::Outcome::kRolledBack: return "rolled_back";
   }
   return "unknown";
 }

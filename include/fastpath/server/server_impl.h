@@ -67,7 +67,8 @@ struct ServerOptions {
   admission::DriftOptions drift;
   std::optional<std::chrono::milliseconds> drift_sample_interval;
   // How often the canary thread looks for canaries that are due (each model's own
-  // fastpath.canary.interval_s decides when it runs); 0: never, but RunCanaries() still does.
+  // fastpath.canary.interval_s decides when it runs) and watches the rollouts' canary
+  // phases; 0: never, but RunCanaries() and WatchRollouts() still do.
   std::chrono::milliseconds canary_tick{1000};
   bool drift_degrades = false;
   std::string version_lock;              // the lock file the node was admitted under
@@ -91,6 +92,10 @@ class Server final : public InferenceServer {
   void SampleMemory() { memory_watch_->SampleNow(); }
   // Sends every canary that is due now (server_canary.cc); tests move a manual clock first.
   void RunCanaries();
+  // Watches the rollouts' canary phases (server_rollout_canary.cc): records each one that
+  // began, and ends each one that regressed or whose time is up. On the canary thread;
+  // tests move a manual clock first.
+  void WatchRollouts();
   // One pass of the drift watch now.
   void SampleDrift() { drift_watch_->SampleNow(); }
   // One pass of the GPU watch now; nothing without a GPU source.
@@ -220,6 +225,8 @@ class Server final : public InferenceServer {
   mutable std::mutex admission_mu_;
   std::map<std::pair<std::string, int64_t>, AdmissionRecord> admission_records_;  // guarded
   std::map<std::pair<std::string, int64_t>, AdmissionRecord> refused_records_;    // guarded
+  // The record an admitted reload replaced: its load may come back (a canary's rollback).
+  std::map<std::pair<std::string, int64_t>, AdmissionRecord> replaced_records_;  // guarded
 
   // The canaries of READY versions, keyed by (model, version): what they have shown.
   struct CanaryRuns {
@@ -242,6 +249,13 @@ class Server final : public InferenceServer {
   std::map<std::string, std::deque<RolloutDecision>> rollouts_;  // guarded by rollout_mu_
   // Every decision since start, by (model, outcome name): never capped, for /metrics.
   std::map<std::pair<std::string, std::string>, uint64_t> rollout_counts_;  // guarded
+  // The canary phases being watched, by candidate load: both sides' counts when it began.
+  struct PhaseWatch {
+    std::weak_ptr<repository::ModelVersion> candidate;  // which load the key is
+    ModelStatistics stable_start, candidate_start;
+  };
+  std::mutex phases_mu_;                                          // held by each WatchRollouts pass
+  std::map<const repository::ModelVersion*, PhaseWatch> phases_;  // guarded by phases_mu_
 };
 
 }  // namespace fastpath::server

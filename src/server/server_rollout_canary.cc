@@ -1,0 +1,117 @@
+// The canary phase of a rollout (issue 12 §2): after the gate lets a candidate through, with
+// fastpath.rollout.canary_percent the repository sends it only that share of the requests
+// for canary_duration_s, the load it replaces serving the rest (repository::CanaryPhase).
+// Here the server watches both sides on the canary thread: their failures since the phase
+// began, and their end-to-end latencies, judged by admission::JudgeCanary. A regression
+// rolls the candidate back at once; at the end of the phase it is promoted.
+#include <algorithm>
+
+#include "fastpath/common/log.h"
+#include "fastpath/server/server_impl.h"
+
+namespace fastpath::server {
+namespace {
+
+// The latest latencies kept on each side (StatsRecorder::KeepLatencies): enough for a p95.
+constexpr size_t kKeptLatencies = 20000;
+
+// What a side counted since `start`.
+admission::CanaryCounts Since(const repository::ModelVersion& version,
+                              const ModelStatistics& start) {
+  const ModelStatistics now = version.stats.Snapshot(version.model_name, "");
+  auto failed = [](const ModelStatistics& s) {
+    return s.failures[static_cast<size_t>(FailureReason::kBackend)] +
+           s.failures[static_cast<size_t>(FailureReason::kOther)];
+  };
+  admission::CanaryCounts counts;
+  counts.errors = failed(now) - failed(start);
+  counts.requests =
+      counts.errors + now.inference_stats.success.count - start.inference_stats.success.count;
+  counts.latency_ms = version.stats.KeptLatenciesMs();
+  return counts;
+}
+
+}  // namespace
+
+void Server::WatchRollouts() {
+  std::lock_guard lock(phases_mu_);
+  const std::vector<repository::CanaryPhase> phases = repository_->Canaries();
+  // Phases that ended otherwise (a later load, an unload) are forgotten.
+  for (auto it = phases_.begin(); it != phases_.end();) {
+    const bool live = std::any_of(phases.begin(), phases.end(), [&](const auto& p) {
+      return p.candidate.get() == it->first && it->second.candidate.lock() == p.candidate;
+    });
+    if (live) {
+      ++it;
+      continue;
+    }
+    if (auto candidate = it->second.candidate.lock()) candidate->stats.KeepLatencies(0);
+    it = phases_.erase(it);
+  }
+  for (const repository::CanaryPhase& phase : phases) {
+    const std::string what =
+        "model '" + phase.model + "' version " + std::to_string(phase.candidate->version);
+    RolloutDecision decision;
+    decision.model = phase.model;
+    decision.candidate_version = phase.candidate->version;
+    decision.baseline_version = phase.stable->version;
+    auto [watch, began] = phases_.try_emplace(phase.candidate.get());
+    if (began) {
+      watch->second.candidate = phase.candidate;
+      watch->second.stable_start = phase.stable->stats.Snapshot(phase.model, "");
+      watch->second.candidate_start = phase.candidate->stats.Snapshot(phase.model, "");
+      phase.stable->stats.KeepLatencies(kKeptLatencies);
+      phase.candidate->stats.KeepLatencies(kKeptLatencies);
+      decision.outcome = RolloutDecision::Outcome::kCanary;
+      decision.detail =
+          "canary phase of " + what + ": " + std::to_string(phase.percent) +
+          "% of its requests for " +
+          std::to_string(
+              std::chrono::duration_cast<std::chrono::seconds>(phase.ends - phase.began).count()) +
+          " s, the load it replaces (version " + std::to_string(phase.stable->version) +
+          ") serving the rest";
+      RecordRollout(decision);
+    }
+    // The tolerances are the candidate's, parsed when it was admitted.
+    auto policy = admission::RolloutGateFor(phase.candidate->config);
+    const admission::GatePolicy gate =
+        policy.ok() && policy->has_value() ? **policy : admission::GatePolicy();
+    const bool final = clock_->Now() >= phase.ends;
+    admission::CanaryVerdict verdict =
+        admission::JudgeCanary(gate, Since(*phase.stable, watch->second.stable_start),
+                               Since(*phase.candidate, watch->second.candidate_start), final);
+    if (verdict.call == admission::CanaryVerdict::Call::kContinue) continue;
+    const bool promote = verdict.call == admission::CanaryVerdict::Call::kPromote;
+    decision.detail = "canary phase of " + what + " against version " +
+                      std::to_string(phase.stable->version) + " " + verdict.summary;
+    if (Status ended =
+            repository_->EndCanary(phase.model, phase.candidate.get(), promote, decision.detail);
+        !ended.ok()) {
+      continue;  // a load or an unload ended it meanwhile; forgotten next pass
+    }
+    // What serves from now on stops keeping latencies. Rolled back, the old load's admission
+    // record (self-test, memory budget, canary probe) is shown again.
+    (promote ? phase.candidate : phase.stable)->stats.KeepLatencies(0);
+    {
+      std::lock_guard records(admission_mu_);
+      const std::pair<std::string, int64_t> key = {phase.model, phase.stable->version};
+      if (auto it = replaced_records_.find(key);
+          it != replaced_records_.end() && it->second.runtime == phase.stable.get()) {
+        if (!promote) admission_records_[key] = std::move(it->second);
+        replaced_records_.erase(it);
+      }
+    }
+    phases_.erase(phase.candidate.get());
+    decision.outcome =
+        promote ? RolloutDecision::Outcome::kPromoted : RolloutDecision::Outcome::kRolledBack;
+    decision.canary = std::move(verdict);
+    if (promote) {
+      log::Info(decision.detail);
+    } else {
+      log::Warn("!!! " + decision.detail);
+    }
+    RecordRollout(std::move(decision));
+  }
+}
+
+}  // namespace fastpath::server
