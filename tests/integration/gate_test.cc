@@ -17,6 +17,7 @@
 
 #include "fakes/run_command.h"
 #include "fakes/temp_repository.h"
+#include "gate_verdict_fixture.h"
 #include "integration_fixture.h"
 
 namespace fastpath::integration {
@@ -25,18 +26,6 @@ namespace {
 namespace fs = std::filesystem;
 using fastpath::testing::CommandRun;
 using ::testing::HasSubstr;
-
-// 128 x 128 FP32 matrices, squared: about a millisecond of compute per row.
-constexpr const char* kSquareConfig = R"(name: "square"
-backend: "onnxruntime"
-max_batch_size: 4
-input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 128, 128 ] } ]
-output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 128, 128 ] } ]
-instance_group [ { kind: KIND_CPU count: 1 } ]
-)";
-// The same, slower: a request of one row waits 100 ms for a batch (one of max_batch_size rows
-// is sent at once, so throughput at the largest batch is unchanged).
-constexpr const char* kSlowQueue = "dynamic_batching { max_queue_delay_microseconds: 100000 }\n";
 
 // The verdict cannot flip on noise: the pass runs allow 10x, the slow candidate is ~50x.
 const std::vector<std::string> kGenerous = {"--max-p95-ratio", "10", "--min-throughput-ratio",
@@ -54,53 +43,11 @@ std::string ReadAll(const fs::path& path) {
   return text.str();
 }
 
-// A `fastpath serve` of `square` with `config` in its own repository.
-struct Served {
-  std::unique_ptr<fastpath::testing::TempRepository> repo;
-  std::unique_ptr<fastpath::testing::TempRepository> work;
-  std::unique_ptr<ServerProcess> process;
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(process->http_port()); }
-};
-
-class GateTest : public ::testing::Test {
- protected:
-  Served& Start(const std::string& config) {
-    auto s = std::make_unique<Served>();
-    s->repo = std::make_unique<fastpath::testing::TempRepository>(FASTPATH_TEST_MODELS_DIR);
-    s->work = std::make_unique<fastpath::testing::TempRepository>(FASTPATH_TEST_MODELS_DIR);
-    s->repo->AddVersion("square", 1, "square");
-    s->repo->WriteConfig("square", config);
-    s->process = std::make_unique<ServerProcess>(s->work->root());
-    ServeOptions options;
-    options.repository = s->repo->root();
-    EXPECT_TRUE(s->process->Start(options));
-    servers_.push_back(std::move(s));
-    return *servers_.back();
-  }
-  void TearDown() override {
-    for (auto& s : servers_) EXPECT_TRUE(s->process->Stop()) << s->process->LogTail();
-  }
-  fs::path Temp(const std::string& name) {
-    if (!files_)
-      files_ = std::make_unique<fastpath::testing::TempRepository>(FASTPATH_TEST_MODELS_DIR);
-    return files_->root() / name;
-  }
-
-  std::vector<std::unique_ptr<Served>> servers_;
-  std::unique_ptr<fastpath::testing::TempRepository> files_;
-};
+class GateTest : public GateServersTest {};
 
 std::vector<std::string> Join(std::vector<std::string> a, const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
-}
-
-std::string Failures(const rapidjson::Value& verdict) {
-  std::string out;
-  if (verdict.HasMember("failures")) {
-    for (const auto& f : verdict["failures"].GetArray()) out += std::string(f.GetString()) + "; ";
-  }
-  return out;
 }
 
 TEST_F(GateTest, TheSameModelOnBothSidesPasses) {

@@ -15,6 +15,7 @@
 
 #include "fakes/run_command.h"
 #include "fakes/temp_repository.h"
+#include "gate_verdict_fixture.h"
 #include "integration_fixture.h"
 
 namespace fastpath::integration {
@@ -23,62 +24,10 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-constexpr const char* kSquareConfig = R"(name: "square"
-backend: "onnxruntime"
-max_batch_size: 4
-input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 128, 128 ] } ]
-output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 128, 128 ] } ]
-instance_group [ { kind: KIND_CPU count: 1 } ]
-)";
-// A request of one row waits 100 ms for a batch: batch-1 round trips ~50x the baseline's.
-constexpr const char* kSlowQueue = "dynamic_batching { max_queue_delay_microseconds: 100000 }\n";
 // The verdict of equal servers cannot flip on noise: 10x allowed, the slow candidate is ~50x.
 constexpr const char* kGenerous = "&max_p95_ratio=10&min_throughput_ratio=0.1";
 
-struct Served {
-  std::unique_ptr<fastpath::testing::TempRepository> repo;
-  std::unique_ptr<fastpath::testing::TempRepository> work;
-  std::unique_ptr<ServerProcess> process;
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(process->http_port()); }
-};
-
-class RolloutVerdictTest : public ::testing::Test {
- protected:
-  Served& Start(const std::string& config, std::vector<std::string> flags = {}) {
-    auto s = std::make_unique<Served>();
-    s->repo = std::make_unique<fastpath::testing::TempRepository>(FASTPATH_TEST_MODELS_DIR);
-    s->work = std::make_unique<fastpath::testing::TempRepository>(FASTPATH_TEST_MODELS_DIR);
-    s->repo->AddVersion("square", 1, "square");
-    s->repo->WriteConfig("square", config);
-    s->process = std::make_unique<ServerProcess>(s->work->root());
-    ServeOptions options;
-    options.repository = s->repo->root();
-    options.extra_args = std::move(flags);
-    EXPECT_TRUE(s->process->Start(options));
-    servers_.push_back(std::move(s));
-    return *servers_.back();
-  }
-  void TearDown() override {
-    for (auto& s : servers_) EXPECT_TRUE(s->process->Stop()) << s->process->LogTail();
-  }
-  fs::path Folder() {
-    if (!files_) {
-      files_ = std::make_unique<fastpath::testing::TempRepository>(FASTPATH_TEST_MODELS_DIR);
-    }
-    return files_->root();
-  }
-
-  std::vector<std::unique_ptr<Served>> servers_;
-  std::unique_ptr<fastpath::testing::TempRepository> files_;
-};
-
-std::string Failures(const rapidjson::Value& verdict) {
-  std::string out;
-  if (verdict.HasMember("failures")) {
-    for (const auto& f : verdict["failures"].GetArray()) out += std::string(f.GetString()) + "; ";
-  }
-  return out;
-}
+class RolloutVerdictTest : public GateServersTest {};
 
 TEST_F(RolloutVerdictTest, TheSameModelOnBothSidesPasses) {
   Served& baseline = Start(kSquareConfig);
@@ -199,14 +148,14 @@ TEST_F(RolloutVerdictTest, BadQueriesAre400NamingTheFieldAndOtherBaselines403) {
 
 TEST_F(RolloutVerdictTest, ARecordedBaselineIsReadOnlyFromTheRecordsFolder) {
   Served& baseline = Start(kSquareConfig);
-  const fs::path records = Folder() / "records";
+  const fs::path records = Temp("records");
   fs::create_directories(records);
   const fastpath::testing::CommandRun recorded = fastpath::testing::RunCommand(
       {FASTPATH_BINARY, "gate", "--model", "square", "--baseline", baseline.url(), "--record",
        (records / "square.json").string(), "--rounds", "20"},
       {}, /*timeout_s=*/240);
   ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
-  std::ofstream(Folder() / "outside.json") << "{}";
+  std::ofstream(Temp("outside.json")) << "{}";
 
   Served& candidate = Start(kSquareConfig, {"--rollout-verdict-records", records.string()});
   HttpClient http(candidate.process->http_port());
@@ -221,7 +170,7 @@ TEST_F(RolloutVerdictTest, ARecordedBaselineIsReadOnlyFromTheRecordsFolder) {
 
   // Nothing outside the folder, and no live server: none was allowed.
   for (const std::string& name :
-       {std::string("../outside.json"), (Folder() / "outside.json").string(), baseline.url()}) {
+       {std::string("../outside.json"), Temp("outside.json").string(), baseline.url()}) {
     const HttpResponse refused = http.Get("/v2/rollout/verdict?model=square&baseline=" + name);
     EXPECT_EQ(refused.status, 403) << name << ": " << refused.Describe();
   }

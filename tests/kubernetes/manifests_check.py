@@ -393,6 +393,16 @@ class WebGate:
         self.where, self.container, self.url, self.field = where, container, url, field
 
 
+def fill_args(text, values):
+    """`text` with its {{args.*}} given their values; one declared without a value and given
+    none stays as it is."""
+    def fill(m):
+        value = values.get(m.group(1))
+        return m.group(0) if value is None else str(value)
+
+    return ARG.sub(fill, str(text))
+
+
 def check_service(doc, labels, c, errors):
     """A Service of a Rollout: selects its pods, forwards to ports its container has."""
     spec = doc.obj.get("spec") or {}
@@ -437,11 +447,7 @@ def check_gate_job(template, values, rollout, c, services, errors):
             if container.get("image") != c.c.get("image"):
                 errors.append("%s: image %s is not the Rollout's (%s)"
                               % (where, container.get("image"), c.c.get("image")))
-            def fill(m):  # an arg declared without a value and given none stays as it is
-                value = values.get(m.group(1))
-                return m.group(0) if value is None else str(value)
-
-            args = [ARG.sub(fill, str(a)) for a in container.get("args") or []]
+            args = [fill_args(a, values) for a in container.get("args") or []]
             left = [a for a in args if ARG.search(a)]
             if left:
                 errors.append("%s: %s has no value" % (where, ", ".join(left)))
@@ -482,11 +488,7 @@ def check_web_verdict(template, values, rollout, c, services, errors):
             continue
         where = "%s metric %s" % (template, metric.get("name"))
 
-        def fill(m):
-            value = values.get(m.group(1))
-            return m.group(0) if value is None else str(value)
-
-        url = ARG.sub(fill, str(web.get("url", "")))
+        url = fill_args(web.get("url", ""), values)
         if ARG.search(url):
             errors.append("%s: %s has no value" % (where, ", ".join(ARG.findall(url))))
             continue

@@ -49,25 +49,6 @@ int HexValue(char c) {
   return -1;
 }
 
-// tritonclient percent-encodes model names in the path.
-std::optional<std::string> PercentDecode(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '%') {
-      out.push_back(s[i]);
-      continue;
-    }
-    if (i + 2 >= s.size()) return std::nullopt;
-    const int hi = HexValue(s[i + 1]);
-    const int lo = HexValue(s[i + 2]);
-    if (hi < 0 || lo < 0) return std::nullopt;
-    out.push_back(static_cast<char>(hi * 16 + lo));
-    i += 2;
-  }
-  return out;
-}
-
 // "/v2/models/m" -> {"v2", "models", "m"}; nullopt for an undecodable segment. Empty
 // segments are kept, so "/v2/" does not match "/v2" (Triton's regexes are anchored).
 std::optional<std::vector<std::string>> SplitPath(std::string_view target) {
@@ -171,6 +152,24 @@ StatusOr<std::optional<size_t>> ParseInferHeaderLength(const Request& request) {
 }
 
 }  // namespace
+
+std::optional<std::string> PercentDecode(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out.push_back(s[i]);
+      continue;
+    }
+    if (i + 2 >= s.size()) return std::nullopt;
+    const int hi = HexValue(s[i + 1]);
+    const int lo = HexValue(s[i + 2]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out.push_back(static_cast<char>(hi * 16 + lo));
+    i += 2;
+  }
+  return out;
+}
 
 HttpReply JsonReply(unsigned status, std::string body) {
   HttpReply r;

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
@@ -63,6 +64,10 @@ class EndpointRouter {
   size_t max_body_bytes_;
   RolloutVerdictEndpoint& verdict_;
 };
+
+// %XX decoding, as tritonclient encodes model names in the path (and clients a query's
+// values); nullopt for a bad escape. A '+' stays a '+'.
+std::optional<std::string> PercentDecode(std::string_view s);
 
 // Replies shared by the router and the connection code.
 HttpReply JsonReply(unsigned status, std::string body);

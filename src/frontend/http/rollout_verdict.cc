@@ -19,30 +19,6 @@ constexpr const char* kKnown =
 // A measurement takes seconds; a client told to retry should not spin.
 constexpr unsigned kBusyRetryAfterS = 10;
 
-int Hex(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// Percent-decoding (a '+' stays a '+': a file name may hold one).
-std::optional<std::string> Decode(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '%') {
-      out.push_back(s[i]);
-      continue;
-    }
-    if (i + 2 >= s.size()) return std::nullopt;
-    const int hi = Hex(s[i + 1]), lo = Hex(s[i + 2]);
-    if (hi < 0 || lo < 0) return std::nullopt;
-    out.push_back(static_cast<char>(hi * 16 + lo));
-    i += 2;
-  }
-  return out;
-}
-
 StatusOr<bool> ParseFlag(const std::string& field, const std::string& value) {
   if (value == "true" || value == "1") return true;
   if (value == "false" || value == "0") return false;
@@ -59,8 +35,9 @@ StatusOr<ParsedVerdictQuery> ParseVerdictQuery(std::string_view query) {
     query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
     if (pair.empty()) continue;
     const size_t eq = pair.find('=');
-    auto name = Decode(pair.substr(0, eq));
-    auto value = Decode(eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1));
+    auto name = PercentDecode(pair.substr(0, eq));
+    auto value =
+        PercentDecode(eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1));
     if (!name || !value) {
       return InvalidArgument("the query has a bad percent-encoding in '" + std::string(pair) + "'");
     }
