@@ -1,6 +1,8 @@
 // The latency-throughput plot as a self-contained SVG (--svg and `fastpath bench plot`).
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <optional>
 #include <sstream>
 
 #include "fastpath/bench/report.h"
@@ -98,7 +100,16 @@ std::string RenderLatencyThroughputSvg(const std::vector<BenchReport>& reports,
   for (const auto& r : reports) {
     std::string base = r.label.empty() ? r.model + " " + r.transport + " " + r.encoding : r.label;
     add(base, r.points);
-    add(base + " (in-process)", r.in_process);
+    // In-process, one curve per intra-op thread count of the sweep: points of different
+    // settings joined into one line would zigzag between them.
+    std::map<std::optional<int64_t>, std::vector<BenchPoint>> by_threads;
+    for (const BenchPoint& p : r.in_process) by_threads[p.intra_op_threads].push_back(p);
+    for (const auto& [threads, points] : by_threads) {
+      add(base + (threads ? " (in-process, " + std::to_string(*threads) + " intra-op thread" +
+                                (*threads == 1 ? ")" : "s)")
+                          : std::string(" (in-process)")),
+          points);
+    }
   }
 
   double max_x = 0;

@@ -392,6 +392,18 @@ TEST(SvgTest, WellFormedWithOneSeriesPerLabelAndBothPercentiles) {
   EXPECT_NE(svg.find(">p99 latency<"), std::string::npos);
 }
 
+TEST(SvgTest, EachInProcessThreadCountIsACurveOfItsOwn) {
+  const std::string svg = RenderLatencyThroughputSvg({ThreadSweepReport()}, "sweep");
+  std::regex series(R"re(<g class="series" data-label="([^"]*)">)re");
+  std::vector<std::string> labels;
+  for (std::sregex_iterator it(svg.begin(), svg.end(), series), end; it != end; ++it) {
+    labels.push_back((*it)[1]);
+  }
+  EXPECT_EQ(labels, (std::vector<std::string>{"cnn http binary",
+                                              "cnn http binary (in-process, 1 intra-op thread)",
+                                              "cnn http binary (in-process, 2 intra-op threads)"}));
+}
+
 TEST(SvgTest, EmptyReportsStillGiveAValidPicture) {
   std::vector<std::string> elements;
   const std::string svg = RenderLatencyThroughputSvg({}, "nothing");
