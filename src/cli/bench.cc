@@ -315,9 +315,14 @@ struct InProcessModel {
 };
 
 // The cores the process can use, as serve counts them (the affinity mask capped by the cgroup
-// quota); the hardware's threads when neither is known.
+// quota); 0 when neither is known, and then serve gives each CPU instance one thread.
+uint32_t UsableCoresAsServe() {
+  return gpu::UsableCores(gpu::ProbeContainer(gpu::ProbeEnvironment::Host()));
+}
+
+// The top of the default sweep: the usable cores, else the hardware's threads.
 int64_t UsableCoresForSweep() {
-  const uint32_t cores = gpu::UsableCores(gpu::ProbeContainer(gpu::ProbeEnvironment::Host()));
+  const uint32_t cores = UsableCoresAsServe();
   if (cores > 0) return cores;
   return std::max<int64_t>(1, std::thread::hardware_concurrency());
 }
@@ -361,13 +366,13 @@ StatusOr<InProcessModel> FindInProcessModel(const BenchFlags& flags) {
     group->set_count(1);
   }
   // The model's own setting: the config's threads, else what serve gives a model that sets
-  // none (the usable cores shared by its CPU instances), so that the efficiency against it
-  // compares like with like. RunInProcess measures it and every count of the sweep beside
-  // it; the ceiling is the best of them (issue 11 item 4).
+  // none (the usable cores shared by its CPU instances; one thread each when they are not
+  // known), so that the efficiency against it compares like with like. RunInProcess measures it and
+  // every count of the sweep beside it; the ceiling is the best of them (issue 11 item 4).
   const auto& group = config.instance_group(0);
   FASTPATH_ASSIGN_OR_RETURN(
       m.options, config::InstanceOptionsFor(config, group, group.gpus_size() ? group.gpus(0) : 0,
-                                            static_cast<uint32_t>(UsableCoresForSweep())));
+                                            UsableCoresAsServe()));
   m.instances = std::max(1, group.count());
   return m;
 }
