@@ -204,7 +204,15 @@ TEST_F(BenchTest, HttpBinarySweepWithInProcessCeilingAndEveryOutput) {
   const std::string svg = ReadAll(Path("r.svg"));
   EXPECT_EQ(svg.rfind("<?xml", 0), 0u);
   EXPECT_NE(svg.find("data-label=\"simple http\""), std::string::npos);
-  EXPECT_NE(svg.find("data-label=\"simple http (in-process)\""), std::string::npos);
+  // One in-process curve per intra-op thread count.
+  EXPECT_NE(svg.find("data-label=\"simple http (in-process, 1 intra-op thread)\""),
+            std::string::npos);
+  for (int threads = 2; threads <= cores; ++threads) {
+    EXPECT_NE(svg.find("data-label=\"simple http (in-process, " + std::to_string(threads) +
+                       " intra-op threads)\""),
+              std::string::npos)
+        << threads;
+  }
 
   // Appending a second run and plotting both files.
   auto again = Short();
