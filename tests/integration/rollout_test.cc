@@ -271,6 +271,10 @@ TEST_F(CanaryRolloutTest, APassingCandidateTakesItsShareThenEverythingWithoutAFa
   EXPECT_NE(std::string(decisions[3]["detail"].GetString()).find("promoted: no error"),
             std::string::npos)
       << ToJson(decisions[3]);
+  ASSERT_TRUE(decisions[3]["canary"].IsObject()) << ToJson(decisions[3]);
+  EXPECT_EQ(decisions[3]["canary"]["candidate_error_rate"].GetDouble(), 0.0);
+  EXPECT_GT(decisions[3]["canary"]["p95_ratio"].GetDouble(), 0.0) << "judged: plenty of requests";
+  EXPECT_TRUE(decisions[2]["canary"].IsNull()) << "the phase's start has no verdict";
   EXPECT_EQ(ChainState(), "READY");
   const std::string metrics = HttpClient(server().metrics_port()).Get("/metrics").body;
   EXPECT_NE(

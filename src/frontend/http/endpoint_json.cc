@@ -261,6 +261,27 @@ std::string RolloutHistoryJson(const std::string& model,
       w.EndArray();
       w.EndObject();
     }
+    // The canary phase's end (promoted, rolled_back): both loads' error rates and p95 ratio
+    // (0 when the p95 was not judged).
+    WriteKey(w, "canary");
+    if (!d.canary) {
+      w.Null();
+    } else {
+      const admission::CanaryVerdict& c = *d.canary;
+      w.StartObject();
+      const std::pair<const char*, double> figures[] = {
+          {"candidate_error_rate", c.candidate_error_rate},
+          {"stable_error_rate", c.stable_error_rate},
+          {"p95_ratio", c.p95_ratio},
+          {"p95_ratio_low", c.p95_ratio_low},
+          {"p95_ratio_high", c.p95_ratio_high},
+      };
+      for (const auto& [key, value] : figures) {
+        WriteKey(w, key);
+        w.Double(value);
+      }
+      w.EndObject();
+    }
     w.EndObject();
   }
   w.EndArray();
