@@ -49,27 +49,37 @@ struct Interval {
   double low = 0, high = 0;
 };
 
-// The 5th and 95th percentiles of `statistic` over resamples of the rounds 0..n-1 drawn
-// with replacement (pairs stay together), from a fixed seed: the same samples always give
-// the same verdict.
+// The 5th and 95th percentiles of `statistic` over kResamples resamples of samples of the
+// given sizes, each drawn with replacement (statistic(picks): picks[k] holds indices into
+// sample k), from a fixed seed: the same samples always give the same verdict.
 template <typename Statistic>
-Interval Bootstrap(size_t n, Statistic statistic) {
-  if (n == 0) return {};
-  uint64_t state = 0x676174652d626f6fULL;  // "gate-boo"
-  auto next = [&state] {                   // SplitMix64
-    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+Interval Resampled(uint64_t seed, const std::vector<size_t>& sizes, Statistic statistic) {
+  if (std::find(sizes.begin(), sizes.end(), size_t{0}) != sizes.end()) return {};
+  auto next = [&seed] {  // SplitMix64
+    uint64_t z = (seed += 0x9e3779b97f4a7c15ULL);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     return z ^ (z >> 31);
   };
   std::vector<double> values;
   values.reserve(kResamples);
-  std::vector<size_t> rounds(n);
+  std::vector<std::vector<size_t>> picks;
+  for (size_t n : sizes) picks.emplace_back(n);
   for (int r = 0; r < kResamples; ++r) {
-    for (size_t& i : rounds) i = next() % n;
-    values.push_back(statistic(rounds));
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      for (size_t& i : picks[k]) i = next() % sizes[k];
+    }
+    values.push_back(statistic(picks));
   }
   return {Percentile(values, 5), Percentile(values, 95)};
+}
+
+// Over resamples of the rounds 0..n-1 (pairs stay together).
+template <typename Statistic>
+Interval Bootstrap(size_t n, Statistic statistic) {
+  return Resampled(
+      0x676174652d626f6fULL /* "gate-boo" */, {n},
+      [&](const std::vector<std::vector<size_t>>& picks) { return statistic(picks[0]); });
 }
 
 }  // namespace
@@ -272,29 +282,6 @@ GateVerdict JudgeGate(const GatePolicy& policy, const GateSamples& samples) {
 
 namespace {
 
-// The 5th and 95th percentiles of `statistic` over resamples of two independent samples of
-// sizes na and nb, each drawn with replacement, from a fixed seed.
-template <typename Statistic>
-Interval BootstrapTwo(size_t na, size_t nb, Statistic statistic) {
-  if (na == 0 || nb == 0) return {};
-  uint64_t state = 0x63616e6172792d62ULL;  // "canary-b"
-  auto next = [&state] {                   // SplitMix64
-    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  };
-  std::vector<double> values;
-  values.reserve(kResamples);
-  std::vector<size_t> a(na), b(nb);
-  for (int r = 0; r < kResamples; ++r) {
-    for (size_t& i : a) i = next() % na;
-    for (size_t& i : b) i = next() % nb;
-    values.push_back(statistic(a, b));
-  }
-  return {Percentile(values, 5), Percentile(values, 95)};
-}
-
 constexpr double kCanaryErrorMargin = 0.01;  // a percentage point
 constexpr double kCanaryErrorZ = 3;
 
@@ -347,14 +334,15 @@ CanaryVerdict JudgeCanary(const GatePolicy& policy, const CanaryCounts& stable,
   const double stable_p95 = Percentile(stable.latency_ms, 95);
   const double candidate_p95 = Percentile(candidate.latency_ms, 95);
   v.p95_ratio = stable_p95 > 0 ? candidate_p95 / stable_p95 : 0;
-  const Interval p95 =
-      BootstrapTwo(ns, nc, [&](const std::vector<size_t>& a, const std::vector<size_t>& b) {
-        std::vector<double> s, c;
-        for (size_t i : a) s.push_back(stable.latency_ms[i]);
-        for (size_t i : b) c.push_back(candidate.latency_ms[i]);
-        const double base = Percentile(s, 95);
-        return base > 0 ? Percentile(c, 95) / base : 0;
-      });
+  // The two sides are independent samples: each is resampled on its own.
+  auto ratio = [&](const std::vector<std::vector<size_t>>& picks) {
+    std::vector<double> s, c;
+    for (size_t i : picks[0]) s.push_back(stable.latency_ms[i]);
+    for (size_t i : picks[1]) c.push_back(candidate.latency_ms[i]);
+    const double base = Percentile(s, 95);
+    return base > 0 ? Percentile(c, 95) / base : 0;
+  };
+  const Interval p95 = Resampled(0x63616e6172792d62ULL /* "canary-b" */, {ns, nc}, ratio);
   v.p95_ratio_low = p95.low;
   v.p95_ratio_high = p95.high;
   figures += "; p95 " + Figure(candidate_p95) + " ms candidate, " + Figure(stable_p95) +
