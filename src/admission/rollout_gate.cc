@@ -284,6 +284,7 @@ namespace {
 
 constexpr double kCanaryErrorMargin = 0.01;  // a percentage point
 constexpr double kCanaryErrorZ = 3;
+constexpr uint64_t kCanaryMinErrors = 5;
 
 std::string Percent(double rate) { return Figure(rate * 100) + "%"; }
 
@@ -302,16 +303,20 @@ CanaryVerdict JudgeCanary(const GatePolicy& policy, const CanaryCounts& stable,
                         Percent(v.candidate_error_rate) + "), serving " +
                         std::to_string(stable.errors) + " in " + std::to_string(stable.requests) +
                         " (" + Percent(v.stable_error_rate) + ")";
-  // The excess over the margin, in standard errors of the difference of two proportions (a
-  // side without requests counts as its rate known: the other's error alone).
-  auto variance = [](double p, uint64_t n) {
-    return n == 0 ? 0.0 : p * (1 - p) / static_cast<double>(n);
+  // The excess over the margin, in standard errors of the difference of two proportions.
+  // Each rate is taken with one error and one success added (Agresti-Caffo): a side with few
+  // requests, all failed or none, is not a rate known exactly, so one failed request out of
+  // one (a client's malformed request among them) never rolls back.
+  auto adjusted = [](const CanaryCounts& c) {
+    return (static_cast<double>(c.errors) + 1) / (static_cast<double>(c.requests) + 2);
   };
-  const double excess = v.candidate_error_rate - v.stable_error_rate - kCanaryErrorMargin;
-  const double se = std::sqrt(variance(v.candidate_error_rate, candidate.requests) +
-                              variance(v.stable_error_rate, stable.requests));
-  // With every candidate request failed the variance is 0: the excess alone decides.
-  if (candidate.errors > 0 && excess > 0 && (se == 0 || excess / se > kCanaryErrorZ)) {
+  auto variance = [&](const CanaryCounts& c) {
+    const double p = adjusted(c);
+    return p * (1 - p) / (static_cast<double>(c.requests) + 2);
+  };
+  const double excess = adjusted(candidate) - adjusted(stable) - kCanaryErrorMargin;
+  const double se = std::sqrt(variance(candidate) + variance(stable));
+  if (candidate.errors >= kCanaryMinErrors && excess > 0 && excess / se > kCanaryErrorZ) {
     v.call = CanaryVerdict::Call::kRollBack;
     v.summary =
         "rolled back: the candidate's error rate is above the serving load's by more "

@@ -270,7 +270,7 @@ std::vector<MetricFamily> AdmissionFamilies(const admission::AdmissionReport& re
   MetricFamily rollouts =
       Family("fastpath_rollout_decisions_total",
              "The rollout gate's decisions on candidate versions, by outcome (passed, refused, "
-             "no_baseline, not_measured, canary, promoted, rolled_back); the figures are at "
+             "no_baseline, not_measured, canary, promoted, rolled_back, ended); the figures are at "
              "GET /v2/models/{m}/rollout",
              MetricType::Counter);
   for (const admission::AdmissionReport::RolloutCount& r : report.rollout_decisions) {

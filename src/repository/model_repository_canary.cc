@@ -65,9 +65,13 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::Route(const std::string
   const CanaryPhase& phase = state.canary->phase;
   const bool same_number = phase.stable->version == phase.candidate->version;
   if (!found.ok()) {
-    // The old load's number is no longer published (a version policy that keeps one): a
-    // request that names it still reaches it while it serves.
-    if (version == std::to_string(phase.stable->version)) return phase.stable;
+    // The old load's number is no longer published (a version policy that keeps one), or
+    // the new load cannot serve (its instances out of service): the requests that reached
+    // the old load still do.
+    if ((version.empty() || version == std::to_string(phase.stable->version)) &&
+        phase.stable->scheduler->Health().ok()) {
+      return phase.stable;
+    }
     return found;
   }
   // Only the requests that reached the old load are split: those without a version, and
@@ -107,24 +111,25 @@ Status ModelRepository::EndCanary(const std::string& name, const ModelVersion* c
       retire.push_back(std::move(phase.stable));
     } else {
       retire.push_back(phase.candidate);
-      auto slot =
-          std::find_if(state.versions.begin(), state.versions.end(),
-                       [&](const VersionStatus& v) { return v.version == phase.stable->version; });
-      for (VersionStatus& v : state.versions) {
-        if (v.runtime != phase.candidate || v.version == phase.stable->version) continue;
-        // Another version number: it stops serving, and says why.
-        v.runtime = nullptr;
-        v.state = server::ModelState::kUnavailable;
-        v.reason = why;
+      const int64_t number = phase.stable->version;
+      if (phase.candidate->version != number) {
+        // A new version number leaves the index, as a refused load does (KeepServing): it
+        // never served alone, and an UNAVAILABLE entry would take readiness down while the
+        // old version serves. The reason is the model's.
+        std::erase_if(state.versions,
+                      [&](const VersionStatus& v) { return v.runtime == phase.candidate; });
+        state.reload_failure = why;
       }
+      auto slot = std::find_if(state.versions.begin(), state.versions.end(),
+                               [&](const VersionStatus& v) { return v.version == number; });
       if (slot == state.versions.end()) {
         // Its number was no longer published: it is again.
         VersionStatus v;
-        v.version = phase.stable->version;
+        v.version = number;
         v.state = server::ModelState::kReady;
         v.runtime = std::move(phase.stable);
         const auto at = std::find_if(state.versions.begin(), state.versions.end(),
-                                     [&](const VersionStatus& s) { return s.version > v.version; });
+                                     [&](const VersionStatus& s) { return s.version > number; });
         state.versions.insert(at, std::move(v));
       } else if (!slot->runtime || slot->runtime == phase.candidate) {
         slot->runtime = std::move(phase.stable);

@@ -12,8 +12,10 @@
 namespace fastpath::server {
 namespace {
 
-// The latest latencies kept on each side (StatsRecorder::KeepLatencies): enough for a p95.
-constexpr size_t kKeptLatencies = 20000;
+// The latest latencies kept on both sides together (StatsRecorder::KeepLatencies): enough
+// for a p95, shared in proportion to the split, so that both sides' samples cover the same
+// stretch of time (requests are split by count).
+constexpr size_t kKeptLatencies = 10000;
 
 // What a side counted since `start`.
 admission::CanaryCounts Since(const repository::ModelVersion& version,
@@ -36,7 +38,7 @@ admission::CanaryCounts Since(const repository::ModelVersion& version,
 void Server::WatchRollouts() {
   std::lock_guard lock(phases_mu_);
   const std::vector<repository::CanaryPhase> phases = repository_->Canaries();
-  // Phases that ended otherwise (a later load, an unload) are forgotten.
+  // Phases that ended otherwise (a later load, an unload) end in the history without a verdict.
   for (auto it = phases_.begin(); it != phases_.end();) {
     const bool live = std::any_of(phases.begin(), phases.end(), [&](const auto& p) {
       return p.candidate.get() == it->first && it->second.candidate.lock() == p.candidate;
@@ -46,6 +48,17 @@ void Server::WatchRollouts() {
       continue;
     }
     if (auto candidate = it->second.candidate.lock()) candidate->stats.KeepLatencies(0);
+    RolloutDecision ended;
+    ended.model = it->second.model;
+    ended.candidate_version = it->second.candidate_version;
+    ended.baseline_version = it->second.baseline_version;
+    ended.outcome = RolloutDecision::Outcome::kEnded;
+    ended.detail = "canary phase of model '" + ended.model + "' version " +
+                   std::to_string(ended.candidate_version) +
+                   " ended without a verdict: a later load or an unload replaced it, and the "
+                   "load it was compared with is gone";
+    log::Warn(ended.detail);
+    RecordRollout(std::move(ended));
     it = phases_.erase(it);
   }
   for (const repository::CanaryPhase& phase : phases) {
@@ -58,10 +71,13 @@ void Server::WatchRollouts() {
     auto [watch, began] = phases_.try_emplace(phase.candidate.get());
     if (began) {
       watch->second.candidate = phase.candidate;
+      watch->second.model = phase.model;
+      watch->second.candidate_version = phase.candidate->version;
+      watch->second.baseline_version = phase.stable->version;
       watch->second.stable_start = phase.stable->stats.Snapshot(phase.model, "");
       watch->second.candidate_start = phase.candidate->stats.Snapshot(phase.model, "");
-      phase.stable->stats.KeepLatencies(kKeptLatencies);
-      phase.candidate->stats.KeepLatencies(kKeptLatencies);
+      phase.stable->stats.KeepLatencies(kKeptLatencies * (100 - phase.percent) / 100);
+      phase.candidate->stats.KeepLatencies(kKeptLatencies * phase.percent / 100);
       decision.outcome = RolloutDecision::Outcome::kCanary;
       decision.detail =
           "canary phase of " + what + ": " + std::to_string(phase.percent) +

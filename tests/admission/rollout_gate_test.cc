@@ -234,6 +234,11 @@ TEST(JudgeCanaryTest, ACandidateFailingItsShareIsRolledBackAtOnce) {
 }
 
 TEST(JudgeCanaryTest, AFewErrorsAreNotARegression) {
+  // One request to the candidate, failed (a client's malformed request, say): no rate known.
+  EXPECT_EQ(JudgeCanary(GatePolicy(), Counts(4, 0), Counts(1, 1), false).call,
+            CanaryVerdict::Call::kContinue);
+  EXPECT_EQ(JudgeCanary(GatePolicy(), Counts(16, 0), Counts(4, 4), false).call,
+            CanaryVerdict::Call::kContinue);
   // 2 of 20 is 10%, but so few requests cannot tell it from the serving load's 1%.
   EXPECT_EQ(JudgeCanary(GatePolicy(), Counts(1000, 10), Counts(20, 2), false).call,
             CanaryVerdict::Call::kContinue);

@@ -176,13 +176,39 @@ TEST_F(RolloutCanaryTest, ACandidateSlowerOnRealTrafficIsRolledBackAtTheEnd) {
 TEST_F(RolloutCanaryTest, ALaterReloadEndsThePhaseAndTheOldLoadGoes) {
   Reload();
   const auto [from, to] = Reload();  // the second candidate replaces the first one
-  EXPECT_EQ(Outcomes(),
-            (std::vector<std::string>{"no_baseline", "passed", "canary", "passed", "canary"}));
+  EXPECT_EQ(Outcomes(), (std::vector<std::string>{"no_baseline", "passed", "canary", "passed",
+                                                  "ended", "canary"}));
   EXPECT_EQ(Send(50), 0);
   clock_.Advance(std::chrono::seconds(61));
   server_->WatchRollouts();
   EXPECT_EQ(Outcomes().back(), "promoted");
   EXPECT_EQ(Send(10), 0);
+}
+
+TEST_F(RolloutCanaryTest, ANewVersionRolledBackLeavesTheOldOneServingAndTheServerReady) {
+  // Version 2 beside version 1; the version policy (latest 1) publishes only version 2.
+  repo_.AddVersion("simple", 2, "simple");
+  const auto [from, to] = Reload();
+  EXPECT_EQ(Outcomes().back(), "canary");
+  EXPECT_EQ(Send(10, "1"), 0) << "a request naming the old number still reaches its load";
+  backend_->faulty_from = from;
+  backend_->faulty_to = to;
+  backend_->faulty_fail = true;
+  EXPECT_EQ(Send(100), 20);
+  EXPECT_EQ(Send(5, "2"), 5) << "a request naming the new version gets it";
+  server_->WatchRollouts();
+  ASSERT_EQ(Outcomes().back(), "rolled_back");
+
+  // Version 1 serves every request again, READY with the reason; version 2 is gone from the
+  // index (as a refused load would be), so readiness stays up.
+  EXPECT_EQ(Send(30), 0);
+  EXPECT_EQ(Send(10, "1"), 0);
+  EXPECT_TRUE(server_->IsReady());
+  EXPECT_EQ(Entry().state, ModelState::kReady);
+  EXPECT_NE(Entry().reason.find("rolled back"), std::string::npos) << Entry().reason;
+  for (const RepositoryEntry& e : server_->RepositoryIndex(false)) {
+    EXPECT_NE(e.version, "2") << e.reason;
+  }
 }
 
 }  // namespace

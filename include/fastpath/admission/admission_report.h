@@ -92,7 +92,7 @@ struct AdmissionReport {
   std::vector<gpu::GpuStatus> gpus;
   // The rollout gate's decisions since start, by model and outcome (server.h's
   // RolloutOutcomeName: passed, refused, no_baseline, not_measured, canary, promoted,
-  // rolled_back). Not in the JSON: the
+  // rolled_back, ended). Not in the JSON: the
   // decisions themselves are at GET /v2/models/{m}/rollout.
   struct RolloutCount {
     std::string model;

@@ -164,9 +164,10 @@ struct CanaryVerdict {
 inline constexpr size_t kCanaryMinLatencies = 50;
 
 // Judges a canary phase. Errors are judged on every call: the candidate is rolled back as
-// soon as its error rate is above the serving load's by more than one percentage point,
-// beyond noise (the excess over that point is three standard errors, so that the watch's
-// repeated looks do not turn chance into a rollback). With `final` (the phase's time is
+// soon as it failed at least 5 requests and its error rate is above the serving load's by
+// more than one percentage point, beyond noise (the excess over that point is three
+// standard errors, rates adjusted by Agresti-Caffo, so that the watch's repeated looks and
+// small counts do not turn chance into a rollback). With `final` (the phase's time is
 // up), the p95 is judged as the gate judges it (a regression past canary_max_p95_ratio over
 // its whole 90% interval) and the candidate is otherwise promoted; with fewer than
 // kCanaryMinLatencies requests on a side the latency is not judged, and the summary says so.

@@ -40,7 +40,7 @@ namespace fastpath::metrics {
 //   fastpath_canary_latency_ratio (gauge, once a run has answered).
 // And the rollout gate's decisions since start, per model and `outcome` (passed, refused,
 // no_baseline, not_measured, canary, promoted,
-// rolled_back): fastpath_rollout_decisions_total (counter).
+// rolled_back, ended): fastpath_rollout_decisions_total (counter).
 // And memory (issue 13), per READY version's instance (labels `model`, `version`,
 // `model_instance`: its index, since Prometheus keeps `instance` for the target; `device`),
 // read from the instance's arena at scrape time:

@@ -75,9 +75,10 @@ struct RolloutDecision {
     kNoBaseline,   // nothing served that could be timed (a first load): let through
     kNotMeasured,  // the comparison could not run (the reason is in `detail`): refused
     // The canary phase (fastpath.rollout.canary_percent), after the gate let it through:
-    kCanary,       // it began: the candidate gets its share of requests, the old load the rest
-    kPromoted,     // it ended without a regression: every request goes to the candidate
-    kRolledBack,   // the candidate regressed (errors or p95): the old load serves again
+    kCanary,      // it began: the candidate gets its share of requests, the old load the rest
+    kPromoted,    // it ended without a regression: every request goes to the candidate
+    kRolledBack,  // the candidate regressed (errors or p95): the old load serves again
+    kEnded,       // a later load or an unload ended it first: no verdict
   };
   std::string model;
   int64_t candidate_version = 0;
@@ -97,6 +98,8 @@ inline const char* RolloutOutcomeName(RolloutDecision::Outcome outcome) {
     case RolloutDecision::Outcome::kCanary: return "canary";
     case RolloutDecision::Outcome::kPromoted: return "promoted";
     case RolloutDecision::Outcome::kRolledBack: return "rolled_back";
+    case RolloutDecision::Outcome::kEnded:
+      return "ended";
   }
   return "unknown";
 }

@@ -252,6 +252,8 @@ class Server final : public InferenceServer {
   // The canary phases being watched, by candidate load: both sides' counts when it began.
   struct PhaseWatch {
     std::weak_ptr<repository::ModelVersion> candidate;  // which load the key is
+    std::string model;
+    int64_t candidate_version = 0, baseline_version = 0;
     ModelStatistics stable_start, candidate_start;
   };
   std::mutex phases_mu_;                                          // held by each WatchRollouts pass
