@@ -297,14 +297,6 @@ std::string NowIso() {
   return buf;
 }
 
-StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound("cannot read " + path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // The model file and the instance options the server would use for the model, but for the
 // default threads (see FindInProcessModel): options.intra_op_threads is the model's own
 // setting.
@@ -338,7 +330,7 @@ StatusOr<InProcessModel> FindInProcessModel(const BenchFlags& flags) {
   std::string filename = "model.onnx";
   inference::ModelConfig config;
   if (fs::exists(dir / "config.pbtxt", ec)) {
-    FASTPATH_ASSIGN_OR_RETURN(std::string text, ReadFile((dir / "config.pbtxt").string()));
+    FASTPATH_ASSIGN_OR_RETURN(std::string text, ReadTextFile((dir / "config.pbtxt").string()));
     FASTPATH_ASSIGN_OR_RETURN(config, config::ParseModelConfig(text, (dir / "config.pbtxt").string()));
     if (!config.default_model_filename().empty()) filename = config.default_model_filename();
   }
@@ -429,7 +421,7 @@ Status WriteOutputs(const BenchFlags& flags, const bench::BenchReport& report) {
   if (!flags.json_path.empty()) {
     std::error_code ec;
     if (flags.append && fs::exists(flags.json_path, ec)) {
-      FASTPATH_ASSIGN_OR_RETURN(std::string text, ReadFile(flags.json_path));
+      FASTPATH_ASSIGN_OR_RETURN(std::string text, ReadTextFile(flags.json_path));
       FASTPATH_ASSIGN_OR_RETURN(runs, bench::ReadReportsJson(text, flags.json_path));
     }
     runs.push_back(report);
@@ -441,7 +433,7 @@ Status WriteOutputs(const BenchFlags& flags, const bench::BenchReport& report) {
     std::error_code ec;
     std::string csv = bench::CsvHeader() + bench::ReportCsvRows(report);
     if (flags.append && fs::exists(flags.csv_path, ec)) {
-      FASTPATH_ASSIGN_OR_RETURN(const std::string existing, ReadFile(flags.csv_path));
+      FASTPATH_ASSIGN_OR_RETURN(const std::string existing, ReadTextFile(flags.csv_path));
       FASTPATH_ASSIGN_OR_RETURN(csv, bench::AppendCsvRows(existing, report));
     }
     FASTPATH_RETURN_IF_ERROR(WriteFileAtomically(flags.csv_path, csv));
@@ -561,7 +553,7 @@ int Plot(const std::vector<std::string>& args) {
   if (auto exit_code = ParseCommandLine(app, args)) return *exit_code;
   std::vector<bench::BenchReport> runs;
   for (const auto& path : inputs) {
-    auto text = ReadFile(path);
+    auto text = ReadTextFile(path);
     if (!text.ok()) {
       std::cerr << "fastpath bench plot: " << text.status().message() << "\n";
       return kExitRuntime;

@@ -32,16 +32,8 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kStartTimeout = std::chrono::seconds(120);
 constexpr auto kStopTimeout = std::chrono::seconds(60);
 
-StatusOr<std::string> ReadText(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound("cannot read " + path.string());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 std::string Tail(const fs::path& path, size_t n = 1500) {
-  auto text = ReadText(path);
+  auto text = ReadTextFile(path);
   if (!text.ok()) return "";
   std::string t = *text;
   return t.size() > n ? "..." + t.substr(t.size() - n) : t;
@@ -203,7 +195,7 @@ Status RunCandidate(const BenchFlags& flags, const std::string& base_config, Pro
 
 Status RunCalibration(const BenchFlags& flags, ProgressLine& progress, bench::BenchReport* report) {
   const fs::path config_path = fs::path(flags.model_repository) / flags.model / "config.pbtxt";
-  auto base = ReadText(config_path);
+  auto base = ReadTextFile(config_path);
   if (!base.ok()) {
     return NotFound("model '" + flags.model + "' has no " + config_path.string() +
                     " (--calibrate-batching rewrites the model's config)");

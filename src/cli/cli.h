@@ -37,6 +37,10 @@ constexpr int kExitBadLockFile = 21;       // a lock file or --diff snapshot is 
 constexpr int kExitSelfTestFailed = 22;    // serve, production: a model missed its budget
 constexpr int kExitModelNotAdmitted = 23;  // serve, production: a model is not READY at start
 
+// A whole file's bytes; NotFound "cannot read <path>" when it cannot be opened, Internal when
+// reading it fails.
+StatusOr<std::string> ReadTextFile(const std::filesystem::path& path);
+
 int Serve(const std::vector<std::string>& args);
 int Doctor(const std::vector<std::string>& args);
 // `fastpath bench` (src/cli/bench.cc): exit 0 measured, 1 server/model unreachable, 2 usage.

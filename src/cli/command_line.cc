@@ -1,6 +1,7 @@
 #include "command_line.h"
 
 #include <charconv>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <set>
@@ -272,6 +273,15 @@ void AddLogOptions(CLI::App& app, log::Options* options) {
              FASTPATH_ASSIGN_OR_RETURN(options->format, log::ParseFormat(value));
              return Status::Ok();
            });
+}
+
+StatusOr<std::string> ReadTextFile(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("cannot read " + path.string());
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return Internal("cannot read " + path.string() + " to its end");
+  return text.str();
 }
 
 }  // namespace fastpath::cli

@@ -289,18 +289,10 @@ std::string RenderTable(const gpu::CapabilitySnapshot& s,
   return out.str();
 }
 
-StatusOr<std::string> ReadText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound("cannot read " + path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // `doctor --diff A B`: 0 same, 1 different, 21 unreadable.
 int Diff(const std::string& a, const std::string& b) {
-  auto text_a = ReadText(a);
-  auto text_b = ReadText(b);
+  auto text_a = ReadTextFile(a);
+  auto text_b = ReadTextFile(b);
   for (const auto* text : {&text_a, &text_b}) {
     if (!text->ok()) {
       std::cerr << "fastpath doctor --diff: " << text->status().message() << "\n";

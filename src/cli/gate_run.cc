@@ -12,6 +12,8 @@
 #include <optional>
 #include <sstream>
 
+#include "cli.h"
+
 namespace fastpath::cli::gate {
 namespace {
 
@@ -50,14 +52,6 @@ StatusOr<bench::ServerAddress> ParseServer(const std::string& flag, const std::s
     return InvalidArgument(message);
   }
   return address;
-}
-
-StatusOr<std::string> ReadText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound("cannot read " + path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 const char* ChangeKind(admission::SnapshotChange::Kind kind) {
@@ -164,7 +158,7 @@ GateRun RunGate(const GateOptions& o) {
   // The recorded baseline, read before any server is asked.
   std::optional<GateRecord> recorded;
   if (o.baseline_is_file) {
-    auto text = ReadText(o.baseline);
+    auto text = ReadTextFile(o.baseline);
     if (!text.ok()) return not_measured(text.status());
     auto parsed = RecordFromJson(*text, o.baseline);
     if (!parsed.ok()) return not_measured(parsed.status());

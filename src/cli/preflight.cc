@@ -75,15 +75,6 @@ void DefinePreflightOptions(CLI::App& app, PreflightFlags& flags) {
   AddLogOptions(app, &flags.logging);
 }
 
-StatusOr<std::string> ReadText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound("cannot open " + path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return Internal("cannot read " + path);
-  return text.str();
-}
-
 // The shipped rule file: beside the executable's install (bin/../share/fastpath/...), else in
 // the checkout the executable was built in (a build tree under it), else in the current
 // directory's checkout. Empty when none is there; `looked_in` lists where it looked.
@@ -409,12 +400,12 @@ int Preflight(const std::vector<std::string>& args) {
   }
 
   StatusOr<std::string> soak_text = std::string();
-  if (!flags.soak_report.empty()) soak_text = ReadText(flags.soak_report);
+  if (!flags.soak_report.empty()) soak_text = ReadTextFile(flags.soak_report);
   std::vector<std::string> looked_in;
   std::string rules = flags.alert_rules;
   if (rules.empty()) rules = FindShippedRules(&looked_in);
   StatusOr<std::string> rules_text = std::string();
-  if (!rules.empty()) rules_text = ReadText(rules);
+  if (!rules.empty()) rules_text = ReadTextFile(rules);
   StatusOr<std::string> answer = std::string();
   if (prometheus) {
     answer =
