@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <set>
 #include <thread>
 
 #include "fastpath/admission/accuracy_guard.h"
@@ -233,7 +234,16 @@ void Server::RecordRollout(RolloutDecision decision) {
   decision.unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                          std::chrono::system_clock::now().time_since_epoch())
                          .count();
+  // The histories of models gone from the repository (removed from disk) go: they can no
+  // longer be asked for. Their counts stay, as counters do.
+  std::set<std::string> known;
+  for (const RepositoryEntry& entry : repository_->Index(/*ready_only=*/false)) {
+    known.insert(entry.name);
+  }
   std::lock_guard lock(rollout_mu_);
+  std::erase_if(rollouts_, [&](const auto& kept) {
+    return kept.first != decision.model && known.count(kept.first) == 0;
+  });
   ++rollout_counts_[{decision.model, RolloutOutcomeName(decision.outcome)}];
   std::deque<RolloutDecision>& history = rollouts_[decision.model];
   history.push_back(std::move(decision));
