@@ -964,6 +964,36 @@ TEST_F(DynamicBatchSchedulerTest, CallerNeverRunsARequestFarLargerThanTheRecentO
   EXPECT_NE(on6, me);
 }
 
+// A model whose run time its bytes do not predict (a Range's limit, a Loop's trip count): a
+// request of the usual size that ran far over the limit keeps the model off the caller's
+// thread long after the history has forgotten it (issue 11 §5).
+TEST_F(DynamicBatchSchedulerTest, ARunFarOverItsPredictionKeepsTheModelOffTheCaller) {
+  Start(Options(8));
+  const std::thread::id me = std::this_thread::get_id();
+  const microseconds limit = DynamicBatchOptions{}.caller_run_limit;
+  for (int id = 1; id <= 14; ++id) model_.Release(id);
+  model_.SetRunHook([this, limit] { clock_.Advance(limit / 10); });
+  std::thread::id on1, on2, on3;
+  Enqueue(CallerMayRun(MakeJob(1), &on1));  // timed on the instance's thread
+  ExpectOk(1);
+  Enqueue(CallerMayRun(MakeJob(2), &on2));
+  ExpectOk(2);
+  EXPECT_EQ(on2, me);
+  // The same bytes, ten times the limit: it runs on the caller, as predicted, and holds it.
+  model_.SetRunHook([this, limit] { clock_.Advance(limit * 10); });
+  Enqueue(CallerMayRun(MakeJob(3), &on3));
+  ExpectOk(3);
+  EXPECT_EQ(on3, me);
+  // Fast again; more fast runs than the history keeps, and none on the caller.
+  model_.SetRunHook([this, limit] { clock_.Advance(limit / 10); });
+  for (int id = 4; id <= 14; ++id) {
+    std::thread::id on;
+    Enqueue(CallerMayRun(MakeJob(id), &on));
+    ExpectOk(id);
+    EXPECT_NE(on, me) << "request " << id;
+  }
+}
+
 TEST_F(DynamicBatchSchedulerTest, StopWaitsForARunOnACallersThread) {
   Start(Options(8));
   model_.Release(1);
