@@ -18,6 +18,10 @@ bool InstanceHealth::Recover(size_t index, backend::ModelInstance* instance,
       if (stopping_) return false;
     }
     const Status recovered = instance->RecoverFromOutOfMemory();
+    // The pause runs from the failed attempt: taken before the state below is published, so
+    // that whoever sees it (a test that then moves its clock on) cannot move the clock before
+    // the pause begins and leave it waiting on a time that never comes.
+    const Clock::time_point until = clock_->Now() + pause;
     bool none = false;
     {
       std::lock_guard lock(mu_);
@@ -44,7 +48,6 @@ bool InstanceHealth::Recover(size_t index, backend::ModelInstance* instance,
       log::Warn(recovered.message() + "; the other instances serve");
     }
     std::unique_lock lock(mu_);
-    const Clock::time_point until = clock_->Now() + pause;
     while (!stopping_ && clock_->Now() < until) clock_->WaitUntil(lock, cv_, until);
     pause = std::min<Clock::duration>(pause * 2, kLongestPause);
   }
