@@ -290,6 +290,12 @@ std::string Percent(double rate) { return Figure(rate * 100) + "%"; }
 
 }  // namespace
 
+bool GateInconclusive(const GatePolicy& policy, const GateVerdict& v) {
+  return (v.p95_ratio > policy.max_p95_ratio && v.p95_ratio_low <= policy.max_p95_ratio) ||
+         (v.throughput_ratio < policy.min_throughput_ratio &&
+          v.throughput_ratio_high >= policy.min_throughput_ratio);
+}
+
 CanaryVerdict JudgeCanary(const GatePolicy& policy, const CanaryCounts& stable,
                           const CanaryCounts& candidate, bool final) {
   CanaryVerdict v;

@@ -22,6 +22,7 @@ namespace {
 constexpr uint32_t kWarmupRounds = 2;
 constexpr uint32_t kMostRoundsFactor = 10;
 constexpr std::chrono::seconds kGatePhase{1};
+constexpr int kMorePhases = 4;
 // Each run's deadline in the serving version's queue, the whole comparison's budget, and the
 // retries of a run answered Unavailable.
 constexpr std::chrono::seconds kRunDeadline{30};
@@ -192,27 +193,34 @@ Status Server::GateRollout(const std::filesystem::path& model_dir,
     }
     return Status::Ok();
   };
-  if (Status s = measure(1, &samples.baseline_ms, &samples.candidate_ms); !s.ok()) {
-    return not_measured(s.message());
-  }
   // The largest batch both sides take: a candidate that raises max_batch_size is timed
   // at the serving version's.
   const int max_batch =
       std::min(candidate.config.max_batch_size(), baseline->config.max_batch_size());
-  if (max_batch > 1) {
+  // One phase: both batch sizes, appended to what earlier phases measured.
+  auto phase = [&]() -> Status {
+    FASTPATH_RETURN_IF_ERROR(measure(1, &samples.baseline_ms, &samples.candidate_ms));
+    if (max_batch <= 1) return Status::Ok();
     samples.batch_rows = static_cast<uint64_t>(max_batch);
-    if (Status s = measure(static_cast<uint32_t>(max_batch), &samples.baseline_batch_ms,
-                           &samples.candidate_batch_ms);
-        !s.ok()) {
-      return not_measured(s.message());
-    }
-  }
+    return measure(static_cast<uint32_t>(max_batch), &samples.baseline_batch_ms,
+                   &samples.candidate_batch_ms);
+  };
+  if (Status s = phase(); !s.ok()) return not_measured(s.message());
   auto difference = Difference(candidate_outputs, baseline_outputs);
   if (!difference.ok()) return not_measured(difference.status().message());
   samples.output_difference = difference->first;
   samples.output_difference_detail = difference->second;
 
   admission::GateVerdict verdict = admission::JudgeGate(policy, samples);
+  // A ratio past its tolerance whose interval still reaches back over it (a busy machine
+  // widens the intervals) is measured further, up to kMorePhases: more rounds narrow the
+  // interval until the verdict is clear one way or the other, where passing it at once would
+  // let a slower candidate through on noise.
+  for (int more = 0; more < kMorePhases && admission::GateInconclusive(policy, verdict); ++more) {
+    log::Info("rollout gate: " + what + " is not clear yet, measuring further: " + verdict.summary);
+    if (Status s = phase(); !s.ok()) return not_measured(s.message());
+    verdict = admission::JudgeGate(policy, samples);
+  }
   decision.outcome =
       verdict.passed ? RolloutDecision::Outcome::kPassed : RolloutDecision::Outcome::kRefused;
   decision.detail = "rollout gate " + verdict.summary + " (" + what + " against version " +

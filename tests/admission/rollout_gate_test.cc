@@ -174,6 +174,23 @@ TEST(JudgeGateTest, NothingMeasuredIsRefused) {
   EXPECT_FALSE(JudgeGate(GatePolicy{}, GateSamples{}).passed);
 }
 
+TEST(GateInconclusiveTest, APointPastTheToleranceWithAnIntervalBackOverItIsNotClear) {
+  GateVerdict v;
+  v.p95_ratio = v.p95_ratio_low = v.p95_ratio_high = 1.0;
+  v.throughput_ratio = 0.85;
+  v.throughput_ratio_low = 0.79;
+  v.throughput_ratio_high = 0.93;  // reaches back over 0.90
+  EXPECT_TRUE(GateInconclusive(GatePolicy(), v));
+  v.throughput_ratio_high = 0.88;  // clearly slower: refused, no more to measure
+  EXPECT_FALSE(GateInconclusive(GatePolicy(), v));
+  v.throughput_ratio = 0.95;  // within the tolerance: passes
+  v.throughput_ratio_high = 1.0;
+  EXPECT_FALSE(GateInconclusive(GatePolicy(), v));
+  v.p95_ratio = 1.2;  // p95 past 1.10, its interval back over it
+  v.p95_ratio_low = 1.05;
+  EXPECT_TRUE(GateInconclusive(GatePolicy(), v));
+}
+
 TEST(RolloutGateForTest, TheCanaryPhaseIsOffUnlessAShareIsSet) {
   auto gate = RolloutGateFor(WithParameters({{kRolloutGate, "true"}}));
   ASSERT_TRUE(gate.ok());

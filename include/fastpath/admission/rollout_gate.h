@@ -176,6 +176,10 @@ inline constexpr size_t kCanaryMinLatencies = 50;
 CanaryVerdict JudgeCanary(const GatePolicy& policy, const CanaryCounts& stable,
                           const CanaryCounts& candidate, bool final);
 
+// Whether `verdict` is past a tolerance on its point estimate while its interval still
+// reaches back over it: more measurement would tell noise from a regression.
+bool GateInconclusive(const GatePolicy& policy, const GateVerdict& verdict);
+
 // The nearest-rank percentile (p in (0, 100]) of `values`; 0 when empty.
 double Percentile(std::vector<double> values, double p);
 
