@@ -119,6 +119,16 @@ TEST_F(ExplicitRolloutTest, ALoadOfABrokenFileFailsAndTheServingLoadServesOn) {
   EXPECT_EQ(load.failed(), 0) << load.first_failure() << "\nlog:\n" << server().LogTail();
 }
 
+// A sanitizer build (Debug, instrumented: runs of the same request vary several-fold) times
+// too unevenly for the gate's verdict to be judged by a test: there the gate tests check what
+// does not depend on timing precision (a decision with its figures, no failed request, the
+// model READY), and the optimized build checks the verdicts.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kTimedVerdicts = false;
+#else
+constexpr bool kTimedVerdicts = true;
+#endif
+
 // The rollout gate (issue 12 §2) under load: `chain` serves chain10 with
 // fastpath.rollout.gate on while 8 clients send it requests without pause. A candidate
 // doing 1.3x the work (chain13, the same interface) is refused with the figures side by
@@ -182,8 +192,10 @@ TEST_F(GateRolloutTest, ASlowerCandidateIsRefusedUnderLoadAndTheServingVersionSe
   load->WaitSucceeded(100);
   repo().AddVersion("chain", 1, "chain13");
   const HttpResponse r = http().Post("/v2/repository/models/chain/load", "{}");
-  EXPECT_NE(r.status, 200) << r.Describe();
-  EXPECT_NE(ErrorMessage(r.body).find("rollout gate refused"), std::string::npos) << r.Describe();
+  if (kTimedVerdicts) {
+    EXPECT_NE(r.status, 200) << r.Describe();
+    EXPECT_NE(ErrorMessage(r.body).find("rollout gate refused"), std::string::npos) << r.Describe();
+  }
   load->WaitSucceeded(100);
   load->Stop();
   EXPECT_EQ(load->failed(), 0) << load->first_failure() << "\nlog:\n" << server().LogTail();
@@ -193,10 +205,11 @@ TEST_F(GateRolloutTest, ASlowerCandidateIsRefusedUnderLoadAndTheServingVersionSe
   ASSERT_EQ(decisions.Size(), 2u);
   const rapidjson::Value& d = decisions[1];
   std::cout << "gate: " << d["detail"].GetString() << "\n";
-  EXPECT_EQ(std::string(d["outcome"].GetString()), "refused") << ToJson(d);
   EXPECT_EQ(d["candidate_version"].GetInt64(), 1);
   EXPECT_EQ(d["baseline_version"].GetInt64(), 1);
   ASSERT_TRUE(d["verdict"].IsObject()) << ToJson(d);
+  if (!kTimedVerdicts) return;
+  EXPECT_EQ(std::string(d["outcome"].GetString()), "refused") << ToJson(d);
   EXPECT_FALSE(d["verdict"]["passed"].GetBool());
   EXPECT_GT(d["verdict"]["failures"].Size(), 0u) << ToJson(d);
   // The reason is in the admission report too, beside a model that stays READY.
@@ -214,7 +227,7 @@ TEST_F(GateRolloutTest, AnEqualCandidatePassesUnderLoadAndTakesOver) {
   load->WaitSucceeded(100);
   repo().AddVersion("chain", 1, "chain10");
   const HttpResponse r = http().Post("/v2/repository/models/chain/load", "{}");
-  EXPECT_EQ(r.status, 200) << r.Describe() << "\nlog:\n" << server().LogTail();
+  if (kTimedVerdicts) EXPECT_EQ(r.status, 200) << r.Describe() << "\nlog:\n" << server().LogTail();
   load->WaitSucceeded(100);
   load->Stop();
   EXPECT_EQ(load->failed(), 0) << load->first_failure() << "\nlog:\n" << server().LogTail();
@@ -223,10 +236,11 @@ TEST_F(GateRolloutTest, AnEqualCandidatePassesUnderLoadAndTakesOver) {
   ASSERT_EQ(decisions.Size(), 2u);
   const rapidjson::Value& d = decisions[1];
   std::cout << "gate: " << d["detail"].GetString() << "\n";
-  EXPECT_EQ(std::string(d["outcome"].GetString()), "passed") << ToJson(d);
   ASSERT_TRUE(d["verdict"].IsObject());
-  EXPECT_TRUE(d["verdict"]["passed"].GetBool());
   EXPECT_EQ(d["verdict"]["throughput_batch_size"].GetUint64(), 8u);
+  if (!kTimedVerdicts) return;
+  EXPECT_EQ(std::string(d["outcome"].GetString()), "passed") << ToJson(d);
+  EXPECT_TRUE(d["verdict"]["passed"].GetBool());
 }
 
 // The canary phase (issue 12 §2) under load: with fastpath.rollout.canary_percent, the
@@ -238,9 +252,14 @@ class CanaryRolloutTest : public GateRolloutTest {
     GateRolloutTest::PrepareRepository(repo);
     std::ifstream in(repo.root() / "chain" / "config.pbtxt");
     std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // The gate is tested above: here it only has to let the equal candidate through, also
+    // in a sanitizer build's uneven timings; so does the phase's p95.
     repo.WriteConfig("chain", config + R"(
 parameters { key: "fastpath.rollout.canary_percent" value: { string_value: "20" } }
 parameters { key: "fastpath.rollout.canary_duration_s" value: { string_value: "10" } }
+parameters { key: "fastpath.rollout.max_p95_ratio" value: { string_value: "100" } }
+parameters { key: "fastpath.rollout.min_throughput_ratio" value: { string_value: "0.01" } }
+parameters { key: "fastpath.rollout.canary_max_p95_ratio" value: { string_value: "5" } }
 )");
   }
 };

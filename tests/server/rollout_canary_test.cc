@@ -77,7 +77,8 @@ class RolloutCanaryTest : public ::testing::Test {
 
   std::vector<std::string> Outcomes() {
     std::vector<std::string> out;
-    for (const RolloutDecision& d : server_->RolloutHistory("simple").value()) {
+    const std::vector<RolloutDecision> history = server_->RolloutHistory("simple").value();
+    for (const RolloutDecision& d : history) {
       out.push_back(RolloutOutcomeName(d.outcome));
     }
     return out;
