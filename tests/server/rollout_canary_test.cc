@@ -176,7 +176,7 @@ TEST_F(RolloutCanaryTest, ACandidateSlowerOnRealTrafficIsRolledBackAtTheEnd) {
 
 TEST_F(RolloutCanaryTest, ALaterReloadEndsThePhaseAndTheOldLoadGoes) {
   Reload();
-  const auto [from, to] = Reload();  // the second candidate replaces the first one
+  Reload();  // the second candidate replaces the first one
   EXPECT_EQ(Outcomes(), (std::vector<std::string>{"no_baseline", "passed", "canary", "passed",
                                                   "ended", "canary"}));
   EXPECT_EQ(Send(50), 0);
