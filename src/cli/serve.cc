@@ -118,6 +118,8 @@ void DefineServeOptions(CLI::App& app, ServeFlags& flags) {
           "ready only when every model is READY");
   AddInt(app, "--http-threads", "N", &flags.http.threads, 1, 256,
          "threads serving HTTP connections");
+  AddInt(app, "--grpc-threads", "N", &flags.grpc.threads, 1, 256,
+         "threads serving gRPC calls, each polling a completion queue of its own");
   // One option, two limits: each front end keeps its own default until it is given.
   AddValue(app, "--max-request-bytes", "N",
            "largest HTTP request body and gRPC message accepted, 1024 to 2^31 (default " +

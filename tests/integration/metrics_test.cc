@@ -68,7 +68,11 @@ class MetricsTest : public ServerTest {
   std::vector<std::string> Models() override { return {"simple"}; }
   // One request running and one waiting; a third at the same time is refused, which is
   // how the rejection test makes REJECTED failures.
-  std::vector<std::string> ExtraArgs() override { return {"--max-queue-size", "1"}; }
+  // Several gRPC threads, so that a burst's calls reach the queue of one at once: on one
+  // thread they arrive one after another, and a short model may run on it before the next.
+  std::vector<std::string> ExtraArgs() override {
+    return {"--max-queue-size", "1", "--grpc-threads", "4"};
+  }
 
   Exposition Scrape() {
     EXPECT_GT(server().metrics_port(), 0) << "no metrics=N in the port file";

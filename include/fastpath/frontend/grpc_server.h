@@ -3,7 +3,8 @@
 // into the facade's vocabulary, calls server::InferenceServer, and renders the result;
 // it never reaches past the facade.
 //
-// Built on gRPC's callback API: no thread is held per call or per stream, and an
+// Built on gRPC's async API: a fixed number of threads, each polling one completion
+// queue and running what arrives on it; no thread is held per call or per stream, and an
 // inference completes from the facade's callback on whatever thread runs it.
 #pragma once
 
@@ -27,9 +28,17 @@ struct GrpcOptions {
   // Both directions. Raised from gRPC's 4 MB default because tensors are routinely
   // larger; it also bounds how many elements a request tensor may declare.
   int max_message_bytes = 1 << 30;
+  // Threads polling the completion queues, one queue each. One is the fastest at every
+  // concurrency measured on a 2-core machine (bench/grpc_ab, docs/benchmarks.md): each
+  // further queue makes calls hop between threads. More help when short models run on
+  // these threads (InferRequest::caller_may_run_model) and cores are free for them.
+  int threads = 1;
 };
 
 class GrpcInferenceServiceImpl;
+namespace grpc_internal {
+class Queues;
+}  // namespace grpc_internal
 
 class GrpcServer {
  public:
@@ -68,9 +77,10 @@ class GrpcServer {
   int port_ = 0;
   std::mutex shutdown_mu_;
   bool shut_down_ = false;  // guarded by shutdown_mu_
-  // Declared before server_ so that it is destroyed after it: gRPC may still call into
-  // the service while the server object winds down.
+  // Declared in the order they must outlive each other: the calls point into the
+  // service, the queues outlive the server, and the server goes first.
   std::unique_ptr<GrpcInferenceServiceImpl> service_;
+  std::unique_ptr<grpc_internal::Queues> queues_;
   std::unique_ptr<grpc::Server> server_;
 };
 

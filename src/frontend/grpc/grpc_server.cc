@@ -1,11 +1,12 @@
 #include "fastpath/frontend/grpc_server.h"
 
+#include <grpcpp/grpcpp.h>
+
 #include <algorithm>
 #include <string>
 #include <utility>
 
-#include <grpcpp/grpcpp.h>
-
+#include "async_call.h"
 #include "inference_service.h"
 
 namespace fastpath::frontend {
@@ -14,6 +15,9 @@ StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(server::InferenceServer&
                                                         const GrpcOptions& options) {
   if (options.port < 0 || options.port > 65535) {
     return InvalidArgument("gRPC port " + std::to_string(options.port) + " is out of range");
+  }
+  if (options.threads < 1 || options.threads > 256) {
+    return InvalidArgument("gRPC threads must be 1 to 256, got " + std::to_string(options.threads));
   }
   if (options.max_message_bytes <= 0) {
     return InvalidArgument("gRPC max_message_bytes must be positive, got " +
@@ -34,13 +38,17 @@ StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(server::InferenceServer&
   // gRPC sets SO_REUSEPORT by default, which would let a second server (or a stale one)
   // bind the same port silently and split the traffic; a taken port must be an error.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.RegisterService(out->service_.get());
+  builder.RegisterService(out->service_->service());
+  out->queues_ = std::make_unique<grpc_internal::Queues>(builder, options.threads);
   out->server_ = builder.BuildAndStart();
   if (out->server_ == nullptr || out->port_ == 0) {
     if (out->server_ != nullptr) out->server_->Shutdown();
+    out->queues_->Close();
     return Unavailable("cannot listen for gRPC on " + uri +
                        " (address in use or not available on this host)");
   }
+  out->service_->RequestCalls(out->queues_.get());
+  out->queues_->Start();
   return out;
 }
 
@@ -54,9 +62,11 @@ void GrpcServer::Shutdown(std::chrono::milliseconds grace) {
   // ends by itself. A stream opened between these two lines is drained as it opens.
   service_->DrainStreams();
   // Refuses new calls at once; calls in flight run until the deadline, then gRPC
-  // cancels them. It returns only when every callback reactor has finished, which the
-  // facade guarantees (each accepted request is answered).
+  // cancels them. The queues' threads go on running their tags meanwhile.
   server_->Shutdown(std::chrono::system_clock::now() + std::max(grace, kMinShutdownGrace));
+  // Waits for every call that arrived to end, which the facade guarantees (each accepted
+  // request is answered), then stops the threads.
+  queues_->Close();
   server_->Wait();
 }
 

@@ -1,14 +1,15 @@
 #include "inference_service.h"
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 
 #include "call_util.h"
-#include "infer_codec.h"
 #include "fastpath/protocol/request_policy.h"
-#include "stream_infer_reactor.h"
+#include "infer_codec.h"
+#include "stream_infer_call.h"
 
 namespace fastpath::frontend {
 namespace {
@@ -16,15 +17,6 @@ namespace {
 using grpc_internal::Guarded;
 using grpc_internal::RequestEcho;
 using grpc_internal::ToGrpcStatus;
-
-// Runs `fn` inside the handler's safety net and finishes the call with its status.
-// For the RPCs whose answer is at hand (no inference, no loading).
-template <typename Fn>
-grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context, Fn&& fn) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(Guarded(std::forward<Fn>(fn)));
-  return reactor;
-}
 
 void FillDuration(const StatDuration& in, inference::StatisticDuration* out) {
   out->set_count(in.count);
@@ -86,207 +78,202 @@ Parameters RepositoryParameters(
   return out;
 }
 
-// A ModelInfer call: remembers whether the client went away (cancelled, or its
-// deadline passed) in a flag the request carries, so that a request still queued when
-// that happens never reaches the model. gRPC owns it; it deletes itself in OnDone,
-// which comes only after Finish, and Finish is called exactly once (by the facade's
-// callback, or at once for a request that never reached the facade).
-class InferCallReactor final : public grpc::ServerUnaryReactor {
- public:
-  const std::shared_ptr<std::atomic<bool>>& cancelled() const { return cancelled_; }
-  void OnCancel() override { cancelled_->store(true, std::memory_order_relaxed); }
-  void OnDone() override { delete this; }
-
- private:
-  std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
-};
-
 }  // namespace
 
-grpc::ServerUnaryReactor* GrpcInferenceServiceImpl::ServerLive(
-    grpc::CallbackServerContext* context, const inference::ServerLiveRequest*,
-    inference::ServerLiveResponse* response) {
-  return FinishNow(context, [&] {
-    response->set_live(server_.IsLive());
-    return grpc::Status::OK;
-  });
+template <typename Request, typename Response, typename Handle>
+void GrpcInferenceServiceImpl::AddUnary(typename Call<Request, Response>::RequestFn request,
+                                        int calls_per_queue, bool watch_cancel, Handle handle) {
+  auto spec = std::make_shared<typename Call<Request, Response>::Spec>();
+  spec->service = &service_;
+  spec->request = request;
+  spec->watch_cancel = watch_cancel;
+  spec->handle = std::move(handle);
+  const auto* raw = spec.get();
+  specs_.push_back(std::move(spec));
+  first_calls_.push_back(
+      [raw, calls_per_queue](grpc_internal::Queues* queues, grpc::ServerCompletionQueue* cq) {
+        for (int i = 0; i < calls_per_queue; ++i)
+          Call<Request, Response>::RequestOn(raw, queues, cq);
+      });
 }
 
-grpc::ServerUnaryReactor* GrpcInferenceServiceImpl::ServerReady(
-    grpc::CallbackServerContext* context, const inference::ServerReadyRequest*,
-    inference::ServerReadyResponse* response) {
-  return FinishNow(context, [&] {
-    response->set_ready(server_.IsReady());
-    return grpc::Status::OK;
-  });
+GrpcInferenceServiceImpl::GrpcInferenceServiceImpl(server::InferenceServer& server,
+                                                   int64_t max_message_bytes)
+    : server_(server), max_message_bytes_(max_message_bytes) {
+  using namespace inference;  // NOLINT(google-build-using-namespace): the message names
+  // Calls whose answer is at hand: the handler's safety net, then Finish.
+  auto now = [](auto fn) {
+    return [fn = std::move(fn)](auto& call) {
+      call.Finish(Guarded([&] { return fn(call.request(), call.response()); }));
+    };
+  };
+  AddUnary<ServerLiveRequest, ServerLiveResponse>(
+      &Service::RequestServerLive, 1, false,
+      now([this](const ServerLiveRequest&, ServerLiveResponse* response) {
+        response->set_live(server_.IsLive());
+        return grpc::Status::OK;
+      }));
+  AddUnary<ServerReadyRequest, ServerReadyResponse>(
+      &Service::RequestServerReady, 1, false,
+      now([this](const ServerReadyRequest&, ServerReadyResponse* response) {
+        response->set_ready(server_.IsReady());
+        return grpc::Status::OK;
+      }));
+  AddUnary<ModelReadyRequest, ModelReadyResponse>(
+      &Service::RequestModelReady, 1, false,
+      now([this](const ModelReadyRequest& request, ModelReadyResponse* response) {
+        auto ready = server_.IsModelReady(request.name(), request.version());
+        // Triton answers ready=false, not an error, for a model or version it does not
+        // know; tritonclient's is_model_ready relies on that to return False.
+        if (!ready.ok() && ready.status().code() == StatusCode::kNotFound) {
+          response->set_ready(false);
+          return grpc::Status::OK;
+        }
+        if (!ready.ok()) return ToGrpcStatus(ready.status());
+        response->set_ready(*ready);
+        return grpc::Status::OK;
+      }));
+  AddUnary<ServerMetadataRequest, ServerMetadataResponse>(
+      &Service::RequestServerMetadata, 1, false,
+      now([this](const ServerMetadataRequest&, ServerMetadataResponse* response) {
+        server::ServerMetadata md = server_.Metadata();
+        response->set_name(std::move(md.name));
+        response->set_version(std::move(md.version));
+        for (auto& e : md.extensions) response->add_extensions(std::move(e));
+        return grpc::Status::OK;
+      }));
+  AddUnary<ModelMetadataRequest, ModelMetadataResponse>(
+      &Service::RequestModelMetadata, 1, false,
+      now([this](const ModelMetadataRequest& request, ModelMetadataResponse* response) {
+        auto md = server_.GetModelMetadata(request.name(), request.version());
+        if (!md.ok()) return ToGrpcStatus(md.status());
+        response->set_name(md->name);
+        for (const auto& v : md->versions) response->add_versions(v);
+        response->set_platform(md->platform);
+        for (const auto& t : md->inputs) FillTensorMetadata(t, response->add_inputs());
+        for (const auto& t : md->outputs) FillTensorMetadata(t, response->add_outputs());
+        return grpc::Status::OK;
+      }));
+  AddUnary<ModelConfigRequest, ModelConfigResponse>(
+      &Service::RequestModelConfig, 1, false,
+      now([this](const ModelConfigRequest& request, ModelConfigResponse* response) {
+        auto config = server_.GetModelConfig(request.name(), request.version());
+        if (!config.ok()) return ToGrpcStatus(config.status());
+        *response->mutable_config() = std::move(config).value();
+        return grpc::Status::OK;
+      }));
+  AddUnary<ModelStatisticsRequest, ModelStatisticsResponse>(
+      &Service::RequestModelStatistics, 1, false,
+      now([this](const ModelStatisticsRequest& request, ModelStatisticsResponse* response) {
+        auto stats = server_.GetModelStatistics(request.name(), request.version());
+        if (!stats.ok()) return ToGrpcStatus(stats.status());
+        for (const auto& s : *stats) FillStatistics(s, response->add_model_stats());
+        return grpc::Status::OK;
+      }));
+  AddUnary<RepositoryIndexRequest, RepositoryIndexResponse>(
+      &Service::RequestRepositoryIndex, 1, false,
+      now([this](const RepositoryIndexRequest& request, RepositoryIndexResponse* response) {
+        // repository_name: fastpath serves one repository, and Triton too answers for all
+        // of its repositories whatever the name, so it does not narrow anything here.
+        for (const auto& e : server_.RepositoryIndex(request.ready())) {
+          auto* m = response->add_models();
+          m->set_name(e.name);
+          m->set_version(e.version);
+          m->set_state(server::ModelStateName(e.state));
+          m->set_reason(e.reason);
+        }
+        return grpc::Status::OK;
+      }));
+  // A few ModelInfer calls wait on each queue, so that a burst finds them requested.
+  AddUnary<ModelInferRequest, ModelInferResponse>(&Service::RequestModelInfer, 8, true,
+                                                  [this](auto& call) { ModelInfer(call); });
+  AddUnary<RepositoryModelLoadRequest, RepositoryModelLoadResponse>(
+      &Service::RequestRepositoryModelLoad, 1, false,
+      [this](auto& call) { RepositoryModelLoad(call); });
+  AddUnary<RepositoryModelUnloadRequest, RepositoryModelUnloadResponse>(
+      &Service::RequestRepositoryModelUnload, 1, false,
+      [this](auto& call) { RepositoryModelUnload(call); });
 }
 
-grpc::ServerUnaryReactor* GrpcInferenceServiceImpl::ModelReady(
-    grpc::CallbackServerContext* context, const inference::ModelReadyRequest* request,
-    inference::ModelReadyResponse* response) {
-  return FinishNow(context, [&] {
-    auto ready = server_.IsModelReady(request->name(), request->version());
-    // Triton answers ready=false, not an error, for a model or version it does not know;
-    // tritonclient's is_model_ready relies on that to return False instead of raising.
-    if (!ready.ok() && ready.status().code() == StatusCode::kNotFound) {
-      response->set_ready(false);
-      return grpc::Status::OK;
+void GrpcInferenceServiceImpl::RequestCalls(grpc_internal::Queues* queues) {
+  for (size_t q = 0; q < queues->size(); ++q) {
+    for (const auto& first : first_calls_) first(queues, queues->at(q));
+    for (int i = 0; i < 2; ++i) {
+      grpc_internal::StreamInferCall::RequestOn(&service_, &server_, max_message_bytes_, &streams_,
+                                                queues, queues->at(q));
     }
-    if (!ready.ok()) return ToGrpcStatus(ready.status());
-    response->set_ready(*ready);
-    return grpc::Status::OK;
-  });
+  }
 }
 
-grpc::ServerUnaryReactor* GrpcInferenceServiceImpl::ServerMetadata(
-    grpc::CallbackServerContext* context, const inference::ServerMetadataRequest*,
-    inference::ServerMetadataResponse* response) {
-  return FinishNow(context, [&] {
-    server::ServerMetadata md = server_.Metadata();
-    response->set_name(std::move(md.name));
-    response->set_version(std::move(md.version));
-    for (auto& e : md.extensions) response->add_extensions(std::move(e));
-    return grpc::Status::OK;
-  });
-}
-
-grpc::ServerUnaryReactor* GrpcInferenceServiceImpl::ModelMetadata(
-    grpc::CallbackServerContext* context, const inference::ModelMetadataRequest* request,
-    inference::ModelMetadataResponse* response) {
-  return FinishNow(context, [&] {
-    auto md = server_.GetModelMetadata(request->name(), request->version());
-    if (!md.ok()) return ToGrpcStatus(md.status());
-    response->set_name(md->name);
-    for (const auto& v : md->versions) response->add_versions(v);
-    response->set_platform(md->platform);
-    for (const auto& t : md->inputs) FillTensorMetadata(t, response->add_inputs());
-    for (const auto& t : md->outputs) FillTensorMetadata(t, response->add_outputs());
-    return grpc::Status::OK;
-  });
-}
-
-grpc::ServerUnaryReactor* GrpcInferenceServiceImpl::ModelInfer(
-    grpc::CallbackServerContext* context, const inference::ModelInferRequest* request,
-    inference::ModelInferResponse* response) {
-  auto* reactor = new InferCallReactor();
+void GrpcInferenceServiceImpl::ModelInfer(
+    Call<inference::ModelInferRequest, inference::ModelInferResponse>& call) {
+  inference::ModelInferRequest& request = call.request();
   StatusOr<InferRequest> parsed = Internal("request not parsed");
   RequestEcho echo;
   const grpc::Status net = Guarded([&] {
-    echo = {request->model_name(), request->model_version(), request->id()};
-    // gRPC allocated *request for this call alone and nothing reads it after this
-    // handler: moving the raw input bytes out of it saves a copy of every input.
-    auto* owned = const_cast<inference::ModelInferRequest*>(request);
-    parsed = grpc_internal::ParseModelInferRequest(*owned, max_message_bytes_);
+    echo = {request.model_name(), request.model_version(), request.id()};
+    // The call owns its request and nothing reads it after this handler: moving the raw
+    // input bytes out of it saves a copy of every input.
+    parsed = grpc_internal::ParseModelInferRequest(request, max_message_bytes_);
     return grpc::Status::OK;
   });
   if (!net.ok()) {
-    reactor->Finish(net);
-    return reactor;
+    call.Finish(net);
+    return;
   }
   if (!parsed.ok()) {
-    reactor->Finish(ToGrpcStatus(parsed.status()));
-    return reactor;
+    call.Finish(ToGrpcStatus(parsed.status()));
+    return;
   }
-  parsed->deadline = grpc_internal::SteadyDeadline(context->deadline());
-  parsed->cancelled = reactor->cancelled();
-  // A gRPC callback thread: the scheduler may run a short model on it when an instance
-  // is idle, which spares the call two thread hand-offs (streams keep reading instead).
+  parsed->deadline = grpc_internal::SteadyDeadline(call.context().deadline());
+  parsed->cancelled = call.cancelled();
+  // A queue's thread: the scheduler may run a short model on it when an instance is
+  // idle, which spares the call two thread hand-offs (streams keep reading instead).
   parsed->caller_may_run_model = true;
-  // `reactor` and `response` stay valid until Finish has been called and gRPC has run
-  // OnDone, so the callback may use them from any thread, even before InferAsync returns.
+  // The call stays valid until its Finish has completed, so the callback may use it from
+  // any thread, even before InferAsync returns.
   server_.InferAsync(std::move(parsed).value(),
-                     [reactor, response, echo = std::move(echo)](StatusOr<InferResponse> result) {
-                       reactor->Finish(Guarded([&] {
+                     [&call, echo = std::move(echo)](StatusOr<InferResponse> result) {
+                       call.Finish(Guarded([&] {
                          if (!result.ok()) return ToGrpcStatus(result.status());
                          return ToGrpcStatus(grpc_internal::FillModelInferResponse(
-                             std::move(result).value(), echo, response));
+                             std::move(result).value(), echo, call.response()));
                        }));
                      });
-  return reactor;
 }
 
-grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*
-GrpcInferenceServiceImpl::ModelStreamInfer(grpc::CallbackServerContext* context) {
-  // Ownership passes to gRPC; the reactor deletes itself once done (see its header).
-  return new grpc_internal::StreamInferReactor(context, server_, max_message_bytes_, streams_);
-}
-
-grpc::ServerUnaryReactor* GrpcInferenceServiceImpl::ModelConfig(
-    grpc::CallbackServerContext* context, const inference::ModelConfigRequest* request,
-    inference::ModelConfigResponse* response) {
-  return FinishNow(context, [&] {
-    auto config = server_.GetModelConfig(request->name(), request->version());
-    if (!config.ok()) return ToGrpcStatus(config.status());
-    *response->mutable_config() = std::move(config).value();
-    return grpc::Status::OK;
-  });
-}
-
-grpc::ServerUnaryReactor* GrpcInferenceServiceImpl::ModelStatistics(
-    grpc::CallbackServerContext* context, const inference::ModelStatisticsRequest* request,
-    inference::ModelStatisticsResponse* response) {
-  return FinishNow(context, [&] {
-    auto stats = server_.GetModelStatistics(request->name(), request->version());
-    if (!stats.ok()) return ToGrpcStatus(stats.status());
-    for (const auto& s : *stats) FillStatistics(s, response->add_model_stats());
-    return grpc::Status::OK;
-  });
-}
-
-grpc::ServerUnaryReactor* GrpcInferenceServiceImpl::RepositoryIndex(
-    grpc::CallbackServerContext* context, const inference::RepositoryIndexRequest* request,
-    inference::RepositoryIndexResponse* response) {
-  return FinishNow(context, [&] {
-    // repository_name: fastpath serves one repository, and Triton too answers for all of
-    // its repositories whatever the name, so it does not narrow anything here.
-    for (const auto& e : server_.RepositoryIndex(request->ready())) {
-      auto* m = response->add_models();
-      m->set_name(e.name);
-      m->set_version(e.version);
-      m->set_state(server::ModelStateName(e.state));
-      m->set_reason(e.reason);
-    }
-    return grpc::Status::OK;
-  });
-}
-
-grpc::ServerUnaryReactor* GrpcInferenceServiceImpl::RepositoryModelLoad(
-    grpc::CallbackServerContext* context, const inference::RepositoryModelLoadRequest* request,
-    inference::RepositoryModelLoadResponse*) {
-  if (request->model_name().empty()) {
-    return FinishNow(context, [] {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "model_name is empty");
-    });
+void GrpcInferenceServiceImpl::RepositoryModelLoad(
+    Call<inference::RepositoryModelLoadRequest, inference::RepositoryModelLoadResponse>& call) {
+  const auto& request = call.request();
+  if (request.model_name().empty()) {
+    call.Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "model_name is empty"));
+    return;
   }
   // What a load may ask is decided below both front ends.
-  if (Status s = protocol::CheckLoadParameters(RepositoryParameters(request->parameters()));
+  if (Status s = protocol::CheckLoadParameters(RepositoryParameters(request.parameters()));
       !s.ok()) {
-    return FinishNow(context, [s] { return ToGrpcStatus(s); });
+    call.Finish(ToGrpcStatus(s));
+    return;
   }
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  server_.LoadModelAsync(request->model_name(),
-                         [reactor](Status s) { reactor->Finish(ToGrpcStatus(s)); });
-  return reactor;
+  server_.LoadModelAsync(request.model_name(), [&call](Status s) { call.Finish(ToGrpcStatus(s)); });
 }
 
-grpc::ServerUnaryReactor* GrpcInferenceServiceImpl::RepositoryModelUnload(
-    grpc::CallbackServerContext* context, const inference::RepositoryModelUnloadRequest* request,
-    inference::RepositoryModelUnloadResponse*) {
-  if (request->model_name().empty()) {
-    return FinishNow(context, [] {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "model_name is empty");
-    });
+void GrpcInferenceServiceImpl::RepositoryModelUnload(
+    Call<inference::RepositoryModelUnloadRequest, inference::RepositoryModelUnloadResponse>& call) {
+  const auto& request = call.request();
+  if (request.model_name().empty()) {
+    call.Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "model_name is empty"));
+    return;
   }
   // tritonclient always sends unload_dependents (accepted); the rest is decided below both
   // front ends.
-  if (Status s = protocol::CheckUnloadParameters(RepositoryParameters(request->parameters()));
+  if (Status s = protocol::CheckUnloadParameters(RepositoryParameters(request.parameters()));
       !s.ok()) {
-    return FinishNow(context, [s] { return ToGrpcStatus(s); });
+    call.Finish(ToGrpcStatus(s));
+    return;
   }
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  server_.UnloadModelAsync(request->model_name(),
-                           [reactor](Status s) { reactor->Finish(ToGrpcStatus(s)); });
-  return reactor;
+  server_.UnloadModelAsync(request.model_name(),
+                           [&call](Status s) { call.Finish(ToGrpcStatus(s)); });
 }
 
 }  // namespace fastpath::frontend

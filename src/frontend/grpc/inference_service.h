@@ -1,69 +1,65 @@
-// inference.GRPCInferenceService on gRPC's callback API. Each handler turns its call
-// into facade calls; none blocks a gRPC thread on inference. Private to the front end.
+// inference.GRPCInferenceService on gRPC's async API (see async_call.h). Each handler
+// turns its call into facade calls; none blocks a queue's thread on inference, though a
+// short model may run on it (InferRequest::caller_may_run_model). Private to the front end.
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <vector>
 
+#include "async_call.h"
 #include "fastpath/server/server.h"
 #include "grpc_service.grpc.pb.h"
-#include "stream_infer_reactor.h"
+#include "stream_infer_call.h"
 
 namespace fastpath::frontend {
 
-class GrpcInferenceServiceImpl final : public inference::GRPCInferenceService::CallbackService {
+class GrpcInferenceServiceImpl final {
  public:
+  using Service = inference::GRPCInferenceService::AsyncService;
+
   // `server` is borrowed and must outlive this service and the grpc::Server it is
   // registered with. `max_message_bytes` bounds the element count a tensor may declare.
-  GrpcInferenceServiceImpl(server::InferenceServer& server, int64_t max_message_bytes)
-      : server_(server), max_message_bytes_(max_message_bytes) {}
+  GrpcInferenceServiceImpl(server::InferenceServer& server, int64_t max_message_bytes);
+
+  // What to register with the grpc::ServerBuilder.
+  grpc::Service* service() { return &service_; }
+
+  // Requests the first calls of every RPC on each of `queues`' queues; each call requests
+  // its successor as it arrives. `queues` must not outlive this.
+  void RequestCalls(grpc_internal::Queues* queues);
 
   // Tells every open ModelStreamInfer call, and every one opened later, to drain: no
   // new requests, the ones already read are answered, then the call ends (see
-  // stream_infer_reactor.h). Unary calls need nothing: they end with their answer.
+  // stream_infer_call.h). Unary calls need nothing: they end with their answer.
   // Called by GrpcServer::Shutdown before grpc::Server::Shutdown, which would otherwise
   // wait out its deadline for streams that never end by themselves.
   void DrainStreams() { streams_.DrainAll(); }
 
-  grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* context,
-                                       const inference::ServerLiveRequest* request,
-                                       inference::ServerLiveResponse* response) override;
-  grpc::ServerUnaryReactor* ServerReady(grpc::CallbackServerContext* context,
-                                        const inference::ServerReadyRequest* request,
-                                        inference::ServerReadyResponse* response) override;
-  grpc::ServerUnaryReactor* ModelReady(grpc::CallbackServerContext* context,
-                                       const inference::ModelReadyRequest* request,
-                                       inference::ModelReadyResponse* response) override;
-  grpc::ServerUnaryReactor* ServerMetadata(grpc::CallbackServerContext* context,
-                                           const inference::ServerMetadataRequest* request,
-                                           inference::ServerMetadataResponse* response) override;
-  grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* context,
-                                          const inference::ModelMetadataRequest* request,
-                                          inference::ModelMetadataResponse* response) override;
-  grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* context,
-                                       const inference::ModelInferRequest* request,
-                                       inference::ModelInferResponse* response) override;
-  grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*
-  ModelStreamInfer(grpc::CallbackServerContext* context) override;
-  grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* context,
-                                        const inference::ModelConfigRequest* request,
-                                        inference::ModelConfigResponse* response) override;
-  grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* context,
-                                            const inference::ModelStatisticsRequest* request,
-                                            inference::ModelStatisticsResponse* response) override;
-  grpc::ServerUnaryReactor* RepositoryIndex(grpc::CallbackServerContext* context,
-                                            const inference::RepositoryIndexRequest* request,
-                                            inference::RepositoryIndexResponse* response) override;
-  grpc::ServerUnaryReactor* RepositoryModelLoad(
-      grpc::CallbackServerContext* context, const inference::RepositoryModelLoadRequest* request,
-      inference::RepositoryModelLoadResponse* response) override;
-  grpc::ServerUnaryReactor* RepositoryModelUnload(
-      grpc::CallbackServerContext* context, const inference::RepositoryModelUnloadRequest* request,
-      inference::RepositoryModelUnloadResponse* response) override;
-
  private:
+  template <typename Request, typename Response>
+  using Call = grpc_internal::UnaryCall<Service, Request, Response>;
+
+  // Adds the spec of one unary RPC; `handle` must lead to exactly one Finish.
+  template <typename Request, typename Response, typename Handle>
+  void AddUnary(typename Call<Request, Response>::RequestFn request, int calls_per_queue,
+                bool watch_cancel, Handle handle);
+
+  void ModelInfer(Call<inference::ModelInferRequest, inference::ModelInferResponse>& call);
+  void RepositoryModelLoad(
+      Call<inference::RepositoryModelLoadRequest, inference::RepositoryModelLoadResponse>& call);
+  void RepositoryModelUnload(Call<inference::RepositoryModelUnloadRequest,
+                                  inference::RepositoryModelUnloadResponse>& call);
+
   server::InferenceServer& server_;
   const int64_t max_message_bytes_;
+  Service service_;
   grpc_internal::StreamRegistry streams_;
+  // One per unary RPC: requests its first calls on a queue.
+  std::vector<std::function<void(grpc_internal::Queues*, grpc::ServerCompletionQueue*)>>
+      first_calls_;
+  // The specs the calls point to; they live as long as this.
+  std::vector<std::shared_ptr<void>> specs_;
 };
 
 }  // namespace fastpath::frontend

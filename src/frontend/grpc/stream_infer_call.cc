@@ -1,4 +1,4 @@
-#include "stream_infer_reactor.h"
+#include "stream_infer_call.h"
 
 #include <exception>
 #include <string>
@@ -26,48 +26,79 @@ std::unique_ptr<ModelStreamInferResponse> ErrorResponse(const RequestEcho& echo,
 
 // ---------------------------------------------------------------- StreamRegistry
 
-bool StreamRegistry::Add(StreamInferReactor* reactor) {
+bool StreamRegistry::Add(StreamInferCall* call) {
   std::lock_guard lock(mu_);
   if (draining_) return false;
-  live_.insert(reactor);
+  live_.insert(call);
   return true;
 }
 
-void StreamRegistry::Remove(StreamInferReactor* reactor) {
+void StreamRegistry::Remove(StreamInferCall* call) {
   std::lock_guard lock(mu_);
-  live_.erase(reactor);
+  live_.erase(call);
 }
 
 void StreamRegistry::DrainAll() {
-  std::vector<StreamInferReactor*> held;
+  std::vector<StreamInferCall*> held;
   {
     std::lock_guard lock(mu_);
     draining_ = true;
     held.reserve(live_.size());
-    // The reference keeps each reactor alive past its OnDone, which may run on a gRPC
+    // The reference keeps each call alive past its Finished, which may run on a queue's
     // thread as soon as mu_ is released; Remove waits for mu_, so none is gone yet.
-    for (StreamInferReactor* r : live_) {
+    for (StreamInferCall* r : live_) {
       r->Ref();
       held.push_back(r);
     }
   }
-  // Outside mu_: Drain may call Finish, and with it OnDone (hence Remove) on this thread.
-  for (StreamInferReactor* r : held) {
+  // Outside mu_: Drain may start Finish, whose completion calls Remove.
+  for (StreamInferCall* r : held) {
     r->Drain();
     r->Unref();
   }
 }
 
-// ---------------------------------------------------------------- StreamInferReactor
+// ---------------------------------------------------------------- StreamInferCall
 
-StreamInferReactor::StreamInferReactor(grpc::CallbackServerContext* context,
-                                       server::InferenceServer& server, int64_t max_message_bytes,
-                                       StreamRegistry& registry)
-    : context_(context), server_(server), max_message_bytes_(max_message_bytes),
-      registry_(registry) {
-  // Once added, DrainAll may call Drain from another thread; mu_ orders the two, and an
-  // operation started before the handler returns is held by gRPC until the reactor is
-  // bound, in the order it was asked for.
+void StreamInferCall::RequestOn(Service* service, server::InferenceServer* server,
+                                int64_t max_message_bytes, StreamRegistry* registry, Queues* queues,
+                                grpc::ServerCompletionQueue* cq) {
+  queues->Request(
+      [&] { new StreamInferCall(service, server, max_message_bytes, registry, queues, cq); });
+}
+
+StreamInferCall::StreamInferCall(Service* service, server::InferenceServer* server,
+                                 int64_t max_message_bytes, StreamRegistry* registry,
+                                 Queues* queues, grpc::ServerCompletionQueue* cq)
+    : service_(service),
+      server_(*server),
+      max_message_bytes_(max_message_bytes),
+      registry_(*registry),
+      queues_(queues),
+      cq_(cq) {
+  context_.AsyncNotifyWhenDone(&done_);
+  service_->RequestModelStreamInfer(&context_, &stream_, cq_, cq_, &arrived_);
+}
+
+void StreamInferCall::Unref() {
+  if (refs_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  Queues* queues = began_ ? queues_ : nullptr;
+  delete this;
+  if (queues != nullptr) queues->Ended();
+}
+
+void StreamInferCall::Arrived(bool ok) {
+  if (!ok) {  // the server is shutting down; the call never began (no "done" comes)
+    Unref();
+    return;
+  }
+  began_ = true;
+  queues_->Began();
+  // The request's reference becomes the call's, dropped when Finish completes; gRPC's
+  // "done" comes once the call is over and holds one of its own.
+  Ref();
+  StreamInferCall::RequestOn(service_, &server_, max_message_bytes_, &registry_, queues_, cq_);
+  // Once added, DrainAll may call Drain from another thread; mu_ orders the two.
   const bool added = registry_.Add(this);
   Actions actions;
   {
@@ -78,7 +109,7 @@ StreamInferReactor::StreamInferReactor(grpc::CallbackServerContext* context,
   Run(actions);
 }
 
-void StreamInferReactor::OnReadDone(bool ok) {
+void StreamInferCall::ReadDone(bool ok) {
   enum class Take { kNothing, kDispatch, kRefuse } take = Take::kNothing;
   {
     std::lock_guard lock(mu_);
@@ -112,9 +143,10 @@ void StreamInferReactor::OnReadDone(bool ok) {
     actions = NextActionsLocked();
   }
   Run(actions);
+  Unref();  // the read's
 }
 
-void StreamInferReactor::Dispatch(inference::ModelInferRequest request) {
+void StreamInferCall::Dispatch(inference::ModelInferRequest request) {
   RequestEcho echo{request.model_name(), request.model_version(), request.id()};
   StatusOr<InferRequest> parsed = Internal("request not parsed");
   const grpc::Status net = Guarded([&] {
@@ -126,7 +158,7 @@ void StreamInferReactor::Dispatch(inference::ModelInferRequest request) {
     Complete(ErrorResponse(echo, parsed.status().message()));
     return;
   }
-  parsed->deadline = SteadyDeadline(context_->deadline());
+  parsed->deadline = SteadyDeadline(context_.deadline());
   parsed->cancelled = cancelled_;
   // The callback may run right here, on this thread, before InferAsync returns: it only
   // takes mu_, which is not held now.
@@ -151,7 +183,7 @@ void StreamInferReactor::Dispatch(inference::ModelInferRequest request) {
                      });
 }
 
-void StreamInferReactor::Complete(std::unique_ptr<ModelStreamInferResponse> response) {
+void StreamInferCall::Complete(std::unique_ptr<ModelStreamInferResponse> response) {
   Actions actions;
   {
     std::lock_guard lock(mu_);
@@ -160,11 +192,11 @@ void StreamInferReactor::Complete(std::unique_ptr<ModelStreamInferResponse> resp
     actions = NextActionsLocked();
   }
   // `response`, if not queued, is freed here, before Run: after a Finish nothing of this
-  // reactor may be touched.
+  // call may be touched.
   Run(actions);
 }
 
-void StreamInferReactor::OnWriteDone(bool ok) {
+void StreamInferCall::WriteDone(bool ok) {
   Actions actions;
   {
     std::lock_guard lock(mu_);
@@ -179,9 +211,10 @@ void StreamInferReactor::OnWriteDone(bool ok) {
     actions = NextActionsLocked();
   }
   Run(actions);
+  Unref();  // the write's
 }
 
-void StreamInferReactor::Drain() {
+void StreamInferCall::Drain() {
   Actions actions;
   {
     std::lock_guard lock(mu_);
@@ -191,14 +224,17 @@ void StreamInferReactor::Drain() {
   Run(actions);
 }
 
-void StreamInferReactor::OnCancel() { cancelled_->store(true, std::memory_order_relaxed); }
-
-void StreamInferReactor::OnDone() {
-  registry_.Remove(this);
-  Unref();
+void StreamInferCall::DoneNotified(bool) {
+  if (context_.IsCancelled()) cancelled_->store(true, std::memory_order_relaxed);
+  Unref();  // gRPC's "done"
 }
 
-StreamInferReactor::Actions StreamInferReactor::NextActionsLocked() {
+void StreamInferCall::Finished(bool) {
+  registry_.Remove(this);
+  Unref();  // the call's
+}
+
+StreamInferCall::Actions StreamInferCall::NextActionsLocked() {
   Actions actions;
   if (finished_) return actions;
   if (!writing_ && !writes_.empty()) {
@@ -224,22 +260,28 @@ StreamInferReactor::Actions StreamInferReactor::NextActionsLocked() {
   return actions;
 }
 
-void StreamInferReactor::Run(Actions actions) {
+void StreamInferCall::Run(Actions actions) {
   for (;;) {
-    if (actions.write != nullptr) StartWrite(actions.write);
+    if (actions.write != nullptr) {
+      Ref();  // the write's, dropped in WriteDone
+      stream_.Write(*actions.write, &write_done_);
+    }
     if (!actions.start_read) break;
-    StartRead(&read_buf_);
+    Ref();  // the read's, dropped in ReadDone
+    stream_.Read(&read_buf_, &read_done_);
     // A drain that came meanwhile held its Finish back for this StartRead, and a read
     // that completed meanwhile could not start the next one: decide again.
     std::lock_guard lock(mu_);  // released at the end of each turn
     read_starting_ = false;
     actions = NextActionsLocked();
   }
-  // Last: once Finish is called, OnDone may delete this on another thread. (Never in the
-  // same Actions as start_read: NextActionsLocked does not finish while a read starts.)
+  // Last: once Finish is started, its completion may delete this on the queue's thread.
+  // (Never in the same Actions as start_read: NextActionsLocked does not finish while a
+  // read starts.)
   if (actions.finish) {
-    Finish(actions.finish_ok ? grpc::Status::OK
-                             : grpc::Status(grpc::StatusCode::UNAVAILABLE, kShuttingDown));
+    stream_.Finish(actions.finish_ok ? grpc::Status::OK
+                                     : grpc::Status(grpc::StatusCode::UNAVAILABLE, kShuttingDown),
+                   &finished_event_);
   }
 }
 

@@ -1,0 +1,172 @@
+// The front end on gRPC's async API: completion queues, each polled by one thread that
+// runs what arrives on it inline, and unary calls that request their successor as they
+// arrive. Private to the gRPC front end.
+//
+// Why not the callback API (what this front end was first built on): on gRPC 1.51 a
+// server with any callback method polls with gRPC's own executor threads, and each call
+// crosses threads several times. bench/grpc_ab measures the two side by side with no
+// model behind them (docs/benchmarks.md, issue 11 §2).
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace fastpath::frontend::grpc_internal {
+
+// What a completion queue hands back: every operation's tag is one of these.
+class Tag {
+ public:
+  virtual void Done(bool ok) = 0;
+
+ protected:
+  ~Tag() = default;
+};
+
+// A tag that calls (owner->*Fn)(ok).
+template <typename Owner, void (Owner::*Fn)(bool)>
+class Event final : public Tag {
+ public:
+  explicit Event(Owner* owner) : owner_(owner) {}
+  void Done(bool ok) override { (owner_->*Fn)(ok); }
+
+ private:
+  Owner* owner_;
+};
+
+// The server's completion queues and their threads: one thread per queue, so that
+// every tag of a call runs on the one thread that polls its queue, one after another.
+class Queues {
+ public:
+  // Adds `count` completion queues to `builder` (before BuildAndStart).
+  Queues(grpc::ServerBuilder& builder, int count);
+  ~Queues() { Close(); }
+  Queues(const Queues&) = delete;
+  Queues& operator=(const Queues&) = delete;
+
+  size_t size() const { return queues_.size(); }
+  grpc::ServerCompletionQueue* at(size_t i) const { return queues_[i].get(); }
+
+  // Starts the threads, once the server is built and the first calls are requested.
+  void Start();
+
+  // Runs `request` (which requests a call on one of the queues) unless Close has begun:
+  // gRPC does not allow a request on a queue that is shut down.
+  template <typename Fn>
+  void Request(Fn&& request) {
+    std::lock_guard lock(mu_);
+    if (open_) request();
+  }
+
+  // A call arrived; it counts until Ended. Close waits for every one.
+  void Began() {
+    std::lock_guard lock(mu_);
+    ++live_;
+  }
+  void Ended() {
+    std::lock_guard lock(mu_);
+    if (--live_ == 0) idle_.notify_all();
+  }
+
+  // Once grpc::Server::Shutdown has returned: requests no more calls, waits for the
+  // calls that arrived to end (the facade answers each one it accepted; the threads go
+  // on running their tags meanwhile), then shuts the queues down and joins the threads.
+  // Idempotent.
+  void Close();
+
+ private:
+  std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues_;
+  std::vector<std::thread> threads_;
+  std::mutex mu_;
+  std::condition_variable idle_;
+  bool open_ = true;  // guarded by mu_
+  int live_ = 0;      // guarded by mu_
+};
+
+// One unary RPC of Service: requested on a queue, handled on that queue's thread when it
+// arrives (which requests the next one first), answered by Finish exactly once from any
+// thread, deleted when gRPC has completed every operation of it.
+template <typename Service, typename Request, typename Response>
+class UnaryCall {
+ public:
+  using RequestFn = void (Service::*)(grpc::ServerContext*, Request*,
+                                      grpc::ServerAsyncResponseWriter<Response>*,
+                                      grpc::CompletionQueue*, grpc::ServerCompletionQueue*, void*);
+  // How one RPC is served. Lives as long as the server.
+  struct Spec {
+    Service* service = nullptr;
+    RequestFn request = nullptr;
+    // Runs on the queue's thread; must lead to exactly one Finish, then or later.
+    std::function<void(UnaryCall&)> handle;
+    // Whether the call learns of a client that cancelled (cancelled()).
+    bool watch_cancel = false;
+  };
+
+  // Requests one call of `spec` on queue `cq` of `queues`.
+  static void RequestOn(const Spec* spec, Queues* queues, grpc::ServerCompletionQueue* cq) {
+    queues->Request([&] { new UnaryCall(spec, queues, cq); });
+  }
+
+  grpc::ServerContext& context() { return context_; }
+  Request& request() { return request_; }
+  Response* response() { return &response_; }
+  // Set when the client cancelled or its deadline passed (watch_cancel calls only).
+  const std::shared_ptr<std::atomic<bool>>& cancelled() const { return cancelled_; }
+
+  // Sends the response (status OK) or the status alone. Exactly once; any thread.
+  void Finish(const grpc::Status& status) { writer_.Finish(response_, status, &finished_); }
+
+ private:
+  UnaryCall(const Spec* spec, Queues* queues, grpc::ServerCompletionQueue* cq)
+      : spec_(spec), queues_(queues), cq_(cq), writer_(&context_) {
+    if (spec_->watch_cancel) context_.AsyncNotifyWhenDone(&done_);
+    (spec_->service->*spec_->request)(&context_, &request_, &writer_, cq_, cq_, &arrived_);
+  }
+
+  void Arrived(bool ok) {
+    if (!ok) {  // the server is shutting down; the call never began
+      delete this;
+      return;
+    }
+    queues_->Began();
+    // Owed: the answer's Finish, and gRPC's "done" for a call that watches cancels.
+    pending_ = spec_->watch_cancel ? 2 : 1;
+    RequestOn(spec_, queues_, cq_);
+    spec_->handle(*this);
+  }
+  void Finished(bool) { Release(); }
+  void DoneNotified(bool) {
+    if (context_.IsCancelled()) cancelled_->store(true, std::memory_order_relaxed);
+    Release();
+  }
+  // Only on the queue's thread, which runs every tag of this call.
+  void Release() {
+    if (--pending_ > 0) return;
+    Queues* queues = queues_;
+    delete this;
+    queues->Ended();
+  }
+
+  const Spec* spec_;
+  Queues* queues_;
+  grpc::ServerCompletionQueue* cq_;
+  grpc::ServerContext context_;
+  Request request_;
+  Response response_;
+  grpc::ServerAsyncResponseWriter<Response> writer_;
+  std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
+  int pending_ = 0;
+  Event<UnaryCall, &UnaryCall::Arrived> arrived_{this};
+  Event<UnaryCall, &UnaryCall::Finished> finished_{this};
+  Event<UnaryCall, &UnaryCall::DoneNotified> done_{this};
+};
+
+}  // namespace fastpath::frontend::grpc_internal
