@@ -59,26 +59,28 @@ class Queues {
   void Start();
 
   // Runs `request` (which requests a call on one of the queues) unless Close has begun:
-  // gRPC does not allow a request on a queue that is shut down.
+  // gRPC does not allow a request on a queue that is shut down. The call counts from
+  // here until it calls Ended, whether it arrives or not: gRPC may have matched it with
+  // a client's call and queued its arrival when Close begins, and Close must wait for
+  // that arrival (grpc::Server::Shutdown fails the requests that were never matched, so
+  // they end too).
   template <typename Fn>
   void Request(Fn&& request) {
     std::lock_guard lock(mu_);
-    if (open_) request();
+    if (!open_) return;
+    ++live_;
+    request();
   }
 
-  // A call arrived; it counts until Ended. Close waits for every one.
-  void Began() {
-    std::lock_guard lock(mu_);
-    ++live_;
-  }
+  // Called once by every call Request made, when gRPC is done with it.
   void Ended() {
     std::lock_guard lock(mu_);
     if (--live_ == 0) idle_.notify_all();
   }
 
-  // Once grpc::Server::Shutdown has returned: requests no more calls, waits for the
-  // calls that arrived to end (the facade answers each one it accepted; the threads go
-  // on running their tags meanwhile), then shuts the queues down and joins the threads.
+  // Once grpc::Server::Shutdown has returned: requests no more calls, waits for every
+  // call requested to end (the facade answers each one it accepted; the threads go on
+  // running their tags meanwhile), then shuts the queues down and joins the threads.
   // Idempotent.
   void Close();
 
@@ -122,21 +124,25 @@ class UnaryCall {
   const std::shared_ptr<std::atomic<bool>>& cancelled() const { return cancelled_; }
 
   // Sends the response (status OK) or the status alone. Exactly once; any thread.
-  void Finish(const grpc::Status& status) { writer_.Finish(response_, status, &finished_); }
+  void Finish(const grpc::Status& status) {
+    writer_.Finish(response_, status, static_cast<Tag*>(&finished_));
+  }
 
  private:
   UnaryCall(const Spec* spec, Queues* queues, grpc::ServerCompletionQueue* cq)
       : spec_(spec), queues_(queues), cq_(cq), writer_(&context_) {
-    if (spec_->watch_cancel) context_.AsyncNotifyWhenDone(&done_);
-    (spec_->service->*spec_->request)(&context_, &request_, &writer_, cq_, cq_, &arrived_);
+    if (spec_->watch_cancel) context_.AsyncNotifyWhenDone(static_cast<Tag*>(&done_));
+    (spec_->service->*spec_->request)(&context_, &request_, &writer_, cq_, cq_,
+                                      static_cast<Tag*>(&arrived_));
   }
 
   void Arrived(bool ok) {
     if (!ok) {  // the server is shutting down; the call never began
+      Queues* queues = queues_;
       delete this;
+      queues->Ended();
       return;
     }
-    queues_->Began();
     // Owed: the answer's Finish, and gRPC's "done" for a call that watches cancels.
     pending_ = spec_->watch_cancel ? 2 : 1;
     RequestOn(spec_, queues_, cq_);

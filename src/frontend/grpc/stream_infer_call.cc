@@ -76,15 +76,15 @@ StreamInferCall::StreamInferCall(Service* service, server::InferenceServer* serv
       registry_(*registry),
       queues_(queues),
       cq_(cq) {
-  context_.AsyncNotifyWhenDone(&done_);
-  service_->RequestModelStreamInfer(&context_, &stream_, cq_, cq_, &arrived_);
+  context_.AsyncNotifyWhenDone(static_cast<Tag*>(&done_));
+  service_->RequestModelStreamInfer(&context_, &stream_, cq_, cq_, static_cast<Tag*>(&arrived_));
 }
 
 void StreamInferCall::Unref() {
   if (refs_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-  Queues* queues = began_ ? queues_ : nullptr;
+  Queues* queues = queues_;
   delete this;
-  if (queues != nullptr) queues->Ended();
+  queues->Ended();
 }
 
 void StreamInferCall::Arrived(bool ok) {
@@ -92,8 +92,6 @@ void StreamInferCall::Arrived(bool ok) {
     Unref();
     return;
   }
-  began_ = true;
-  queues_->Began();
   // The request's reference becomes the call's, dropped when Finish completes; gRPC's
   // "done" comes once the call is over and holds one of its own.
   Ref();
@@ -264,11 +262,11 @@ void StreamInferCall::Run(Actions actions) {
   for (;;) {
     if (actions.write != nullptr) {
       Ref();  // the write's, dropped in WriteDone
-      stream_.Write(*actions.write, &write_done_);
+      stream_.Write(*actions.write, static_cast<Tag*>(&write_done_));
     }
     if (!actions.start_read) break;
     Ref();  // the read's, dropped in ReadDone
-    stream_.Read(&read_buf_, &read_done_);
+    stream_.Read(&read_buf_, static_cast<Tag*>(&read_done_));
     // A drain that came meanwhile held its Finish back for this StartRead, and a read
     // that completed meanwhile could not start the next one: decide again.
     std::lock_guard lock(mu_);  // released at the end of each turn
@@ -281,7 +279,7 @@ void StreamInferCall::Run(Actions actions) {
   if (actions.finish) {
     stream_.Finish(actions.finish_ok ? grpc::Status::OK
                                      : grpc::Status(grpc::StatusCode::UNAVAILABLE, kShuttingDown),
-                   &finished_event_);
+                   static_cast<Tag*>(&finished_event_));
   }
 }
 

@@ -125,7 +125,6 @@ class StreamInferCall {
   grpc::ServerAsyncReaderWriter<inference::ModelStreamInferResponse, inference::ModelInferRequest>
       stream_{&context_};
   std::atomic<int> refs_{1};  // the request for the call
-  bool began_ = false;        // the call arrived (Queues::Began was counted)
   // Set when gRPC reports the call cancelled; every request of the stream carries it.
   const std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
   Event<StreamInferCall, &StreamInferCall::Arrived> arrived_{this};
