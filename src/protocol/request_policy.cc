@@ -1,6 +1,7 @@
 #include "fastpath/protocol/request_policy.h"
 
 #include <array>
+#include <string>
 #include <string_view>
 
 namespace fastpath::protocol {
@@ -11,15 +12,31 @@ constexpr std::array<std::string_view, 3> kSharedMemory = {
 constexpr std::array<std::string_view, 3> kSequence = {"sequence_id", "sequence_start",
                                                        "sequence_end"};
 
-Status CheckTensorParameters(const std::string& what, const Parameters& parameters, bool output) {
-  for (std::string_view key : kSharedMemory) {
-    if (parameters.contains(std::string(key))) {
-      return Unimplemented(what + ": shared memory ('" + std::string(key) +
-                           "') is not supported; send the tensor in the request");
+// The first of `keys`, in their order, that `parameters` has, if any. Compares in place,
+// the parameters being few (usually none), and builds no string: this runs for every
+// tensor of every request.
+template <size_t N>
+const std::string* FindAny(const Parameters& parameters,
+                           const std::array<std::string_view, N>& keys) {
+  for (std::string_view k : keys) {
+    for (const auto& [key, value] : parameters) {
+      if (key == k) return &key;
     }
   }
-  if (output && parameters.contains("classification")) {
-    return Unimplemented(what +
+  return nullptr;
+}
+
+// `kind` is "input" or "output"; the error names the tensor.
+Status CheckTensorParameters(std::string_view kind, const std::string& name,
+                             const Parameters& parameters) {
+  if (parameters.empty()) return Status::Ok();
+  const auto what = [&] { return std::string(kind) + " '" + name + "'"; };
+  if (const std::string* key = FindAny(parameters, kSharedMemory)) {
+    return Unimplemented(what() + ": shared memory ('" + *key +
+                         "') is not supported; send the tensor in the request");
+  }
+  if (kind == "output" && parameters.contains("classification")) {
+    return Unimplemented(what() +
                          ": the classification extension is not supported; request the "
                          "raw output and take its top k");
   }
@@ -29,21 +46,19 @@ Status CheckTensorParameters(const std::string& what, const Parameters& paramete
 }  // namespace
 
 Status CheckRequestParameters(const Parameters& parameters) {
-  for (std::string_view key : kSequence) {
-    if (parameters.contains(std::string(key))) {
-      return Unimplemented("request parameter '" + std::string(key) +
-                           "' asks for sequence batching, which fastpath does not support");
-    }
+  if (const std::string* key = FindAny(parameters, kSequence)) {
+    return Unimplemented("request parameter '" + *key +
+                         "' asks for sequence batching, which fastpath does not support");
   }
   return Status::Ok();
 }
 
 Status CheckInputParameters(const std::string& input, const Parameters& parameters) {
-  return CheckTensorParameters("input '" + input + "'", parameters, /*output=*/false);
+  return CheckTensorParameters("input", input, parameters);
 }
 
 Status CheckOutputParameters(const std::string& output, const Parameters& parameters) {
-  return CheckTensorParameters("output '" + output + "'", parameters, /*output=*/true);
+  return CheckTensorParameters("output", output, parameters);
 }
 
 Status CheckLoadParameters(const Parameters& parameters) {
