@@ -15,6 +15,7 @@
 #include "fastpath/admission/version_lock.h"
 #include "fastpath/common/duration.h"
 #include "fastpath/common/log.h"
+#include "fastpath/config/model_config.h"
 #include "fastpath/gpu/node_snapshot.h"
 #include "fastpath/onnxruntime/ort_backend.h"
 #include "fastpath/frontend/grpc_server.h"
@@ -114,6 +115,15 @@ void DefineServeOptions(CLI::App& app, ServeFlags& flags) {
         flags.server.repository.poll_interval = std::chrono::seconds(secs);
       },
       "poll mode: seconds between rescans");
+  AddValue(app, "--ort-thread-pool", "per-session|global",
+           "CPU models that set no thread count: intra-op pools of their own, or one "
+           "process-wide pool of the usable cores shared by all",
+           config::ThreadPoolModeName(flags.server.repository.thread_pool),
+           [&flags](const std::string& value) {
+             FASTPATH_ASSIGN_OR_RETURN(flags.server.repository.thread_pool,
+                                       config::ParseThreadPoolMode(value));
+             return Status::Ok();
+           });
   AddBool(app, "--strict-readiness", &flags.server.strict_readiness,
           "ready only when every model is READY");
   AddInt(app, "--http-threads", "N", &flags.http.threads, 1, 256,
@@ -377,7 +387,12 @@ int Serve(const std::vector<std::string>& args) {
   if (int code = AdmitNode(&flags); code != kExitOk) return code;
   if (int code = OpenGpuTelemetry(&flags); code != kExitOk) return code;
 
-  auto backend = onnxruntime::CreateOrtBackend();
+  onnxruntime::OrtBackendOptions ort;
+  if (flags.server.repository.thread_pool == config::ThreadPoolMode::kGlobal) {
+    ort.global_intra_op_threads =
+        static_cast<int>(std::max(1u, flags.server.repository.usable_cpu_cores));
+  }
+  auto backend = onnxruntime::CreateOrtBackend(ort);
   if (!backend.ok()) {
     log::Error("ONNX Runtime is unusable: " + backend.status().ToString());
     return kExitRuntime;

@@ -212,6 +212,23 @@ StatusOr<std::vector<int64_t>> ReshapeForClient(const inference::ModelConfig& co
                         output.reshape().shape(), output.dims(), model_shape);
 }
 
+const char* ThreadPoolModeName(ThreadPoolMode mode) {
+  return mode == ThreadPoolMode::kGlobal ? "global" : "per-session";
+}
+
+StatusOr<ThreadPoolMode> ParseThreadPoolMode(std::string_view text) {
+  if (text == "per-session") return ThreadPoolMode::kPerSession;
+  if (text == "global") return ThreadPoolMode::kGlobal;
+  return InvalidArgument("--ort-thread-pool must be per-session or global, not '" +
+                         std::string(text) + "'");
+}
+
+bool UsesGlobalThreadPool(const inference::ModelConfig& config, ThreadPoolMode mode) {
+  return mode == ThreadPoolMode::kGlobal &&
+         config.parameters().count(std::string(kIntraOpThreadCount)) == 0 &&
+         config.parameters().count(std::string(kInterOpThreadCount)) == 0;
+}
+
 std::optional<int> DefaultIntraOpThreads(const inference::ModelConfig& config,
                                          uint32_t usable_cpu_cores) {
   if (usable_cpu_cores == 0 || config.parameters().count(std::string(kIntraOpThreadCount)) > 0) {
@@ -229,10 +246,12 @@ std::optional<int> DefaultIntraOpThreads(const inference::ModelConfig& config,
 
 StatusOr<backend::InstanceOptions> InstanceOptionsFor(const inference::ModelConfig& config,
                                                       const inference::ModelInstanceGroup& group,
-                                                      int gpu_id, uint32_t usable_cpu_cores) {
+                                                      int gpu_id, uint32_t usable_cpu_cores,
+                                                      ThreadPoolMode thread_pool) {
   backend::InstanceOptions options;
   if (group.kind() == inference::ModelInstanceGroup::KIND_CPU) {
     options.intra_op_threads = DefaultIntraOpThreads(config, usable_cpu_cores).value_or(1);
+    options.global_thread_pool = UsesGlobalThreadPool(config, thread_pool);
   }
   switch (group.kind()) {
     case inference::ModelInstanceGroup::KIND_CPU:

@@ -182,8 +182,11 @@ EpDeviceReport DescribeEpDevice(const OrtEpDevice* raw) {
   return report;
 }
 
-OrtEnvironment::OrtEnvironment(Ort::Env env, std::filesystem::path library_dir)
-    : env_(std::move(env)), library_dir_(std::move(library_dir)) {}
+OrtEnvironment::OrtEnvironment(Ort::Env env, std::filesystem::path library_dir,
+                               int global_intra_op_threads)
+    : env_(std::move(env)),
+      library_dir_(std::move(library_dir)),
+      global_intra_op_threads_(global_intra_op_threads) {}
 
 StatusOr<std::shared_ptr<OrtEnvironment>> OrtEnvironment::Get(const OrtBackendOptions& options) {
   std::lock_guard<std::mutex> lock(g_environment_mu);
@@ -197,14 +200,42 @@ StatusOr<std::shared_ptr<OrtEnvironment>> OrtEnvironment::Get(const OrtBackendOp
           live->library_dir().string() + "'; a second backend cannot use '" +
           options.ep_library_dir.string() + "'");
     }
+    // Likewise one process-wide pool: ORT creates it with the environment.
+    if (options.global_intra_op_threads != 0 &&
+        options.global_intra_op_threads != live->global_intra_op_threads()) {
+      return FailedPrecondition("this process's ONNX Runtime environment already has " +
+                                (live->global_intra_op_threads() == 0
+                                     ? std::string("no process-wide intra-op pool")
+                                     : "a process-wide intra-op pool of " +
+                                           std::to_string(live->global_intra_op_threads()) +
+                                           " threads") +
+                                "; a second backend cannot have one of " +
+                                std::to_string(options.global_intra_op_threads));
+    }
     return live;
+  }
+  if (options.global_intra_op_threads < 0) {
+    return InvalidArgument("global_intra_op_threads must be 0 (none) or more, not " +
+                           std::to_string(options.global_intra_op_threads));
   }
   return CatchOrtExceptions(
       "creating the ONNX Runtime environment", [&]() -> StatusOr<std::shared_ptr<OrtEnvironment>> {
-        Ort::Env env(ToOrtLoggingLevel(options.log_severity), options.log_id.c_str(),
-                     LogThroughProcessLogger, nullptr);
-        std::shared_ptr<OrtEnvironment> created(
-            new OrtEnvironment(std::move(env), ChooseLibraryDir(options)));
+        const OrtLoggingLevel level = ToOrtLoggingLevel(options.log_severity);
+        Ort::Env env{nullptr};
+        if (options.global_intra_op_threads > 0) {
+          // Sessions that share it run sequentially (no inter-op parallelism), and its
+          // threads do not spin, for the reason ConfigureCpuThreads gives.
+          Ort::ThreadingOptions threading;
+          threading.SetGlobalIntraOpNumThreads(options.global_intra_op_threads)
+              .SetGlobalInterOpNumThreads(1)
+              .SetGlobalSpinControl(0);
+          env =
+              Ort::Env(threading, LogThroughProcessLogger, nullptr, level, options.log_id.c_str());
+        } else {
+          env = Ort::Env(level, options.log_id.c_str(), LogThroughProcessLogger, nullptr);
+        }
+        std::shared_ptr<OrtEnvironment> created(new OrtEnvironment(
+            std::move(env), ChooseLibraryDir(options), options.global_intra_op_threads));
         g_environment = created;
         return created;
       });

@@ -67,6 +67,10 @@ class OrtEnvironment {
 
   const std::filesystem::path& library_dir() const { return library_dir_; }
 
+  // The threads of the process-wide intra-op pool that sessions created with
+  // DisablePerSessionThreads share (OrtBackendOptions::global_intra_op_threads); 0: none.
+  int global_intra_op_threads() const { return global_intra_op_threads_; }
+
   // Opens `model_file` (OpenSession) with a CPU memory arena of its own that never holds
   // more than `limit_bytes`, growing by what is asked (kSameAsRequested) so that the limit
   // is what tensors need rather than the next power of two. ORT's CPU provider takes no
@@ -79,11 +83,12 @@ class OrtEnvironment {
       uint64_t limit_bytes);
 
  private:
-  OrtEnvironment(Ort::Env env, std::filesystem::path library_dir);
+  OrtEnvironment(Ort::Env env, std::filesystem::path library_dir, int global_intra_op_threads);
   EpLibraryState Register(backend::ExecutionProvider provider);
 
   Ort::Env env_;
   std::filesystem::path library_dir_;
+  int global_intra_op_threads_ = 0;
   std::mutex mu_;
   std::mutex arena_mu_;  // one capped session at a time (OpenSessionWithCpuArena)
   std::map<backend::ExecutionProvider, std::unique_ptr<EpLibraryState>> libraries_;  // by mu_

@@ -200,7 +200,8 @@ StatusOr<Ort::SessionOptions> MakeInstanceSessionOptions(const backend::Instance
     // Costs a list of node names per session, kept for the session's life; what it buys is
     // the placement audit that admission control rests on.
     so.AddConfigEntry(kOrtSessionOptionsRecordEpGraphAssignmentInfo, "1");
-    FASTPATH_RETURN_IF_ERROR(ConfigureCpuThreads(options, &so));
+    FASTPATH_RETURN_IF_ERROR(
+        ConfigureCpuThreads(options, env != nullptr ? env->global_intra_op_threads() : 0, &so));
     FASTPATH_RETURN_IF_ERROR(ApplyExecutionProviders(options, env, &so, degraded));
     return so;
   });
@@ -212,7 +213,7 @@ StatusOr<Ort::SessionOptions> MakeInspectSessionOptions(const std::string& log_i
     so.SetLogId(log_id.c_str());
     so.SetGraphOptimizationLevel(GraphOptimizationLevel::ORT_DISABLE_ALL);
     backend::InstanceOptions one_thread;  // CPU, one intra-op and one inter-op thread
-    FASTPATH_RETURN_IF_ERROR(ConfigureCpuThreads(one_thread, &so));
+    FASTPATH_RETURN_IF_ERROR(ConfigureCpuThreads(one_thread, /*global_intra_op_threads=*/0, &so));
     FASTPATH_RETURN_IF_ERROR(ApplyExecutionProviders(one_thread, nullptr, &so, nullptr));
     return so;
   });

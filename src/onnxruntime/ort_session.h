@@ -21,10 +21,10 @@ struct EpLibraryState;
 const EpDeviceEntry* FindEpDevice(const EpLibraryState& library, int device_id,
                                   std::string* ordinals);
 
-// Session options for one instance: explicit thread counts, spinning off, full graph
-// optimization, exactly the providers `options` names (ApplyExecutionProviders, which
-// may append to `degraded`), and the recording of where each node is placed
-// (AuditPlacement reads it).
+// Session options for one instance: explicit thread counts or the environment's
+// process-wide pool (ConfigureCpuThreads), spinning off, full graph optimization, exactly
+// the providers `options` names (ApplyExecutionProviders, which may append to `degraded`),
+// and the recording of where each node is placed (AuditPlacement reads it).
 [[nodiscard]] StatusOr<Ort::SessionOptions> MakeInstanceSessionOptions(
     const backend::InstanceOptions& options, OrtEnvironment* env, const std::string& log_id,
     std::string* degraded);

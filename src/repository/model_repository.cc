@@ -130,14 +130,21 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadVersion(
                 made.status().message());
     }
   }
-  // Threads: what the config says, else the usable cores shared by the CPU instances.
+  // Threads: what the config says, else the usable cores, shared by the CPU instances
+  // (--ort-thread-pool per-session) or by every session in one pool (global).
   if (const auto threads =
           config::DefaultIntraOpThreads(runtime->config, options_.usable_cpu_cores)) {
+    const bool global = config::UsesGlobalThreadPool(runtime->config, options_.thread_pool);
     log::Info("model '" + name + "' v" + std::to_string(version) + ": " +
-              std::to_string(*threads) + " intra-op thread" + (*threads == 1 ? "" : "s") +
-              " per CPU instance (" + std::to_string(options_.usable_cpu_cores) +
-              " usable cores from the affinity mask and the cgroup quota, shared by the "
-              "model's CPU instances); set parameters intra_op_thread_count to choose");
+              (global ? std::string("its CPU instances run on the process-wide intra-op thread "
+                                    "pool (--ort-thread-pool global; ")
+                      : std::to_string(*threads) + " intra-op thread" + (*threads == 1 ? "" : "s") +
+                            " per CPU instance (--ort-thread-pool per-session; ") +
+              std::to_string(options_.usable_cpu_cores) +
+              " usable cores from the affinity mask and the cgroup quota, shared by " +
+              (global ? "the sessions of every model that sets no thread count"
+                      : "the model's CPU instances") +
+              "); set parameters intra_op_thread_count to choose");
   }
   std::vector<std::unique_ptr<backend::ModelInstance>> instances;
   for (const auto& group : runtime->config.instance_group()) {
@@ -152,7 +159,8 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadVersion(
     for (int device : devices) {
       FASTPATH_ASSIGN_OR_RETURN(
           backend::InstanceOptions options,
-          config::InstanceOptionsFor(runtime->config, group, device, options_.usable_cpu_cores));
+          config::InstanceOptionsFor(runtime->config, group, device, options_.usable_cpu_cores,
+                                     options_.thread_pool));
       options.allow_cpu_fallback_for_gpu = options_.allow_cpu_fallback_for_gpu;
       options.engine_cache = options_.trt_engine_cache;
       options.engine_cache.model_name = name;

@@ -63,6 +63,10 @@ struct InstanceOptions {
   int device_id = 0;         // for GPU providers
   int intra_op_threads = 1;  // explicit: 0 would let the runtime pick, which we never do
   int inter_op_threads = 1;
+  // Run on the backend's process-wide intra-op pool (shared by every instance that sets
+  // this) instead of pools of its own; the two counts above are then unused. The backend
+  // refuses it when it was created without that pool.
+  bool global_thread_pool = false;
   // Per-provider options, passed to the runtime as given (config.pbtxt's execution
   // accelerator parameters). A provider without an entry gets the runtime's defaults.
   std::map<ExecutionProvider, std::map<std::string, std::string>> provider_options;

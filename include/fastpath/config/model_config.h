@@ -197,19 +197,33 @@ StatusOr<std::optional<uint64_t>> MemoryLimitFor(const inference::ModelConfig& c
 // anything else.
 StatusOr<std::optional<std::chrono::seconds>> CanaryIntervalFor(const inference::ModelConfig& config);
 
+// Where the CPU instances of a model that names neither thread count run their operators
+// (serve's --ort-thread-pool, issue 11 §1): kPerSession, pools of their own sized by
+// DefaultIntraOpThreads; kGlobal, the backend's one process-wide intra-op pool, sized to the
+// usable cores and shared by every such session. An explicit intra_op_thread_count or
+// inter_op_thread_count always gets pools of its own; GPU instances always do.
+enum class ThreadPoolMode { kPerSession, kGlobal };
+const char* ThreadPoolModeName(ThreadPoolMode mode);  // "per-session" | "global"
+StatusOr<ThreadPoolMode> ParseThreadPoolMode(std::string_view text);
+
+// Whether the CPU instances of `config` run on the process-wide pool under `mode`: kGlobal,
+// and the config sets neither thread count.
+bool UsesGlobalThreadPool(const inference::ModelConfig& config, ThreadPoolMode mode);
+
 // ORT session options for one instance of `group` (kind KIND_CPU -> {kCpu}; KIND_GPU ->
-// GpuExecutionProviders on device `gpu_id`), threads from the parameters "intra_op_thread_count" and
-// "inter_op_thread_count" (positive integers up to kMaxThreadCount, default 1 each: never
-// 0, which would let ORT pick), and the op types a GPU instance may run on the CPU from
+// GpuExecutionProviders on device `gpu_id`), threads from the parameters "intra_op_thread_count"
+// and "inter_op_thread_count" (positive integers up to kMaxThreadCount, default 1 each: never 0,
+// which would let ORT pick), and the op types a GPU instance may run on the CPU from
 // "fastpath.allow_cpu_ops". A bad value is InvalidArgument naming the key and value.
 // allow_cpu_fallback_for_gpu stays false: the caller sets it from the profile.
 // The instance's memory cap from MemoryLimitFor. Without "intra_op_thread_count", a
 // KIND_CPU instance takes usable_cpu_cores / DefaultThreadsShare(config) threads (at
 // least 1): the cores the process may use, shared by the model's CPU instances; 0 (not
-// known) keeps 1.
-StatusOr<backend::InstanceOptions> InstanceOptionsFor(const inference::ModelConfig& config,
-                                                      const inference::ModelInstanceGroup& group,
-                                                      int gpu_id, uint32_t usable_cpu_cores = 0);
+// known) keeps 1. With `thread_pool` kGlobal and no thread count in the config, a KIND_CPU
+// instance runs on the process-wide pool instead (InstanceOptions::global_thread_pool).
+StatusOr<backend::InstanceOptions> InstanceOptionsFor(
+    const inference::ModelConfig& config, const inference::ModelInstanceGroup& group, int gpu_id,
+    uint32_t usable_cpu_cores = 0, ThreadPoolMode thread_pool = ThreadPoolMode::kPerSession);
 
 // The intra-op threads a CPU instance of `config` gets by default from `usable_cpu_cores`
 // (see InstanceOptionsFor); nullopt when the config sets them, has no CPU instance, or the

@@ -34,6 +34,10 @@ struct OrtBackendOptions {
   // $FASTPATH_ORT_EP_LIBRARY_DIR when set, otherwise the folder libonnxruntime was loaded
   // from (where the GPU package puts them).
   std::filesystem::path ep_library_dir;
+  // The process-wide intra-op pool's threads (ORT's global thread pools, serve's
+  // --ort-thread-pool global), shared by the instances whose
+  // InstanceOptions::global_thread_pool is set; 0: no such pool, every session has its own.
+  int global_intra_op_threads = 0;
 };
 
 // The environment variable that overrides where the EP libraries are looked for.
@@ -82,8 +86,9 @@ OrtRuntimeReport ProbeOrtRuntime(const OrtBackendOptions& options = {});
 // Creates the backend and its Ort::Env. The backend owns the Env; every instance it
 // creates keeps the Env alive through a shared reference, so instances may outlive the
 // backend object. ORT keeps one environment per process underneath: a second backend
-// shares it, and the first backend's logging options and EP library folder win (asking
-// for a different ep_library_dir while the first lives is FailedPrecondition).
+// shares it, and the first backend's logging options, EP library folder and process-wide
+// pool win (asking for a different ep_library_dir or global_intra_op_threads while the
+// first lives is FailedPrecondition).
 //
 // Fails with FailedPrecondition when the loaded libonnxruntime is older than the headers
 // fastpath was built with, and with Internal when ORT cannot create its environment.

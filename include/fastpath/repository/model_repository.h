@@ -123,6 +123,10 @@ struct RepositoryOptions {
   // quota); 0: unknown. A model that does not set intra_op_thread_count shares them among
   // its CPU instances (at least one thread each); GPU instances keep one.
   uint32_t usable_cpu_cores = 0;
+  // Where the CPU instances of a model that sets no thread count run (serve's
+  // --ort-thread-pool, config::ThreadPoolMode): pools of their own, or the backend's
+  // process-wide pool, which the backend must then have been created with.
+  config::ThreadPoolMode thread_pool = config::ThreadPoolMode::kPerSession;
   // The small request an instance answers after it runs out of memory, before it serves
   // again (scheduler/recovering_instance.h), made once per loaded version from its
   // completed config. Unset, or an error (a shape nothing makes concrete): instances are

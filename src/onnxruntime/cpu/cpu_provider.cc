@@ -9,8 +9,18 @@
 
 namespace fastpath::onnxruntime {
 
-Status ConfigureCpuThreads(const backend::InstanceOptions& options,
+Status ConfigureCpuThreads(const backend::InstanceOptions& options, int global_intra_op_threads,
                            Ort::SessionOptions* session_options) {
+  if (options.global_thread_pool) {
+    if (global_intra_op_threads < 1) {
+      return FailedPrecondition(
+          "the instance asks for the process-wide intra-op thread pool, but this ONNX Runtime "
+          "environment was created without one (OrtBackendOptions::global_intra_op_threads)");
+    }
+    session_options->DisablePerSessionThreads();
+    session_options->SetExecutionMode(ExecutionMode::ORT_SEQUENTIAL);
+    return Status::Ok();
+  }
   // 0 would let ORT size the pools from the machine, which on a shared server
   // oversubscribes the cores; every instance says exactly what it gets.
   if (options.intra_op_threads < 1 || options.inter_op_threads < 1) {
