@@ -160,8 +160,9 @@ class HttpConnection {
       beast::error_code ec;
       asio::connect(socket_, endpoints_, ec);
       if (ec) {
+        std::string why = ec.message();  // before close() reuses ec
         socket_.close(ec);
-        return {false, "connect", "cannot connect to " + host_header_ + ": " + ec.message()};
+        return {false, "connect", "cannot connect to " + host_header_ + ": " + why};
       }
       socket_.set_option(tcp::no_delay(true), ec);
     }
