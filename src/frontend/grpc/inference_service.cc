@@ -189,10 +189,10 @@ GrpcInferenceServiceImpl::GrpcInferenceServiceImpl(server::InferenceServer& serv
                                                   [this](auto& call) { ModelInfer(call); });
   AddUnary<RepositoryModelLoadRequest, RepositoryModelLoadResponse>(
       &Service::RequestRepositoryModelLoad, 1, false,
-      [this](auto& call) { RepositoryModelLoad(call); });
+      [this](auto& call) { RepositoryControl(call, /*load=*/true); });
   AddUnary<RepositoryModelUnloadRequest, RepositoryModelUnloadResponse>(
       &Service::RequestRepositoryModelUnload, 1, false,
-      [this](auto& call) { RepositoryModelUnload(call); });
+      [this](auto& call) { RepositoryControl(call, /*load=*/false); });
 }
 
 void GrpcInferenceServiceImpl::RequestCalls(grpc_internal::Queues* queues) {
@@ -242,38 +242,29 @@ void GrpcInferenceServiceImpl::ModelInfer(
                      });
 }
 
-void GrpcInferenceServiceImpl::RepositoryModelLoad(
-    Call<inference::RepositoryModelLoadRequest, inference::RepositoryModelLoadResponse>& call) {
-  const auto& request = call.request();
+template <typename Request, typename Response>
+void GrpcInferenceServiceImpl::RepositoryControl(Call<Request, Response>& call, bool load) {
+  const Request& request = call.request();
   if (request.model_name().empty()) {
     call.Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "model_name is empty"));
     return;
   }
-  // What a load may ask is decided below both front ends.
-  if (Status s = protocol::CheckLoadParameters(RepositoryParameters(request.parameters()));
+  // What a load or unload may ask is decided below both front ends (tritonclient always
+  // sends unload_dependents, which an unload accepts).
+  const Parameters parameters = RepositoryParameters(request.parameters());
+  if (Status s = load ? protocol::CheckLoadParameters(parameters)
+                      : protocol::CheckUnloadParameters(parameters);
       !s.ok()) {
     call.Finish(ToGrpcStatus(s));
     return;
   }
-  server_.LoadModelAsync(request.model_name(), [&call](Status s) { call.Finish(ToGrpcStatus(s)); });
-}
-
-void GrpcInferenceServiceImpl::RepositoryModelUnload(
-    Call<inference::RepositoryModelUnloadRequest, inference::RepositoryModelUnloadResponse>& call) {
-  const auto& request = call.request();
-  if (request.model_name().empty()) {
-    call.Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "model_name is empty"));
-    return;
+  // The facade's control pool runs it, off this thread.
+  auto answer = [&call](Status s) { call.Finish(ToGrpcStatus(s)); };
+  if (load) {
+    server_.LoadModelAsync(request.model_name(), std::move(answer));
+  } else {
+    server_.UnloadModelAsync(request.model_name(), std::move(answer));
   }
-  // tritonclient always sends unload_dependents (accepted); the rest is decided below both
-  // front ends.
-  if (Status s = protocol::CheckUnloadParameters(RepositoryParameters(request.parameters()));
-      !s.ok()) {
-    call.Finish(ToGrpcStatus(s));
-    return;
-  }
-  server_.UnloadModelAsync(request.model_name(),
-                           [&call](Status s) { call.Finish(ToGrpcStatus(s)); });
 }
 
 }  // namespace fastpath::frontend

@@ -46,10 +46,9 @@ class GrpcInferenceServiceImpl final {
                 bool watch_cancel, Handle handle);
 
   void ModelInfer(Call<inference::ModelInferRequest, inference::ModelInferResponse>& call);
-  void RepositoryModelLoad(
-      Call<inference::RepositoryModelLoadRequest, inference::RepositoryModelLoadResponse>& call);
-  void RepositoryModelUnload(Call<inference::RepositoryModelUnloadRequest,
-                                  inference::RepositoryModelUnloadResponse>& call);
+  // RepositoryModelLoad (load) and RepositoryModelUnload.
+  template <typename Request, typename Response>
+  void RepositoryControl(Call<Request, Response>& call, bool load);
 
   server::InferenceServer& server_;
   const int64_t max_message_bytes_;
