@@ -18,6 +18,7 @@
 
 #include "fastpath/admission/memory_budget.h"
 #include "fastpath/common/log.h"
+#include "fastpath/common/thread_name.h"
 
 namespace fastpath::metrics {
 namespace {
@@ -554,7 +555,10 @@ StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const server::Infe
   if (ec) return Unavailable("cannot serve metrics on " + where + ": " + ec.message());
   impl->Accept();
   try {
-    impl->thread = std::thread([raw = impl.get()] { raw->io.run(); });
+    impl->thread = std::thread([raw = impl.get()] {
+      NameThisThread("fp-metrics");
+      raw->io.run();
+    });
   } catch (const std::exception& e) {
     return Unavailable(std::string("cannot start the metrics thread: ") + e.what());
   }

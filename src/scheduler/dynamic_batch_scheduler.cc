@@ -1,12 +1,13 @@
 #include "fastpath/scheduler/dynamic_batch_scheduler.h"
 
-#include "batch_tensors.h"
-#include "caller_run.h"
-#include "instance_health.h"
-
 #include <algorithm>
 #include <set>
 #include <utility>
+
+#include "batch_tensors.h"
+#include "caller_run.h"
+#include "fastpath/common/thread_name.h"
+#include "instance_health.h"
 
 namespace fastpath::scheduler {
 namespace {
@@ -123,9 +124,15 @@ DynamicBatchScheduler::DynamicBatchScheduler(
     workers_.push_back(std::move(worker));
   }
   for (auto& worker : workers_) {
-    worker->thread = std::thread([this, w = worker.get()] { WorkerLoop(w); });
+    worker->thread = std::thread([this, w = worker.get()] {
+      NameThisThread("fp-run/" + std::to_string(w->index));
+      WorkerLoop(w);
+    });
   }
-  timer_ = std::thread([this] { TimerLoop(); });
+  timer_ = std::thread([this] {
+    NameThisThread("fp-batch-timer");
+    TimerLoop();
+  });
 }
 
 DynamicBatchScheduler::~DynamicBatchScheduler() { Stop(); }

@@ -1,5 +1,9 @@
 #include "async_call.h"
 
+#include <string>
+
+#include "fastpath/common/thread_name.h"
+
 namespace fastpath::frontend::grpc_internal {
 
 Queues::Queues(grpc::ServerBuilder& builder, int count) {
@@ -8,7 +12,8 @@ Queues::Queues(grpc::ServerBuilder& builder, int count) {
 
 void Queues::Start() {
   for (auto& queue : queues_) {
-    threads_.emplace_back([cq = queue.get()] {
+    threads_.emplace_back([cq = queue.get(), i = threads_.size()] {
+      NameThisThread("fp-grpc/" + std::to_string(i));
       void* tag = nullptr;
       bool ok = false;
       while (cq->Next(&tag, &ok)) static_cast<Tag*>(tag)->Done(ok);

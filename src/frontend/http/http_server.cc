@@ -35,6 +35,7 @@
 #include <boost/beast/http.hpp>
 
 #include "endpoint_router.h"
+#include "fastpath/common/thread_name.h"
 #include "rollout_verdict.h"
 
 namespace fastpath::frontend {
@@ -431,7 +432,10 @@ class HttpServerImpl {
     const int n = std::max(core_->options.threads, 1);
     threads_.reserve(static_cast<size_t>(n));
     for (int i = 0; i < n; ++i) {
-      threads_.emplace_back([loop = iocs_[static_cast<size_t>(i)].get()] { loop->run(); });
+      threads_.emplace_back([loop = iocs_[static_cast<size_t>(i)].get(), i] {
+        NameThisThread("fp-http/" + std::to_string(i));
+        loop->run();
+      });
     }
     running_ = true;
   }
