@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -58,6 +59,14 @@ constexpr uint32_t kHeaderLimitBytes = 64 * 1024;
 // After the last response on a closing connection, how long to keep reading (and
 // discarding) so that the client receives the response rather than a reset.
 constexpr std::chrono::seconds kLingerTimeout{2};
+// Beast reads as much as the buffer has room for, but at least 512 bytes, and at most
+// 64 KiB, at a time. Left to grow on its own, the buffer stays at 512 bytes (the parser
+// consumes what each read brings), so a 12 KiB tensor took 26 reads, each with a
+// timer set and cancelled: most of the HTTP thread's time on the example CNN (callgrind,
+// issue 11). Room for a typical request's header and small body in one read, and for a
+// known body's next 64 KiB before it is read.
+constexpr size_t kReadBufferBytes = 8 * 1024;
+constexpr size_t kBodyReadBytes = 64 * 1024;
 
 class HttpSession;
 
@@ -130,7 +139,9 @@ struct ServerCore {
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
   HttpSession(Socket&& socket, std::shared_ptr<ServerCore> core, uint64_t id)
-      : stream_(std::move(socket)), core_(std::move(core)), id_(id) {}
+      : stream_(std::move(socket)), core_(std::move(core)), id_(id) {
+    buffer_.reserve(kReadBufferBytes);
+  }
 
   ~HttpSession() {
     if (request_active_) core_->EndRequest();
@@ -218,6 +229,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   }
 
   void ReadBody() {
+    const uint64_t body = parser_->content_length().value_or(kBodyReadBytes);
+    buffer_.reserve(buffer_.size() + std::min<uint64_t>(body, kBodyReadBytes));
     stream_.expires_after(core_->options.idle_timeout);
     bhttp::async_read(stream_, buffer_, *parser_,
                       beast::bind_front_handler(&HttpSession::OnBody, shared_from_this()));

@@ -492,6 +492,34 @@ TEST_F(HttpFrontendTest, PipelinedRequestsAreAnsweredInOrder) {
   EXPECT_STREQ(Json(c.Read().body)["name"].GetString(), "fastpath");
 }
 
+// Bodies larger than one read (the server reads a known body 64 KiB at a time), two of
+// them back to back in one write: each request gets its own bytes, in order.
+TEST_F(HttpFrontendTest, LargePipelinedBinaryBodiesKeepTheirBytes) {
+  TestClient c(server_->port());
+  std::string both;
+  std::vector<std::string> tensors;
+  for (int r = 0; r < 2; ++r) {
+    std::vector<float> values(50000);
+    for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) * (r + 1);
+    tensors.push_back(Bytes<float>(values));
+    const std::string json = R"({"inputs":[{"name":"a","datatype":"FP32","shape":[50000],)"
+                             R"("parameters":{"binary_data_size":200000}}],)"
+                             R"("parameters":{"binary_data_output":true}})";
+    const std::string body = json + tensors.back();
+    both += RawRequest("POST", "/v2/models/simple/infer",
+                       {{"Inference-Header-Content-Length", std::to_string(json.size())},
+                        {"Content-Length", std::to_string(body.size())}},
+                       body);
+  }
+  ASSERT_TRUE(c.Write(both));
+  for (int r = 0; r < 2; ++r) {
+    auto reply = c.Read();
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    const size_t header = std::stoul(*reply.Header("Inference-Header-Content-Length"));
+    EXPECT_EQ(reply.body.substr(header), tensors[r]) << "request " << r;
+  }
+}
+
 TEST_F(HttpFrontendTest, PostWithoutContentLengthHasAnEmptyBody) {
   TestClient c(server_->port());
   auto r = c.Raw(RawRequest("POST", "/v2/models/simple/infer", {}, ""));
