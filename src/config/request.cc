@@ -2,7 +2,6 @@
 // Everything here runs before a request's tensors are allocated or copied, so it only
 // reads shapes and sizes and never trusts a dim before bounding it.
 #include <algorithm>
-#include <set>
 #include <string>
 
 #include "fastpath/config/model_config.h"
@@ -63,24 +62,30 @@ std::string AlsoAccepted(const inference::ModelConfig& config, const inference::
          ", the shape it reshapes to)";
 }
 
-// True when `shape` has expected's rank and its fixed dims (-1 is any).
-bool Fits(const std::vector<int64_t>& shape, const std::vector<int64_t>& expected) {
-  if (shape.size() != expected.size()) return false;
-  for (size_t i = 0; i < expected.size(); ++i) {
-    if (expected[i] != -1 && shape[i] != expected[i]) return false;
+// True when `shape` is ProtocolShape(config, dims) but for its -1s (any): compared in
+// place, since every request of every model comes through here.
+bool Fits(const inference::ModelConfig& config, const std::vector<int64_t>& shape,
+          const google::protobuf::RepeatedField<int64_t>& dims) {
+  const size_t offset = config.max_batch_size() > 0 ? 1 : 0;
+  if (shape.size() != static_cast<size_t>(dims.size()) + offset) return false;
+  for (int i = 0; i < dims.size(); ++i) {
+    if (dims[i] != -1 && shape[offset + i] != dims[i]) return false;
   }
   return true;
 }
 
+std::string InputWhat(const std::string& name) { return "input '" + name + "'"; }
+
 // The request shape against the config's dims. A reshaped input may also come in the
 // shape the model takes: a scalar as [] (per batch item) as readily as Triton's [1].
 Status CheckInputShape(const inference::ModelConfig& config, const inference::ModelInput& input,
-                       const std::string& what, const std::vector<int64_t>& shape) {
-  const std::vector<int64_t> expected = ProtocolShape(config, input.dims());
-  if (Fits(shape, expected)) return Status::Ok();
-  if (input.has_reshape() && Fits(shape, ProtocolShape(config, input.reshape().shape()))) {
+                       const std::vector<int64_t>& shape) {
+  if (Fits(config, shape, input.dims())) return Status::Ok();
+  if (input.has_reshape() && Fits(config, shape, input.reshape().shape())) {
     return Status::Ok();  // ReshapeForModel leaves it as it is
   }
+  const std::string what = InputWhat(input.name());
+  const std::vector<int64_t> expected = ProtocolShape(config, input.dims());
   if (shape.size() != expected.size()) {
     return InvalidArgument(what + ": shape " + ShapeToString(shape) + " has rank " +
                            std::to_string(shape.size()) + " but the model expects rank " +
@@ -118,41 +123,43 @@ std::vector<int64_t> ProtocolShape(const inference::ModelConfig& config,
 Status ValidateInferInputs(const inference::ModelConfig& config, const std::vector<Tensor>& inputs,
                            int64_t max_elements) {
   const bool batched = config.max_batch_size() > 0;
-  std::set<std::string_view> seen;
   int64_t batch_size = -1;
   const Tensor* batch_source = nullptr;
-  for (const Tensor& tensor : inputs) {
-    const std::string what = "input '" + tensor.name + "'";
+  // The error messages' names are built only on error: this runs for every request.
+  for (auto it = inputs.begin(); it != inputs.end(); ++it) {
+    const Tensor& tensor = *it;
     const inference::ModelInput* input = FindInput(config, tensor.name);
     if (input == nullptr) {
       return InvalidArgument("unexpected input '" + tensor.name + "' for model '" +
                              config.name() + "' (its inputs: " + InputNames(config) + ")");
     }
-    if (!seen.insert(tensor.name).second) {
-      return InvalidArgument(what + " appears more than once in the request");
+    const auto same_name = [&](const Tensor& other) { return other.name == tensor.name; };
+    if (std::any_of(inputs.begin(), it, same_name)) {
+      return InvalidArgument(InputWhat(tensor.name) + " appears more than once in the request");
     }
+    const auto what = [&tensor] { return InputWhat(tensor.name); };
     const DataType want = FromConfigDataType(input->data_type());
     if (tensor.dtype != want) {
-      return InvalidArgument(what + ": datatype is " + std::string(DataTypeName(tensor.dtype)) +
+      return InvalidArgument(what() + ": datatype is " + std::string(DataTypeName(tensor.dtype)) +
                              " but the model expects " + std::string(DataTypeName(want)));
     }
     for (size_t i = 0; i < tensor.shape.size(); ++i) {
       if (tensor.shape[i] < 0) {
-        return InvalidArgument(what + ": shape " + ShapeToString(tensor.shape) +
+        return InvalidArgument(what() + ": shape " + ShapeToString(tensor.shape) +
                                " has negative dim " + std::to_string(tensor.shape[i]) +
                                " at index " + std::to_string(i));
       }
     }
-    FASTPATH_RETURN_IF_ERROR(CheckInputShape(config, *input, what, tensor.shape));
+    FASTPATH_RETURN_IF_ERROR(CheckInputShape(config, *input, tensor.shape));
     if (batched) {
       const int64_t batch = tensor.shape[0];
       if (batch < 1 || batch > config.max_batch_size()) {
-        return InvalidArgument(what + ": batch size " + std::to_string(batch) +
+        return InvalidArgument(what() + ": batch size " + std::to_string(batch) +
                                " (shape[0]) must be between 1 and max_batch_size " +
                                std::to_string(config.max_batch_size()));
       }
       if (batch_source != nullptr && batch != batch_size) {
-        return InvalidArgument(what + ": batch size " + std::to_string(batch) + " differs from " +
+        return InvalidArgument(what() + ": batch size " + std::to_string(batch) + " differs from " +
                                std::to_string(batch_size) + " of input '" + batch_source->name +
                                "'; all inputs of a request share one batch size");
       }
@@ -161,11 +168,12 @@ Status ValidateInferInputs(const inference::ModelConfig& config, const std::vect
     }
     // Bounded before ValidateTensorData multiplies anything out.
     auto count = ElementCount(tensor.shape, max_elements);
-    if (!count.ok()) return count.status().WithContext(what);
+    if (!count.ok()) return count.status().WithContext(what());
     FASTPATH_RETURN_IF_ERROR(ValidateTensorData(tensor));
   }
   for (const auto& input : config.input()) {
-    if (!input.optional() && !seen.contains(input.name())) {
+    const auto sent = [&](const Tensor& tensor) { return tensor.name == input.name(); };
+    if (!input.optional() && std::none_of(inputs.begin(), inputs.end(), sent)) {
       return InvalidArgument(
           "missing input '" + input.name() + "' (datatype " +
           std::string(DataTypeName(FromConfigDataType(input.data_type()))) + ", shape " +
@@ -177,13 +185,13 @@ Status ValidateInferInputs(const inference::ModelConfig& config, const std::vect
 
 Status ValidateRequestedOutputs(const inference::ModelConfig& config,
                                 const std::vector<std::string>& names) {
-  std::set<std::string_view> seen;
-  for (const std::string& name : names) {
+  for (auto it = names.begin(); it != names.end(); ++it) {
+    const std::string& name = *it;
     if (FindOutput(config, name) == nullptr) {
       return InvalidArgument("unexpected output '" + name + "' requested from model '" +
                              config.name() + "' (its outputs: " + OutputNames(config) + ")");
     }
-    if (!seen.insert(name).second) {
+    if (std::find(names.begin(), it, name) != it) {
       return InvalidArgument("output '" + name + "' is requested more than once");
     }
   }
@@ -195,11 +203,10 @@ StatusOr<std::vector<int64_t>> ReshapeForModel(const inference::ModelConfig& con
                                                const std::vector<int64_t>& shape) {
   if (!input.has_reshape()) return shape;
   // Sent in the model's own shape (ValidateInferInputs accepted it as such).
-  if (!Fits(shape, ProtocolShape(config, input.dims())) &&
-      Fits(shape, ProtocolShape(config, input.reshape().shape()))) {
+  if (!Fits(config, shape, input.dims()) && Fits(config, shape, input.reshape().shape())) {
     return shape;
   }
-  return MapDynamicDims("input '" + input.name() + "'", config.max_batch_size() > 0, input.dims(),
+  return MapDynamicDims(InputWhat(input.name()), config.max_batch_size() > 0, input.dims(),
                         input.reshape().shape(), shape);
 }
 
