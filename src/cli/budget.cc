@@ -18,6 +18,7 @@
 #include "fastpath/gpu/node_snapshot.h"
 #include "fastpath/onnxruntime/ort_backend.h"
 #include "fastpath/server/server_impl.h"
+#include "runtime_options.h"
 
 namespace fastpath::cli {
 namespace {
@@ -29,6 +30,7 @@ struct BudgetFlags {
   fs::path repository;
   std::vector<std::string> models;
   bool json = false;
+  config::ThreadPoolMode thread_pool = config::ThreadPoolMode::kPerSession;
   log::Options logging;
 };
 
@@ -47,6 +49,7 @@ void DefineBudgetOptions(CLI::App& app, BudgetFlags& flags) {
                      return Status::Ok();
                    });
   AddSwitch(app, "--json", &flags.json, "print JSON instead of a table");
+  AddThreadPoolOption(app, &flags.thread_pool);  // as serve: the pools are part of the host memory
   flags.logging.level = log::Level::kWarn;  // the table is the output; loads stay quiet
   AddLogOptions(app, &flags.logging);
 }
@@ -221,7 +224,9 @@ int Budget(const std::vector<std::string>& args) {
   options.measure_all_memory_budgets = true;
   SetEngineCacheFromSnapshot(snapshot, flags.repository, fs::path(), &options.repository);
   options.repository.usable_cpu_cores = gpu::UsableCores(snapshot.container);  // as serve
-  auto backend = onnxruntime::CreateOrtBackend();
+  options.repository.thread_pool = flags.thread_pool;
+  auto backend = onnxruntime::CreateOrtBackend(
+      OrtOptionsFor(flags.thread_pool, options.repository.usable_cpu_cores));
   if (!backend.ok()) {
     log::Error("ONNX Runtime is unusable: " + backend.status().ToString());
     return kExitRuntime;

@@ -23,6 +23,7 @@
 #include "fastpath/onnxruntime/ort_backend.h"
 #include "fastpath/server/server_impl.h"
 #include "preflight_checks.h"
+#include "runtime_options.h"
 
 namespace fastpath::cli {
 namespace {
@@ -47,6 +48,7 @@ struct PreflightFlags {
   std::string prometheus;
   bool json = false;
   bool strict = false;
+  config::ThreadPoolMode thread_pool = config::ThreadPoolMode::kPerSession;
   log::Options logging;
 };
 
@@ -71,6 +73,7 @@ void DefinePreflightOptions(CLI::App& app, PreflightFlags& flags) {
   AddSwitch(app, "--json", &flags.json, "print JSON instead of a table");
   AddSwitch(app, "--strict", &flags.strict,
             "a NOT CHECKED item fails the run too (for a CI gate that must prove every item)");
+  AddThreadPoolOption(app, &flags.thread_pool);  // as the servers run: it shapes the budget
   flags.logging.level = log::Level::kWarn;  // the checklist is the output; loads stay quiet
   AddLogOptions(app, &flags.logging);
 }
@@ -368,9 +371,12 @@ int Preflight(const std::vector<std::string>& args) {
     options.measure_all_memory_budgets = false;
     SetEngineCacheFromSnapshot(snapshot, flags.repository, fs::path(), &options.repository);
     options.repository.usable_cpu_cores = gpu::UsableCores(snapshot.container);
+    options.repository.thread_pool = flags.thread_pool;
     Status failure;
     std::unique_ptr<server::Server> server;
-    if (auto backend = onnxruntime::CreateOrtBackend(); !backend.ok()) {
+    if (auto backend = onnxruntime::CreateOrtBackend(
+            OrtOptionsFor(flags.thread_pool, options.repository.usable_cpu_cores));
+        !backend.ok()) {
       failure = backend.status().WithContext("ONNX Runtime is unusable");
     } else if (auto created = server::Server::Create(
                    options, std::shared_ptr<backend::Backend>(std::move(backend).value()));

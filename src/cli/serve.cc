@@ -16,16 +16,17 @@
 #include "fastpath/common/duration.h"
 #include "fastpath/common/log.h"
 #include "fastpath/config/model_config.h"
-#include "fastpath/gpu/node_snapshot.h"
-#include "fastpath/onnxruntime/ort_backend.h"
 #include "fastpath/frontend/grpc_server.h"
 #include "fastpath/frontend/http_server.h"
 #include "fastpath/gpu/capability_snapshot.h"
+#include "fastpath/gpu/node_snapshot.h"
 #include "fastpath/gpu/snapshot_json.h"
 #include "fastpath/gpu/telemetry.h"
 #include "fastpath/metrics/metrics.h"
+#include "fastpath/onnxruntime/ort_backend.h"
 #include "fastpath/server/server_impl.h"
 #include "gate_verdict.h"
+#include "runtime_options.h"
 
 namespace fastpath::cli {
 namespace {
@@ -115,15 +116,7 @@ void DefineServeOptions(CLI::App& app, ServeFlags& flags) {
         flags.server.repository.poll_interval = std::chrono::seconds(secs);
       },
       "poll mode: seconds between rescans");
-  AddValue(app, "--ort-thread-pool", "per-session|global",
-           "CPU models that set no thread count: intra-op pools of their own, or one "
-           "process-wide pool of the usable cores shared by all",
-           config::ThreadPoolModeName(flags.server.repository.thread_pool),
-           [&flags](const std::string& value) {
-             FASTPATH_ASSIGN_OR_RETURN(flags.server.repository.thread_pool,
-                                       config::ParseThreadPoolMode(value));
-             return Status::Ok();
-           });
+  AddThreadPoolOption(app, &flags.server.repository.thread_pool);
   AddBool(app, "--strict-readiness", &flags.server.strict_readiness,
           "ready only when every model is READY");
   AddInt(app, "--http-threads", "N", &flags.http.threads, 1, 256,
@@ -387,12 +380,8 @@ int Serve(const std::vector<std::string>& args) {
   if (int code = AdmitNode(&flags); code != kExitOk) return code;
   if (int code = OpenGpuTelemetry(&flags); code != kExitOk) return code;
 
-  onnxruntime::OrtBackendOptions ort;
-  if (flags.server.repository.thread_pool == config::ThreadPoolMode::kGlobal) {
-    ort.global_intra_op_threads =
-        static_cast<int>(std::max(1u, flags.server.repository.usable_cpu_cores));
-  }
-  auto backend = onnxruntime::CreateOrtBackend(ort);
+  auto backend = onnxruntime::CreateOrtBackend(
+      OrtOptionsFor(flags.server.repository.thread_pool, flags.server.repository.usable_cpu_cores));
   if (!backend.ok()) {
     log::Error("ONNX Runtime is unusable: " + backend.status().ToString());
     return kExitRuntime;

@@ -69,16 +69,28 @@ TEST_F(GlobalThreadPoolTest, ModelsWithoutAThreadCountShareTheProcessPool) {
   EXPECT_THAT(log, Not(HasSubstr("model 'own_threads' v1: "))) << log;
 }
 
+// budget and preflight load the models as serve runs them, so they take the same flag.
+TEST_F(GlobalThreadPoolTest, BudgetMeasuresTheModelsOnTheSamePool) {
+  const testing::CommandRun run =
+      testing::RunCommand({FASTPATH_BINARY, "budget", "--model-repository", repo().root().string(),
+                           "--ort-thread-pool", "global", "--json"});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("\"simple\"")) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("\"own_threads\"")) << run.out;
+}
+
 TEST(ThreadPoolFlagTest, AnythingButTheTwoModesIsAUsageError) {
-  for (const char* bad : {"both", "", "Global"}) {
-    const testing::CommandRun run = testing::RunCommand(
-        {FASTPATH_BINARY, "serve", "--model-repository", "/tmp", "--ort-thread-pool", bad});
-    EXPECT_EQ(run.exit_code, 2) << bad << ": " << run.err;
-    EXPECT_THAT(run.err, HasSubstr("--ort-thread-pool must be per-session or global, not '" +
-                                   std::string(bad) + "'"));
+  for (const char* command : {"serve", "budget", "preflight"}) {
+    for (const char* bad : {"both", "", "Global"}) {
+      const testing::CommandRun run = testing::RunCommand(
+          {FASTPATH_BINARY, command, "--model-repository", "/tmp", "--ort-thread-pool", bad});
+      EXPECT_EQ(run.exit_code, 2) << command << " " << bad << ": " << run.err;
+      EXPECT_THAT(run.err, HasSubstr("--ort-thread-pool must be per-session or global, not '" +
+                                     std::string(bad) + "'"));
+    }
+    const testing::CommandRun help = testing::RunCommand({FASTPATH_BINARY, command, "--help"});
+    EXPECT_THAT(help.out, HasSubstr("--ort-thread-pool per-session|global")) << command;
   }
-  const testing::CommandRun help = testing::RunCommand({FASTPATH_BINARY, "serve", "--help"});
-  EXPECT_THAT(help.out, HasSubstr("--ort-thread-pool per-session|global"));
 }
 
 }  // namespace
