@@ -199,7 +199,7 @@ OrtModelInstance::OrtModelInstance(std::shared_ptr<OrtEnvironment> env, Ort::Ses
       session_(std::move(session)),
       placement_(std::move(placement)),
       signature_(std::move(signature)),
-      model_path_(std::move(model_path)),
+      run_context_("running model '" + model_path + "'"),
       cpu_memory_(Ort::MemoryInfo::CreateCpu(OrtDeviceAllocator, OrtMemTypeDefault)),
       staging_memory_(staging_memory),
       staging_allocator_(staging_allocator) {
@@ -220,8 +220,7 @@ OrtModelInstance::~OrtModelInstance() {
 
 StatusOr<std::vector<Tensor>> OrtModelInstance::Run(const std::vector<Tensor>& inputs,
                                                     const std::vector<std::string>& output_names) {
-  return CatchOrtExceptions("running model '" + model_path_ + "'",
-                            [&] { return RunUnchecked(inputs, output_names); });
+  return CatchOrtExceptions(run_context_, [&] { return RunUnchecked(inputs, output_names); });
 }
 
 StatusOr<std::vector<Tensor>> OrtModelInstance::RunUnchecked(
@@ -282,7 +281,7 @@ StatusOr<std::vector<Tensor>> OrtModelInstance::RunUnchecked(
     } catch (const Ort::Exception& e) {
       // ORT validated something fastpath did not (a shape the graph cannot take, say) or a
       // kernel failed; its code tells which, and its message says what.
-      return StatusFromOrtException(e, "running model '" + model_path_ + "'");
+      return StatusFromOrtException(e, run_context_);
     }
   };
   Status status = run(Ort::RunOptions{nullptr});

@@ -95,7 +95,7 @@ class OrtModelInstance final : public backend::ModelInstance {
   // Names and types cached at load time; ORT would otherwise allocate them on every call.
   backend::ModelSignature signature_;
   std::vector<const char*> all_output_names_;  // point into signature_.outputs
-  std::string model_path_;                     // for messages
+  std::string run_context_;  // "running model 'PATH'", for messages; built once, not per run
   Ort::MemoryInfo cpu_memory_;
   Ort::AllocatorWithDefaultOptions allocator_;  // ORT's default CPU allocator; not owned
   // The staged path (InputStaging); both null on the direct path. Neither is owned: the
