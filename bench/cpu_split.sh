@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Where a server's cores go (issue 11): one `fastpath serve` on the example models, one
+# closed-loop run of `fastpath bench` against it, and the CPU each of the server's threads
+# used over the run (from /proc/PID/task/*/stat; fastpath names its threads: fp-http/N,
+# fp-grpc/N, fp-run/N for an instance's worker, fp-batch-timer, fp-metrics; ONNX Runtime's
+# pool threads carry the name of the thread that created them, `fastpath`), beside the load
+# generator's own CPU (/usr/bin/time) and the server's statistics per batch. Counts, not
+# timings: they say what a request costs each side on this machine, whatever its speed.
+#
+# Usage: bench/cpu_split.sh [http|grpc] [model] [concurrency] [seconds] [fastpath binary]
+#   e.g. bench/cpu_split.sh http cnn_classifier 32 8
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+TRANSPORT=${1:-http}
+MODEL=${2:-cnn_classifier}
+CONCURRENCY=${3:-32}
+SECONDS_RUN=${4:-8}
+FP=${5:-$ROOT/build/src/cli/fastpath}
+REPO=$ROOT/build/tests/integration/example_models
+[ -d "$REPO" ] || REPO=$ROOT/models/example
+WORK=$(mktemp -d)
+"$FP" serve --model-repository "$REPO" --host 127.0.0.1 --http-port 0 --grpc-port 0 \
+  --metrics-port 0 --port-file "$WORK/port" > "$WORK/serve.log" 2>&1 &
+SERVER=$!
+trap 'kill $SERVER 2> /dev/null || true; rm -rf "$WORK"' EXIT
+for _ in $(seq 300); do [ -s "$WORK/port" ] && break; sleep 0.1; done
+port() { grep -o "$1=[0-9]*" "$WORK/port" | cut -d= -f2; }
+URL=127.0.0.1:$(port "$TRANSPORT")
+bench() {  # measurement-ms [extra args]
+  "$FP" bench -m "$MODEL" -i "$TRANSPORT" -u "$URL" --concurrency "$CONCURRENCY" --warmup-ms 0 \
+    --measurement-interval-ms "$1" --max-trials 1 --seed 1 "${@:2}"
+}
+snapshot() {  # tid name utime stime (clock ticks)
+  for task in /proc/$SERVER/task/*; do
+    echo "${task##*/} $(tr ' ' _ < "$task/comm") $(cut -d' ' -f14,15 < "$task/stat")"
+  done
+}
+bench 1000 > /dev/null 2>&1  # warm-up
+snapshot > "$WORK/before"
+/usr/bin/time -f "%U %S" -o "$WORK/client" \
+  "$FP" bench -m "$MODEL" -i "$TRANSPORT" -u "$URL" --concurrency "$CONCURRENCY" --warmup-ms 0 \
+  --measurement-interval-ms "$((SECONDS_RUN * 1000))" --max-trials 1 --seed 1 \
+  --json "$WORK/run.json" > /dev/null 2>&1
+snapshot > "$WORK/after"
+python3 - "$WORK" "$SECONDS_RUN" "$(getconf CLK_TCK)" << 'PY'
+import json, sys
+work, seconds, tick = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+def load(name):
+    out = {}
+    for line in open(f"{work}/{name}"):
+        tid, comm, user, system = line.split()
+        out[tid] = (comm, int(user), int(system))
+    return out
+before, after = load("before"), load("after")
+point = json.load(open(f"{work}/run.json"))["runs"][0]["points"][-1]
+rate = point["throughput_ips"]
+reqs = point["throughput_rps"]
+print(f"{point['throughput_rps']:.0f} requests/s, {rate:.0f} infer/s over {seconds:.0f} s")
+print(f"{'thread':<18}{'cores':>7}{'user':>7}{'sys':>7}{'us CPU/request':>16}")
+total = 0.0
+for tid, (comm, user, system) in sorted(after.items()):
+    u0, s0 = before.get(tid, (comm, 0, 0))[1:]
+    u, s = (user - u0) / tick / seconds, (system - s0) / tick / seconds
+    total += u + s
+    if u + s >= 0.005:
+        print(f"{comm:<18}{u + s:7.3f}{u:7.3f}{s:7.3f}{(u + s) / reqs * 1e6:16.1f}")
+print(f"{'server, all':<18}{total:7.3f}{'':14}{total / reqs * 1e6:16.1f}")
+cu, cs = (float(x) for x in open(f"{work}/client").read().split()[-2:])
+client = (cu + cs) / seconds
+print(f"{'load generator':<18}{client:7.3f}{cu / seconds:7.3f}{cs / seconds:7.3f}{client / reqs * 1e6:16.1f}")
+PY

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Issue 11's efficiency at c=32 with the ceiling measured between the server points, not
+# minutes after them: this machine's speed drifts by up to a fifth within a run. Each round
+# measures the server over HTTP binary, then the model in-process (batch 16 and 32, at the
+# model's own thread setting and at 1 to the usable cores: the best of them), then the server
+# over gRPC, back to back, and prints each transport's efficiency for the round. One server,
+# the example models' configs.
+#
+# Usage: bench/efficiency_ab.sh [rounds] [model] [fastpath binary]
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROUNDS=${1:-3}
+MODEL=${2:-cnn_classifier}
+FP=${3:-$ROOT/build/src/cli/fastpath}
+REPO=$ROOT/build/tests/integration/example_models
+[ -d "$REPO" ] || REPO=$ROOT/models/example
+WORK=$(mktemp -d)
+"$FP" serve --model-repository "$REPO" --host 127.0.0.1 --http-port 0 --grpc-port 0 \
+  --metrics-port 0 --port-file "$WORK/port" > "$WORK/serve.log" 2>&1 &
+SERVER=$!
+trap 'kill $SERVER 2> /dev/null || true; rm -rf "$WORK"' EXIT
+for _ in $(seq 300); do [ -s "$WORK/port" ] && break; sleep 0.1; done
+port() { grep -o "$1=[0-9]*" "$WORK/port" | cut -d= -f2; }
+server() {  # transport
+  "$FP" bench -m "$MODEL" -i "$1" -u "127.0.0.1:$(port "$1")" --concurrency 32 --warmup-ms 1000 \
+    --measurement-interval-ms 3000 --max-trials 1 --seed 1 --json "$WORK/server.json" > /dev/null 2>&1
+  python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["runs"][0]["points"][-1]["throughput_ips"])' "$WORK/server.json"
+}
+in_process() {
+  "$FP" bench -m "$MODEL" --in-process --no-server --model-repository "$REPO" --batch-sizes 16,32 \
+    --warmup-ms 500 --measurement-interval-ms 3000 --max-trials 1 --seed 1 \
+    --json "$WORK/in_process.json" > /dev/null 2>&1
+  python3 -c 'import json,sys; print(max(p["throughput_ips"] for p in json.load(open(sys.argv[1]))["runs"][0]["in_process"]))' "$WORK/in_process.json"
+}
+for round in $(seq "$ROUNDS"); do
+  http=$(server http)
+  ceiling=$(in_process)
+  grpc=$(server grpc)
+  python3 -c 'import sys; r, h, c, g, load = sys.argv[1:]; h, c, g = float(h), float(c), float(g); print(f"round {r}: http {h:.0f}, in-process {c:.0f}, grpc {g:.0f} infer/s; efficiency http {h / c:.3f}, grpc {g / c:.3f}; load {load}")' \
+    "$round" "$http" "$ceiling" "$grpc" "$(cut -d' ' -f1 /proc/loadavg)"
+done
