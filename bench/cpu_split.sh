@@ -7,8 +7,8 @@
 # generator's own CPU (/usr/bin/time) and the server's statistics per batch. Counts, not
 # timings: they say what a request costs each side on this machine, whatever its speed.
 #
-# Usage: bench/cpu_split.sh [http|grpc] [model] [concurrency] [seconds] [fastpath binary]
-#   e.g. bench/cpu_split.sh http cnn_classifier 32 8
+# Usage: [ENCODING=json] bench/cpu_split.sh [http|grpc] [model] [concurrency] [seconds] [fastpath]
+#   e.g. bench/cpu_split.sh http cnn_classifier 32 8  (HTTP bodies: binary unless ENCODING=json)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TRANSPORT=${1:-http}
@@ -26,9 +26,11 @@ trap 'kill $SERVER 2> /dev/null || true; rm -rf "$WORK"' EXIT
 for _ in $(seq 300); do [ -s "$WORK/port" ] && break; sleep 0.1; done
 port() { grep -o "$1=[0-9]*" "$WORK/port" | cut -d= -f2; }
 URL=127.0.0.1:$(port "$TRANSPORT")
+ENCODING_ARGS=()
+[ "$TRANSPORT" = http ] && ENCODING_ARGS=(--encoding "${ENCODING:-binary}")
 bench() {  # measurement-ms [extra args]
-  "$FP" bench -m "$MODEL" -i "$TRANSPORT" -u "$URL" --concurrency "$CONCURRENCY" --warmup-ms 0 \
-    --measurement-interval-ms "$1" --max-trials 1 --seed 1 "${@:2}"
+  "$FP" bench -m "$MODEL" -i "$TRANSPORT" -u "$URL" "${ENCODING_ARGS[@]}" \
+    --concurrency "$CONCURRENCY" --warmup-ms 0 --measurement-interval-ms "$1" --max-trials 1 --seed 1
 }
 snapshot() {  # tid name utime stime (clock ticks)
   for task in /proc/$SERVER/task/*; do
@@ -38,8 +40,8 @@ snapshot() {  # tid name utime stime (clock ticks)
 bench 1000 > /dev/null 2>&1  # warm-up
 snapshot > "$WORK/before"
 /usr/bin/time -f "%U %S" -o "$WORK/client" \
-  "$FP" bench -m "$MODEL" -i "$TRANSPORT" -u "$URL" --concurrency "$CONCURRENCY" --warmup-ms 0 \
-  --measurement-interval-ms "$((SECONDS_RUN * 1000))" --max-trials 1 --seed 1 \
+  "$FP" bench -m "$MODEL" -i "$TRANSPORT" -u "$URL" "${ENCODING_ARGS[@]}" \
+  --concurrency "$CONCURRENCY" --warmup-ms 0 --measurement-interval-ms "$((SECONDS_RUN * 1000))" --max-trials 1 --seed 1 \
   --json "$WORK/run.json" > /dev/null 2>&1
 snapshot > "$WORK/after"
 python3 - "$WORK" "$SECONDS_RUN" "$(getconf CLK_TCK)" << 'PY'
