@@ -16,16 +16,12 @@ MODEL=${2:-cnn_classifier}
 CONCURRENCY=${3:-32}
 SECONDS_RUN=${4:-8}
 FP=${5:-$ROOT/build/src/cli/fastpath}
-REPO=$ROOT/build/tests/integration/example_models
-[ -d "$REPO" ] || REPO=$ROOT/models/example
 WORK=$(mktemp -d)
-"$FP" serve --model-repository "$REPO" --host 127.0.0.1 --http-port 0 --grpc-port 0 \
-  --metrics-port 0 --port-file "$WORK/port" > "$WORK/serve.log" 2>&1 &
-SERVER=$!
-trap 'kill $SERVER 2> /dev/null || true; rm -rf "$WORK"' EXIT
-for _ in $(seq 300); do [ -s "$WORK/port" ] && break; sleep 0.1; done
-port() { grep -o "$1=[0-9]*" "$WORK/port" | cut -d= -f2; }
-URL=127.0.0.1:$(port "$TRANSPORT")
+source "$ROOT/bench/lib.sh"
+trap 'stop_servers; rm -rf "$WORK"' EXIT
+start_server server "$FP"
+SERVER=${SERVERS[-1]}
+URL=127.0.0.1:$(server_port server "$TRANSPORT")
 ENCODING_ARGS=()
 [ "$TRANSPORT" = http ] && ENCODING_ARGS=(--encoding "${ENCODING:-binary}")
 bench() {  # measurement-ms [extra args]

@@ -12,22 +12,17 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 ROUNDS=${1:-3}
 MODEL=${2:-cnn_classifier}
 FP=${3:-$ROOT/build/src/cli/fastpath}
-REPO=$ROOT/build/tests/integration/example_models
-[ -d "$REPO" ] || REPO=$ROOT/models/example
 WORK=$(mktemp -d)
-"$FP" serve --model-repository "$REPO" --host 127.0.0.1 --http-port 0 --grpc-port 0 \
-  --metrics-port 0 --port-file "$WORK/port" > "$WORK/serve.log" 2>&1 &
-SERVER=$!
-trap 'kill $SERVER 2> /dev/null || true; rm -rf "$WORK"' EXIT
-for _ in $(seq 300); do [ -s "$WORK/port" ] && break; sleep 0.1; done
-port() { grep -o "$1=[0-9]*" "$WORK/port" | cut -d= -f2; }
+source "$ROOT/bench/lib.sh"
+trap 'stop_servers; rm -rf "$WORK"' EXIT
+start_server server "$FP"
 server() {  # transport
-  "$FP" bench -m "$MODEL" -i "$1" -u "127.0.0.1:$(port "$1")" --concurrency 32 --warmup-ms 1000 \
+  "$FP" bench -m "$MODEL" -i "$1" -u "127.0.0.1:$(server_port server "$1")" --concurrency 32 --warmup-ms 1000 \
     --measurement-interval-ms 3000 --max-trials 1 --seed 1 --json "$WORK/server.json" > /dev/null 2>&1
   python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["runs"][0]["points"][-1]["throughput_ips"])' "$WORK/server.json"
 }
 in_process() {
-  "$FP" bench -m "$MODEL" --in-process --no-server --model-repository "$REPO" --batch-sizes 16,32 \
+  "$FP" bench -m "$MODEL" --in-process --no-server --model-repository "$EXAMPLES" --batch-sizes 16,32 \
     --warmup-ms 500 --measurement-interval-ms 3000 --max-trials 1 --seed 1 \
     --json "$WORK/in_process.json" > /dev/null 2>&1
   python3 -c 'import json,sys; print(max(p["throughput_ips"] for p in json.load(open(sys.argv[1]))["runs"][0]["in_process"]))' "$WORK/in_process.json"

@@ -15,26 +15,14 @@ B=$2
 MODEL=${3:-mlp_classifier}
 ROUNDS=${4:-4}
 CONCURRENCY=${5:-1}
-REPO=$ROOT/build/tests/integration/example_models
-[ -d "$REPO" ] || REPO=$ROOT/models/example
 WORK=$(mktemp -d)
-pids=()
-trap 'kill "${pids[@]}" 2> /dev/null || true; rm -rf "$WORK"' EXIT
-
-start() {  # name binary
-  "$2" serve --model-repository "$REPO" --host 127.0.0.1 --http-port 0 --grpc-port 0 \
-    --metrics-port 0 --port-file "$WORK/$1.port" > "$WORK/$1.log" 2>&1 &
-  pids+=($!)
-}
-port() {  # name http|grpc
-  grep -o "$2=[0-9]*" "$WORK/$1.port" | cut -d= -f2
-}
-start a "$A"
-start b "$B"
-for _ in $(seq 300); do [ -s "$WORK/a.port" ] && [ -s "$WORK/b.port" ] && break; sleep 0.1; done
+source "$ROOT/bench/lib.sh"
+trap 'stop_servers; rm -rf "$WORK"' EXIT
+start_server a "$A"
+start_server b "$B"
 
 measure() {  # side binary transport
-  local url="127.0.0.1:$(port "$1" "$3")"
+  local url="127.0.0.1:$(server_port "$1" "$3")"
   "$2" bench -m "$MODEL" -i "$3" -u "$url" --concurrency "$CONCURRENCY" --warmup-ms 1000 \
     --measurement-interval-ms 2000 --max-trials 3 --seed 1 --json "$WORK/out.json" > /dev/null 2>&1
   python3 -c 'import json,sys; p=json.load(open(sys.argv[1]))["runs"][0]["points"][-1]; l=p["latency_us"]; print(l["p50"], l["p99"], p["errors"], p["throughput_ips"])' "$WORK/out.json"
@@ -71,8 +59,8 @@ done
 for side in a b; do
   bin=$A
   [ "$side" = b ] && bin=$B
-  "$bin" bench -m "$MODEL" -u "127.0.0.1:$(port "$side" http)" --concurrency 1 --in-process \
-    --model-repository "$REPO" --batch-sizes 1 --warmup-ms 1000 --measurement-interval-ms 2000 \
+  "$bin" bench -m "$MODEL" -u "127.0.0.1:$(server_port "$side" http)" --concurrency 1 --in-process \
+    --model-repository "$EXAMPLES" --batch-sizes 1 --warmup-ms 1000 --measurement-interval-ms 2000 \
     --max-trials 3 --seed 1 --json "$WORK/ip.json" > /dev/null 2>&1 || true
   python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["runs"][0]; print(sys.argv[2], "in-process p50 (batch 1, each thread setting):", [p["latency_us"]["p50"] for p in r["in_process"]], "us")' "$WORK/ip.json" "$side" || true
 done

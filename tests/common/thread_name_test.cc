@@ -5,6 +5,7 @@
 
 #include <array>
 #include <string>
+#include <string_view>
 #include <thread>
 
 namespace fastpath {
@@ -16,26 +17,25 @@ std::string NameOf(pthread_t thread) {
   return name.data();
 }
 
-TEST(ThreadNameTest, NamesTheCallingThreadOnly) {
-  const std::string before = NameOf(pthread_self());
+// The name a new thread reads back after naming itself `name`.
+std::string NamedOnANewThread(std::string_view name) {
   std::string inside;
   std::thread worker([&] {
-    NameThisThread("fp-http/0");
+    NameThisThread(name);
     inside = NameOf(pthread_self());
   });
   worker.join();
-  EXPECT_EQ(inside, "fp-http/0");
+  return inside;
+}
+
+TEST(ThreadNameTest, NamesTheCallingThreadOnly) {
+  const std::string before = NameOf(pthread_self());
+  EXPECT_EQ(NamedOnANewThread("fp-http/0"), "fp-http/0");
   EXPECT_EQ(NameOf(pthread_self()), before);
 }
 
 TEST(ThreadNameTest, CutsALongNameAtTheKernelsFifteenBytes) {
-  std::string inside;
-  std::thread worker([&] {
-    NameThisThread("fp-run/0123456789abcdef");
-    inside = NameOf(pthread_self());
-  });
-  worker.join();
-  EXPECT_EQ(inside, "fp-run/01234567");
+  EXPECT_EQ(NamedOnANewThread("fp-run/0123456789abcdef"), "fp-run/01234567");
 }
 
 }  // namespace
