@@ -64,7 +64,9 @@ constexpr std::chrono::seconds kLingerTimeout{2};
 // consumes what each read brings), so a 12 KiB tensor took 26 reads, each with a
 // timer set and cancelled: most of the HTTP thread's time on the example CNN (callgrind,
 // issue 11). Room for a typical request's header and small body in one read, and for a
-// known body's next 64 KiB before it is read.
+// known body's next 64 KiB before it is read; between requests an idle connection keeps
+// only the first (a large body's room is given back: thousands of keep-alive connections
+// must not hold 72 KiB each).
 constexpr size_t kReadBufferBytes = 8 * 1024;
 constexpr size_t kBodyReadBytes = 64 * 1024;
 
@@ -190,6 +192,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void ReadHeader() {
     idle_ = true;
     if (core_->draining) return Close();
+    if (buffer_.size() == 0 && buffer_.capacity() > kReadBufferBytes) {
+      buffer_ = beast::flat_buffer();
+      buffer_.reserve(kReadBufferBytes);
+    }
     parser_.emplace();
     parser_->header_limit(kHeaderLimitBytes);
     parser_->body_limit(core_->options.max_body_bytes);
