@@ -115,12 +115,14 @@ class HttpFrontendTest : public ::testing::Test {
     StartServer();
   }
 
-  void StartServer(size_t max_body = 1 << 20) {
+  void StartServer(size_t max_body = 1 << 20,
+                   std::chrono::seconds idle_timeout = std::chrono::seconds(300)) {
     HttpOptions options;
     options.address = "127.0.0.1";
     options.port = 0;
     options.threads = 2;
     options.max_body_bytes = max_body;
+    options.idle_timeout = idle_timeout;
     auto started = HttpServer::Start(fake_, options);
     ASSERT_TRUE(started.ok()) << started.status().ToString();
     server_ = std::move(*started);
@@ -809,6 +811,43 @@ TEST_F(HttpFrontendTest, StopAcceptingKeepsOpenConnectionsServed) {
   ASSERT_EQ(c.Get("/v2").status, 200);
   server_->StopAccepting();
   EXPECT_EQ(c.Get("/v2/health/live").status, 200);
+}
+
+// The idle timeout: a connection that sends nothing, or stops halfway through a header,
+// is closed; one that keeps sending requests, or waits for a reply that takes longer than
+// the timeout, is not. (The server checks each connection's deadline with one timer that
+// waits again when the deadline has moved on.)
+TEST_F(HttpFrontendTest, IdleTimeoutClosesSilentConnectionsOnly) {
+  server_.reset();
+  StartServer(1 << 20, std::chrono::seconds(1));
+  TestClient silent(server_->port());
+  TestClient halfway(server_->port());
+  ASSERT_TRUE(halfway.Write("GET /v2/health/live HTTP/1.1\r\nHost: t"));
+  TestClient busy(server_->port());
+  for (int i = 0; i < 12; ++i) {  // 2.4 s of requests 0.2 s apart, past the timer's first firing
+    ASSERT_EQ(busy.Get("/v2/health/live").status, 200) << "request " << i;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_TRUE(silent.ServerClosed());
+  EXPECT_TRUE(halfway.ServerClosed());
+
+  auto gate = std::make_shared<Gate>();
+  fake_.SetAsync(true);
+  fake_.SetHandler([gate](const InferRequest& r) {
+    gate->Wait();
+    return Echo(r);
+  });
+  ASSERT_TRUE(
+      busy.Write(RawRequest("POST", "/v2/models/simple/infer",
+                            {{"Content-Length", std::to_string(kBody42.size())}}, kBody42)));
+  gate->AwaitWaiters(1);
+  std::this_thread::sleep_for(
+      std::chrono::milliseconds(2500));  // the reply takes over two timeouts
+  gate->Open();
+  auto r = busy.Read();
+  EXPECT_EQ(r.status, 200) << r.error;
+  EXPECT_TRUE(r.keep_alive);
+  EXPECT_EQ(busy.Get("/v2/health/live").status, 200);
 }
 
 TEST(HttpServerStart, BindFailureIsAStatus) {
