@@ -248,6 +248,21 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     const uint64_t body = parser_->content_length().value_or(kBodyReadBytes);
     buffer_.reserve(buffer_.size() + std::min<uint64_t>(body, kBodyReadBytes));
     ExpireIn(core_->options.idle_timeout);
+    // A small request's body usually came in the header's read. Parsed here, it is
+    // handled at once; async_read would find it complete too, but answer through the
+    // loop's queue, a pass through epoll_wait later (issue 11).
+    beast::error_code ec;
+    parser_->eager(true);
+    while (!parser_->is_done() && buffer_.size() > 0) {
+      const size_t used = parser_->put(buffer_.data(), ec);
+      buffer_.consume(used);
+      if (ec == bhttp::error::need_more) {
+        ec = {};
+        break;
+      }
+      if (ec || used == 0) break;
+    }
+    if (ec || parser_->is_done()) return OnBody(ec, 0);
     bhttp::async_read(socket_, buffer_, *parser_,
                       beast::bind_front_handler(&HttpSession::OnBody, shared_from_this()));
   }
@@ -437,18 +452,29 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 };
 
 void ServerCore::Deliver(uint64_t id, http::HttpReply reply) {
-  std::lock_guard lock(mu);
-  if (!io_alive) return;
-  auto it = pending.find(id);
-  if (it == pending.end()) return;
-  std::shared_ptr<HttpSession> session = std::move(it->second);
-  pending.erase(it);
-  auto executor = session->executor();
-  // The posted handler holds the only reference, so the session is never destroyed here,
-  // under the lock.
-  net::post(executor, [session = std::move(session), reply = std::move(reply)]() mutable {
-    session->OnReply(std::move(reply));
-  });
+  std::shared_ptr<HttpSession> session;
+  {
+    std::lock_guard lock(mu);
+    if (!io_alive) return;
+    auto it = pending.find(id);
+    if (it == pending.end()) return;
+    session = std::move(it->second);
+    pending.erase(it);
+    auto executor = session->executor();
+    if (!executor.running_in_this_thread()) {
+      // The posted handler holds the only reference, so the session is never destroyed
+      // here, under the lock.
+      net::post(executor, [session = std::move(session), reply = std::move(reply)]() mutable {
+        session->OnReply(std::move(reply));
+      });
+      return;
+    }
+  }
+  // Answered on the session's own event loop, from within its OnBody: every endpoint but
+  // inference, and a model run on this thread. The reply is written now rather than
+  // posted, which would cost the loop a pass through epoll_wait before it (issue 11).
+  // That loop is running, so it cannot be destroyed meanwhile.
+  session->OnReply(std::move(reply));
 }
 
 }  // namespace

@@ -568,6 +568,29 @@ TEST_F(HttpFrontendTest, ChunkedRequestBody) {
   EXPECT_EQ(Json(r.body)["outputs"][0]["data"][0].GetInt(), 9);
 }
 
+const std::string kBody42 = R"({"inputs":[{"name":"x","datatype":"INT32","shape":[1],"data":[42]}]})";
+
+// A body that came with its header is parsed at once; the rest of one that did not is
+// read from the socket. Either way a malformed body is a 400 and the server goes on.
+TEST_F(HttpFrontendTest, BodyWithItsHeaderOrAfterIt) {
+  const std::string head =
+      RawRequest("POST", "/v2/models/simple/infer", {{"Content-Length", std::to_string(kBody42.size())}}, "");
+  TestClient split(server_->port());
+  ASSERT_TRUE(split.Write(head + kBody42.substr(0, 20)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(split.Write(kBody42.substr(20)));
+  auto r = split.Read();
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json(r.body)["outputs"][0]["data"][0].GetInt(), 42);
+
+  TestClient bad_chunk(server_->port());
+  auto bad = bad_chunk.Raw(RawRequest("POST", "/v2/models/simple/infer", {{"Transfer-Encoding", "chunked"}},
+                                      "zz\r\nabc\r\n0\r\n\r\n"));
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_THAT(ErrorOf(bad), HasSubstr("malformed HTTP request"));
+  ExpectStillServing();
+}
+
 std::string Compress(const std::string& in, bool gzip) {
   z_stream zs{};
   deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, gzip ? 15 + 16 : 15, 8, Z_DEFAULT_STRATEGY);
@@ -724,8 +747,6 @@ TEST_F(HttpFrontendTest, ManyConcurrentConnections) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(ok.load(), kClients * kRequests);
 }
-
-const std::string kBody42 = R"({"inputs":[{"name":"x","datatype":"INT32","shape":[1],"data":[42]}]})";
 
 // A handler that holds every request until released.
 class Gate {
