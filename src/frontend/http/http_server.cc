@@ -149,6 +149,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
         core_(std::move(core)),
         id_(id) {
     buffer_.reserve(kReadBufferBytes);
+    beast::error_code ec;
+    socket_.non_blocking(true, ec);
+    write_at_once_ = !ec;  // a blocking write here would wait for the client
   }
 
   ~HttpSession() {
@@ -346,12 +349,23 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
   void Write(std::shared_ptr<bhttp::response<bhttp::string_body>> res, bool keep_alive) {
     ExpireIn(core_->options.idle_timeout);  // a client that never reads
-    bhttp::async_write(socket_, *res,
-                       [self = shared_from_this(), res, keep_alive](beast::error_code ec, size_t) {
-                         self->EndRequest();
-                         if (ec || !keep_alive) return self->Close();
-                         self->ReadHeader();
-                       });
+    // Most replies fit in the socket's send buffer: written here (the socket does not
+    // block), the loop goes straight back to reading. async_write would send at once
+    // too, but answer through the loop's queue, a pass through epoll_wait later
+    // (issue 11). What does not fit is left to async_write, from where this stopped.
+    auto sr = std::make_shared<bhttp::response_serializer<bhttp::string_body>>(*res);
+    beast::error_code ec;
+    while (write_at_once_ && !ec && !sr->is_done()) bhttp::write_some(socket_, *sr, ec);
+    if (write_at_once_ && ec != net::error::would_block) return OnWritten(ec, keep_alive);
+    bhttp::async_write(socket_, *sr,
+                       [self = shared_from_this(), res, sr, keep_alive](
+                           beast::error_code ec, size_t) { self->OnWritten(ec, keep_alive); });
+  }
+
+  void OnWritten(beast::error_code ec, bool keep_alive) {
+    EndRequest();
+    if (ec || !keep_alive) return Close();
+    ReadHeader();
   }
 
   void BeginRequest() {
@@ -439,6 +453,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   bool closed_ = false;
   unsigned version_ = 11;
   bool keep_alive_ = true;
+  bool write_at_once_ = false;  // the socket does not block: Write tries before async_write
   std::array<char, 4096> discard_{};
   // The request in flight: whether its client has gone (the request carries this flag
   // to the facade) and whether the facade has answered (set on the facade's thread).

@@ -522,6 +522,32 @@ TEST_F(HttpFrontendTest, LargePipelinedBinaryBodiesKeepTheirBytes) {
   }
 }
 
+// A reply is written at once as far as the socket takes it; the rest of one larger than
+// the socket's buffers, with a client slow to read, follows when the client reads.
+TEST_F(HttpFrontendTest, ReplyLargerThanTheSocketBuffersArrivesWhole) {
+  server_.reset();
+  StartServer(/*max_body=*/size_t{32} << 20);
+  constexpr size_t kCount = size_t{2} << 20;  // 8 MiB of FP32
+  std::vector<float> values(kCount);
+  for (size_t i = 0; i < kCount; ++i) values[i] = static_cast<float>(i % 1000003);
+  const std::string tensor = Bytes<float>(values);
+  const std::string json = R"({"inputs":[{"name":"a","datatype":"FP32","shape":[)" +
+                           std::to_string(kCount) + R"(],"parameters":{"binary_data_size":)" +
+                           std::to_string(tensor.size()) +
+                           R"(}}],"parameters":{"binary_data_output":true}})";
+  TestClient c(server_->port());
+  ASSERT_TRUE(c.Write(RawRequest("POST", "/v2/models/simple/infer",
+                                 {{"Inference-Header-Content-Length", std::to_string(json.size())},
+                                  {"Content-Length", std::to_string(json.size() + tensor.size())}},
+                                 json + tensor)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the server's send buffer fills
+  auto reply = c.Read();
+  ASSERT_EQ(reply.status, 200) << reply.body.substr(0, 200);
+  const size_t header = std::stoul(*reply.Header("Inference-Header-Content-Length"));
+  EXPECT_TRUE(reply.body.substr(header) == tensor);
+  EXPECT_EQ(c.Get("/v2/health/live").status, 200);  // and the connection goes on
+}
+
 TEST_F(HttpFrontendTest, PostWithoutContentLengthHasAnEmptyBody) {
   TestClient c(server_->port());
   auto r = c.Raw(RawRequest("POST", "/v2/models/simple/infer", {}, ""));
