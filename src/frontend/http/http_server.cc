@@ -5,8 +5,9 @@
 // Ownership across threads: the facade answers inference on its own threads, possibly
 // after this server has stopped. So a reply never travels with a pointer to a session:
 // it carries the session's id to ServerCore::Deliver, which looks the session up under
-// the core's lock and posts the reply to its loop only while the event loop exists.
-// While a request waits for its reply the core's `pending` map owns the session.
+// the core's lock and posts the reply to its loop only while the event loop exists (a
+// reply made on that loop's own thread is written at once). While a request waits for its
+// reply the core's `pending` map owns the session.
 #include "fastpath/frontend/http_server.h"
 
 #include <sys/socket.h>
