@@ -49,12 +49,22 @@
 #      out) gets HTTP 503 with Retry-After (it ran out on the GPU) or 413 (refused before it
 #      ran) and an error starting "out of memory"; a small request before and after it
 #      answers 200, and /v2/health/ready is still 200.
+#  11. GPU telemetry over NVML, live while serving, on check 8's server: GET
+#      /v2/health/admission's gpu_telemetry has an NVML source and samples a GPU that is the
+#      one doctor named (same index, memory total within 5%, and nvidia-smi's name for its
+#      UUID where nvidia-smi is on PATH), sampled again 2 s later and not quarantined; GET
+#      /metrics on the metrics port has fastpath_gpu_* samples for it with memory used > 0
+#      (the figures: utilization, memory, temperature, power, SM clock, clock-event reasons,
+#      ECC, XIDs); and `fastpath doctor --record-gpu-trace --seconds 10 --interval-ms 250`,
+#      run beside check 8's sweep, records at least 2 samples of it with utilization > 0.
+#      When telemetry is off, the line gives serve's reason ("GPU telemetry off: ...").
 #
 # Outputs (at most 8 files in the report folder): report.md, doctor.json (doctor --json),
-# admission.json (ResNet-50's server after the load), stats.json (its statistics),
-# bench.json and bench.csv (server sweep, then the in-process run appended), serve.log
-# (every server's log, one after another), responses.jsonl (the HTTP answers of checks 5-7
-# and 10).
+# admission.json (ResNet-50's server after the load, with its gpu_telemetry), stats.json
+# (its statistics), bench.json and bench.csv (server sweep, then the in-process run
+# appended), serve.log (every server's log, one after another), responses.jsonl (the HTTP
+# answers of checks 5-7 and 10). Check 11's trace stays in the work folder (kept with
+# FASTPATH_GPU_CHECK_KEEP=1); its figures are in report.md.
 #
 # Exit status: 0 when every check passed (SKIP counts as passed); 1 when one failed; doctor's
 # exit code (10-17) when the GPU fast path is not usable at all (check 1); 1 when no
@@ -107,7 +117,7 @@ models="$work/models"
 names=("" "doctor --require-gpu" "KIND_GPU admission (production)"
        "no visible device refused (CUDA_VISIBLE_DEVICES=)" "IO binding staged path"
        "BYTES output on a GPU instance" "gpu_mem_limit" "FP16 accuracy guard"
-       "ResNet-50 bench" "TensorRT" "forced out of memory on the GPU")
+       "ResNet-50 bench" "TensorRT" "forced out of memory on the GPU" "GPU telemetry over NVML")
 results=()
 header=()
 fail_fast=""
@@ -145,7 +155,7 @@ write_report() {
       echo
       echo "$fail_fast"
     else
-      for n in 1 2 3 4 5 6 7 8 9 10; do
+      for n in 1 2 3 4 5 6 7 8 9 10 11; do
         line="${results[$n]:-FAIL ${names[$n]}: not run ($not_run_reason)}"
         echo "- $line"
         [[ "$line" == PASS* || "$line" == SKIP* ]] || passed=0
@@ -191,6 +201,7 @@ finish() {
   set +e
   stop_server
   if [[ -n "${resnet_pid:-}" ]]; then kill "$resnet_pid" 2>/dev/null; fi  # still generating
+  if [[ -n "${trace_pid:-}" ]]; then kill "$trace_pid" 2>/dev/null; fi  # still recording
   if ((rc != 0 && rc != 130)) && [[ -z "$fail_fast" ]]; then
     not_run_reason="gpu-check.sh stopped early, exit $rc; see its stderr"
   fi
@@ -899,6 +910,165 @@ def cmd_bench(bench_path, bench_rc, bench_log, inproc_rc, inproc_log, min_gain, 
     verdict(ok, name, "; ".join(parts))
 
 
+def prometheus_samples(text):
+    """[(name, {label: value}, value)] of a /metrics page."""
+    out = []
+    for line in text.splitlines():
+        m = re.match(r"^([a-zA-Z_:][\w:]*)(?:\{(.*)\})?\s+(\S+)", line)
+        if not m or line.startswith("#"):
+            continue
+        labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(2) or ""))
+        try:
+            out.append((m.group(1), labels, float(m.group(3))))
+        except ValueError:
+            pass
+    return out
+
+
+def cmd_telemetry(url, metrics_url, doctor_path, serve_log, smi_path, trace_path, trace_rc,
+                  trace_log):
+    """11: the server's GPU telemetry over NVML (/v2/health/admission's gpu_telemetry and the
+    fastpath_gpu_* series of /metrics) is live for the GPU doctor named, and
+    doctor --record-gpu-trace records it."""
+    name = "GPU telemetry over NVML"
+    status, text = http("GET", f"{url}/v2/health/admission")
+    try:
+        telemetry = json.loads(text).get("gpu_telemetry")
+    except (ValueError, AttributeError):
+        return verdict(False, name, f"/v2/health/admission: HTTP {status} {short(text, 200)}")
+    if not telemetry:
+        off = ""
+        try:
+            off = next((l.split("GPU telemetry off: ", 1)[1].strip()
+                        for l in open(serve_log, encoding="utf-8", errors="replace")
+                        if "GPU telemetry off: " in l), "")
+        except OSError:
+            pass
+        return verdict(False, name, "not live: /v2/health/admission's gpu_telemetry is null; "
+                       + (f"serve's log: GPU telemetry off: {off}" if off
+                          else "serve's log gives no reason"))
+    source = telemetry.get("source") or ""
+    gpus = telemetry.get("gpus") or []
+    problems = []
+    if not source.startswith("NVML"):
+        problems.append(f"the source is {source!r}, not NVML")
+    # The GPU doctor named: its index, name and total memory (doctor has no UUID, nvidia-smi
+    # links one to a name).
+    d = load(doctor_path)
+    named = {dev.get("ordinal"): dev for dev in (d.get("driver") or {}).get("devices") or []}
+    smi = {}
+    try:
+        for row in open(smi_path, encoding="utf-8", errors="replace"):
+            cells = [c.strip() for c in row.split(",")]
+            if len(cells) >= 3 and cells[1].startswith(("GPU-", "MIG-")):
+                smi[cells[1]] = cells[2]
+    except OSError:
+        pass
+    g, doc_dev, match = None, None, "no sampled GPU is one doctor named"
+    for cand in gpus:
+        dev = named.get(cand.get("gpu"))
+        if dev is None:
+            continue
+        total, cuda_total = cand.get("memory_total_bytes"), dev.get("total_memory_bytes")
+        if total and cuda_total and abs(total - cuda_total) > 0.05 * cuda_total:
+            match = (f"GPU {cand.get('gpu')}'s memory total {total / 2**30:.1f} GiB is not "
+                     f"doctor's {dev.get('name')}'s {cuda_total / 2**30:.1f} GiB")
+            continue
+        if smi and smi.get(cand.get("uuid")) != dev.get("name"):
+            match = (f"nvidia-smi names GPU {cand.get('gpu')}'s UUID {cand.get('uuid')} "
+                     f"{smi.get(cand.get('uuid'), 'nowhere')}, doctor {dev.get('name')}")
+            continue
+        g, doc_dev = cand, dev
+        break
+    if g is None:
+        return verdict(False, name, f"{source}; {len(gpus)} GPU(s) sampled "
+                       f"{[(x.get('gpu'), x.get('uuid')) for x in gpus]}: {match}")
+    index, uuid = g.get("gpu"), g.get("uuid") or ""
+    parts = [f"{source}: GPU {index} {uuid} is doctor's GPU {index} {doc_dev.get('name')} "
+             f"(index, memory total{', UUID by nvidia-smi' if smi else '; no nvidia-smi for the UUID'})"]
+    # Live: the GPU watch samples it again (every 1000 ms unless --gpu-sample-interval-ms).
+    time.sleep(2.2)
+    _, text2 = http("GET", f"{url}/v2/health/admission")
+    try:
+        again = next((x for x in (json.loads(text2).get("gpu_telemetry") or {}).get("gpus") or []
+                      if x.get("gpu") == index), {})
+    except (ValueError, AttributeError):
+        again = {}
+    t1, t2 = g.get("sampled_at_ms"), again.get("sampled_at_ms")
+    if not (isinstance(t1, int) and isinstance(t2, int) and t2 > t1):
+        problems.append(f"not sampled again in 2.2 s (sampled_at_ms {t1} then {t2})")
+    parts.append(f"sampled at {t1} then {t2} ms")
+    if g.get("quarantined") or again.get("quarantined"):
+        problems.append(f"quarantined: {g.get('quarantined') or again.get('quarantined')}")
+
+    # /metrics: the fastpath_gpu_* series of that GPU.
+    m_status, m_text = http("GET", metrics_url, timeout=30)
+    mine = [(n, l, v) for n, l, v in prometheus_samples(m_text) if n.startswith("fastpath_gpu_")
+            and l.get("gpu") == str(index) and l.get("uuid") == uuid]
+    one = {n: v for n, l, v in mine if "reason" not in l and "policy" not in l and "xid" not in l}
+
+    def fig(metric, scale=1, digits=0):
+        return f"{one[metric] / scale:.{digits}f}" if metric in one else "n/a"
+
+    if m_status != 200:
+        problems.append(f"GET /metrics: HTTP {m_status} {short(m_text, 200)}")
+    elif not mine:
+        problems.append(f"/metrics has no fastpath_gpu_* sample labelled gpu=\"{index}\" uuid=\"{uuid}\"")
+    else:
+        used = one.get("fastpath_gpu_memory_used_bytes", 0)
+        if used <= 0:
+            problems.append("fastpath_gpu_memory_used_bytes is not > 0 with ResNet-50 loaded")
+        active = [l["reason"] for n, l, v in mine if n == "fastpath_gpu_clocks_event_active" and v]
+        throttled = {l["reason"]: round(v, 1) for n, l, v in mine
+                     if n == "fastpath_gpu_throttle_seconds_total"}
+        xids = {l["xid"]: int(v) for n, l, v in mine if n == "fastpath_gpu_xid_total"}
+        if one.get("fastpath_gpu_quarantined"):
+            problems.append("fastpath_gpu_quarantined is 1")
+        parts.append(
+            f"/metrics: {len(mine)} fastpath_gpu_* samples for it: utilization "
+            f"{fig('fastpath_gpu_utilization_ratio', 1, 2)}, memory used "
+            f"{fig('fastpath_gpu_memory_used_bytes', 2**30, 2)} of "
+            f"{fig('fastpath_gpu_memory_total_bytes', 2**30, 1)} GiB, "
+            f"{fig('fastpath_gpu_temperature_celsius')} C, power "
+            f"{fig('fastpath_gpu_power_watts')} of {fig('fastpath_gpu_power_limit_watts')} W, "
+            f"SM clock {fig('fastpath_gpu_sm_clock_mhz')} MHz, clock-event reasons "
+            f"{', '.join(active) or 'none'} (throttled s {throttled or 'none'}), ECC uncorrected "
+            f"{fig('fastpath_gpu_ecc_uncorrected_total')}, remapped rows "
+            f"{fig('fastpath_gpu_remapped_rows_uncorrectable')}, XIDs {xids or 'none'}")
+
+    # The trace doctor --record-gpu-trace wrote while the sweep of 8 ran ("" when it did not).
+    samples = []
+    try:
+        for line in open(trace_path, encoding="utf-8"):
+            s = json.loads(line)
+            if s.get("gpu", 0) == index:
+                samples.append(s)
+    except (OSError, ValueError, AttributeError):
+        pass
+    times = sorted({s.get("t_ms", 0) for s in samples})
+    utils = [s["utilization_ratio"] for s in samples
+             if isinstance(s.get("utilization_ratio"), (int, float))]
+    powers = [s["power_w"] for s in samples if isinstance(s.get("power_w"), (int, float))]
+    other = sorted({s["uuid"] for s in samples if s.get("uuid") and s["uuid"] != uuid})
+    if trace_rc == "":
+        problems.append("doctor --record-gpu-trace did not run (no time left for the sweep)")
+    elif len(times) < 2:
+        problems.append(f"doctor --record-gpu-trace exit {trace_rc}, {len(times)} sample(s) of "
+                        f"GPU {index}: {tail_of(trace_log)}")
+    else:
+        parts.append(f"doctor --record-gpu-trace during the sweep (exit {trace_rc}): "
+                     f"{len(times)} samples over "
+                     f"{(times[-1] - times[0]) / 1000:.1f} s, utilization max "
+                     f"{max(utils) if utils else 'n/a'} mean "
+                     f"{sum(utils) / len(utils) if utils else float('nan'):.2f}, power max "
+                     f"{max(powers) if powers else float('nan'):.0f} W")
+        if other:
+            problems.append(f"the trace's GPU {index} is {other}, not {uuid}")
+        if not (utils and max(utils) > 0):
+            problems.append("the trace shows no GPU utilization while the sweep ran")
+    verdict(not problems, name, "; ".join(parts) + ("" if not problems else "; " + "; ".join(problems)))
+
+
 if __name__ == "__main__":
     command, args = sys.argv[1].replace("-", "_"), sys.argv[2:]
     globals()["cmd_" + command](*args)
@@ -986,7 +1156,7 @@ timeout "$(tmo 90)" env LD_LIBRARY_PATH="$fp_ld_path" "$fastpath" doctor --json 
   >"$report_dir/doctor.json" 2>"$work/doctor.err" || doctor_rc=$?
 evaluate 1 doctor "$report_dir/doctor.json" "$doctor_rc" "$bundle" "$work/doctor.err"
 if [[ "${results[1]}" != PASS* ]]; then
-  fail_fast="The GPU fast path is not usable on this machine, so the other 9 checks (they all need it) were not run."
+  fail_fast="The GPU fast path is not usable on this machine, so the other 10 checks (they all need it) were not run."
   ((doctor_rc != 0)) || doctor_rc=1
   exit "$doctor_rc"
 fi
@@ -1088,7 +1258,7 @@ if [[ -n "$resnet_pid" ]]; then
   fi
 fi
 if ((!resnet_ok)); then
-  for n in 2 3 4 8; do record "$n" "FAIL ${names[$n]}: $resnet_failed"; done
+  for n in 2 3 4 8 11; do record "$n" "FAIL ${names[$n]}: $resnet_failed"; done
 fi
 
 # 3. The same model with no device visible: refused, exit 23.
@@ -1104,7 +1274,8 @@ if ((resnet_ok)) && fits 20; then
   esac
 fi
 
-# 2. Admitted in production; 4. staged runs; 8. the bench sweep; all on one server.
+# 2. Admitted in production; 4. staged runs; 8. the bench sweep; 11. GPU telemetry; all on
+# one server.
 if ((resnet_ok)) && fits 40; then
   resnet_rc=0
   start_server "$model" "$models/resnet" "$(tmo 180)" || resnet_rc=$?
@@ -1128,7 +1299,16 @@ if ((resnet_ok)) && fits 40; then
       fi
     fi
     bench_rc=""
+    trace_rc=""
+    trace_pid=""
     if fits 60; then
+      # 11's GPU trace, recorded by doctor through NVML while the sweep loads the GPU; it
+      # stays in the work folder (the report folder is full).
+      trace_rc=0
+      timeout "$(tmo 30)" env LD_LIBRARY_PATH="$fp_ld_path" "$fastpath" doctor \
+        --record-gpu-trace "$work/gpu-trace.jsonl" --seconds 10 --interval-ms 250 \
+        >"$work/gpu-trace.log" 2>&1 &
+      trace_pid=$!
       bench_rc=0
       timeout "$(tmo 150)" env LD_LIBRARY_PATH="$fp_ld_path" "$fastpath" bench -m "$model" \
         -u "127.0.0.1:$port" --concurrency 1,8,16,32 --warmup-ms 1500 \
@@ -1136,8 +1316,22 @@ if ((resnet_ok)) && fits 40; then
         --label "$model KIND_GPU cuda, dynamic batching (http binary)" \
         --json "$report_dir/bench.json" --csv "$report_dir/bench.csv" -q \
         >"$work/bench.log" 2>&1 || bench_rc=$?
+      wait "$trace_pid" || trace_rc=$?
+      trace_pid=""
       helper get "$http_url/v2/health/admission" "$report_dir/admission.json" || true
       helper get "$http_url/v2/models/$model/stats" "$report_dir/stats.json" || true
+    fi
+    # 11. GPU telemetry: admission's gpu_telemetry and /metrics' fastpath_gpu_* series for
+    # the GPU doctor named (nvidia-smi links its UUID to the name), and the trace.
+    if fits 15; then
+      metrics_port="$(sed -n 's/.*metrics=\([0-9]*\).*/\1/p' "$work/ports-$model" || true)"
+      if command -v nvidia-smi >/dev/null; then
+        timeout 20 nvidia-smi --query-gpu=index,uuid,name --format=csv,noheader \
+          >"$work/nvidia-smi.csv" 2>&1 || true
+      fi
+      evaluate 11 telemetry "$http_url" "http://127.0.0.1:$metrics_port/metrics" \
+        "$report_dir/doctor.json" "$work/serve-$model.log" "$work/nvidia-smi.csv" \
+        "$work/gpu-trace.jsonl" "$trace_rc" "$work/gpu-trace.log"
     fi
     stop_server
     # The ceiling: the same config's instance run in-process on ONNX Runtime (the server is
@@ -1155,12 +1349,12 @@ if ((resnet_ok)) && fits 40; then
     fi
   elif ((resnet_rc == 1)); then
     reason="$(helper why "$work/serve-$model.log")"
-    for n in 2 4 8; do
+    for n in 2 4 8 11; do
       record "$n" "FAIL ${names[$n]}: serve --profile production refused $model on KIND_GPU, exit $server_rc: $reason"
     done
     append_log
   else
-    for n in 2 4 8; do record "$n" "FAIL ${names[$n]}: $model's server was not ready in time"; done
+    for n in 2 4 8 11; do record "$n" "FAIL ${names[$n]}: $model's server was not ready in time"; done
     stop_server
   fi
 fi
