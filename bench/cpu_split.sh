@@ -6,8 +6,10 @@
 # pool threads carry the name of the thread that created them, `fastpath`), beside the load
 # generator's own CPU (/usr/bin/time) and the server's statistics per batch. Counts, not
 # timings: they say what a request costs each side on this machine, whatever its speed.
+# With CLIENT=outside the load comes from wrk or h2load (bench/lib.sh's outside_load, HTTP
+# binary), and the requests are counted by the server's statistics.
 #
-# Usage: [ENCODING=json] bench/cpu_split.sh [http|grpc] [model] [concurrency] [seconds] [fastpath]
+# Usage: [ENCODING=json] [CLIENT=outside] bench/cpu_split.sh [http|grpc] [model] [concurrency] [seconds] [fastpath]
 #   e.g. bench/cpu_split.sh http cnn_classifier 32 8  (HTTP bodies: binary unless ENCODING=json)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -33,13 +35,29 @@ snapshot() {  # tid name utime stime (clock ticks)
     echo "${task##*/} $(tr ' ' _ < "$task/comm") $(cut -d' ' -f14,15 < "$task/stat")"
   done
 }
-bench 1000 > /dev/null 2>&1  # warm-up
-snapshot > "$WORK/before"
-/usr/bin/time -f "%U %S" -o "$WORK/client" \
-  "$FP" bench -m "$MODEL" -i "$TRANSPORT" -u "$URL" "${ENCODING_ARGS[@]}" \
-  --concurrency "$CONCURRENCY" --warmup-ms 0 --measurement-interval-ms "$((SECONDS_RUN * 1000))" --max-trials 1 --seed 1 \
-  --json "$WORK/run.json" > /dev/null 2>&1
-snapshot > "$WORK/after"
+if [ "${CLIENT:-fastpath}" = outside ]; then
+  outside_requests server "$MODEL"
+  read -r ok0 _ < <(model_counts "http://127.0.0.1:$(server_port server http)" "$MODEL")
+  snapshot > "$WORK/before"
+  result=$(outside_load server "$MODEL" "$TRANSPORT" "$CONCURRENCY" "$SECONDS_RUN")
+  read -r rate client_us <<< "$result"
+  snapshot > "$WORK/after"
+  read -r ok1 _ < <(model_counts "http://127.0.0.1:$(server_port server http)" "$MODEL")
+  # Per request: the threads' CPU over the server's count of the requests (warm-up included);
+  # as cores: at the client's measured rate, over the time those requests take at that rate.
+  python3 -c 'import json, sys; rate = float(sys.argv[2])
+json.dump({"runs": [{"points": [{"throughput_ips": rate, "throughput_rps": rate}]}], "client_us": float(sys.argv[3])}, open(sys.argv[1], "w"))' \
+    "$WORK/run.json" "$rate" "$client_us"
+  SECONDS_RUN=$(python3 -c 'import sys; print(int(sys.argv[1]) / float(sys.argv[2]))' "$((ok1 - ok0))" "$rate")
+else
+  bench 1000 > /dev/null 2>&1  # warm-up
+  snapshot > "$WORK/before"
+  /usr/bin/time -f "%U %S" -o "$WORK/client" \
+    "$FP" bench -m "$MODEL" -i "$TRANSPORT" -u "$URL" "${ENCODING_ARGS[@]}" \
+    --concurrency "$CONCURRENCY" --warmup-ms 0 --measurement-interval-ms "$((SECONDS_RUN * 1000))" --max-trials 1 --seed 1 \
+    --json "$WORK/run.json" > /dev/null 2>&1
+  snapshot > "$WORK/after"
+fi
 python3 - "$WORK" "$SECONDS_RUN" "$(getconf CLK_TCK)" << 'PY'
 import json, sys
 work, seconds, tick = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
@@ -50,7 +68,8 @@ def load(name):
         out[tid] = (comm, int(user), int(system))
     return out
 before, after = load("before"), load("after")
-point = json.load(open(f"{work}/run.json"))["runs"][0]["points"][-1]
+run = json.load(open(f"{work}/run.json"))
+point = run["runs"][0]["points"][-1]
 rate = point["throughput_ips"]
 reqs = point["throughput_rps"]
 print(f"{point['throughput_rps']:.0f} requests/s, {rate:.0f} infer/s over {seconds:.0f} s")
@@ -63,7 +82,10 @@ for tid, (comm, user, system) in sorted(after.items()):
     if u + s >= 0.005:
         print(f"{comm:<18}{u + s:7.3f}{u:7.3f}{s:7.3f}{(u + s) / reqs * 1e6:16.1f}")
 print(f"{'server, all':<18}{total:7.3f}{'':14}{total / reqs * 1e6:16.1f}")
-cu, cs = (float(x) for x in open(f"{work}/client").read().split()[-2:])
-client = (cu + cs) / seconds
-print(f"{'load generator':<18}{client:7.3f}{cu / seconds:7.3f}{cs / seconds:7.3f}{client / reqs * 1e6:16.1f}")
+if "client_us" in run:  # an outside client: its own count, over its measured run
+    print(f"{'load generator':<18}{run['client_us'] * reqs / 1e6:7.3f}{'':14}{run['client_us']:16.1f}")
+else:
+    cu, cs = (float(x) for x in open(f"{work}/client").read().split()[-2:])
+    client = (cu + cs) / seconds
+    print(f"{'load generator':<18}{client:7.3f}{cu / seconds:7.3f}{cs / seconds:7.3f}{client / reqs * 1e6:16.1f}")
 PY

@@ -6,7 +6,11 @@
 # over gRPC, back to back, and prints each transport's efficiency for the round. One server,
 # the example models' configs.
 #
-# Usage: bench/efficiency_ab.sh [rounds] [model] [fastpath binary]
+# The load comes from `fastpath bench` (a thread per connection), or with CLIENT=outside from
+# wrk and h2load on one event-driven thread each (bench/lib.sh's outside_load), as the issue's
+# user measured; those rounds also print the client's CPU per request.
+#
+# Usage: [CLIENT=fastpath|outside] bench/efficiency_ab.sh [rounds] [model] [fastpath binary]
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 ROUNDS=${1:-3}
@@ -16,7 +20,15 @@ WORK=$(mktemp -d)
 source "$ROOT/bench/lib.sh"
 trap 'stop_servers; rm -rf "$WORK"' EXIT
 start_server server "$FP"
+CLIENT=${CLIENT:-fastpath}
 server() {  # transport
+  if [ "$CLIENT" = outside ]; then
+    local result
+    result=$(outside_load server "$MODEL" "$1" 32 3) || return 1
+    echo "${result% *}"
+    echo "$1 client ${result#* } us CPU/request" >> "$WORK/client_cpu"
+    return
+  fi
   "$FP" bench -m "$MODEL" -i "$1" -u "127.0.0.1:$(server_port server "$1")" --concurrency 32 --warmup-ms 1000 \
     --measurement-interval-ms 3000 --max-trials 1 --seed 1 --json "$WORK/server.json" > /dev/null 2>&1
   python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["runs"][0]["points"][-1]["throughput_ips"])' "$WORK/server.json"
@@ -33,4 +45,8 @@ for round in $(seq "$ROUNDS"); do
   grpc=$(server grpc)
   python3 -c 'import sys; r, h, c, g, load = sys.argv[1:]; h, c, g = float(h), float(c), float(g); print(f"round {r}: http {h:.0f}, in-process {c:.0f}, grpc {g:.0f} infer/s; efficiency http {h / c:.3f}, grpc {g / c:.3f}; load {load}")' \
     "$round" "$http" "$ceiling" "$grpc" "$(cut -d' ' -f1 /proc/loadavg)"
+  if [ -s "$WORK/client_cpu" ]; then
+    echo "  $(paste -sd, "$WORK/client_cpu" | sed 's/,/, /')"
+    rm "$WORK/client_cpu"
+  fi
 done

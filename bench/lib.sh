@@ -28,3 +28,76 @@ server_port() {
 stop_servers() {
   kill "${SERVERS[@]}" 2> /dev/null || true
 }
+
+# outside_load NAME MODEL http|grpc CONCURRENCY SECONDS: loads server NAME with an outside,
+# event-driven load generator on one thread, as a user would measure fastpath: wrk over HTTP
+# (Triton's binary tensor extension), h2load over gRPC (one stream per connection), each
+# connection sending the same request (bench/outside_requests.py) in a closed loop after a
+# second's warm-up. Prints "INFER_PER_S CLIENT_CPU_US_PER_REQUEST". Fails on an HTTP error
+# (wrk), and when the server's statistics count more failures than the requests a client can
+# leave in flight when it stops (CONCURRENCY per client process: the server counts those as
+# failed, their connection gone), which is how a gRPC error shows (h2load sees its 200).
+# Installs wrk and h2load when missing (tools/setup.sh --bench).
+outside_load() {
+  local name=$1 model=$2 transport=$3 c=$4 seconds=$5 http port ok0 fail0 ok fail out user sys rate timed in_flight
+  http=http://127.0.0.1:$(server_port "$name" http)
+  port=$(server_port "$name" "$transport")
+  outside_requests "$name" "$model"
+  read -r ok0 fail0 < <(model_counts "$http" "$model")
+  out=$WORK/outside/client.out
+  local TIMEFORMAT='%U %S'
+  if [ "$transport" = http ]; then
+    cat > "$WORK/outside/post.lua" <<LUA
+local f = assert(io.open("$WORK/outside/$model.http", "rb"))
+wrk.method = "POST"
+wrk.body = f:read("*a")
+f:close()
+wrk.headers["Content-Type"] = "application/octet-stream"
+wrk.headers["Inference-Header-Content-Length"] = "$(cat "$WORK/outside/$model.json_length")"
+LUA
+    local url=$http/v2/models/$model/infer
+    wrk -t 1 -c "$c" -d 1s -s "$WORK/outside/post.lua" "$url" > /dev/null
+    { time wrk -t 1 -c "$c" -d "${seconds}s" -s "$WORK/outside/post.lua" "$url" > "$out"; } 2> "$out.cpu"
+    if grep -q 'Non-2xx' "$out"; then echo "wrk: $(grep 'Non-2xx' "$out")" >&2; return 1; fi
+    rate=$(awk '/^Requests\/sec:/ {print $2}' "$out")
+    timed=$seconds    # the warm-up was another process
+    in_flight=$((2 * c))
+  else
+    { time h2load -t 1 -c "$c" -m 1 --warm-up-time=1 -D "$seconds" -d "$WORK/outside/$model.grpc" \
+        -H 'content-type: application/grpc' -H 'te: trailers' \
+        "http://127.0.0.1:$port/inference.GRPCInferenceService/ModelInfer" > "$out"; } 2> "$out.cpu"
+    rate=$(sed -n 's/^finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p' "$out")
+    timed=$((seconds + 1))  # its warm-up included, at about the same rate
+    in_flight=$c
+  fi
+  read -r ok fail < <(model_counts "$http" "$model")
+  if ((fail - fail0 > in_flight || ok == ok0)) || [ -z "$rate" ]; then
+    echo "outside_load: $((ok - ok0)) successes, $((fail - fail0)) failures; the client said:" >&2
+    cat "$out" >&2
+    return 1
+  fi
+  read -r user sys < "$out.cpu"
+  python3 -c 'import sys; r, u, s, t = map(float, sys.argv[1:]); print(f"{r:.1f} {(u + s) * 1e6 / (r * t):.1f}")' \
+    "$rate" "$user" "$sys" "$timed"
+}
+
+# outside_requests NAME MODEL: the request files outside_load sends to server NAME, written
+# once into $WORK/outside; and wrk and h2load, installed when missing.
+outside_requests() {
+  if ! command -v wrk > /dev/null || ! command -v h2load > /dev/null; then
+    "$ROOT/tools/setup.sh" --bench > /dev/null
+  fi
+  [ -s "$WORK/outside/$2.http" ] && return 0
+  mkdir -p "$WORK/outside"
+  python3 "$ROOT/bench/outside_requests.py" "http://127.0.0.1:$(server_port "$1" http)" "$2" "$WORK/outside"
+  mv "$WORK/outside/http.body" "$WORK/outside/$2.http"
+  mv "$WORK/outside/http.json_length" "$WORK/outside/$2.json_length"
+  mv "$WORK/outside/grpc.body" "$WORK/outside/$2.grpc"
+}
+
+# model_counts HTTP_URL MODEL: "SUCCESSES FAILURES" from the model's statistics.
+model_counts() {
+  python3 -c 'import json, sys, urllib.request
+s = json.load(urllib.request.urlopen(sys.argv[1]))["model_stats"][0]["inference_stats"]
+print(s["success"]["count"], s["fail"]["count"])' "$1/v2/models/$2/stats"
+}

@@ -8,6 +8,9 @@
 # libFuzzer runtime for the fuzz targets, and Debian's prometheus package for promtool (the
 # lint of a scrape and the alert rules' unit tests).
 #
+# --bench also installs the outside load generators some bench/ scripts drive: wrk (HTTP) and
+# h2load (nghttp2-client; gRPC). Neither the build nor the tests need them.
+#
 # Environment:
 #   ONNXRUNTIME_ROOT  use this ONNX Runtime install (include/ and lib/) instead of fetching one;
 #                     npm is then not needed either.
@@ -23,9 +26,10 @@ packages=(
   libyaml-cpp-dev  # fastpath preflight: the Prometheus rule file (src/cli/rules_yaml.cc)
   patchelf zstd  # tools/bundle.sh: RPATHs of the bundled libraries, the packed tarball
 )
-if [[ "${1:-}" == --test ]]; then
-  packages+=(clang libclang-rt-14-dev prometheus python3-yaml)  # python3-yaml: tests/kubernetes
-fi
+case "${1:-}" in
+  --test) packages+=(clang libclang-rt-14-dev prometheus python3-yaml) ;;  # python3-yaml: tests/kubernetes
+  --bench) packages+=(wrk nghttp2-client) ;;
+esac
 # npm fetches ONNX Runtime (`npm pack`). An npm that is already there (NodeSource, nvm, ...) is
 # used as is: Debian's nodejs/npm packages would conflict with it.
 if [[ -z "${ONNXRUNTIME_ROOT:-}" ]] && ! command -v npm >/dev/null; then
