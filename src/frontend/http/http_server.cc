@@ -40,6 +40,7 @@
 
 #include "endpoint_router.h"
 #include "fastpath/common/thread_name.h"
+#include "infer_codec.h"
 #include "rollout_verdict.h"
 
 namespace fastpath::frontend {
@@ -251,6 +252,11 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void ReadBody() {
     const uint64_t body = parser_->content_length().value_or(kBodyReadBytes);
     buffer_.reserve(buffer_.size() + std::min<uint64_t>(body, kBodyReadBytes));
+    // Room past a known body for the inference codec's fast path, which would otherwise
+    // copy the body to make it (beast reserves the Content-Length; reserve never shrinks).
+    if (auto length = parser_->content_length(); length && *length > 0) {
+      parser_->get().body().reserve(*length + http::kInferBodyPadding);
+    }
     ExpireIn(core_->options.idle_timeout);
     // A small request's body usually came in the header's read. Parsed here, it is
     // handled at once; async_read would find it complete too, but answer through the

@@ -8,8 +8,10 @@
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include <rapidjson/document.h>
+#include <simdjson.h>
 
 #include "fastpath/protocol/request_policy.h"
 #include "json_reader.h"
@@ -196,9 +198,12 @@ Status DecodeShape(const Value& input, const std::string& what, std::vector<int6
 
 // Decodes one entry of "inputs". `binary` is the part of the body after the JSON;
 // `binary_offset` advances over the bytes this input consumes. Its parameters but
-// binary_data_size (HTTP's own) are judged by protocol/request_policy.h.
+// binary_data_size (HTTP's own) are judged by protocol/request_policy.h. `fast_data`, when
+// not null, is the tensor's bytes as the fast path decoded them from "data" (which it left
+// as an empty array in `input`): exactly what DecodeJsonData would make of it.
 Status DecodeInput(const Value& input, size_t index, std::string_view binary, bool has_header_length,
-                   size_t* binary_offset, const InferCodecLimits& limits, Tensor* tensor) {
+                   size_t* binary_offset, const InferCodecLimits& limits, std::string* fast_data,
+                   Tensor* tensor) {
   std::string what = "input " + std::to_string(index);
   if (!input.IsObject()) return InvalidArgument(what + " must be an object, got " + JsonTypeName(input));
 
@@ -248,7 +253,13 @@ Status DecodeInput(const Value& input, size_t index, std::string_view binary, bo
     return InvalidArgument(what + (has_data ? ": sets both 'data' and 'parameters.binary_data_size'"
                                             : ": needs 'data' or 'parameters.binary_data_size'"));
   }
-  if (has_data) return DecodeJsonData(data_it->value, tensor->shape, count, limits, what, tensor);
+  if (has_data) {
+    if (fast_data == nullptr) {
+      return DecodeJsonData(data_it->value, tensor->shape, count, limits, what, tensor);
+    }
+    tensor->data = std::move(*fast_data);
+    return Status::Ok();
+  }
 
   // Binary data: exactly binary_data_size bytes, next in the body.
   if (!has_header_length && *binary_size > 0) {
@@ -308,6 +319,360 @@ Status DecodeOutputs(const Value& outputs, DecodedInferRequest* decoded) {
     decoded->request.outputs.push_back(std::move(requested));
   }
   return Status::Ok();
+}
+
+// --- The simdjson fast path ---
+//
+// RapidJSON's parse spends most of a request's time on the numbers of "data": its scan,
+// from_chars on each number's text, then two walks of the tree (count, convert). The fast
+// path reads the JSON once with simdjson On-Demand: each input's "data" goes straight into
+// the tensor's bytes, everything else into the Document that ParseJsonInPlace would build,
+// where such a "data" is left as an empty array. The decoding below runs on that Document
+// as it is, so it checks and words everything as before. The fast path never refuses a
+// request: on any error, and on anything it does not read exactly as ParseJsonInPlace and
+// DecodeJsonData would, it gives up and RapidJSON parses the body again. Where the two
+// parsers differ:
+// - simdjson refuses what RapidJSON takes here (invalid UTF-8, lone surrogate escapes, NaN
+//   and Infinity, numbers beyond double's range): given up, RapidJSON decides. Both refuse
+//   unescaped control characters (simdjson in its first stage, keys included).
+// - On-Demand checks only what is read, and neither what follows the root nor its depth:
+//   every value is read (nothing is skipped), content after the root gives up, and depth
+//   is counted here.
+// - RapidJSON refuses as "too big" some numbers simdjson reads ("0e400", an integer part of
+//   400 digits), and types numbers its own way (Int64, Uint64, Double): numbers outside
+//   "data", and the rare hard ones in it, are read by ParseJsonNumber, RapidJSON's own.
+
+// Nesting deeper than this (the root's members are at 1) gives up: the fast path recurses.
+constexpr int kFastMaxDepth = 64;
+// The per-thread parser keeps its buffers (about 6 bytes per byte of JSON) between
+// requests; a larger body gets a parser of its own, freed with it.
+constexpr size_t kRetainedParserBytes = size_t{1} << 20;
+
+using simdjson::ondemand::json_type;
+using OnDemandValue = simdjson::ondemand::value;
+
+// A scalar's text: simdjson's token includes the whitespace after it.
+std::string_view WithoutTrailingWhitespace(std::string_view token) {
+  const size_t end = token.find_last_not_of(" \t\n\r");
+  return end == std::string_view::npos ? std::string_view() : token.substr(0, end + 1);
+}
+
+// Whether simdjson 3.0.1's get_double reads `token` (whitespace after it included) as
+// from_chars does, correctly rounded. It misreads "0." followed by 20 significant digits
+// or more, whose value overflows its 64-bit accumulator unnoticed (simdjson issue 2093,
+// fixed in 3.6.3): more than 21 characters after the sign. Other long mantissas it
+// notices and reads exactly; a mantissa of at most 19 digits never overflows. Python's
+// repr of a double has at most 17.
+bool SimdjsonReadsExactly(std::string_view token) {
+  const size_t sign = !token.empty() && token.front() == '-' ? 1 : 0;
+  if (token.size() - sign <= 21) return true;
+  int digits = 0;
+  for (char c : token) {
+    if (c == 'e' || c == 'E') break;
+    digits += c >= '0' && c <= '9';
+  }
+  return digits <= 19;
+}
+
+// The double that the RapidJSON path's GetDouble() gives for a "data" number.
+bool ReadDouble(OnDemandValue& leaf, double* d) {
+  const std::string_view token = leaf.raw_json_token();
+  if (leaf.get_double().get(*d)) return false;  // not a number, or beyond double's range
+  // A normal double read exactly is the correctly rounded value, as RapidJSON's path has
+  // it (an integer's too: its Int64 converts to the same double). Its text is not one
+  // that RapidJSON refuses as too big: a non-zero number refused for its exponent is
+  // beyond double's range, and its integer part has fewer than 309 digits.
+  if (std::isnormal(*d) && SimdjsonReadsExactly(token)) return true;
+  const std::string_view text = WithoutTrailingWhitespace(token);
+  if (*d == 0) {
+    // A zero without exponent, common in tensors, has "0" for integer part, which
+    // RapidJSON never refuses. Without a fraction it is the integer 0 on RapidJSON's path
+    // ("-0" too), so +0.0; with one ("-0.0", or too small for a double) it is ±0 by its
+    // sign there, as simdjson reads it.
+    const size_t mark = text.find_first_of(".eE");
+    if (mark == std::string_view::npos) {
+      *d = 0.0;
+      return true;
+    }
+    if (text.find_first_of("eE", mark) == std::string_view::npos) return true;
+  }
+  // Rare: a subnormal, a zero with an exponent, a long mantissa.
+  Value n;
+  if (!ParseJsonNumber(text, &n)) return false;
+  *d = n.GetDouble();
+  return true;
+}
+
+template <typename T>
+bool ReadFloat(OnDemandValue& leaf, T* x) {
+  double d = 0;
+  if (!ReadDouble(leaf, &d)) return false;
+  if constexpr (std::is_same_v<T, float>) {
+    if (std::isfinite(d) && std::fabs(d) > FLT_MAX) return false;  // DecodeFloats refuses it
+  }
+  *x = static_cast<T>(d);
+  return true;
+}
+
+// get_int64 (get_uint64) takes exactly the integer texts that the RapidJSON path makes an
+// Int64 (a non-negative Uint64) of; out of T's range, DecodeIntegers refuses them.
+template <typename T>
+bool ReadInteger(OnDemandValue& leaf, T* x) {
+  if constexpr (std::is_signed_v<T>) {
+    int64_t n = 0;
+    if (leaf.get_int64().get(n) || n < std::numeric_limits<T>::min() ||
+        n > std::numeric_limits<T>::max()) {
+      return false;
+    }
+    *x = static_cast<T>(n);
+  } else {
+    uint64_t n = 0;
+    if (leaf.get_uint64().get(n) || n > std::numeric_limits<T>::max()) return false;
+    *x = static_cast<T>(n);
+  }
+  return true;
+}
+
+bool ReadBool(OnDemandValue& leaf, uint8_t* x) {
+  bool b = false;
+  if (leaf.get_bool().get(b)) return false;
+  *x = b ? 1 : 0;
+  return true;
+}
+
+// ForEachLeaf on simdjson's values: `fn` on every non-array value, depth first. False
+// where `fn` is, and where ForEachLeaf refuses the nesting or `v` is not an array.
+template <typename Fn>
+bool ForEachFastLeaf(OnDemandValue& v, int depth_left, Fn& fn) {
+  simdjson::ondemand::array array;
+  if (depth_left <= 0 || v.get_array().get(array)) return false;
+  for (auto element : array) {
+    OnDemandValue e;
+    json_type type;
+    if (std::move(element).get(e) || e.type().get(type)) return false;
+    if (!(type == json_type::array ? ForEachFastLeaf(e, depth_left - 1, fn) : fn(e))) return false;
+  }
+  return true;
+}
+
+// Reads one body's JSON (see above). Every method returns false to give up.
+class FastRequestReader {
+ public:
+  // `doc` receives the Document, `data` each input's decoded "data" by input index
+  // (nullopt for an input whose "data", if any, is in the Document).
+  FastRequestReader(size_t json_size, const InferCodecLimits& limits, rapidjson::Document* doc,
+                    std::vector<std::optional<std::string>>* data)
+      : json_size_(json_size),
+        limits_(limits),
+        doc_(*doc),
+        alloc_(doc->GetAllocator()),
+        data_(*data) {}
+
+  bool Read(simdjson::ondemand::document& json) {
+    simdjson::ondemand::object root;
+    if (json.get_object().get(root)) return false;
+    const bool read = ReadMembers(root, &doc_, [&](std::string_view key, OnDemandValue& v, Value* out) {
+      // DecodeInferRequest reads the first "inputs"; any later one is just a value.
+      return key == "inputs" && !doc_.HasMember("inputs") ? ReadInputs(v, out) : ReadValue(v, 1, out);
+    });
+    // On-Demand stops at the root's end; RapidJSON refuses anything after it.
+    return read && json.current_location().error() == simdjson::OUT_OF_BOUNDS;
+  }
+
+ private:
+  // An object's members, in order and duplicates kept as RapidJSON keeps them, each value
+  // read by read_value(key, value, &converted).
+  template <typename ReadValueFn>
+  bool ReadMembers(simdjson::ondemand::object& object, Value* out, ReadValueFn&& read_value) {
+    out->SetObject();
+    for (auto member : object) {
+      simdjson::ondemand::field field;
+      std::string_view key;
+      if (std::move(member).get(field) || field.unescaped_key().get(key)) return false;
+      Value name(key.data(), static_cast<rapidjson::SizeType>(key.size()), alloc_);
+      Value value;
+      if (!read_value(key, field.value(), &value)) return false;
+      out->AddMember(name, value, alloc_);
+    }
+    return true;
+  }
+
+  bool ReadInputs(OnDemandValue& v, Value* out) {
+    json_type type;
+    if (v.type().get(type)) return false;
+    if (type != json_type::array) return ReadValue(v, 1, out);  // DecodeInferRequest refuses it
+    simdjson::ondemand::array inputs;
+    if (v.get_array().get(inputs)) return false;
+    out->SetArray();
+    for (auto element : inputs) {
+      OnDemandValue input;
+      Value converted;
+      data_.emplace_back();
+      if (std::move(element).get(input) || !ReadInput(input, &data_.back(), &converted)) {
+        return false;
+      }
+      out->PushBack(converted, alloc_);
+    }
+    return true;
+  }
+
+  bool ReadInput(OnDemandValue& v, std::optional<std::string>* data, Value* out) {
+    json_type type;
+    if (v.type().get(type)) return false;
+    if (type != json_type::object) return ReadValue(v, 2, out);  // DecodeInput refuses it
+    simdjson::ondemand::object input;
+    if (v.get_object().get(input)) return false;
+    return ReadMembers(input, out, [&](std::string_view key, OnDemandValue& value, Value* converted) {
+      DataType dtype = DataType::kInvalid;
+      int64_t count = 0;
+      // DecodeInput reads the first "data", by the first "datatype" and "shape": when
+      // those came before it, it is decoded here and left in the Document as [].
+      if (key == "data" && !out->HasMember("data") && DataDecodable(*out, &dtype, &count)) {
+        converted->SetArray();
+        return ReadData(value, dtype, count, &data->emplace());
+      }
+      return ReadValue(value, 3, converted);
+    });
+  }
+
+  // Whether "data" can be decoded with `input`'s members so far: a datatype sent as numbers
+  // or booleans, and a shape that DecodeInput accepts, within the limits.
+  bool DataDecodable(const Value& input, DataType* dtype, int64_t* count) const {
+    auto dtype_it = input.FindMember("datatype");
+    if (dtype_it == input.MemberEnd() || !dtype_it->value.IsString()) return false;
+    const auto parsed = ParseDataType(StringOf(dtype_it->value));
+    if (!parsed) return false;
+    switch (*parsed) {
+      case DataType::kBool:
+      case DataType::kUint8:
+      case DataType::kUint16:
+      case DataType::kUint32:
+      case DataType::kUint64:
+      case DataType::kInt8:
+      case DataType::kInt16:
+      case DataType::kInt32:
+      case DataType::kInt64:
+      case DataType::kFp32:
+      case DataType::kFp64: break;
+      default: return false;  // BYTES are strings, FP16 and BF16 are refused: DecodeJsonData's
+    }
+    std::vector<int64_t> shape;
+    if (!DecodeShape(input, "", &shape).ok()) return false;
+    const auto counted = ElementCount(shape, limits_.max_elements);
+    // Every element takes a byte of JSON at least. DecodeJsonData refuses a larger count
+    // without allocating it, so it is not allocated here either.
+    if (!counted.ok() || static_cast<uint64_t>(*counted) > json_size_) return false;
+    *dtype = *parsed;
+    *count = *counted;
+    return true;
+  }
+
+  // "data" into `out` exactly as DecodeJsonData would decode it.
+  bool ReadData(OnDemandValue& data, DataType dtype, int64_t count, std::string* out) {
+    switch (dtype) {
+      case DataType::kBool: return ReadElements<uint8_t>(data, count, out, ReadBool);
+      case DataType::kUint8: return ReadElements<uint8_t>(data, count, out, ReadInteger<uint8_t>);
+      case DataType::kUint16: return ReadElements<uint16_t>(data, count, out, ReadInteger<uint16_t>);
+      case DataType::kUint32: return ReadElements<uint32_t>(data, count, out, ReadInteger<uint32_t>);
+      case DataType::kUint64: return ReadElements<uint64_t>(data, count, out, ReadInteger<uint64_t>);
+      case DataType::kInt8: return ReadElements<int8_t>(data, count, out, ReadInteger<int8_t>);
+      case DataType::kInt16: return ReadElements<int16_t>(data, count, out, ReadInteger<int16_t>);
+      case DataType::kInt32: return ReadElements<int32_t>(data, count, out, ReadInteger<int32_t>);
+      case DataType::kInt64: return ReadElements<int64_t>(data, count, out, ReadInteger<int64_t>);
+      case DataType::kFp32: return ReadElements<float>(data, count, out, ReadFloat<float>);
+      case DataType::kFp64: return ReadElements<double>(data, count, out, ReadFloat<double>);
+      default: return false;
+    }
+  }
+
+  // Exactly `count` leaves, each read by read(leaf, &element).
+  template <typename T, typename ReadFn>
+  bool ReadElements(OnDemandValue& data, int64_t count, std::string* out, ReadFn read) {
+    out->resize(static_cast<size_t>(count) * sizeof(T));
+    int64_t i = 0;
+    auto element = [&](OnDemandValue& leaf) {
+      T x{};
+      if (i == count || !read(leaf, &x)) return false;
+      std::memcpy(out->data() + static_cast<size_t>(i++) * sizeof(T), &x, sizeof(T));
+      return true;
+    };
+    return ForEachFastLeaf(data, limits_.max_data_depth, element) && i == count;
+  }
+
+  // Any value, as ParseJsonInPlace would make it; `depth` is its nesting level.
+  bool ReadValue(OnDemandValue& v, int depth, Value* out) {
+    json_type type;
+    if (v.type().get(type)) return false;
+    switch (type) {
+      case json_type::object: {
+        simdjson::ondemand::object object;
+        if (depth >= kFastMaxDepth || v.get_object().get(object)) return false;
+        return ReadMembers(object, out, [&](std::string_view, OnDemandValue& value, Value* converted) {
+          return ReadValue(value, depth + 1, converted);
+        });
+      }
+      case json_type::array: {
+        simdjson::ondemand::array array;
+        if (depth >= kFastMaxDepth || v.get_array().get(array)) return false;
+        out->SetArray();
+        for (auto element : array) {
+          OnDemandValue e;
+          Value converted;
+          if (std::move(element).get(e) || !ReadValue(e, depth + 1, &converted)) return false;
+          out->PushBack(converted, alloc_);
+        }
+        return true;
+      }
+      case json_type::string: {
+        std::string_view s;
+        if (v.get_string().get(s)) return false;
+        out->SetString(s.data(), static_cast<rapidjson::SizeType>(s.size()), alloc_);
+        return true;
+      }
+      case json_type::number: {
+        // simdjson checks the grammar; the value, and whether it is refused, are RapidJSON's.
+        const std::string_view text = WithoutTrailingWhitespace(v.raw_json_token());
+        double checked = 0;
+        return !v.get_double().get(checked) && ParseJsonNumber(text, out);
+      }
+      case json_type::boolean: {
+        bool b = false;
+        if (v.get_bool().get(b)) return false;
+        out->SetBool(b);
+        return true;
+      }
+      case json_type::null: {
+        bool null = false;
+        if (v.is_null().get(null) || !null) return false;
+        out->SetNull();
+        return true;
+      }
+    }
+    return false;
+  }
+
+  const size_t json_size_;
+  const InferCodecLimits& limits_;
+  rapidjson::Document& doc_;
+  rapidjson::Document::AllocatorType& alloc_;
+  std::vector<std::optional<std::string>>& data_;
+};
+
+// The fast path over body[0, json_size); false when it gave up (what it left in `doc` and
+// `data` is then to be discarded).
+bool ReadFast(std::string& body, size_t json_size, const InferCodecLimits& limits,
+              rapidjson::Document* doc, std::vector<std::optional<std::string>>* data) {
+  static_assert(kInferBodyPadding >= simdjson::SIMDJSON_PADDING);
+  // simdjson reads past the JSON; whatever is there (the binary part, say) is only read.
+  if (body.capacity() - json_size < simdjson::SIMDJSON_PADDING) {
+    body.reserve(json_size + kInferBodyPadding);
+  }
+  thread_local simdjson::ondemand::parser retained;
+  std::optional<simdjson::ondemand::parser> own;
+  simdjson::ondemand::parser& parser = json_size <= kRetainedParserBytes ? retained : own.emplace();
+  simdjson::ondemand::document json;
+  if (parser.iterate(body.data(), json_size, body.capacity()).get(json)) return false;
+  return FastRequestReader(json_size, limits, doc, data).Read(json);
 }
 
 // Writes the elements of a fixed-size tensor as a flat JSON array.
@@ -393,6 +758,12 @@ Status DecodeParameters(const Value& v, const std::string& where, Parameters* ou
 
 StatusOr<DecodedInferRequest> DecodeInferRequest(std::string& body, std::optional<size_t> json_length,
                                                  const InferCodecLimits& limits) {
+  return internal::DecodeInferRequest(body, json_length, limits, internal::JsonPath::kFastWithFallback);
+}
+
+StatusOr<DecodedInferRequest> internal::DecodeInferRequest(std::string& body, std::optional<size_t> json_length,
+                                                           const InferCodecLimits& limits, JsonPath path,
+                                                           bool* fast_path_used) {
   if (json_length && *json_length > body.size()) {
     return InvalidArgument("Inference-Header-Content-Length is " + std::to_string(*json_length) +
                            " but the body has only " + std::to_string(body.size()) + " bytes");
@@ -406,12 +777,20 @@ StatusOr<DecodedInferRequest> DecodeInferRequest(std::string& body, std::optiona
   if (json_size == 0) return InvalidArgument("the request body is empty; expected a JSON inference request");
 
   rapidjson::Document doc;
-  if (auto error = ParseJsonInPlace(body.data(), json_size, &doc)) {
-    std::string message = DescribeJsonError(*error, "the request body");
-    if (!json_length && error->code == rapidjson::kParseErrorDocumentRootNotSingular) {
-      message += " (binary tensor data after the JSON needs the Inference-Header-Content-Length header)";
+  std::vector<std::optional<std::string>> fast_data;  // by input index
+  const bool fast =
+      path == JsonPath::kFastWithFallback && ReadFast(body, json_size, limits, &doc, &fast_data);
+  if (fast_path_used != nullptr) *fast_path_used = fast;
+  if (!fast) {
+    doc = rapidjson::Document();  // drops whatever the fast path built before it gave up
+    fast_data.clear();
+    if (auto error = ParseJsonInPlace(body.data(), json_size, &doc)) {
+      std::string message = DescribeJsonError(*error, "the request body");
+      if (!json_length && error->code == rapidjson::kParseErrorDocumentRootNotSingular) {
+        message += " (binary tensor data after the JSON needs the Inference-Header-Content-Length header)";
+      }
+      return InvalidArgument(message);
     }
-    return InvalidArgument(message);
   }
   if (!doc.IsObject()) return InvalidArgument("the request JSON must be an object, got " + std::string(JsonTypeName(doc)));
 
@@ -448,8 +827,9 @@ StatusOr<DecodedInferRequest> DecodeInferRequest(std::string& body, std::optiona
   request.inputs.resize(inputs.Size());
   for (rapidjson::SizeType i = 0; i < inputs.Size(); ++i) {
     Tensor& tensor = request.inputs[i];
+    std::string* decoded_data = i < fast_data.size() && fast_data[i] ? &*fast_data[i] : nullptr;
     FASTPATH_RETURN_IF_ERROR(DecodeInput(inputs[i], i, binary, json_length.has_value(),
-                                         &binary_offset, limits, &tensor));
+                                         &binary_offset, limits, decoded_data, &tensor));
     if (!seen.insert(tensor.name).second) {
       return InvalidArgument("input '" + tensor.name + "' appears more than once in 'inputs'");
     }

@@ -47,14 +47,38 @@ struct DecodedInferRequest {
   OutputEncoding encoding;
 };
 
-// Parses an inference request body. `body` is parsed in situ (its JSON part is
-// overwritten); `json_length` is the parsed Inference-Header-Content-Length, nullopt
-// when the header is absent. Every error is InvalidArgument (or PayloadTooLarge for a
-// shape over the limit, Unimplemented for shared memory and classification) with a
-// message that names the offending field or tensor.
+// Parses an inference request body. `body` may be parsed in situ (its JSON part
+// overwritten) and may be reallocated; `json_length` is the parsed
+// Inference-Header-Content-Length, nullopt when the header is absent. Every error is
+// InvalidArgument (or PayloadTooLarge for a shape over the limit, Unimplemented for shared
+// memory and classification) with a message that names the offending field or tensor.
+//
+// The JSON is read first by a simdjson On-Demand fast path, which converts inputs' "data"
+// numbers straight into the tensors; anything it does not handle exactly as the RapidJSON
+// path would, errors included, is parsed again by RapidJSON, so results and messages are
+// RapidJSON's either way.
 [[nodiscard]] StatusOr<DecodedInferRequest> DecodeInferRequest(std::string& body,
                                                                std::optional<size_t> json_length,
                                                                const InferCodecLimits& limits);
+
+// Spare capacity past the JSON of a body that the fast path reads (simdjson's padding).
+// A body with less is copied once to make room, so the HTTP session reserves it.
+inline constexpr size_t kInferBodyPadding = 64;
+
+namespace internal {
+
+enum class JsonPath { kFastWithFallback, kRapidJsonOnly };
+
+// DecodeInferRequest with the path chosen, for the differential tests and the fuzz target
+// that hold the fast path to the RapidJSON path's results. `*fast_path_used` (when not
+// null) tells whether the fast path's parse was the one decoded.
+[[nodiscard]] StatusOr<DecodedInferRequest> DecodeInferRequest(std::string& body,
+                                                               std::optional<size_t> json_length,
+                                                               const InferCodecLimits& limits,
+                                                               JsonPath path,
+                                                               bool* fast_path_used = nullptr);
+
+}  // namespace internal
 
 struct EncodedInferResponse {
   std::string body;        // the JSON, then the binary outputs in output order

@@ -119,6 +119,14 @@ std::optional<JsonParseError> ParseJsonInPlace(char* text, size_t size, rapidjso
   return std::nullopt;
 }
 
+bool ParseJsonNumber(std::string_view text, rapidjson::Value* out) {
+  std::string copy(text);  // parsed in place, with copy[size] as the terminator
+  rapidjson::Document doc;
+  if (ParseJsonInPlace(copy.data(), copy.size(), &doc) || !doc.IsNumber()) return false;
+  *out = static_cast<rapidjson::Value&>(doc);  // moved: a number owns no memory of doc's
+  return true;
+}
+
 std::string DescribeJsonError(const JsonParseError& error, std::string_view where) {
   return "malformed JSON in " + std::string(where) + " at offset " + std::to_string(error.offset) + ": " +
          rapidjson::GetParseError_En(error.code);

@@ -25,6 +25,13 @@ struct JsonParseError {
 // Iterative, so nesting depth costs heap, not stack. Accepts NaN / Infinity / -Infinity.
 std::optional<JsonParseError> ParseJsonInPlace(char* text, size_t size, rapidjson::Document* doc);
 
+// What ParseJsonInPlace makes of `text`, one JSON number without whitespace around it, as a
+// document of its own: true with the number in `out` (Int64, Uint64 or Double, typed and
+// rounded as in any document), false where ParseJsonInPlace refuses it. For a reader with
+// a grammar of its own (the simdjson fast path of infer_codec.cc) that must read numbers
+// exactly as this one does: RapidJSON refuses as "too big" some numbers that fit a double.
+bool ParseJsonNumber(std::string_view text, rapidjson::Value* out);
+
 // "malformed JSON in <where> at offset N: <reason>"
 std::string DescribeJsonError(const JsonParseError& error, std::string_view where);
 

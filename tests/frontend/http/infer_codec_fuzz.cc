@@ -1,14 +1,17 @@
 // libFuzzer target for the HTTP inference codec: request bodies and their binary framing
 // are outside input. Input layout: byte 0 bit 0 says whether an
 // Inference-Header-Content-Length is present, bytes 1..4 (little-endian) give it (taken
-// modulo the body size + 1), the rest is the body. A decoded request is echoed through
-// the encoder, with the requested encodings, as a facade would answer it.
+// modulo the body size + 1), the rest is the body. The body is decoded both with the
+// simdjson fast path and by RapidJSON alone, which must agree in every detail (the fast
+// path is only ever an optimization). A decoded request is echoed through the encoder,
+// with the requested encodings, as a facade would answer it.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <optional>
 #include <string>
 
+#include "decode_outcome.h"
 #include "infer_codec.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -24,7 +27,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   InferCodecLimits limits;
   limits.max_elements = 1 << 16;  // as the server derives it: bounded by the body limit
+  std::string reference_body = body;
   auto decoded = DecodeInferRequest(body, json_length, limits);
+  auto reference = internal::DecodeInferRequest(reference_body, json_length, limits,
+                                                internal::JsonPath::kRapidJsonOnly);
+  if (DescribeDecodeOutcome(decoded) != DescribeDecodeOutcome(reference)) __builtin_trap();
   if (!decoded.ok()) return 0;
 
   InferResponse response;

@@ -1,15 +1,20 @@
 // Direct tests of the HTTP inference codec: no sockets, just bytes in and out.
 #include "infer_codec.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <random>
 #include <string>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
+
+#include "decode_outcome.h"
 
 namespace fastpath::frontend::http {
 namespace {
@@ -298,6 +303,272 @@ TEST(InferCodecDecode, BinaryPartSurvivesInSituParsing) {
   auto r = Decode(json + "Z", json.size());
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->request.inputs[0].data, "Z");
+}
+
+// --- The simdjson fast path, held to the RapidJSON path ---
+
+// Decodes `body` through DecodeInferRequest and through the RapidJSON path alone, and
+// requires the same outcome; `fast` says whether the fast path's parse should be the one
+// decoded (false: it should give up). The body is given no spare capacity, so the fast
+// path's own padding is exercised too.
+void ExpectSameAsRapidJson(const std::string& body, bool fast, std::optional<size_t> json_length = std::nullopt,
+                           int64_t max_elements = 1 << 20) {
+  InferCodecLimits limits;
+  limits.max_elements = max_elements;
+  std::string fast_body = body;
+  fast_body.shrink_to_fit();
+  std::string reference_body = body;
+  bool used = false;
+  const auto decoded = internal::DecodeInferRequest(fast_body, json_length, limits,
+                                                    internal::JsonPath::kFastWithFallback, &used);
+  const auto reference = internal::DecodeInferRequest(reference_body, json_length, limits,
+                                                      internal::JsonPath::kRapidJsonOnly);
+  EXPECT_EQ(DescribeDecodeOutcome(decoded), DescribeDecodeOutcome(reference)) << body;
+  EXPECT_EQ(used, fast) << body;
+}
+
+// {"inputs":[{"name":"x","datatype":<dtype>,"shape":<shape>,"data":<data>}]}
+std::string OneInput(const std::string& dtype, const std::string& shape, const std::string& data) {
+  return R"({"inputs":[{"name":"x","datatype":")" + dtype + R"(","shape":)" + shape + R"(,"data":)" + data + "}]}";
+}
+
+TEST(InferCodecFastPath, DecodesDataAsRapidJsonDoes) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"FP32", "[0.1,-2,3.4028234663852886e38,-3.4028234663852886e38,1e-46,123,0.10000000149011612]"},
+      {"FP32", "[[1.5,-0.30000001192092896],[7,-1.1754943508222875e-38],[2e-45,0.0],[-0.0,-0]]"},
+      // 17 significant digits, as Python's repr, with and without exponents.
+      {"FP64", "[0.10000000149011612,-0.30000001192092896,1.2345678901234567e-05,-9.8765432109876543e+200]"},
+      // Zeros: "-0" is the integer 0 to RapidJSON, so +0.0; "-0.0" stays negative.
+      {"FP64", "[-0,-0.0,0,0.0,0e5,-0E-5,1e-400,-1e-400]"},
+      // Subnormals, the smallest normal, a halfway integer, integers beyond 64 bits.
+      {"FP64", "[4.9e-324,-2.4e-324,2.2250738585072011e-308,9007199254740993,123456789012345678901234567890]"},
+      // Long mantissas (simdjson 3.0.1 misreads the first two on its own).
+      {"FP64", "[0.95000000000000000000,0.1234567890123456789012345678901234567890,"
+               "3.14159265358979323846264338327950288,-1.00000000000000011102230246251565404236316680908203125]"},
+      {"FP64", "[1.7976931348623157e308,-1.7976931348623157e308,2.2250738585072014e-308]"},
+      {"INT8", "[-128,127,-0,0]"},
+      {"INT16", "[-32768,32767,1,-1]"},
+      {"INT32", "[-2147483648,2147483647,0,5]"},
+      {"INT64", "[-9223372036854775808,9223372036854775807,0,-1]"},
+      {"UINT8", "[0,255,1,2]"},
+      {"UINT16", "[0,65535,1,2]"},
+      {"UINT32", "[0,4294967295,1,2]"},
+      {"UINT64", "[0,18446744073709551615,9223372036854775808,10000000000000000000]"},
+      {"BOOL", "[true,false,[true],[[false]]]"},
+  };
+  for (const auto& [dtype, data] : cases) {
+    const std::string body = OneInput(dtype, "[" + std::to_string(std::count(data.begin(), data.end(), ',') + 1) + "]",
+                                      data);
+    ExpectSameAsRapidJson(body, true);
+    EXPECT_TRUE(Decode(body).ok()) << body;
+  }
+  // Below double's range without an exponent (RapidJSON's path reads them as ±0).
+  const std::string tiny = "0." + std::string(400, '0') + "1";
+  ExpectSameAsRapidJson(OneInput("FP64", "[4]", "[" + tiny + ",-" + tiny + ",0.000,-0.000]"), true);
+  ExpectSameAsRapidJson(OneInput("FP32", "[2]", "[" + tiny + ",-" + tiny + "]"), true);
+  ExpectSameAsRapidJson(OneInput("INT32", "[2,3]", "[[1,2,3],[4,5,6]]"), true);
+  ExpectSameAsRapidJson(OneInput("FP32", "[0]", "[]"), true);
+  ExpectSameAsRapidJson(OneInput("FP32", "[2,0]", "[[],[]]"), true);
+}
+
+TEST(InferCodecFastPath, GivesUpOnRefusedOrUnusualData) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"FP32", "[3.4028236e38]"},          // over FLT_MAX
+      {"FP64", "[1e400]"},                 // "Number too big" (simdjson refuses it too)
+      {"FP64", "[NaN]"},                   // accepted by RapidJSON, not by simdjson
+      {"FP64", "[-Infinity]"},
+      {"FP64", "[\"1\"]"},
+      {"FP64", "[0e400]"},                 // zero to simdjson, "Number too big" to RapidJSON
+      {"FP64", "[1" + std::string(400, '0') + "e-300]"},  // likewise for the integer part
+      {"INT8", "[128]"},
+      {"INT8", "[-129]"},
+      {"INT32", "[1.5]"},
+      {"INT32", "[1e2]"},
+      {"INT32", "[2147483648]"},
+      {"INT64", "[9223372036854775808]"},
+      {"INT64", "[99999999999999999999999]"},
+      {"UINT8", "[-1]"},
+      {"UINT8", "[-0]"},                   // RapidJSON's Int64 0 is in range: decoded by it
+      {"UINT64", "[18446744073709551616]"},
+      {"BOOL", "[1]"},
+      {"BOOL", "[null]"},
+  };
+  for (const auto& [dtype, data] : cases) ExpectSameAsRapidJson(OneInput(dtype, "[1]", data), false);
+  // Too many, too few, too deep, and not an array.
+  ExpectSameAsRapidJson(OneInput("FP32", "[2]", "[1,2,3]"), false);
+  ExpectSameAsRapidJson(OneInput("FP32", "[2]", "[1]"), false);
+  ExpectSameAsRapidJson(OneInput("FP32", "[1]", std::string(33, '[') + "1" + std::string(33, ']')), false);
+  ExpectSameAsRapidJson(OneInput("FP32", "[1]", std::string(32, '[') + "1" + std::string(32, ']')), true);
+  ExpectSameAsRapidJson(OneInput("FP32", "[1]", "1"), false);
+}
+
+TEST(InferCodecFastPath, OtherValuesAndKeysAsRapidJsonHasThem) {
+  const std::vector<std::pair<std::string, bool>> cases = {
+      // Escaped keys name the same members.
+      {R"({"inputs":[{"n\u0061me":"x","d\u0061tatype":"FP32","sh\u0061pe":[1],"d\u0061ta":[1]}]})", true},
+      // Duplicates: RapidJSON keeps all, the decoding reads the first.
+      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1],"data":[2]}]})", true},
+      {R"({"inputs":[{"name":"x","name":"y","datatype":"FP32","shape":[1],"data":[1]}]})", true},
+      {R"({"inputs":[{"name":"x","datatype":"FP32","datatype":"INT8","shape":[1],"shape":[2],"data":[1.5]}]})", true},
+      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1]}],"inputs":[]})", true},
+      {R"({"id":"a","id":"b","inputs":[]})", true},
+      // Data before its shape or datatype is decoded from the Document.
+      {R"({"inputs":[{"name":"x","data":[1,2],"datatype":"FP32","shape":[2]}]})", true},
+      {R"({"inputs":[{"data":[[1],[2]],"shape":[2,1],"name":"x","datatype":"INT16"}]})", true},
+      {R"({"inputs":[{"name":"x","datatype":"FP32","data":[1,2],"shape":[2]}]})", true},
+      // Unknown keys with nested values of every kind.
+      {R"({"x":{"a":[1,{"b":null,"c":true,"d":[]}],"e":"s","f":-0.5e-3},"inputs":[{"name":"x","u":[[{}]],)"
+       R"("datatype":"UINT8","shape":[1],"data":[7]}],"y":[null,false,"\"\\\/\b\f\n\r\t\u00e9\ud83d\ude00"]})",
+       true},
+      // Parameters of every type, on the request, inputs and outputs; outputs' binary_data.
+      {R"({"id":"r","parameters":{"b":true,"i":-3,"u":18446744073709551615,"d":0.5,"e":1e300,"z":-0,"s":"v",)"
+       R"("binary_data_output":true},"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1],)"
+       R"("parameters":{"p":1.25,"q":"w"}}],"outputs":[{"name":"a","parameters":{"binary_data":false,"k":2}},)"
+       R"({"name":"b"}]})",
+       true},
+      // Strings: NUL and non-ASCII escapes, raw UTF-8.
+      {R"({"id":"a\u0000b\u00ff\u4e2d","inputs":[{"name":"é中😀","datatype":"BOOL","shape":[1],"data":[true]}]})", true},
+      // BYTES and FP16 data are left to DecodeJsonData (which refuses FP16).
+      {R"({"inputs":[{"name":"s","datatype":"BYTES","shape":[2],"data":["ab","\u0000"]}]})", true},
+      {R"({"inputs":[{"name":"h","datatype":"FP16","shape":[1],"data":[1.0]}]})", true},
+      // Refused by the decoding with the Document the fast path built.
+      {R"({"inputs":[{"datatype":"FP32","shape":[1],"data":[1]}]})", true},
+      {R"({"inputs":[{"name":"x","datatype":"FP33","shape":[1],"data":[1]}]})", true},
+      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1.5],"data":[1]}]})", true},
+      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[-1],"data":[1]}]})", true},
+      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1000000000000],"data":[1]}]})", true},
+      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[100000],"data":[1]}]})", true},  // more than the JSON
+      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1],"parameters":{"binary_data_size":4}}]})",
+       true},
+      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"parameters":{"shared_memory_region":"r"},"data":[1]}]})",
+       true},
+      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1]},{"name":"x","datatype":"FP32","shape":[1],"data":[2]}]})",
+       true},
+      {R"({"inputs":[1,{"name":"x"}]})", true},
+      {R"({"inputs":{}})", true},
+      {R"({"id":3,"inputs":[]})", true},
+      {R"({"inputs":[],"parameters":{"p":[1]}})", true},
+      {R"({"inputs":[],"outputs":[{"name":"o"},{"name":"o"}]})", true},
+      {R"({"inputs":[],"outputs":[{"name":"o","parameters":{"binary_data":"yes"}}]})", true},
+      // What RapidJSON refuses, or simdjson does and RapidJSON does not: the fast path gives up.
+      {"[1]", false},
+      {R"({"inputs":[],"parameters":{"p":NaN}})", false},
+      {R"({"inputs":[],"parameters":{"p":0e400}})", false},
+      {R"({"inputs":[],"parameters":{"p":1e309}})", false},
+      {R"({"inputs":[],"parameters":{"p":0.001e309}})", true},  // 1e306 to both
+      {"{\"inputs\":[],\"id\":\"a\x01\"}", false},
+      {"{\"inputs\":[],\"id\":\"a\tb\"}", false},
+      {"{\"inputs\":[],\"k\x1f\":1}", false},
+      {R"({"inputs":[],"id":"\ud800"})", false},
+      {R"({"inputs":[],"id":"\ud800\u0041"})", false},
+      {R"({"inputs":[],"id":"\udc00"})", false},  // a lone low surrogate: RapidJSON takes it
+      {"{\"inputs\":[],\"id\":\"\xc3\x28\"}", false},  // invalid UTF-8: RapidJSON takes it
+      {"\xef\xbb\xbf{\"inputs\":[]}", false},
+      {R"({"inputs":[]} x)", false},
+      {R"({"inputs":[]}{})", false},
+      {R"({"inputs":[]}})", false},
+      {std::string("{\"inputs\":[]}\0garbage", 21), false},  // RapidJSON stops at the NUL
+      {R"({"inputs":[],})", false},
+      {R"({"inputs":[1,]})", false},
+      {R"({"inputs":[] "id":"a"})", false},
+      {R"({"inputs":[],"a":nul})", false},
+      {R"({"inputs":[],"a":truex})", false},
+      {R"({"inputs":[],"a":01})", false},
+      {R"({"inputs":[],"a":1.})", false},
+      {R"({"inputs":[],"a":-})", false},
+      {R"({"inputs":[)", false},
+      {R"({"inputs":[],"x":)" + std::string(70, '[') + std::string(70, ']') + "}", false},
+      {R"({"inputs":[],"x":)" + std::string(60, '[') + std::string(60, ']') + "}", true},
+  };
+  for (const auto& [body, fast] : cases) ExpectSameAsRapidJson(body, fast);
+}
+
+TEST(InferCodecFastPath, BinaryPartsAndHeaderLength) {
+  const std::string json =
+      R"({"inputs":[{"name":"a","datatype":"FP32","shape":[2],"parameters":{"binary_data_size":8}},)"
+      R"({"name":"j","datatype":"INT64","shape":[2],"data":[-5,6]},)"
+      R"({"name":"b","datatype":"UINT8","shape":[3],"parameters":{"binary_data_size":3}}]})";
+  const std::string binary = Bytes<float>({1.25f, -2.5f}) + std::string("\x01\x02\x03", 3);
+  ExpectSameAsRapidJson(json + binary, true, json.size());
+  ExpectSameAsRapidJson(json + binary + "x", true, json.size());  // bytes that no input claims
+  ExpectSameAsRapidJson(json + binary, false);                     // binary without the header
+  // The header covers the whole body: nothing follows the JSON.
+  const std::string only_json = OneInput("FP32", "[2]", "[1,2]");
+  ExpectSameAsRapidJson(only_json, true, only_json.size());
+  ExpectSameAsRapidJson(only_json + "[]", false, only_json.size() + 2);  // a second root
+  ExpectSameAsRapidJson(only_json, false, only_json.size() - 1);        // cut before its end
+}
+
+// The example CNN's request as tritonclient sends it: 3072 FP32 values, each as Python's
+// repr of the float widened to double (17 digits), and again as the shortest float text.
+TEST(InferCodecFastPath, CnnRequestIsDecodedByTheFastPath) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> pixel(0.0f, 1.0f);
+  std::vector<float> values(3072);
+  for (float& v : values) v = pixel(rng);
+  for (const char* format : {"%.17g", "%.9g"}) {
+    std::string data = "[";
+    for (float v : values) {
+      char text[40];
+      std::snprintf(text, sizeof text, format, static_cast<double>(v));
+      data += std::string(text) + ",";
+    }
+    data.back() = ']';
+    const std::string body = R"({"id":"1","inputs":[{"name":"input","shape":[1,3,32,32],"datatype":"FP32","data":)" +
+                             data + R"(}],"outputs":[{"name":"logits","parameters":{"binary_data":true}}]})";
+    ExpectSameAsRapidJson(body, true);
+    auto r = Decode(body);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->request.inputs[0].data, Bytes(values)) << format;
+  }
+}
+
+// A body over 1 MiB is read by a parser of its own rather than the thread's.
+TEST(InferCodecFastPath, LargeBody) {
+  std::string data = "[";
+  for (int i = 0; i < 300000; ++i) data += i % 3 == 0 ? "-0.25," : "1.5e-3,";
+  data.back() = ']';
+  const std::string body = OneInput("FP64", "[300000]", data);
+  ASSERT_GT(body.size(), size_t{1} << 20);
+  ExpectSameAsRapidJson(body, true);
+}
+
+// Bodies with a few bytes changed, JSON-significant ones mostly: whatever they have become,
+// the two paths agree.
+TEST(InferCodecFastPath, MutatedBodiesAgree) {
+  const std::vector<std::string> seeds = {
+      OneInput("FP32", "[2,2]", "[[0.5,-1e-7],[3,-0]]"),
+      OneInput("INT8", "[3]", "[-128,0,127]"),
+      R"({"id":"q","parameters":{"a":1,"b":"c"},"inputs":[{"name":"x","datatype":"BOOL","shape":[2],"data":[true,false]}],)"
+      R"("outputs":[{"name":"o","parameters":{"binary_data":true}}]})",
+  };
+  const std::string alphabet = "{}[]\",:.-+eE0123456789 \ntfnul\\";
+  std::mt19937 rng(11);
+  for (const std::string& seed : seeds) {
+    for (int i = 0; i < 3000; ++i) {
+      std::string body = seed;
+      const int edits = 1 + static_cast<int>(rng() % 3);
+      for (int e = 0; e < edits; ++e) {
+        const size_t at = rng() % body.size();
+        const uint32_t pick = rng() % (alphabet.size() + 4);
+        const char c = pick < alphabet.size() ? alphabet[pick] : "\x00\x1f\xff\x7f"[pick - alphabet.size()];
+        switch (rng() % 3) {
+          case 0: body[at] = c; break;
+          case 1: body.insert(at, 1, c); break;
+          default: body.erase(at, 1); break;
+        }
+      }
+      if (body.empty()) continue;
+      InferCodecLimits limits;
+      std::string fast_body = body;
+      std::string reference_body = body;
+      const auto decoded = internal::DecodeInferRequest(fast_body, std::nullopt, limits,
+                                                        internal::JsonPath::kFastWithFallback);
+      const auto reference = internal::DecodeInferRequest(reference_body, std::nullopt, limits,
+                                                          internal::JsonPath::kRapidJsonOnly);
+      ASSERT_EQ(DescribeDecodeOutcome(decoded), DescribeDecodeOutcome(reference)) << body;
+    }
+  }
 }
 
 // --- Encoding ---
