@@ -86,16 +86,16 @@ struct EncodedInferResponse {
   bool has_binary = false; // true when any byte follows the JSON
 };
 
-// Renders a response as Triton does: {"id"?, "model_name", "model_version",
-// "parameters"?, "outputs": [{"name", "datatype", "shape", "data" | "parameters":
-// {"binary_data_size": N}}]}. Numbers are exact: integers as integers, floating point
-// in a form that parses back to the same bits. Fails (naming the output) when an
-// output's bytes do not match its shape, or when FP16/BF16 is asked for as JSON.
 // A KServe "parameters" object: bool, integer, number and string values; anything else is
 // InvalidArgument naming `where` and the key.
 [[nodiscard]] Status DecodeParameters(const rapidjson::Value& v, const std::string& where,
                                       Parameters* out);
 
+// Renders a response as Triton does: {"id"?, "model_name", "model_version",
+// "parameters"?, "outputs": [{"name", "datatype", "shape", "data" | "parameters":
+// {"binary_data_size": N}}]}. Numbers are exact: integers as integers, floating point
+// in a form that parses back to the same bits. Fails (naming the output) when an
+// output's bytes do not match its shape, or when FP16/BF16 is asked for as JSON.
 [[nodiscard]] StatusOr<EncodedInferResponse> EncodeInferResponse(const InferResponse& response,
                                                                  const OutputEncoding& encoding);
 
