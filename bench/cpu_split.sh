@@ -40,7 +40,7 @@ if [ "${CLIENT:-fastpath}" = outside ]; then
   read -r ok0 _ < <(model_counts "http://127.0.0.1:$(server_port server http)" "$MODEL")
   snapshot > "$WORK/before"
   result=$(outside_load server "$MODEL" "$TRANSPORT" "$CONCURRENCY" "$SECONDS_RUN")
-  read -r rate client_us <<< "$result"
+  read -r rate client_us _ <<< "$result"
   snapshot > "$WORK/after"
   read -r ok1 _ < <(model_counts "http://127.0.0.1:$(server_port server http)" "$MODEL")
   # Per request: the threads' CPU over the server's count of the requests (warm-up included);

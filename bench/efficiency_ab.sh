@@ -23,10 +23,11 @@ start_server server "$FP"
 CLIENT=${CLIENT:-fastpath}
 server() {  # transport
   if [ "$CLIENT" = outside ]; then
-    local result
+    local result rate cpu
     result=$(outside_load server "$MODEL" "$1" 32 3) || return 1
-    echo "${result% *}"
-    echo "$1 client ${result#* } us CPU/request" >> "$WORK/client_cpu"
+    read -r rate cpu _ <<< "$result"
+    echo "$rate"
+    echo "$1 client $cpu us CPU/request" >> "$WORK/client_cpu"
     return
   fi
   "$FP" bench -m "$MODEL" -i "$1" -u "127.0.0.1:$(server_port server "$1")" --concurrency 32 --warmup-ms 1000 \

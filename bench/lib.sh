@@ -33,7 +33,8 @@ stop_servers() {
 # event-driven load generator on one thread, as a user would measure fastpath: wrk over HTTP
 # (Triton's binary tensor extension), h2load over gRPC (one stream per connection), each
 # connection sending the same request (bench/outside_requests.py) in a closed loop after a
-# second's warm-up. Prints "INFER_PER_S CLIENT_CPU_US_PER_REQUEST". Fails on an HTTP error
+# second's warm-up. Prints "INFER_PER_S CLIENT_CPU_US_PER_REQUEST P50_US P99_US" (the
+# latencies as the client saw them: wrk's distribution, h2load's log of each request). Fails on an HTTP error
 # (wrk), and when the server's statistics count more failures than the requests a client can
 # leave in flight when it stops (CONCURRENCY per client process: the server counts those as
 # failed, their connection gone), which is how a gRPC error shows (h2load sees its 200).
@@ -57,13 +58,14 @@ wrk.headers["Inference-Header-Content-Length"] = "$(cat "$WORK/outside/$model.js
 LUA
     local url=$http/v2/models/$model/infer
     wrk -t 1 -c "$c" -d 1s -s "$WORK/outside/post.lua" "$url" > /dev/null
-    { time wrk -t 1 -c "$c" -d "${seconds}s" -s "$WORK/outside/post.lua" "$url" > "$out"; } 2> "$out.cpu"
+    { time wrk -t 1 -c "$c" -d "${seconds}s" --latency -s "$WORK/outside/post.lua" "$url" > "$out"; } 2> "$out.cpu"
     if grep -q 'Non-2xx' "$out"; then echo "wrk: $(grep 'Non-2xx' "$out")" >&2; return 1; fi
     rate=$(awk '/^Requests\/sec:/ {print $2}' "$out")
     timed=$seconds    # the warm-up was another process
     in_flight=$((2 * c))
   else
     { time h2load -t 1 -c "$c" -m 1 --warm-up-time=1 -D "$seconds" -d "$WORK/outside/$model.grpc" \
+        --log-file "$out.log" \
         -H 'content-type: application/grpc' -H 'te: trailers' \
         "http://127.0.0.1:$port/inference.GRPCInferenceService/ModelInfer" > "$out"; } 2> "$out.cpu"
     rate=$(sed -n 's/^finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p' "$out")
@@ -77,8 +79,24 @@ LUA
     return 1
   fi
   read -r user sys < "$out.cpu"
-  python3 -c 'import sys; r, u, s, t = map(float, sys.argv[1:]); print(f"{r:.1f} {(u + s) * 1e6 / (r * t):.1f}")' \
-    "$rate" "$user" "$sys" "$timed"
+  python3 - "$transport" "$out" "$rate" "$user" "$sys" "$timed" << 'PY'
+import sys
+transport, out = sys.argv[1:3]
+rate, user, system, timed = map(float, sys.argv[3:])
+if transport == "http":  # wrk --latency: "50%  61.00us", in us, ms or s
+    scale = {"us": 1, "ms": 1e3, "s": 1e6}
+    dist = {}
+    for line in open(out):
+        f = line.split()
+        if len(f) == 2 and f[0] in ("50%", "99%"):
+            number = f[1].rstrip("usm")
+            dist[f[0]] = float(number) * scale[f[1][len(number):]]
+    p50, p99 = dist["50%"], dist["99%"]
+else:  # h2load --log-file: start time, status, duration in us, a line per request
+    durations = sorted(float(line.split()[2]) for line in open(out + ".log"))
+    p50, p99 = (durations[min(len(durations) - 1, int(q * len(durations)))] for q in (0.5, 0.99))
+print(f"{rate:.1f} {(user + system) * 1e6 / (rate * timed):.1f} {p50:.1f} {p99:.1f}")
+PY
 }
 
 # outside_requests NAME MODEL: the request files outside_load sends to server NAME, written
