@@ -120,6 +120,22 @@ std::optional<JsonParseError> ParseJsonInPlace(char* text, size_t size, rapidjso
 }
 
 bool ParseJsonNumber(std::string_view text, rapidjson::Value* out) {
+  // The usual case (a shape's dims, binary_data_size): an integer of at most 18 digits
+  // without a leading zero, which RapidJSON never refuses and RawNumber makes an Int64 of
+  // when negative ("-0" too), a Uint64 otherwise. No document for it.
+  const bool negative = !text.empty() && text.front() == '-';
+  const std::string_view digits = text.substr(negative ? 1 : 0);
+  if (!digits.empty() && digits.size() <= 18 && (digits.size() == 1 || digits.front() != '0') &&
+      digits.find_first_not_of("0123456789") == std::string_view::npos) {
+    int64_t v = 0;
+    std::from_chars(digits.data(), digits.data() + digits.size(), v);
+    if (negative) {
+      out->SetInt64(-v);
+    } else {
+      out->SetUint64(static_cast<uint64_t>(v));
+    }
+    return true;
+  }
   std::string copy(text);  // parsed in place, with copy[size] as the terminator
   rapidjson::Document doc;
   if (ParseJsonInPlace(copy.data(), copy.size(), &doc) || !doc.IsNumber()) return false;
