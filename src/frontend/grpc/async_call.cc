@@ -1,10 +1,72 @@
 #include "async_call.h"
 
+#include <deque>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include "fastpath/common/thread_name.h"
 
 namespace fastpath::frontend::grpc_internal {
+namespace {
+
+// The events a queue's thread has taken off its queue (WorkWaiting) and not yet run.
+struct Backlog {
+  // Bounds what one look takes in: enough to see that work waits, not the whole queue.
+  static constexpr size_t kMaxEvents = 64;
+
+  explicit Backlog(grpc::ServerCompletionQueue* queue) : cq(queue) {}
+
+  grpc::ServerCompletionQueue* const cq;
+  std::deque<std::pair<Tag*, bool>> events;
+  size_t work = 0;  // events that bring work (Tag::BringsWork)
+  bool shut_down = false;
+};
+
+// This thread's backlog; null off a queue's thread.
+thread_local Backlog* backlog = nullptr;
+
+// Runs every event of `cq`, those the backlog took in first, until the queue is shut down
+// and drained.
+void Poll(grpc::ServerCompletionQueue* cq) {
+  Backlog mine(cq);
+  backlog = &mine;
+  for (;;) {
+    Tag* tag = nullptr;
+    bool ok = false;
+    if (!mine.events.empty()) {
+      std::tie(tag, ok) = mine.events.front();
+      mine.events.pop_front();
+      if (tag->BringsWork()) --mine.work;
+    } else {
+      void* next = nullptr;
+      if (!cq->Next(&next, &ok)) break;
+      tag = static_cast<Tag*>(next);
+    }
+    tag->Done(ok);
+  }
+  backlog = nullptr;
+}
+
+}  // namespace
+
+bool WorkWaiting() {
+  Backlog* b = backlog;
+  if (b == nullptr) return false;
+  while (b->work == 0 && !b->shut_down && b->events.size() < Backlog::kMaxEvents) {
+    void* tag = nullptr;
+    bool ok = false;
+    const auto got = b->cq->AsyncNext(&tag, &ok, gpr_time_0(GPR_CLOCK_MONOTONIC));
+    if (got == grpc::CompletionQueue::TIMEOUT) break;
+    if (got == grpc::CompletionQueue::SHUTDOWN) {
+      b->shut_down = true;
+      break;
+    }
+    b->events.emplace_back(static_cast<Tag*>(tag), ok);
+    if (static_cast<Tag*>(tag)->BringsWork()) ++b->work;
+  }
+  return b->work > 0;
+}
 
 Queues::Queues(grpc::ServerBuilder& builder, int count) {
   for (int i = 0; i < count; ++i) queues_.push_back(builder.AddCompletionQueue());
@@ -14,9 +76,7 @@ void Queues::Start() {
   for (auto& queue : queues_) {
     threads_.emplace_back([cq = queue.get(), i = threads_.size()] {
       NameThisThread("fp-grpc/" + std::to_string(i));
-      void* tag = nullptr;
-      bool ok = false;
-      while (cq->Next(&tag, &ok)) static_cast<Tag*>(tag)->Done(ok);
+      Poll(cq);
     });
   }
 }

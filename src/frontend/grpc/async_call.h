@@ -26,21 +26,35 @@ namespace fastpath::frontend::grpc_internal {
 class Tag {
  public:
   virtual void Done(bool ok) = 0;
+  // Whether its completion may bring a request to serve: a call's arrival, a stream's read.
+  virtual bool BringsWork() const = 0;
 
  protected:
   ~Tag() = default;
 };
 
 // A tag that calls (owner->*Fn)(ok).
-template <typename Owner, void (Owner::*Fn)(bool)>
+template <typename Owner, void (Owner::*Fn)(bool), bool kBringsWork = false>
 class Event final : public Tag {
  public:
   explicit Event(Owner* owner) : owner_(owner) {}
   void Done(bool ok) override { (owner_->*Fn)(ok); }
+  bool BringsWork() const override { return kBringsWork; }
 
  private:
   Owner* owner_;
 };
+
+// Whether an event that brings work (Tag::BringsWork) has completed on the completion queue
+// of this thread, behind the tag it is running now. Takes in, without running them, the
+// events already completed on that queue; the thread runs them next, in order, before it
+// polls again. False off a queue's thread.
+//
+// Why: a call that arrives while others wait behind it must not run its model on this thread
+// (InferRequest::caller_may_run_model). The others would wait for that run, and each would
+// then find the instance idle and run alone in turn: with one queue thread, concurrent
+// calls were served one by one at batch 1 instead of batched.
+bool WorkWaiting();
 
 // The server's completion queues and their threads: one thread per queue, so that
 // every tag of a call runs on the one thread that polls its queue, one after another.
@@ -170,7 +184,7 @@ class UnaryCall {
   grpc::ServerAsyncResponseWriter<Response> writer_;
   std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
   int pending_ = 0;
-  Event<UnaryCall, &UnaryCall::Arrived> arrived_{this};
+  Event<UnaryCall, &UnaryCall::Arrived, /*kBringsWork=*/true> arrived_{this};
   Event<UnaryCall, &UnaryCall::Finished> finished_{this};
   Event<UnaryCall, &UnaryCall::DoneNotified> done_{this};
 };

@@ -228,8 +228,10 @@ void GrpcInferenceServiceImpl::ModelInfer(
   parsed->deadline = grpc_internal::SteadyDeadline(call.context().deadline());
   parsed->cancelled = call.cancelled();
   // A queue's thread: the scheduler may run a short model on it when an instance is
-  // idle, which spares the call two thread hand-offs (streams keep reading instead).
-  parsed->caller_may_run_model = true;
+  // idle, which spares the call two thread hand-offs (streams keep reading instead). Not
+  // while other calls wait on this thread: they would wait for the run, and queued behind
+  // the instance's run instead they are batched.
+  parsed->caller_may_run_model = !grpc_internal::WorkWaiting();
   // The call stays valid until its Finish has completed, so the callback may use it from
   // any thread, even before InferAsync returns.
   server_.InferAsync(std::move(parsed).value(),

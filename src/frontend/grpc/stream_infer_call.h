@@ -127,8 +127,8 @@ class StreamInferCall {
   std::atomic<int> refs_{1};  // the request for the call
   // Set when gRPC reports the call cancelled; every request of the stream carries it.
   const std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
-  Event<StreamInferCall, &StreamInferCall::Arrived> arrived_{this};
-  Event<StreamInferCall, &StreamInferCall::ReadDone> read_done_{this};
+  Event<StreamInferCall, &StreamInferCall::Arrived, /*kBringsWork=*/true> arrived_{this};
+  Event<StreamInferCall, &StreamInferCall::ReadDone, /*kBringsWork=*/true> read_done_{this};
   Event<StreamInferCall, &StreamInferCall::WriteDone> write_done_{this};
   Event<StreamInferCall, &StreamInferCall::Finished> finished_event_{this};
   Event<StreamInferCall, &StreamInferCall::DoneNotified> done_{this};

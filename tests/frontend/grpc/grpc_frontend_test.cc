@@ -1254,6 +1254,74 @@ TEST_F(GrpcCancellationTest, CancelledStreamMarksItsQueuedRequests) {
   ExpectStreamAnswers(result, 3, {});
 }
 
+// Only a call with no other call waiting behind it on its queue's thread may run its model
+// there (InferRequest::caller_may_run_model). Run there, it would hold the calls behind it,
+// and with one queue thread concurrent calls would run one after another at batch 1.
+//
+// The handler holds the server's only queue thread on one call while four more calls are
+// sent. Nothing reads them meanwhile (that thread is also the one that polls the sockets),
+// so once it is free they are all waiting: at least the first handled must be kept off the
+// thread. The settle time before the release only lets the four calls reach the server's
+// socket; nothing is timed. The last call handled has none behind it: it is offered the
+// thread again.
+TEST_F(GrpcFrontendTest, ACallWithCallsWaitingBehindItKeepsItsModelOffTheQueueThread) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool holding = false;
+  bool released = false;
+  std::vector<std::pair<std::string, bool>> offered;  // id, caller_may_run_model; in order
+  fake_.SetHandler([&](const InferRequest& request) -> StatusOr<InferResponse> {
+    std::unique_lock lock(mu);
+    offered.emplace_back(request.id, request.caller_may_run_model);
+    if (request.id == "hold") {
+      holding = true;
+      cv.notify_all();
+      cv.wait(lock, [&] { return released; });
+    }
+    return IdentityHandler(request);
+  });
+  auto call = [&](const std::string& id) {
+    ModelInferRequest request = RawRequest("INT32", {1}, Bytes<int32_t>({7}));
+    request.set_id(id);
+    ModelInferResponse response;
+    const grpc::Status status = Infer(request, &response);
+    EXPECT_TRUE(status.ok()) << id << ": " << status.error_message();
+    EXPECT_EQ(response.id(), id);
+  };
+
+  call("alone");
+  std::thread hold([&] { call("hold"); });
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, kHangGuard, [&] { return holding; }));
+  }
+  constexpr int kWaiting = 4;
+  std::vector<std::thread> waiting;
+  for (int i = 0; i < kWaiting; ++i) waiting.emplace_back(call, "w" + std::to_string(i));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  {
+    std::lock_guard lock(mu);
+    released = true;
+    cv.notify_all();
+  }
+  hold.join();
+  for (auto& t : waiting) t.join();
+
+  std::lock_guard lock(mu);
+  ASSERT_EQ(offered.size(), 2u + kWaiting);
+  EXPECT_EQ(offered[0], std::make_pair(std::string("alone"), true))
+      << "a lone call is offered the thread";
+  EXPECT_EQ(offered[1], std::make_pair(std::string("hold"), true));
+  std::string order;
+  for (size_t i = 2; i < offered.size(); ++i) {
+    order += " " + offered[i].first + (offered[i].second ? ":may-run" : ":kept-off");
+  }
+  EXPECT_FALSE(offered[2].second) << "the first waiting call handled was offered the thread:"
+                                  << order;
+  EXPECT_TRUE(offered.back().second)
+      << "the last call, with none behind it, was kept off:" << order;
+}
+
 TEST_F(GrpcFrontendTest, StartFailsOnATakenPort) {
   GrpcOptions options;
   options.address = "127.0.0.1";
