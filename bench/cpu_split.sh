@@ -4,7 +4,7 @@
 # used over the run (from /proc/PID/task/*/stat; fastpath names its threads: fp-http/N,
 # fp-grpc/N, fp-run/N for an instance's worker, fp-batch-timer, fp-metrics; ONNX Runtime's
 # pool threads carry the name of the thread that created them, `fastpath`), beside the load
-# generator's own CPU (/usr/bin/time) and the server's statistics per batch. Counts, not
+# generator's own CPU (/usr/bin/time) and the average batch (the model's statistics). Counts, not
 # timings: they say what a request costs each side on this machine, whatever its speed.
 # With CLIENT=outside the load comes from wrk or h2load (bench/lib.sh's outside_load, HTTP
 # binary), and the requests are counted by the server's statistics.
@@ -35,14 +35,16 @@ snapshot() {  # tid name utime stime (clock ticks)
     echo "${task##*/} $(tr ' ' _ < "$task/comm") $(cut -d' ' -f14,15 < "$task/stat")"
   done
 }
+STATS_URL=http://127.0.0.1:$(server_port server http)
 if [ "${CLIENT:-fastpath}" = outside ]; then
   outside_requests server "$MODEL"
-  read -r ok0 _ < <(model_counts "http://127.0.0.1:$(server_port server http)" "$MODEL")
+  read -r ok0 _ < <(model_counts "$STATS_URL" "$MODEL")
+  read -r inferences0 executions0 < <(model_executions "$STATS_URL" "$MODEL")
   snapshot > "$WORK/before"
   result=$(outside_load server "$MODEL" "$TRANSPORT" "$CONCURRENCY" "$SECONDS_RUN")
   read -r rate client_us _ <<< "$result"
   snapshot > "$WORK/after"
-  read -r ok1 _ < <(model_counts "http://127.0.0.1:$(server_port server http)" "$MODEL")
+  read -r ok1 _ < <(model_counts "$STATS_URL" "$MODEL")
   # Per request: the threads' CPU over the server's count of the requests (warm-up included);
   # as cores: at the client's measured rate, over the time those requests take at that rate.
   python3 -c 'import json, sys; rate = float(sys.argv[2])
@@ -51,6 +53,7 @@ json.dump({"runs": [{"points": [{"throughput_ips": rate, "throughput_rps": rate}
   SECONDS_RUN=$(python3 -c 'import sys; print(int(sys.argv[1]) / float(sys.argv[2]))' "$((ok1 - ok0))" "$rate")
 else
   bench 1000 > /dev/null 2>&1  # warm-up
+  read -r inferences0 executions0 < <(model_executions "$STATS_URL" "$MODEL")
   snapshot > "$WORK/before"
   /usr/bin/time -f "%U %S" -o "$WORK/client" \
     "$FP" bench -m "$MODEL" -i "$TRANSPORT" -u "$URL" "${ENCODING_ARGS[@]}" \
@@ -58,6 +61,8 @@ else
     --json "$WORK/run.json" > /dev/null 2>&1
   snapshot > "$WORK/after"
 fi
+read -r inferences1 executions1 < <(model_executions "$STATS_URL" "$MODEL")
+echo "$((inferences1 - inferences0)) $((executions1 - executions0))" > "$WORK/executions"
 python3 - "$WORK" "$SECONDS_RUN" "$(getconf CLK_TCK)" << 'PY'
 import json, sys
 work, seconds, tick = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
@@ -73,6 +78,8 @@ point = run["runs"][0]["points"][-1]
 rate = point["throughput_ips"]
 reqs = point["throughput_rps"]
 print(f"{point['throughput_rps']:.0f} requests/s, {rate:.0f} infer/s over {seconds:.0f} s")
+inferences, executions = (int(x) for x in open(f"{work}/executions").read().split())
+print(f"average batch {inferences / max(executions, 1):.1f} ({inferences} inferences in {executions} runs)")
 print(f"{'thread':<18}{'cores':>7}{'user':>7}{'sys':>7}{'us CPU/request':>16}")
 total = 0.0
 for tid, (comm, user, system) in sorted(after.items()):

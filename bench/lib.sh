@@ -119,3 +119,11 @@ model_counts() {
 s = json.load(urllib.request.urlopen(sys.argv[1]))["model_stats"][0]["inference_stats"]
 print(s["success"]["count"], s["fail"]["count"])' "$1/v2/models/$2/stats"
 }
+
+# A model's inferences and executions so far (their ratio over a run: the average batch):
+# model_executions URL MODEL.
+model_executions() {
+  python3 -c 'import json, sys, urllib.request
+s = json.load(urllib.request.urlopen(sys.argv[1]))["model_stats"][0]
+print(s["inference_count"], s["execution_count"])' "$1/v2/models/$2/stats"
+}

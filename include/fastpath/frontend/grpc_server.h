@@ -30,8 +30,9 @@ struct GrpcOptions {
   int max_message_bytes = 1 << 30;
   // Threads polling the completion queues, one queue each. One is the fastest at every
   // concurrency measured on a 2-core machine (bench/grpc_ab, docs/benchmarks.md): each
-  // further queue makes calls hop between threads. More help when short models run on
-  // these threads (InferRequest::caller_may_run_model) and cores are free for them.
+  // further queue makes calls hop between threads. A short model may run on these threads
+  // (InferRequest::caller_may_run_model), but only for a call with none waiting behind it,
+  // so concurrent calls still batch with one.
   int threads = 1;
 };
 
