@@ -222,19 +222,38 @@ TEST_F(GateRolloutTest, ASlowerCandidateIsRefusedUnderLoadAndTheServingVersionSe
       << metrics.substr(0, 2000);
 }
 
+// The same model again must pass. Its verdict is timed on a machine the test shares (with
+// the other tests ctest runs beside it, in CI): a burst of foreign load over one side's runs
+// can still read as a regression, which is what the gate is for. So a refusal is retried, up
+// to kAttempts loads, each measured afresh; the gate must let it through on one of them, and
+// every refusal must name a measured regression, never an error.
 TEST_F(GateRolloutTest, AnEqualCandidatePassesUnderLoadAndTakesOver) {
+  constexpr int kAttempts = 3;
   auto load = StartLoad();
   load->WaitSucceeded(100);
   repo().AddVersion("chain", 1, "chain10");
-  const HttpResponse r = http().Post("/v2/repository/models/chain/load", "{}");
-  if (kTimedVerdicts) EXPECT_EQ(r.status, 200) << r.Describe() << "\nlog:\n" << server().LogTail();
+  int attempts = 0;
+  HttpResponse r;
+  std::string refusals;
+  while (attempts < kAttempts) {
+    ++attempts;
+    r = http().Post("/v2/repository/models/chain/load", "{}");
+    if (r.status == 200 || !kTimedVerdicts) break;
+    ASSERT_NE(ErrorMessage(r.body).find("rollout gate refused"), std::string::npos)
+        << r.Describe() << "\nlog:\n" << server().LogTail();
+    refusals += "\n" + ErrorMessage(r.body);
+  }
+  if (kTimedVerdicts) {
+    EXPECT_EQ(r.status, 200) << r.Describe() << "\nrefused " << attempts << " times:" << refusals
+                             << "\nlog:\n" << server().LogTail();
+  }
   load->WaitSucceeded(100);
   load->Stop();
   EXPECT_EQ(load->failed(), 0) << load->first_failure() << "\nlog:\n" << server().LogTail();
 
   const rapidjson::Document decisions = Decisions();
-  ASSERT_EQ(decisions.Size(), 2u);
-  const rapidjson::Value& d = decisions[1];
+  ASSERT_EQ(decisions.Size(), 1u + attempts);
+  const rapidjson::Value& d = decisions[attempts];
   std::cout << "gate: " << d["detail"].GetString() << "\n";
   ASSERT_TRUE(d["verdict"].IsObject());
   EXPECT_EQ(d["verdict"]["throughput_batch_size"].GetUint64(), 8u);
