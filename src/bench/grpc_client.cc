@@ -2,8 +2,8 @@
 // session. Control calls go through the generated stub; ModelInfer sends requests serialized
 // once (Prepare), as the HTTP target sends bodies encoded once, through the generic stub on a
 // completion queue the session keeps. The synchronous stub serialized the request, made a
-// completion queue and parsed the response on every call: about 23 us per round trip at
-// concurrency 1 that the server's figures do not contain (docs/benchmarks.md section 11).
+// completion queue and parsed the response on every call: it added about 18 us to the p50 at
+// concurrency 1 over h2load's on the same server, this about 5 (docs/benchmarks.md section 12).
 #include <absl/synchronization/mutex.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
