@@ -9,7 +9,7 @@
 #   OUT/fastpath/lib/                    every shared library fastpath needs beyond the base
 #                                        system: ONNX Runtime, gRPC, protobuf, abseil,
 #                                        OpenSSL, c-ares, re2, prometheus-cpp, spdlog,
-#                                        fmt, yaml-cpp, simdjson, zlib
+#                                        fmt, yaml-cpp, simdjson, jemalloc, zlib
 #   OUT/fastpath/share/fastpath/         generate_models.py, make_test_models.py,
 #                                        gpu-check.sh, bundle.json (what is inside),
 #                                        prometheus/fastpath-rules.yaml (the alert rules

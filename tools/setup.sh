@@ -23,6 +23,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libboost-dev rapidjson-dev libgtest-dev libgmock-dev prometheus-cpp-dev libssl-dev
   libsimdjson-dev  # the HTTP codec's JSON fast path (src/frontend/http/infer_codec.cc)
+  libjemalloc-dev  # the fastpath executable's malloc (CMakeLists.txt, FASTPATH_ALLOCATOR)
   libcli11-dev libspdlog-dev  # the command line (header-only); the logger (brings libfmt-dev)
   libyaml-cpp-dev  # fastpath preflight: the Prometheus rule file (src/cli/rules_yaml.cc)
   patchelf zstd  # tools/bundle.sh: RPATHs of the bundled libraries, the packed tarball

@@ -13,6 +13,7 @@
 #include "command_line.h"
 #include "fastpath/admission/admission_report.h"
 #include "fastpath/admission/version_lock.h"
+#include "fastpath/common/allocator.h"
 #include "fastpath/common/duration.h"
 #include "fastpath/common/log.h"
 #include "fastpath/config/model_config.h"
@@ -386,6 +387,7 @@ int Serve(const std::vector<std::string>& args) {
     log::Error("ONNX Runtime is unusable: " + backend.status().ToString());
     return kExitRuntime;
   }
+  log::Info("memory allocator: " + DescribeProcessAllocator());
   log::Info("ONNX Runtime " + onnxruntime::OrtVersion() +
             ", execution providers per model (KIND_GPU: the config's gpu_execution_accelerator "
             "list or cuda, through the plugin-EP API; placement logged per instance)");

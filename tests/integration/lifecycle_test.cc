@@ -1,11 +1,13 @@
 // The server as a process: a bad model among good ones, many concurrent clients,
 // SIGTERM with requests in flight, and start-up failures.
+#include <gmock/gmock.h>
 #include <sys/wait.h>
 
 #include <atomic>
 #include <condition_variable>
 #include <iostream>
 #include <mutex>
+#include <string_view>
 #include <thread>
 
 #include "integration_fixture.h"
@@ -84,6 +86,25 @@ TEST_F(CorruptModelStrictTest, NotReadyButServesTheGoodModels) {
   EXPECT_FALSE(response.ready());
   ExpectCorruptIsUnavailable(http(), grpc());
   ExpectStillServing();
+}
+
+// ---- The allocator ----
+
+// The executable links jemalloc unless built with a sanitizer or -DFASTPATH_ALLOCATOR=system;
+// linked, it must be the malloc every library binds to, and the start-up log must say so.
+using AllocatorTest = ServerTest;
+
+TEST_F(AllocatorTest, TheStartUpLogNamesTheMallocTheServerRunsOn) {
+  const std::string log = server().LogTail(1 << 20);
+  const size_t line = log.find("memory allocator: ");
+  ASSERT_NE(line, std::string::npos) << log;
+  const std::string named = log.substr(line, log.find('\n', line) - line);
+  if (std::string_view(FASTPATH_EXECUTABLE_ALLOCATOR) == "jemalloc") {
+    EXPECT_THAT(named, ::testing::StartsWith("memory allocator: jemalloc 5.")) << named;
+    EXPECT_THAT(named, ::testing::HasSubstr("(libjemalloc.so.2)")) << named;
+  } else {
+    EXPECT_THAT(named, ::testing::Not(::testing::HasSubstr("jemalloc"))) << named;
+  }
 }
 
 // ---- Concurrency ----

@@ -1,0 +1,25 @@
+// Which malloc the process runs on, as the dynamic loader resolved it. The fastpath executable
+// links jemalloc (docs/architecture.md, "Memory allocator") unless it was built with
+// -DFASTPATH_ALLOCATOR=system or with a sanitizer; a library that interposes malloc by
+// LD_PRELOAD wins over both. The start-up log names what was resolved, so a build or a
+// container that lost the allocator says so instead of running slower.
+#pragma once
+
+#include <string>
+
+namespace fastpath {
+
+struct ProcessAllocator {
+  // "jemalloc", "glibc", "tcmalloc", "sanitizer" (ASan's or TSan's), or the defining file's
+  // name.
+  std::string name;
+  std::string version;  // jemalloc's and glibc's own; empty where unknown
+  std::string library;  // the file that defines malloc (the executable, under clang's ASan)
+};
+
+ProcessAllocator FindProcessAllocator();
+
+// "jemalloc 5.3.0 (libjemalloc.so.2)", "glibc 2.36 (libc.so.6)"
+std::string DescribeProcessAllocator();
+
+}  // namespace fastpath
