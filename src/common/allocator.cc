@@ -6,8 +6,17 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace fastpath {
+namespace {
+
+using Mallctl = int (*)(const char*, void*, size_t*, void*, size_t);
+
+// jemalloc's mallctl, found by name, so that nothing but the fastpath executable links it.
+Mallctl FindMallctl() { return reinterpret_cast<Mallctl>(dlsym(RTLD_DEFAULT, "mallctl")); }
+
+}  // namespace
 
 ProcessAllocator FindProcessAllocator() {
   ProcessAllocator out;
@@ -25,8 +34,7 @@ ProcessAllocator FindProcessAllocator() {
   const std::string_view file = out.library;
   if (file.starts_with("libjemalloc")) {
     out.name = "jemalloc";
-    using Mallctl = int (*)(const char*, void*, size_t*, void*, size_t);
-    auto mallctl = reinterpret_cast<Mallctl>(dlsym(RTLD_DEFAULT, "mallctl"));
+    const Mallctl mallctl = FindMallctl();
     const char* version = nullptr;
     size_t size = sizeof(version);
     if (mallctl != nullptr && mallctl("version", &version, &size, nullptr, 0) == 0 &&
@@ -56,6 +64,28 @@ std::string DescribeProcessAllocator() {
   std::string out = a.name;
   if (!a.version.empty()) out += " " + a.version;
   if (!a.library.empty() && a.library != a.name) out += " (" + a.library + ")";
+  return out;
+}
+
+std::optional<HeapStatistics> ReadHeapStatistics() {
+  // Once: which malloc the loader bound does not change while the process runs.
+  static const Mallctl mallctl =
+      FindProcessAllocator().name == "jemalloc" ? FindMallctl() : nullptr;
+  if (mallctl == nullptr) return std::nullopt;
+  uint64_t epoch = 1;
+  size_t epoch_size = sizeof(epoch);
+  if (mallctl("epoch", &epoch, &epoch_size, &epoch, sizeof(epoch)) != 0) return std::nullopt;
+  HeapStatistics out;
+  const std::pair<const char*, uint64_t*> fields[] = {{"stats.allocated", &out.allocated},
+                                                      {"stats.active", &out.active},
+                                                      {"stats.resident", &out.resident},
+                                                      {"stats.retained", &out.retained}};
+  for (const auto& [name, field] : fields) {
+    size_t value = 0;
+    size_t size = sizeof(value);
+    if (mallctl(name, &value, &size, nullptr, 0) != 0) return std::nullopt;  // no stats built in
+    *field = value;
+  }
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "integration_fixture.h"
@@ -365,6 +366,28 @@ TEST_F(MetricsLintTest, PromtoolReportsNoFastpathNameOnAScrape) {
   }
   EXPECT_EQ(e.Get(Key("fastpath_inference_request_duration_seconds_count")), 3);
   EXPECT_TRUE(testing::FastpathNamesPassPromtool(r.body)) << r.body;
+}
+
+// The heap's gauges come from jemalloc's statistics: on the scrape where the executable links
+// jemalloc, with live objects and at most what is resident; absent where it does not.
+TEST_F(MetricsTest, TheHeapIsOnTheScrapeWhereTheServerRunsOnJemalloc) {
+  InferHttp(1);
+  HttpClient client(server().metrics_port());
+  const HttpResponse r = client.Get("/metrics");
+  ASSERT_EQ(r.status, 200) << r.Describe();
+  const Exposition e = ParseExposition(r.body);
+  if (std::string_view(FASTPATH_EXECUTABLE_ALLOCATOR) != "jemalloc") {
+    EXPECT_EQ(e.types.count("fastpath_heap_bytes"), 0u) << r.body;
+    return;
+  }
+  ASSERT_EQ(e.types.count("fastpath_heap_bytes"), 1u) << r.body;
+  const double allocated = e.Get("fastpath_heap_bytes{kind=\"allocated\"}");
+  const double active = e.Get("fastpath_heap_bytes{kind=\"active\"}");
+  const double resident = e.Get("fastpath_heap_bytes{kind=\"resident\"}");
+  EXPECT_GT(allocated, 1 << 20) << r.body;  // the sessions, the models, the servers' buffers
+  EXPECT_LE(allocated, active);
+  EXPECT_LE(active, resident);
+  EXPECT_EQ(e.samples.count("fastpath_heap_bytes{kind=\"retained\"}"), 1u) << r.body;
 }
 
 class MetricsDisabledTest : public ServerTest {

@@ -298,6 +298,30 @@ TEST(AdmissionFamiliesTest, MemoryPerInstanceAndOutOfMemoryRunsPerVersion) {
   }
 }
 
+TEST(HeapFamiliesTest, OneGaugePerKindOfHeapBytes) {
+  HeapStatistics heap;
+  heap.allocated = 1000;
+  heap.active = 4096;
+  heap.resident = 8192;
+  heap.retained = 65536;
+  const Exposition e = Parse(prometheus::TextSerializer().Serialize(HeapFamilies(heap)));
+  EXPECT_EQ(e.types.at("fastpath_heap_bytes"), "gauge");
+  EXPECT_EQ(e.Get("fastpath_heap_bytes{kind=\"allocated\"}"), 1000);
+  EXPECT_EQ(e.Get("fastpath_heap_bytes{kind=\"active\"}"), 4096);
+  EXPECT_EQ(e.Get("fastpath_heap_bytes{kind=\"resident\"}"), 8192);
+  EXPECT_EQ(e.Get("fastpath_heap_bytes{kind=\"retained\"}"), 65536);
+  EXPECT_EQ(e.samples.size(), 4u);
+}
+
+// A malloc other than jemalloc keeps no statistics fastpath reads: no family, not zeros.
+TEST(HeapFamiliesTest, NoStatisticsNoFamily) { EXPECT_TRUE(HeapFamilies(std::nullopt).empty()); }
+
+// The unit tests do not link jemalloc, so the scrape-time reading is absent here; the
+// server's is checked by tests/integration/metrics_test.cc.
+TEST(HeapFamiliesTest, ThisTestProcessReadsNoJemallocStatistics) {
+  EXPECT_FALSE(ReadHeapStatistics().has_value()) << DescribeProcessAllocator();
+}
+
 // Every family this module can write, each optional one present (a memory cap, the leak
 // and fragmentation verdicts), through promtool's naming lint: a scrape of a real server
 // (tests/integration/metrics_test.cc) shows only what that server has.
@@ -345,6 +369,7 @@ TEST(PromtoolLintTest, EveryFastpathFamilyPassesPromtoolCheckMetrics) {
   std::vector<prometheus::MetricFamily> families = StatisticsFamilies({SampleStats()});
   for (auto& f : AdmissionFamilies(report)) families.push_back(std::move(f));
   for (auto& f : GpuFamilies(report)) families.push_back(std::move(f));
+  for (auto& f : HeapFamilies(HeapStatistics{1, 2, 3, 4})) families.push_back(std::move(f));
   const std::string text = prometheus::TextSerializer().Serialize(families);
   const Exposition e = Parse(text);
   for (const char* name :
@@ -362,7 +387,8 @@ TEST(PromtoolLintTest, EveryFastpathFamilyPassesPromtoolCheckMetrics) {
         "fastpath_gpu_power_limit_watts", "fastpath_gpu_ecc_uncorrected_total",
         "fastpath_gpu_remapped_rows_uncorrectable", "fastpath_gpu_clocks_event_active",
         "fastpath_gpu_throttle_seconds_total", "fastpath_gpu_violation_seconds_total",
-        "fastpath_gpu_xid_total", "fastpath_gpu_quarantined", "fastpath_rollout_decisions_total", "nv_gpu_utilization", "nv_gpu_memory_total_bytes",
+        "fastpath_gpu_xid_total", "fastpath_gpu_quarantined", "fastpath_rollout_decisions_total",
+        "fastpath_heap_bytes", "nv_gpu_utilization", "nv_gpu_memory_total_bytes",
         "nv_gpu_memory_used_bytes", "nv_gpu_power_usage", "nv_gpu_power_limit"}) {
     EXPECT_EQ(e.types.count(name), 1u) << name << " is not in the text, so not linted";
   }

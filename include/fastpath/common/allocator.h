@@ -5,6 +5,8 @@
 // container that lost the allocator says so instead of running slower.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 namespace fastpath {
@@ -21,5 +23,17 @@ ProcessAllocator FindProcessAllocator();
 
 // "jemalloc 5.3.0 (libjemalloc.so.2)", "glibc 2.36 (libc.so.6)"
 std::string DescribeProcessAllocator();
+
+// The heap as jemalloc counts it, refreshed by the call (its "epoch"). `allocated` against
+// `resident` tells a leak (what live objects hold keeps rising) from an allocator that keeps
+// what was freed (resident rises, allocated does not).
+struct HeapStatistics {
+  uint64_t allocated = 0;  // bytes that live objects hold
+  uint64_t active = 0;     // bytes of the pages that hold them
+  uint64_t resident = 0;   // bytes the allocator has in physical memory, its metadata included
+  uint64_t retained = 0;   // bytes of address space kept for reuse, not in physical memory
+};
+// nullopt where the process's malloc is not jemalloc, or it keeps no statistics.
+std::optional<HeapStatistics> ReadHeapStatistics();
 
 }  // namespace fastpath

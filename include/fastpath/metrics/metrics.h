@@ -8,9 +8,11 @@
 #include <prometheus/metric_family.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "fastpath/common/allocator.h"
 #include "fastpath/common/status.h"
 #include "fastpath/server/server.h"
 
@@ -82,6 +84,11 @@ std::vector<prometheus::MetricFamily> AdmissionFamilies(const admission::Admissi
 // and Triton's nv_gpu_utilization, nv_gpu_memory_{total,used}_bytes, nv_gpu_power_usage and
 // nv_gpu_power_limit (label `gpu_uuid`).
 std::vector<prometheus::MetricFamily> GpuFamilies(const admission::AdmissionReport& report);
+
+// The process's heap (common/allocator.h, jemalloc's statistics; nothing where the process's
+// malloc is another): fastpath_heap_bytes{kind="allocated|active|resident|retained"}. Also
+// part of ServerCollector::Collect, read at each scrape.
+std::vector<prometheus::MetricFamily> HeapFamilies(const std::optional<HeapStatistics>& heap);
 
 // The Prometheus text exposition of `collectable`'s families (prometheus::TextSerializer).
 std::string RenderText(const prometheus::Collectable& collectable);
