@@ -45,6 +45,7 @@ EXPECTED_METRICS = [
     "fastpath_canary_output_mismatch_total",
     "fastpath_memory_oom_total",
     "fastpath_memory_in_use_bytes",
+    "fastpath_heap_bytes",
 ]
 
 # Grafana's own variables in a query, and what stands in for them where Prometheus reads it.
