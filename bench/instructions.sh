@@ -27,22 +27,9 @@ chmod +x "$WORK/fastpath"
 START_SECONDS=300 start_server server "$WORK/fastpath"  # valgrind starts it 20-50x slower
 PID=${SERVERS[-1]}
 outside_requests server "$MODEL"
-PORT=$(server_port server "$TRANSPORT")
-send() {  # count
-  if [ "$TRANSPORT" = grpc ]; then
-    h2load -t 1 -c 1 -m 1 -n "$1" -d "$WORK/outside/$MODEL.grpc" \
-      -H 'content-type: application/grpc' -H 'te: trailers' \
-      "http://127.0.0.1:$PORT/inference.GRPCInferenceService/ModelInfer"
-  else
-    h2load -t 1 -c 1 -m 1 -n "$1" -d "$WORK/outside/$MODEL.http" --h1 \
-      -H 'Content-Type: application/octet-stream' \
-      -H "Inference-Header-Content-Length: $(cat "$WORK/outside/$MODEL.json_length")" \
-      "http://127.0.0.1:$PORT/v2/models/$MODEL/infer"
-  fi | grep -q "$1 succeeded" || { echo "instructions.sh: requests failed" >&2; return 1; }
-}
-send 300
+h2load_count server "$MODEL" "$TRANSPORT" 1 300
 callgrind_control -z "$PID" > /dev/null 2>&1
-send "$REQUESTS"
+h2load_count server "$MODEL" "$TRANSPORT" 1 "$REQUESTS"
 callgrind_control -d "$PID" > /dev/null 2>&1
 for _ in $(seq 50); do [ -s "$WORK/callgrind.out.1" ] && break; sleep 0.2; done
 echo "$(basename "$FP"): $TRANSPORT, $MODEL, $REQUESTS requests at c=1; $(grep -o 'memory allocator: .*' "$WORK/server.log")"

@@ -100,6 +100,24 @@ print(f"{rate:.1f} {(user + system) * 1e6 / (rate * timed):.1f} {p50:.1f} {p99:.
 PY
 }
 
+# h2load_count NAME MODEL http|grpc CONCURRENCY COUNT: COUNT requests to server NAME from h2load
+# (the request files of outside_requests, which must have run), in a closed loop; fails unless
+# every one succeeded (over gRPC: as h2load sees it, the HTTP/2 status).
+h2load_count() {
+  local port
+  port=$(server_port "$1" "$3")
+  if [ "$3" = grpc ]; then
+    h2load -t 1 -c "$4" -m 1 -n "$5" -d "$WORK/outside/$2.grpc" \
+      -H 'content-type: application/grpc' -H 'te: trailers' \
+      "http://127.0.0.1:$port/inference.GRPCInferenceService/ModelInfer"
+  else
+    h2load -t 1 -c "$4" -m 1 -n "$5" -d "$WORK/outside/$2.http" --h1 \
+      -H 'Content-Type: application/octet-stream' \
+      -H "Inference-Header-Content-Length: $(cat "$WORK/outside/$2.json_length")" \
+      "http://127.0.0.1:$port/v2/models/$2/infer"
+  fi | grep -q " $5 succeeded" || { echo "h2load_count: $1 did not answer $5 $2 requests" >&2; return 1; }
+}
+
 # outside_requests NAME MODEL: the request files outside_load sends to server NAME, written
 # once into $WORK/outside; and wrk and h2load, installed when missing.
 outside_requests() {

@@ -34,15 +34,6 @@ for name in "${names[@]}"; do
 done
 outside_requests "${names[0]}" cnn_classifier
 outside_requests "${names[0]}" transformer_encoder
-requests() {  # NAME MODEL CONCURRENCY
-  local port
-  port=$(server_port "$1" http)
-  h2load -t 1 -c "$3" -m 1 -n 3000 -d "$WORK/outside/$2.http" --h1 \
-    -H 'Content-Type: application/octet-stream' \
-    -H "Inference-Header-Content-Length: $(cat "$WORK/outside/$2.json_length")" \
-    "http://127.0.0.1:$port/v2/models/$2/infer" | grep -q '3000 succeeded' ||
-    { echo "$1: $2 requests failed" >&2; return 1; }
-}
 rss_mib() { awk '/VmRSS/ {printf "%d", $2 / 1024}' "/proc/$1/status"; }
 for i in $(seq ${#names[@]}); do
   name=${names[$((i - 1))]}
@@ -56,8 +47,8 @@ for cycle in $(seq "$CYCLES"); do
       curl -sf -X POST "$url/v2/repository/models/$model/unload" > /dev/null
       curl -sf -X POST "$url/v2/repository/models/$model/load" > /dev/null
     done
-    requests "$name" cnn_classifier 32
-    requests "$name" transformer_encoder 8
+    h2load_count "$name" cnn_classifier http 32 3000
+    h2load_count "$name" transformer_encoder http 8 3000
     if ((cycle % 5 == 0)); then
       echo "$name: cycle $cycle RSS $(rss_mib "${SERVERS[$((i - 1))]}") MiB"
     fi
