@@ -69,8 +69,9 @@ std::string DescribeProcessAllocator() {
 
 std::optional<HeapStatistics> ReadHeapStatistics() {
   // Once: which malloc the loader bound does not change while the process runs.
-  static const Mallctl mallctl =
+  static const Mallctl kMallctl =
       FindProcessAllocator().name == "jemalloc" ? FindMallctl() : nullptr;
+  const Mallctl mallctl = kMallctl;
   if (mallctl == nullptr) return std::nullopt;
   uint64_t epoch = 1;
   size_t epoch_size = sizeof(epoch);
