@@ -5,12 +5,12 @@ EXAMPLES=$ROOT/build/tests/integration/example_models
 [ -d "$EXAMPLES" ] || EXAMPLES=$ROOT/models/example
 SERVERS=()
 
-# start_server NAME BINARY: BINARY serves the examples; its ports go to $WORK/NAME.port and its
-# log to $WORK/NAME.log. Returns once the ports are known (within START_SECONDS, 30 by
-# default); its pid is ${SERVERS[-1]}.
+# start_server NAME BINARY [SERVE ARGS...]: BINARY serves the examples (with any further
+# `serve` arguments); its ports go to $WORK/NAME.port and its log to $WORK/NAME.log. Returns
+# once the ports are known (within START_SECONDS, 30 by default); its pid is ${SERVERS[-1]}.
 start_server() {
   "$2" serve --model-repository "$EXAMPLES" --host 127.0.0.1 --http-port 0 --grpc-port 0 \
-    --metrics-port 0 --port-file "$WORK/$1.port" > "$WORK/$1.log" 2>&1 &
+    --metrics-port 0 --port-file "$WORK/$1.port" "${@:3}" > "$WORK/$1.log" 2>&1 &
   SERVERS+=($!)
   for _ in $(seq $((${START_SECONDS:-30} * 10))); do
     [ -s "$WORK/$1.port" ] && return 0

@@ -18,17 +18,12 @@ source "$ROOT/bench/lib.sh"
 trap 'stop_servers; rm -rf "$WORK"' EXIT
 names=()
 for i in $(seq $#); do
-  binary=${!i}
   name=s$i
-  "$binary" serve --model-repository "$EXAMPLES" --host 127.0.0.1 --http-port 0 --grpc-port 0 \
-    --metrics-port 0 --model-control-mode explicit --load-model '*' \
-    --port-file "$WORK/$name.port" > "$WORK/$name.log" 2>&1 &
-  SERVERS+=($!)
+  start_server "$name" "${!i}" --model-control-mode explicit --load-model '*'
   names+=("$name")
-  echo "$name: $binary"
+  echo "$name: ${!i}"
 done
 for name in "${names[@]}"; do
-  for _ in $(seq 300); do [ -s "$WORK/$name.port" ] && break; sleep 0.1; done
   curl -sf "http://127.0.0.1:$(server_port "$name" http)/v2/health/ready" > /dev/null ||
     { echo "$name is not ready; its log:" >&2; cat "$WORK/$name.log" >&2; exit 1; }
 done

@@ -2,7 +2,7 @@
 // links jemalloc (docs/architecture.md, "Memory allocator") unless it was built with
 // -DFASTPATH_ALLOCATOR=system or with a sanitizer; a library that interposes malloc by
 // LD_PRELOAD wins over both. The start-up log names what was resolved, so a build or a
-// container that lost the allocator says so instead of running slower.
+// container that lost the allocator says so instead of quietly keeping what it frees.
 #pragma once
 
 #include <cstdint>
