@@ -9,6 +9,9 @@
 # With CLIENT=outside the load comes from wrk or h2load (bench/lib.sh's outside_load, HTTP
 # binary), and the requests are counted by the server's statistics.
 #
+# SERVE_ARGS adds `serve` arguments (e.g. "--http-threads 1"); SERVER_CPUS and CLIENT_CPUS pin
+# the server and the load generator (bench/lib.sh).
+#
 # Usage: [ENCODING=json] [CLIENT=outside] bench/cpu_split.sh [http|grpc] [model] [concurrency] [seconds] [fastpath]
 #   e.g. bench/cpu_split.sh http cnn_classifier 32 8  (HTTP bodies: binary unless ENCODING=json)
 set -euo pipefail
@@ -21,13 +24,16 @@ FP=${5:-$ROOT/build/src/cli/fastpath}
 WORK=$(mktemp -d)
 source "$ROOT/bench/lib.sh"
 trap 'stop_servers; rm -rf "$WORK"' EXIT
-start_server server "$FP"
+# shellcheck disable=SC2086  # SERVE_ARGS: further `serve` arguments, split at spaces
+start_server server "$FP" ${SERVE_ARGS:-}
 SERVER=${SERVERS[-1]}
 URL=127.0.0.1:$(server_port server "$TRANSPORT")
 ENCODING_ARGS=()
 [ "$TRANSPORT" = http ] && ENCODING_ARGS=(--encoding "${ENCODING:-binary}")
+CLIENT_FP=("$FP")
+[ -n "${CLIENT_CPUS:-}" ] && CLIENT_FP=(taskset -c "$CLIENT_CPUS" "$FP")
 bench() {  # measurement-ms [extra args]
-  "$FP" bench -m "$MODEL" -i "$TRANSPORT" -u "$URL" "${ENCODING_ARGS[@]}" \
+  "${CLIENT_FP[@]}" bench -m "$MODEL" -i "$TRANSPORT" -u "$URL" "${ENCODING_ARGS[@]}" \
     --concurrency "$CONCURRENCY" --warmup-ms 0 --measurement-interval-ms "$1" --max-trials 1 --seed 1
 }
 snapshot() {  # tid name utime stime (clock ticks)
@@ -56,7 +62,7 @@ else
   read -r inferences0 executions0 < <(model_executions "$STATS_URL" "$MODEL")
   snapshot > "$WORK/before"
   /usr/bin/time -f "%U %S" -o "$WORK/client" \
-    "$FP" bench -m "$MODEL" -i "$TRANSPORT" -u "$URL" "${ENCODING_ARGS[@]}" \
+    "${CLIENT_FP[@]}" bench -m "$MODEL" -i "$TRANSPORT" -u "$URL" "${ENCODING_ARGS[@]}" \
     --concurrency "$CONCURRENCY" --warmup-ms 0 --measurement-interval-ms "$((SECONDS_RUN * 1000))" --max-trials 1 --seed 1 \
     --json "$WORK/run.json" > /dev/null 2>&1
   snapshot > "$WORK/after"

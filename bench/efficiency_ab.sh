@@ -10,7 +10,13 @@
 # wrk and h2load on one event-driven thread each (bench/lib.sh's outside_load), as the issue's
 # user measured; those rounds also print the client's CPU per request.
 #
-# Usage: [CLIENT=fastpath|outside] bench/efficiency_ab.sh [rounds] [model] [fastpath binary]
+# SERVER_CPUS and CLIENT_CPUS (taskset lists) split the machine: the server and the in-process
+# ceiling on the first, the load generator on the second, so that the client takes none of the
+# cores the server is compared on. That is the setting the issue's target assumes (a client on
+# another machine); on this 2-core machine, SERVER_CPUS=0 CLIENT_CPUS=1.
+#
+# Usage: [CLIENT=fastpath|outside] [SERVER_CPUS=LIST CLIENT_CPUS=LIST] bench/efficiency_ab.sh
+#        [rounds] [model] [fastpath binary]
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 ROUNDS=${1:-3}
@@ -30,12 +36,12 @@ server() {  # transport
     echo "$1 client $cpu us CPU/request" >> "$WORK/client_cpu"
     return
   fi
-  "$FP" bench -m "$MODEL" -i "$1" -u "127.0.0.1:$(server_port server "$1")" --concurrency 32 --warmup-ms 1000 \
+  pinned "${CLIENT_CPUS:-}" "$FP" bench -m "$MODEL" -i "$1" -u "127.0.0.1:$(server_port server "$1")" --concurrency 32 --warmup-ms 1000 \
     --measurement-interval-ms 3000 --max-trials 1 --seed 1 --json "$WORK/server.json" > /dev/null 2>&1
   python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["runs"][0]["points"][-1]["throughput_ips"])' "$WORK/server.json"
 }
 in_process() {
-  "$FP" bench -m "$MODEL" --in-process --no-server --model-repository "$EXAMPLES" --batch-sizes 16,32 \
+  pinned "${SERVER_CPUS:-}" "$FP" bench -m "$MODEL" --in-process --no-server --model-repository "$EXAMPLES" --batch-sizes 16,32 \
     --warmup-ms 500 --measurement-interval-ms 3000 --max-trials 1 --seed 1 \
     --json "$WORK/in_process.json" > /dev/null 2>&1
   python3 -c 'import json,sys; print(max(p["throughput_ips"] for p in json.load(open(sys.argv[1]))["runs"][0]["in_process"]))' "$WORK/in_process.json"

@@ -5,11 +5,28 @@ EXAMPLES=$ROOT/build/tests/integration/example_models
 [ -d "$EXAMPLES" ] || EXAMPLES=$ROOT/models/example
 SERVERS=()
 
+# pinned CPUS COMMAND...: COMMAND on the CPUs CPUS (a taskset list, e.g. 0 or 2-7), or
+# unpinned when CPUS is empty. SERVER_CPUS pins the servers start_server starts (and what the
+# scripts compare them with, such as the in-process ceiling); CLIENT_CPUS pins the load
+# generators, so that on a machine with cores to spare the client does not take the server's.
+pinned() {
+  local cpus=$1
+  shift
+  if [ -n "$cpus" ]; then
+    taskset -c "$cpus" "$@"
+  else
+    "$@"
+  fi
+}
+
 # start_server NAME BINARY [SERVE ARGS...]: BINARY serves the examples (with any further
-# `serve` arguments); its ports go to $WORK/NAME.port and its log to $WORK/NAME.log. Returns
-# once the ports are known (within START_SECONDS, 30 by default); its pid is ${SERVERS[-1]}.
+# `serve` arguments), on SERVER_CPUS when set; its ports go to $WORK/NAME.port and its log to
+# $WORK/NAME.log. Returns once the ports are known (within START_SECONDS, 30 by default); its
+# pid is ${SERVERS[-1]}.
 start_server() {
-  "$2" serve --model-repository "$EXAMPLES" --host 127.0.0.1 --http-port 0 --grpc-port 0 \
+  local pin=()  # not `pinned`: a function in the background would make $! its subshell's
+  [ -n "${SERVER_CPUS:-}" ] && pin=(taskset -c "$SERVER_CPUS")
+  "${pin[@]}" "$2" serve --model-repository "$EXAMPLES" --host 127.0.0.1 --http-port 0 --grpc-port 0 \
     --metrics-port 0 --port-file "$WORK/$1.port" "${@:3}" > "$WORK/$1.log" 2>&1 &
   SERVERS+=($!)
   for _ in $(seq $((${START_SECONDS:-30} * 10))); do
@@ -34,7 +51,7 @@ stop_servers() {
 # event-driven load generator on one thread, as a user would measure fastpath: wrk over HTTP
 # (Triton's binary tensor extension), h2load over gRPC (one stream per connection), each
 # connection sending the same request (bench/outside_requests.py) in a closed loop after a
-# second's warm-up. Prints "INFER_PER_S CLIENT_CPU_US_PER_REQUEST P50_US P99_US" (the
+# second's warm-up, on CLIENT_CPUS when set. Prints "INFER_PER_S CLIENT_CPU_US_PER_REQUEST P50_US P99_US" (the
 # latencies as the client saw them: wrk's distribution, h2load's log of each request). Fails on an HTTP error
 # (wrk), and when the server's statistics count more failures than the requests a client can
 # leave in flight when it stops (CONCURRENCY per client process: the server counts those as
@@ -58,14 +75,14 @@ wrk.headers["Content-Type"] = "application/octet-stream"
 wrk.headers["Inference-Header-Content-Length"] = "$(cat "$WORK/outside/$model.json_length")"
 LUA
     local url=$http/v2/models/$model/infer
-    wrk -t 1 -c "$c" -d 1s -s "$WORK/outside/post.lua" "$url" > /dev/null
-    { time wrk -t 1 -c "$c" -d "${seconds}s" --latency -s "$WORK/outside/post.lua" "$url" > "$out"; } 2> "$out.cpu"
+    pinned "${CLIENT_CPUS:-}" wrk -t 1 -c "$c" -d 1s -s "$WORK/outside/post.lua" "$url" > /dev/null
+    { time pinned "${CLIENT_CPUS:-}" wrk -t 1 -c "$c" -d "${seconds}s" --latency -s "$WORK/outside/post.lua" "$url" > "$out"; } 2> "$out.cpu"
     if grep -q 'Non-2xx' "$out"; then echo "wrk: $(grep 'Non-2xx' "$out")" >&2; return 1; fi
     rate=$(awk '/^Requests\/sec:/ {print $2}' "$out")
     timed=$seconds    # the warm-up was another process
     in_flight=$((2 * c))
   else
-    { time h2load -t 1 -c "$c" -m 1 --warm-up-time=1 -D "$seconds" -d "$WORK/outside/$model.grpc" \
+    { time pinned "${CLIENT_CPUS:-}" h2load -t 1 -c "$c" -m 1 --warm-up-time=1 -D "$seconds" -d "$WORK/outside/$model.grpc" \
         --log-file "$out.log" \
         -H 'content-type: application/grpc' -H 'te: trailers' \
         "http://127.0.0.1:$port/inference.GRPCInferenceService/ModelInfer" > "$out"; } 2> "$out.cpu"

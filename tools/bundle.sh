@@ -11,7 +11,8 @@
 #                                        OpenSSL, c-ares, re2, prometheus-cpp, spdlog,
 #                                        fmt, yaml-cpp, simdjson, jemalloc, zlib
 #   OUT/fastpath/share/fastpath/         generate_models.py, make_test_models.py,
-#                                        gpu-check.sh, bundle.json (what is inside),
+#                                        gpu-check.sh, cpu-efficiency.sh, bundle.json
+#                                        (what is inside),
 #                                        prometheus/fastpath-rules.yaml (the alert rules
 #                                        `fastpath preflight` checks by default)
 #   OUT/fastpath-<version>-linux-x64[-cuda-<archs>].tar.zst
@@ -127,9 +128,7 @@ fi
 cp "$root/tools/generate_models.py" "$root/tools/make_test_models.py" "$tree/share/fastpath/"
 mkdir -p "$tree/share/fastpath/prometheus"
 cp "$root/deploy/prometheus/fastpath-rules.yaml" "$tree/share/fastpath/prometheus/"
-if [[ -f "$root/tools/gpu-check.sh" ]]; then
-  cp "$root/tools/gpu-check.sh" "$tree/share/fastpath/"
-fi
+cp "$root/tools/gpu-check.sh" "$root/tools/cpu-efficiency.sh" "$tree/share/fastpath/"
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT

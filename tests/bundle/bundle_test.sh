@@ -24,7 +24,8 @@ bundle="$work/out/fastpath"
 mv "$bundle" "$work/moved" && bundle="$work/moved"
 python3 "$source_dir/tools/check_bundle.py" "$bundle" || fail "the bundle is not closed"
 for f in bin/fastpath lib/libonnxruntime.so.1 share/fastpath/generate_models.py \
-         share/fastpath/bundle.json share/fastpath/prometheus/fastpath-rules.yaml; do
+         share/fastpath/bundle.json share/fastpath/prometheus/fastpath-rules.yaml \
+         share/fastpath/gpu-check.sh share/fastpath/cpu-efficiency.sh; do
   [[ -f "$bundle/$f" ]] || fail "$f is missing from the bundle"
 done
 [[ ! -e "$bundle/lib/libonnxruntime_providers_cuda.so" ]] ||
@@ -78,5 +79,24 @@ assert abs(sum(out["data"]) - 1.0) < 1e-4, out  # softmax probabilities
 PY
 kill -TERM "$server_pid"
 wait "$server_pid" || fail "serve did not stop cleanly on SIGTERM"
+server_pid=""
+
+# The CPU efficiency script the GPU session runs from the bundle (it cannot be debugged
+# there): one short round, server and client each on their own CPUs, makes its table.
+if (($(nproc) >= 2)); then
+  run env ROUNDS=1 MEASURE_MS=500 OUT="$work/cpu" "$bundle/share/fastpath/cpu-efficiency.sh" \
+    >"$work/cpu.log" 2>&1 || { cat "$work/cpu.log" >&2; fail "cpu-efficiency.sh from the bundle"; }
+  cat "$work/cpu/report.md"
+  python3 - "$work/cpu/report.md" <<'PY' || { cat "$work/cpu.log" >&2; fail "cpu-efficiency.sh's report"; }
+import re, sys
+text = open(sys.argv[1]).read()
+row = re.search(r"^\| 1 \| (\d+) \| (\d+) \| (\d+) \| ([\d.]+) \| ([\d.]+) \|$", text, re.M)
+assert row, text
+http, ceiling, grpc, eh, eg = map(float, row.groups())
+assert min(http, ceiling, grpc) > 0, row.group(0)
+assert abs(eh - http / ceiling) < 0.002 and abs(eg - grpc / ceiling) < 0.002, row.group(0)
+assert re.search(r"\d+ usable cores from the affinity mask", text), text  # its CPU set
+PY
+fi
 server_pid=""
 echo "bundle test: passed"
