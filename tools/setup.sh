@@ -9,7 +9,8 @@
 # lint of a scrape and the alert rules' unit tests).
 #
 # --bench also installs the outside load generators some bench/ scripts drive: wrk (HTTP) and
-# h2load (nghttp2-client; gRPC). Neither the build nor the tests need them.
+# h2load (nghttp2-client; gRPC), and libnghttp2-dev for bench/grpc_ab's nghttp2 style (found
+# at configure time). Neither the build nor the tests need them.
 #
 # Environment:
 #   ONNXRUNTIME_ROOT  use this ONNX Runtime install (include/ and lib/) instead of fetching one;
@@ -30,7 +31,7 @@ packages=(
 )
 case "${1:-}" in
   --test) packages+=(clang libclang-rt-14-dev prometheus python3-yaml) ;;  # python3-yaml: tests/kubernetes
-  --bench) packages+=(wrk nghttp2-client) ;;
+  --bench) packages+=(wrk nghttp2-client libnghttp2-dev) ;;
 esac
 # npm fetches ONNX Runtime (`npm pack`). An npm that is already there (NodeSource, nvm, ...) is
 # used as is: Debian's nodejs/npm packages would conflict with it.

@@ -9,22 +9,39 @@
 //              each with its own completion queue, each running the requests its queue
 //              delivers inline
 //   pure:N     as cq:N, with every RPC on the async API (no callback method at all)
+//   nghttp2    not gRPC's server: ModelInfer alone on nghttp2 (Debian's libnghttp2, the
+//              HTTP/2 library h2load is built on) and epoll, one thread, the gRPC framing
+//              (length prefix, grpc-status trailer) by hand. What a front end on another
+//              HTTP/2 stack could cost per call; built where libnghttp2-dev is installed
+//              (tools/setup.sh --bench).
 // The client is fastpath bench's: a blocking stub, one channel and connection per client
 // thread. Each style runs in a child process of its own, alternately (A B A B ...), and the
 // report is the ratio of each style to the first one, per round and over all rounds.
 //
 //   grpc_ab [--styles callback,cq:1,cq:2] [--concurrency 1,32] [--seconds 3] [--rounds 2]
 //           [--floats 64]
+#include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#ifdef GRPC_AB_NGHTTP2
+#include <nghttp2/nghttp2.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -58,6 +75,189 @@ void Answer(const inference::ModelInferRequest& request, inference::ModelInferRe
     *response->add_raw_output_contents() = request.raw_input_contents(0);
   }
 }
+
+#ifdef GRPC_AB_NGHTTP2
+// The nghttp2 style: one epoll thread; per connection an nghttp2 server session whose
+// output is collected in `out` and written once per read.
+namespace h2 {
+
+struct Stream {
+  std::string body;      // the request's DATA: the gRPC length prefix, then the message
+  std::string response;  // the same framing for the answer
+  size_t sent = 0;
+};
+
+struct Connection {
+  int fd = -1;
+  nghttp2_session* session = nullptr;
+  std::map<int32_t, Stream> streams;
+  std::string out;
+};
+
+nghttp2_nv Header(const char* name, const char* value) {
+  return {reinterpret_cast<uint8_t*>(const_cast<char*>(name)),
+          reinterpret_cast<uint8_t*>(const_cast<char*>(value)), std::strlen(name),
+          std::strlen(value), NGHTTP2_NV_FLAG_NONE};
+}
+
+ssize_t ReadResponse(nghttp2_session* session, int32_t stream_id, uint8_t* buf, size_t length,
+                     uint32_t* flags, nghttp2_data_source*, void* user) {
+  Stream& s = static_cast<Connection*>(user)->streams[stream_id];
+  const size_t n = std::min(length, s.response.size() - s.sent);
+  std::copy_n(s.response.data() + s.sent, n, reinterpret_cast<char*>(buf));
+  s.sent += n;
+  if (s.sent == s.response.size()) {
+    // The stream ends with the trailer, not with the data.
+    *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+    const nghttp2_nv trailer[] = {Header("grpc-status", "0")};
+    nghttp2_submit_trailer(session, stream_id, trailer, 1);
+  }
+  return static_cast<ssize_t>(n);
+}
+
+int OnDataChunk(nghttp2_session*, uint8_t, int32_t stream_id, const uint8_t* data, size_t len,
+                void* user) {
+  static_cast<Connection*>(user)->streams[stream_id].body.append(
+      reinterpret_cast<const char*>(data), len);
+  return 0;
+}
+
+// A request is whole at END_STREAM: parse it, answer at once.
+int OnFrame(nghttp2_session* session, const nghttp2_frame* frame, void* user) {
+  if ((frame->hd.type != NGHTTP2_DATA && frame->hd.type != NGHTTP2_HEADERS) ||
+      (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) == 0) {
+    return 0;
+  }
+  Stream& s = static_cast<Connection*>(user)->streams[frame->hd.stream_id];
+  inference::ModelInferRequest request;
+  if (s.body.size() < 5 ||
+      !request.ParseFromArray(s.body.data() + 5, static_cast<int>(s.body.size() - 5))) {
+    const nghttp2_nv headers[] = {Header(":status", "200"),
+                                  Header("content-type", "application/grpc"),
+                                  Header("grpc-status", "13")};  // INTERNAL, trailers only
+    nghttp2_submit_response(session, frame->hd.stream_id, headers, 3, nullptr);
+    return 0;
+  }
+  inference::ModelInferResponse response;
+  Answer(request, &response);
+  const std::string message = response.SerializeAsString();
+  const uint32_t size = htonl(static_cast<uint32_t>(message.size()));
+  s.response.assign(1, '\0');  // not compressed
+  s.response.append(reinterpret_cast<const char*>(&size), 4);
+  s.response += message;
+  const nghttp2_nv headers[] = {Header(":status", "200"),
+                                Header("content-type", "application/grpc")};
+  nghttp2_data_provider provider{};
+  provider.read_callback = ReadResponse;
+  nghttp2_submit_response(session, frame->hd.stream_id, headers, 2, &provider);
+  return 0;
+}
+
+int OnStreamClose(nghttp2_session*, int32_t stream_id, uint32_t, void* user) {
+  static_cast<Connection*>(user)->streams.erase(stream_id);
+  return 0;
+}
+
+ssize_t Collect(nghttp2_session*, const uint8_t* data, size_t length, int, void* user) {
+  static_cast<Connection*>(user)->out.append(reinterpret_cast<const char*>(data), length);
+  return static_cast<ssize_t>(length);
+}
+
+// Writes everything; a full socket buffer makes it wait (a benchmark server, no backlog).
+bool WriteAll(int fd, const std::string& data) {
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+    } else if (n < 0 && errno == EAGAIN) {
+      fd_set w;
+      FD_ZERO(&w);
+      FD_SET(fd, &w);
+      select(fd + 1, nullptr, &w, nullptr, nullptr);
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+[[noreturn]] void Serve(int port, int ready_fd) {
+  const int listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      listen(listener, 128) != 0) {
+    std::cerr << "cannot listen on port " << port << "\n";
+    _exit(2);
+  }
+  const int ep = epoll_create1(0);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = nullptr;  // the listener
+  epoll_ctl(ep, EPOLL_CTL_ADD, listener, &ev);
+  nghttp2_session_callbacks* callbacks = nullptr;
+  nghttp2_session_callbacks_new(&callbacks);
+  nghttp2_session_callbacks_set_send_callback(callbacks, Collect);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, OnFrame);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, OnDataChunk);
+  nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, OnStreamClose);
+  const char byte = 1;
+  (void)!write(ready_fd, &byte, 1);
+  close(ready_fd);
+  epoll_event events[64];
+  std::string buffer(1 << 16, '\0');
+  for (;;) {
+    const int n = epoll_wait(ep, events, 64, -1);
+    for (int i = 0; i < n; ++i) {
+      if (events[i].data.ptr == nullptr) {
+        for (int fd; (fd = accept4(listener, nullptr, nullptr, SOCK_NONBLOCK)) >= 0;) {
+          const int one = 1;
+          setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+          auto* c = new Connection();
+          c->fd = fd;
+          nghttp2_session_server_new(&c->session, callbacks, c);
+          const nghttp2_settings_entry settings[] = {
+              {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 100}};
+          nghttp2_submit_settings(c->session, NGHTTP2_FLAG_NONE, settings, 1);
+          epoll_event cev{};
+          cev.events = EPOLLIN;
+          cev.data.ptr = c;
+          epoll_ctl(ep, EPOLL_CTL_ADD, fd, &cev);
+        }
+        continue;
+      }
+      auto* c = static_cast<Connection*>(events[i].data.ptr);
+      bool open = true;
+      for (;;) {
+        const ssize_t got = recv(c->fd, buffer.data(), buffer.size(), 0);
+        if (got < 0 && errno == EAGAIN) break;
+        if (got <= 0 ||
+            nghttp2_session_mem_recv(c->session, reinterpret_cast<const uint8_t*>(buffer.data()),
+                                     static_cast<size_t>(got)) < 0) {
+          open = false;
+          break;
+        }
+        if (static_cast<size_t>(got) < buffer.size()) break;
+      }
+      if (open && nghttp2_session_send(c->session) == 0 && !c->out.empty()) {
+        open = WriteAll(c->fd, c->out);
+        c->out.clear();
+      }
+      if (!open) {
+        epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, nullptr);
+        close(c->fd);
+        nghttp2_session_del(c->session);
+        delete c;
+      }
+    }
+  }
+}
+
+}  // namespace h2
+#endif
 
 class CallbackStyle final : public inference::GRPCInferenceService::CallbackService {
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* context,
@@ -115,6 +315,15 @@ class AsyncCall {
 };
 
 [[noreturn]] void Serve(const std::string& style, int port, int ready_fd) {
+  if (style == "nghttp2") {
+#ifdef GRPC_AB_NGHTTP2
+    h2::Serve(port, ready_fd);
+#else
+    std::cerr << "style nghttp2: grpc_ab was built without libnghttp2 (tools/setup.sh --bench "
+                 "installs libnghttp2-dev; then configure again)\n";
+    _exit(2);
+#endif
+  }
   grpc::ServerBuilder builder;
   int bound = 0;
   builder.AddListeningPort("127.0.0.1:" + std::to_string(port), grpc::InsecureServerCredentials(),
