@@ -51,7 +51,8 @@ stop_servers() {
 # event-driven load generator on one thread, as a user would measure fastpath: wrk over HTTP
 # (Triton's binary tensor extension), h2load over gRPC (one stream per connection), each
 # connection sending the same request (bench/outside_requests.py) in a closed loop after a
-# second's warm-up, on CLIENT_CPUS when set. Prints "INFER_PER_S CLIENT_CPU_US_PER_REQUEST P50_US P99_US" (the
+# second's warm-up, on CLIENT_CPUS when set; HTTP_CLIENT=h2load loads HTTP with h2load too (over
+# HTTP/1.1), so that both transports are measured by one client. Prints "INFER_PER_S CLIENT_CPU_US_PER_REQUEST P50_US P99_US" (the
 # latencies as the client saw them: wrk's distribution, h2load's log of each request). Fails on an HTTP error
 # (wrk), and when the server's statistics count more failures than the requests a client can
 # leave in flight when it stops (CONCURRENCY per client process: the server counts those as
@@ -64,8 +65,9 @@ outside_load() {
   outside_requests "$name" "$model"
   read -r ok0 fail0 < <(model_counts "$http" "$model")
   out=$WORK/outside/client.out
-  local TIMEFORMAT='%U %S'
-  if [ "$transport" = http ]; then
+  local TIMEFORMAT='%U %S' client=h2load target
+  [ "$transport" = http ] && [ "${HTTP_CLIENT:-wrk}" = wrk ] && client=wrk
+  if [ "$client" = wrk ]; then
     cat > "$WORK/outside/post.lua" <<LUA
 local f = assert(io.open("$WORK/outside/$model.http", "rb"))
 wrk.method = "POST"
@@ -82,10 +84,14 @@ LUA
     timed=$seconds    # the warm-up was another process
     in_flight=$((2 * c))
   else
-    { time pinned "${CLIENT_CPUS:-}" h2load -t 1 -c "$c" -m 1 --warm-up-time=1 -D "$seconds" -d "$WORK/outside/$model.grpc" \
-        --log-file "$out.log" \
-        -H 'content-type: application/grpc' -H 'te: trailers' \
-        "http://127.0.0.1:$port/inference.GRPCInferenceService/ModelInfer" > "$out"; } 2> "$out.cpu"
+    target=(-d "$WORK/outside/$model.grpc" -H 'content-type: application/grpc' -H 'te: trailers'
+      "http://127.0.0.1:$port/inference.GRPCInferenceService/ModelInfer")
+    [ "$transport" = http ] && target=(--h1 -d "$WORK/outside/$model.http"
+      -H 'Content-Type: application/octet-stream'
+      -H "Inference-Header-Content-Length: $(cat "$WORK/outside/$model.json_length")"
+      "$http/v2/models/$model/infer")
+    { time pinned "${CLIENT_CPUS:-}" h2load -t 1 -c "$c" -m 1 --warm-up-time=1 -D "$seconds" \
+        --log-file "$out.log" "${target[@]}" > "$out"; } 2> "$out.cpu"
     rate=$(sed -n 's/^finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p' "$out")
     timed=$((seconds + 1))  # its warm-up included, at about the same rate
     in_flight=$c
@@ -97,11 +103,11 @@ LUA
     return 1
   fi
   read -r user sys < "$out.cpu"
-  python3 - "$transport" "$out" "$rate" "$user" "$sys" "$timed" << 'PY'
+  python3 - "$client" "$out" "$rate" "$user" "$sys" "$timed" << 'PY'
 import sys
-transport, out = sys.argv[1:3]
+client, out = sys.argv[1:3]
 rate, user, system, timed = map(float, sys.argv[3:])
-if transport == "http":  # wrk --latency: "50%  61.00us", in us, ms or s
+if client == "wrk":  # wrk --latency: "50%  61.00us", in us, ms or s
     scale = {"us": 1, "ms": 1e3, "s": 1e6}
     dist = {}
     for line in open(out):

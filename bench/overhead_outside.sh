@@ -2,8 +2,8 @@
 # Issue 11's concurrency-1 overhead (server p50 minus in-process p50) as each client sees it,
 # side by side: per round, the model in-process (batch 1, the model's own threads), then one
 # `fastpath serve` (the example configs) loaded at c=1 by `fastpath bench` and by an outside
-# client (bench/lib.sh's outside_load: wrk over HTTP binary, h2load over gRPC), each transport
-# in turn. Prints each p50 and its overhead per round, then the medians.
+# client (bench/lib.sh's outside_load: wrk over HTTP binary, or h2load with HTTP_CLIENT=h2load;
+# h2load over gRPC), each transport in turn. Prints each p50 and its overhead per round, then the medians.
 #
 # Usage: bench/overhead_outside.sh [model] [rounds] [fastpath binary]
 set -euo pipefail
@@ -48,16 +48,17 @@ for round in $(seq "$ROUNDS"); do
   echo "$row" >> "$WORK/rows"
   # shellcheck disable=SC2086  # the row's five numbers, one argument each
   python3 -c 'import sys
-r, load = sys.argv[1], sys.argv[2]
-b, fh, oh, fg, og = map(float, sys.argv[3:])
+r, load, wrk = sys.argv[1], sys.argv[2], sys.argv[3]
+b, fh, oh, fg, og = map(float, sys.argv[4:])
 print(f"round {r}: in-process {b:.1f} us; p50 (overhead) http: fastpath bench {fh:.1f} ({fh - b:.1f}), "
-      f"wrk {oh:.1f} ({oh - b:.1f}); grpc: fastpath bench {fg:.1f} ({fg - b:.1f}), h2load {og:.1f} ({og - b:.1f}); "
-      f"load {load}")' "$round" "$(cut -d' ' -f1 /proc/loadavg)" $row
+      f"{wrk} {oh:.1f} ({oh - b:.1f}); grpc: fastpath bench {fg:.1f} ({fg - b:.1f}), h2load {og:.1f} ({og - b:.1f}); "
+      f"load {load}")' "$round" "$(cut -d' ' -f1 /proc/loadavg)" "${HTTP_CLIENT:-wrk}" $row
 done
-python3 - "$WORK/rows" << 'EOF'
+python3 - "$WORK/rows" "${HTTP_CLIENT:-wrk}" << 'EOF'
 import statistics, sys
+wrk = sys.argv[2]
 rows = [[float(v) for v in line.split()] for line in open(sys.argv[1])]
 b, fh, oh, fg, og = (statistics.median(r[i] for r in rows) for i in range(5))
-print(f"medians: in-process {b:.1f} us; overhead http: fastpath bench {fh - b:.1f}, wrk {oh - b:.1f}; "
+print(f"medians: in-process {b:.1f} us; overhead http: fastpath bench {fh - b:.1f}, {wrk} {oh - b:.1f}; "
       f"grpc: fastpath bench {fg - b:.1f}, h2load {og - b:.1f} us")
 EOF
