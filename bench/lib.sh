@@ -51,12 +51,13 @@ stop_servers() {
 # event-driven load generator on one thread, as a user would measure fastpath: wrk over HTTP
 # (Triton's binary tensor extension), h2load over gRPC (one stream per connection), each
 # connection sending the same request (bench/outside_requests.py) in a closed loop after a
-# second's warm-up, on CLIENT_CPUS when set; HTTP_CLIENT=h2load loads HTTP with h2load too (over
-# HTTP/1.1), so that both transports are measured by one client. Prints "INFER_PER_S CLIENT_CPU_US_PER_REQUEST P50_US P99_US" (the
-# latencies as the client saw them: wrk's distribution, h2load's log of each request). Fails on an HTTP error
-# (wrk), and when the server's statistics count more failures than the requests a client can
-# leave in flight when it stops (CONCURRENCY per client process: the server counts those as
-# failed, their connection gone), which is how a gRPC error shows (h2load sees its 200).
+# second's warm-up, on CLIENT_CPUS when set. HTTP_CLIENT=h2load loads HTTP with h2load too (over
+# HTTP/1.1), so that both transports are measured by one client.
+# Prints "INFER_PER_S CLIENT_CPU_US_PER_REQUEST P50_US P99_US" (the latencies as the client saw
+# them: wrk's distribution, h2load's log of each request). Fails on an HTTP error (wrk), and when
+# the server's statistics count more failures than the requests a client can leave in flight
+# when it stops (CONCURRENCY per client process: the server counts those as failed, their
+# connection gone), which is how a gRPC error shows (h2load sees its 200).
 # Installs wrk and h2load when missing (tools/setup.sh --bench).
 outside_load() {
   local name=$1 model=$2 transport=$3 c=$4 seconds=$5 http port ok0 fail0 ok fail out user sys rate timed in_flight
