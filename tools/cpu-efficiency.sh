@@ -11,8 +11,8 @@
 # what gpu-check.sh needs for its models: python3 with onnx and numpy. No GPU.
 #
 # Per round, back to back: the server over HTTP binary at concurrency 32, the model in-process
-# (batch 16 and 32, at the model's own thread setting and at 1 to the server's CPUs: the best),
-# then the server over gRPC. The server is `fastpath serve` with the example cnn_classifier's
+# (batch 16 and 32, at the model's own thread setting and at 1, 2, 4, ... and all of the
+# server's CPUs: the best), then the server over gRPC. The server is `fastpath serve` with the example cnn_classifier's
 # generated config, untouched: its threads are what the server chose for the CPUs it may use.
 #
 # Usage: share/fastpath/cpu-efficiency.sh [REPORT_DIR]   (report.md; $OUT takes precedence)
@@ -89,9 +89,21 @@ served() {  # transport
     --json "$work/$1.json" > "$work/bench.log" 2>&1 || { cat "$work/bench.log" >&2; fail "bench over $1 failed"; }
   best "$work/$1.json"
 }
+# The ceiling's thread counts besides the model's own: powers of two up to the server's CPUs,
+# and that count (1, 2, 4, 8 on 8 CPUs), not every count, to keep a round short on a large node.
+server_cpu_count="$(taskset -c "$SERVER_CPUS" nproc)"
+ceiling_threads="$(
+  n=1
+  while ((n < server_cpu_count)); do
+    printf '%d,' "$n"
+    n=$((n * 2))
+  done
+  echo "$server_cpu_count"
+)"
 ceiling() {
   taskset -c "$SERVER_CPUS" "$fastpath" bench -m "$model" --in-process --no-server \
-    --model-repository "$work/models" --batch-sizes 16,32 --warmup-ms 500 \
+    --model-repository "$work/models" --batch-sizes 16,32 --in-process-threads "$ceiling_threads" \
+    --warmup-ms 500 \
     --measurement-interval-ms "$measure_ms" --max-trials 1 --seed 1 --json "$work/in_process.json" \
     > "$work/bench.log" 2>&1 || { cat "$work/bench.log" >&2; fail "the in-process run failed"; }
   best "$work/in_process.json"
