@@ -12,8 +12,9 @@
 #
 # Per round, back to back: the server over HTTP binary at concurrency 32, the model in-process
 # (batch 16 and 32, at the model's own thread setting and at 1, 2, 4, ... and all of the
-# server's CPUs: the best), then the server over gRPC. The server is `fastpath serve` with the example cnn_classifier's
-# generated config, untouched: its threads are what the server chose for the CPUs it may use.
+# server's CPUs: the best), then the server over gRPC. The server is `fastpath serve` with the
+# example cnn_classifier's generated config, untouched: its threads are what the server chose
+# for the CPUs it may use.
 #
 # Usage: share/fastpath/cpu-efficiency.sh [REPORT_DIR]   (report.md; $OUT takes precedence)
 # Environment:
