@@ -5,6 +5,8 @@
 # functions by their own count, and the allocation calls per request. A count, not a timing:
 # it is the same on a busy machine and a quiet one, so two binaries can be compared where
 # their timings drown in this machine's drift (callgrind adds no cache or kernel time).
+# CONCURRENCY (default 1) sets h2load's connections, e.g. 32 for the front end's cost per
+# request when calls batch.
 #
 # Usage: bench/instructions.sh [http|grpc] [model] [requests] [fastpath] [top functions]
 #   e.g. bench/instructions.sh grpc mlp_classifier 500 build/src/cli/fastpath 30
@@ -15,6 +17,7 @@ MODEL=${2:-mlp_classifier}
 REQUESTS=${3:-500}
 FP=$(readlink -f "${4:-$ROOT/build/src/cli/fastpath}")
 TOP=${5:-20}
+CONCURRENCY=${CONCURRENCY:-1}
 command -v valgrind > /dev/null || { echo "instructions.sh: valgrind is missing" >&2; exit 1; }
 WORK=$(mktemp -d)
 source "$ROOT/bench/lib.sh"
@@ -27,12 +30,12 @@ chmod +x "$WORK/fastpath"
 START_SECONDS=300 start_server server "$WORK/fastpath"  # valgrind starts it 20-50x slower
 PID=${SERVERS[-1]}
 outside_requests server "$MODEL"
-h2load_count server "$MODEL" "$TRANSPORT" 1 300
+h2load_count server "$MODEL" "$TRANSPORT" "$CONCURRENCY" 300
 callgrind_control -z "$PID" > /dev/null 2>&1
-h2load_count server "$MODEL" "$TRANSPORT" 1 "$REQUESTS"
+h2load_count server "$MODEL" "$TRANSPORT" "$CONCURRENCY" "$REQUESTS"
 callgrind_control -d "$PID" > /dev/null 2>&1
 for _ in $(seq 50); do [ -s "$WORK/callgrind.out.1" ] && break; sleep 0.2; done
-echo "$(basename "$FP"): $TRANSPORT, $MODEL, $REQUESTS requests at c=1; $(grep -o 'memory allocator: .*' "$WORK/server.log")"
+echo "$(basename "$FP"): $TRANSPORT, $MODEL, $REQUESTS requests at c=$CONCURRENCY; $(grep -o 'memory allocator: .*' "$WORK/server.log")"
 python3 - "$WORK/callgrind.out.1" "$REQUESTS" "$TOP" << 'PY'
 import collections, re, sys
 path, n, top = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])

@@ -1,17 +1,20 @@
 #include "infer_codec.h"
 
+#include <rapidjson/document.h>
+#include <simdjson.h>
+
 #include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <set>
+#include <string>
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
-
-#include <rapidjson/document.h>
-#include <simdjson.h>
 
 #include "fastpath/protocol/request_policy.h"
 #include "json_reader.h"
@@ -198,11 +201,9 @@ Status DecodeShape(const Value& input, const std::string& what, std::vector<int6
 
 // Decodes one entry of "inputs". `binary` is the part of the body after the JSON;
 // `binary_offset` advances over the bytes this input consumes. Its parameters but
-// binary_data_size (HTTP's own) are judged by protocol/request_policy.h. `fast_data`, when
-// not null, is the tensor's bytes as the fast path decoded them from "data" (which it left
-// as an empty array in `input`): exactly what DecodeJsonData would make of it.
-Status DecodeInput(const Value& input, size_t index, std::string_view binary, bool has_header_length,
-                   size_t* binary_offset, const InferCodecLimits& limits, std::string* fast_data,
+// binary_data_size (HTTP's own) are judged by protocol/request_policy.h.
+Status DecodeInput(const Value& input, size_t index, std::string_view binary,
+                   bool has_header_length, size_t* binary_offset, const InferCodecLimits& limits,
                    Tensor* tensor) {
   std::string what = "input " + std::to_string(index);
   if (!input.IsObject()) return InvalidArgument(what + " must be an object, got " + JsonTypeName(input));
@@ -253,13 +254,7 @@ Status DecodeInput(const Value& input, size_t index, std::string_view binary, bo
     return InvalidArgument(what + (has_data ? ": sets both 'data' and 'parameters.binary_data_size'"
                                             : ": needs 'data' or 'parameters.binary_data_size'"));
   }
-  if (has_data) {
-    if (fast_data == nullptr) {
-      return DecodeJsonData(data_it->value, tensor->shape, count, limits, what, tensor);
-    }
-    tensor->data = std::move(*fast_data);
-    return Status::Ok();
-  }
+  if (has_data) return DecodeJsonData(data_it->value, tensor->shape, count, limits, what, tensor);
 
   // Binary data: exactly binary_data_size bytes, next in the body.
   if (!has_header_length && *binary_size > 0) {
@@ -323,27 +318,26 @@ Status DecodeOutputs(const Value& outputs, DecodedInferRequest* decoded) {
 
 // --- The simdjson fast path ---
 //
-// RapidJSON's parse spends most of a request's time on the numbers of "data": its scan,
-// from_chars on each number's text, then two walks of the tree (count, convert). The fast
-// path reads the JSON once with simdjson On-Demand: each input's "data" goes straight into
-// the tensor's bytes, everything else into the Document that ParseJsonInPlace would build,
-// where such a "data" is left as an empty array. The decoding below runs on that Document
-// as it is, so it checks and words everything as before. The fast path never refuses a
-// request: on any error, and on anything it does not read exactly as ParseJsonInPlace and
-// DecodeJsonData would, it gives up and RapidJSON parses the body again. Where the two
-// parsers differ:
+// RapidJSON's path builds a Document, then walks it with a lookup per field, a message
+// context per tensor and a map per "parameters"; on JSON tensors its parse spends most of
+// the time on the numbers of "data" (a scan, from_chars on each number's text, then two
+// walks of the tree). The fast path reads the JSON once with simdjson On-Demand, straight
+// into the DecodedInferRequest: each input's "data" into the tensor's bytes. It decodes
+// only requests that it reads exactly as the RapidJSON path would and that the decoding
+// accepts: the members that the decoding reads, each once ("data" after the "datatype"
+// and "shape" it needs), parameters of scalar values. On anything else, errors included,
+// it gives up and RapidJSON parses the body again, so every refusal is RapidJSON's and
+// worded by the decoding above. Where the two parsers differ:
 // - simdjson refuses what RapidJSON takes here (invalid UTF-8, lone surrogate escapes, NaN
 //   and Infinity, numbers beyond double's range): given up, RapidJSON decides. Both refuse
 //   unescaped control characters (simdjson in its first stage, keys included).
 // - On-Demand checks only what is read, and neither what follows the root nor its depth:
-//   every value is read (nothing is skipped), content after the root gives up, and depth
-//   is counted here.
+//   every value is read (an unknown member gives up rather than being skipped), content
+//   after the root gives up, and only "data" nests, to a depth counted here.
 // - RapidJSON refuses as "too big" some numbers simdjson reads ("0e400", an integer part of
 //   400 digits), and types numbers its own way (Int64, Uint64, Double): numbers outside
 //   "data", and the rare hard ones in it, are read by ParseJsonNumber, RapidJSON's own.
 
-// Nesting deeper than this (the root's members are at 1) gives up: the fast path recurses.
-constexpr int kFastMaxDepth = 64;
 // The per-thread parser keeps its buffers (about 6 bytes per byte of JSON) between
 // requests; a larger body gets a parser of its own, freed with it.
 constexpr size_t kRetainedParserBytes = size_t{1} << 20;
@@ -455,120 +449,241 @@ bool ForEachFastLeaf(OnDemandValue& v, int depth_left, Fn& fn) {
   return true;
 }
 
-// Reads one body's JSON (see above). Every method returns false to give up.
+// Reads one body's JSON straight into a DecodedInferRequest (see above). Every method
+// returns false to give up.
 class FastRequestReader {
  public:
-  // `doc` receives the Document, `data` each input's decoded "data" by input index
-  // (nullopt for an input whose "data", if any, is in the Document).
-  FastRequestReader(size_t json_size, const InferCodecLimits& limits, rapidjson::Document* doc,
-                    std::vector<std::optional<std::string>>* data)
+  // `binary` is the body after the JSON; `has_header_length` whether the request has an
+  // Inference-Header-Content-Length.
+  FastRequestReader(size_t json_size, std::string_view binary, bool has_header_length,
+                    const InferCodecLimits& limits, DecodedInferRequest* out)
       : json_size_(json_size),
+        binary_(binary),
+        has_header_length_(has_header_length),
         limits_(limits),
-        doc_(*doc),
-        alloc_(doc->GetAllocator()),
-        data_(*data) {}
+        out_(*out) {}
 
   bool Read(simdjson::ondemand::document& json) {
     simdjson::ondemand::object root;
     if (json.get_object().get(root)) return false;
-    const bool read = ReadMembers(root, &doc_, [&](std::string_view key, OnDemandValue& v, Value* out) {
-      // DecodeInferRequest reads the first "inputs"; any later one is just a value.
-      return key == "inputs" && !doc_.HasMember("inputs") ? ReadInputs(v, out) : ReadValue(v, 1, out);
+    InferRequest& request = out_.request;
+    bool has_id = false;
+    bool has_parameters = false;
+    bool has_inputs = false;
+    bool has_outputs = false;
+    size_t binary_offset = 0;
+    const bool read = ForEachMember(root, [&](std::string_view key, OnDemandValue& v) {
+      if (key == "id" && !std::exchange(has_id, true)) return ReadString(v, &request.id);
+      if (key == "parameters" && !std::exchange(has_parameters, true)) {
+        return ReadParameters(v, &request.parameters);
+      }
+      if (key == "inputs" && !std::exchange(has_inputs, true)) {
+        return ForEachElement(v, [&](simdjson::ondemand::object& input) {
+          return ReadInput(input, &binary_offset, &request.inputs.emplace_back());
+        });
+      }
+      if (key == "outputs" && !std::exchange(has_outputs, true)) {
+        return ForEachElement(
+            v, [&](simdjson::ondemand::object& output) { return ReadOutput(output); });
+      }
+      return false;  // a key repeated, or one the decoding does not read
     });
     // On-Demand stops at the root's end; RapidJSON refuses anything after it.
-    return read && json.current_location().error() == simdjson::OUT_OF_BOUNDS;
+    if (!read || json.current_location().error() != simdjson::OUT_OF_BOUNDS) return false;
+    if (!has_inputs || binary_offset != binary_.size()) return false;
+    if (!protocol::CheckRequestParameters(request.parameters).ok()) return false;
+    auto binary_output = request.parameters.find("binary_data_output");
+    if (binary_output != request.parameters.end()) {
+      const bool* on = std::get_if<bool>(&binary_output->second);
+      if (on == nullptr) return false;
+      out_.encoding.binary_by_default = *on;
+    }
+    for (size_t i = 1; i < request.inputs.size(); ++i) {
+      for (size_t j = 0; j < i; ++j) {
+        if (request.inputs[i].name == request.inputs[j].name) return false;
+      }
+    }
+    return true;
   }
 
  private:
-  // An object's members, in order and duplicates kept as RapidJSON keeps them, each value
-  // read by read_value(key, value, &converted).
-  template <typename ReadValueFn>
-  bool ReadMembers(simdjson::ondemand::object& object, Value* out, ReadValueFn&& read_value) {
-    out->SetObject();
+  // read(key, value) on each of an object's members, in order.
+  template <typename Fn>
+  static bool ForEachMember(simdjson::ondemand::object& object, Fn&& read) {
     for (auto member : object) {
       simdjson::ondemand::field field;
       std::string_view key;
       if (std::move(member).get(field) || field.unescaped_key().get(key)) return false;
-      Value name(key.data(), static_cast<rapidjson::SizeType>(key.size()), alloc_);
-      Value value;
-      if (!read_value(key, field.value(), &value)) return false;
-      out->AddMember(name, value, alloc_);
+      if (!read(key, field.value())) return false;
     }
     return true;
   }
 
-  bool ReadInputs(OnDemandValue& v, Value* out) {
-    json_type type;
-    if (v.type().get(type)) return false;
-    if (type != json_type::array) return ReadValue(v, 1, out);  // DecodeInferRequest refuses it
-    simdjson::ondemand::array inputs;
-    if (v.get_array().get(inputs)) return false;
-    out->SetArray();
-    for (auto element : inputs) {
-      OnDemandValue input;
-      Value converted;
-      data_.emplace_back();
-      if (std::move(element).get(input) || !ReadInput(input, &data_.back(), &converted)) {
-        return false;
-      }
-      out->PushBack(converted, alloc_);
+  // read(object) on each element of an array of objects.
+  template <typename Fn>
+  static bool ForEachElement(OnDemandValue& v, Fn&& read) {
+    simdjson::ondemand::array array;
+    if (v.get_array().get(array)) return false;
+    for (auto element : array) {
+      simdjson::ondemand::object object;
+      if (std::move(element).get_object().get(object) || !read(object)) return false;
     }
     return true;
   }
 
-  bool ReadInput(OnDemandValue& v, std::optional<std::string>* data, Value* out) {
-    json_type type;
-    if (v.type().get(type)) return false;
-    if (type != json_type::object) return ReadValue(v, 2, out);  // DecodeInput refuses it
-    simdjson::ondemand::object input;
-    if (v.get_object().get(input)) return false;
-    return ReadMembers(input, out, [&](std::string_view key, OnDemandValue& value, Value* converted) {
-      DataType dtype = DataType::kInvalid;
-      int64_t count = 0;
-      // DecodeInput reads the first "data", by the first "datatype" and "shape": when
-      // those came before it, it is decoded here and left in the Document as [].
-      if (key == "data" && !out->HasMember("data") && DataDecodable(*out, &dtype, &count)) {
-        converted->SetArray();
-        return ReadData(value, dtype, count, &data->emplace());
+  static bool ReadString(OnDemandValue& v, std::string* out) {
+    std::string_view s;
+    if (v.get_string().get(s)) return false;
+    out->assign(s.data(), s.size());
+    return true;
+  }
+
+  // A "parameters" object as DecodeParameters decodes it; a repeated key gives up.
+  static bool ReadParameters(OnDemandValue& v, Parameters* out) {
+    simdjson::ondemand::object object;
+    if (v.get_object().get(object)) return false;
+    return ForEachMember(object, [&](std::string_view key, OnDemandValue& value) {
+      json_type type;
+      if (value.type().get(type)) return false;
+      ParameterValue parameter;
+      switch (type) {
+        case json_type::boolean: {
+          bool b = false;
+          if (value.get_bool().get(b)) return false;
+          parameter = b;
+          break;
+        }
+        case json_type::number: {
+          // simdjson checks the grammar; the value and its type are RapidJSON's.
+          const std::string_view text = WithoutTrailingWhitespace(value.raw_json_token());
+          double checked = 0;
+          Value n;
+          if (value.get_double().get(checked) || !ParseJsonNumber(text, &n)) return false;
+          if (n.IsInt64()) {
+            parameter = n.GetInt64();
+          } else {
+            parameter = n.GetDouble();
+          }
+          break;
+        }
+        case json_type::string: {
+          std::string s;
+          if (!ReadString(value, &s)) return false;
+          parameter = std::move(s);
+          break;
+        }
+        default:
+          return false;  // refused by DecodeParameters
       }
-      return ReadValue(value, 3, converted);
+      return out->emplace(std::string(key), std::move(parameter)).second;
     });
   }
 
-  // Whether "data" can be decoded with `input`'s members so far: a datatype sent as numbers
-  // or booleans, and a shape that DecodeInput accepts, within the limits.
-  bool DataDecodable(const Value& input, DataType* dtype, int64_t* count) const {
-    auto dtype_it = input.FindMember("datatype");
-    if (dtype_it == input.MemberEnd() || !dtype_it->value.IsString()) return false;
-    const auto parsed = ParseDataType(StringOf(dtype_it->value));
-    if (!parsed) return false;
-    switch (*parsed) {
-      case DataType::kBool:
-      case DataType::kUint8:
-      case DataType::kUint16:
-      case DataType::kUint32:
-      case DataType::kUint64:
-      case DataType::kInt8:
-      case DataType::kInt16:
-      case DataType::kInt32:
-      case DataType::kInt64:
-      case DataType::kFp32:
-      case DataType::kFp64: break;
-      default: return false;  // BYTES are strings, FP16 and BF16 are refused: DecodeJsonData's
+  // A "shape" that DecodeShape accepts: get_int64 takes exactly the integer texts that the
+  // RapidJSON path makes an Int64 of.
+  static bool ReadShape(OnDemandValue& v, std::vector<int64_t>* shape) {
+    simdjson::ondemand::array array;
+    if (v.get_array().get(array)) return false;
+    for (auto element : array) {
+      int64_t d = 0;
+      if (std::move(element).get_int64().get(d)) return false;
+      shape->push_back(d);
     }
-    std::vector<int64_t> shape;
-    if (!DecodeShape(input, "", &shape).ok()) return false;
-    const auto counted = ElementCount(shape, limits_.max_elements);
-    // Every element takes a byte of JSON at least. DecodeJsonData refuses a larger count
-    // without allocating it, so it is not allocated here either.
-    if (!counted.ok() || static_cast<uint64_t>(*counted) > json_size_) return false;
-    *dtype = *parsed;
-    *count = *counted;
     return true;
   }
 
-  // "data" into `out` exactly as DecodeJsonData would decode it.
-  bool ReadData(OnDemandValue& data, DataType dtype, int64_t count, std::string* out) {
+  // One entry of "inputs", as DecodeInput decodes it. "data" is read only after the
+  // "datatype" and "shape" that give its type and element count.
+  bool ReadInput(simdjson::ondemand::object& input, size_t* binary_offset, Tensor* tensor) {
+    bool has_name = false;
+    bool has_dtype = false;
+    bool has_shape = false;
+    bool has_parameters = false;
+    bool has_data = false;
+    int64_t count = -1;  // once the datatype and shape are read
+    Parameters parameters;
+    const bool read = ForEachMember(input, [&](std::string_view key, OnDemandValue& v) {
+      if (key == "name" && !std::exchange(has_name, true)) return ReadString(v, &tensor->name);
+      if (key == "datatype" && !std::exchange(has_dtype, true)) {
+        std::string_view name;
+        if (v.get_string().get(name)) return false;
+        const auto dtype = ParseDataType(name);
+        if (!dtype || *dtype == DataType::kInvalid) return false;
+        tensor->dtype = *dtype;
+      } else if (key == "shape" && !std::exchange(has_shape, true)) {
+        if (!ReadShape(v, &tensor->shape)) return false;
+      } else if (key == "parameters" && !std::exchange(has_parameters, true)) {
+        return ReadParameters(v, &parameters);
+      } else if (key == "data" && !std::exchange(has_data, true)) {
+        return count >= 0 && ReadData(v, tensor->dtype, count, &tensor->data);
+      } else {
+        return false;
+      }
+      if (has_dtype && has_shape) {
+        const auto counted = ElementCount(tensor->shape, limits_.max_elements);
+        if (!counted.ok()) return false;
+        count = *counted;
+      }
+      return true;
+    });
+    if (!read || !has_name || count < 0) return false;
+    std::optional<uint64_t> binary_size;
+    auto size_it = parameters.find("binary_data_size");
+    if (size_it != parameters.end()) {
+      const int64_t* size = std::get_if<int64_t>(&size_it->second);
+      if (size == nullptr || *size < 0) return false;
+      binary_size = static_cast<uint64_t>(*size);
+      parameters.erase(size_it);
+    }
+    if (!protocol::CheckInputParameters(tensor->name, parameters).ok()) return false;
+    if (has_data) return !binary_size;
+    if (!binary_size || (!has_header_length_ && *binary_size > 0)) return false;
+    if (*binary_size > binary_.size() - *binary_offset) return false;
+    const std::string_view bytes = binary_.substr(*binary_offset, *binary_size);
+    *binary_offset += *binary_size;
+    if (tensor->dtype == DataType::kBytes) {
+      if (!SplitBytesElements(bytes, count, tensor->name).ok()) return false;
+    } else if (bytes.size() != static_cast<uint64_t>(count) * ElementSize(tensor->dtype)) {
+      return false;
+    }
+    tensor->data.assign(bytes.data(), bytes.size());
+    return true;
+  }
+
+  // One entry of "outputs", as DecodeOutputs decodes it.
+  bool ReadOutput(simdjson::ondemand::object& output) {
+    RequestedOutput requested;
+    bool has_name = false;
+    bool has_parameters = false;
+    const bool read = ForEachMember(output, [&](std::string_view key, OnDemandValue& v) {
+      if (key == "name" && !std::exchange(has_name, true)) return ReadString(v, &requested.name);
+      if (key == "parameters" && !std::exchange(has_parameters, true)) {
+        return ReadParameters(v, &requested.parameters);
+      }
+      return false;
+    });
+    if (!read || !has_name) return false;
+    std::vector<RequestedOutput>& outputs = out_.request.outputs;
+    for (const RequestedOutput& other : outputs) {
+      if (other.name == requested.name) return false;
+    }
+    auto binary_it = requested.parameters.find("binary_data");
+    if (binary_it != requested.parameters.end()) {
+      const bool* binary = std::get_if<bool>(&binary_it->second);
+      if (binary == nullptr) return false;
+      out_.encoding.binary[requested.name] = *binary;
+    }
+    if (!protocol::CheckOutputParameters(requested.name, requested.parameters).ok()) return false;
+    outputs.push_back(std::move(requested));
+    return true;
+  }
+
+  // "data" into `out` exactly as DecodeJsonData would decode it: numbers and booleans
+  // (BYTES are strings, FP16 and BF16 are refused by DecodeJsonData).
+  bool ReadData(OnDemandValue& data, DataType dtype, int64_t count, std::string* out) const {
+    // Every element takes a byte of JSON at least. DecodeJsonData refuses a larger count
+    // without allocating it, so it is not allocated here either.
+    if (static_cast<uint64_t>(count) > json_size_) return false;
     switch (dtype) {
       case DataType::kBool: return ReadElements<uint8_t>(data, count, out, ReadBool);
       case DataType::kUint8: return ReadElements<uint8_t>(data, count, out, ReadInteger<uint8_t>);
@@ -587,7 +702,7 @@ class FastRequestReader {
 
   // Exactly `count` leaves, each read by read(leaf, &element).
   template <typename T, typename ReadFn>
-  bool ReadElements(OnDemandValue& data, int64_t count, std::string* out, ReadFn read) {
+  bool ReadElements(OnDemandValue& data, int64_t count, std::string* out, ReadFn read) const {
     out->resize(static_cast<size_t>(count) * sizeof(T));
     int64_t i = 0;
     auto element = [&](OnDemandValue& leaf) {
@@ -599,69 +714,17 @@ class FastRequestReader {
     return ForEachFastLeaf(data, limits_.max_data_depth, element) && i == count;
   }
 
-  // Any value, as ParseJsonInPlace would make it; `depth` is its nesting level.
-  bool ReadValue(OnDemandValue& v, int depth, Value* out) {
-    json_type type;
-    if (v.type().get(type)) return false;
-    switch (type) {
-      case json_type::object: {
-        simdjson::ondemand::object object;
-        if (depth >= kFastMaxDepth || v.get_object().get(object)) return false;
-        return ReadMembers(object, out, [&](std::string_view, OnDemandValue& value, Value* converted) {
-          return ReadValue(value, depth + 1, converted);
-        });
-      }
-      case json_type::array: {
-        simdjson::ondemand::array array;
-        if (depth >= kFastMaxDepth || v.get_array().get(array)) return false;
-        out->SetArray();
-        for (auto element : array) {
-          OnDemandValue e;
-          Value converted;
-          if (std::move(element).get(e) || !ReadValue(e, depth + 1, &converted)) return false;
-          out->PushBack(converted, alloc_);
-        }
-        return true;
-      }
-      case json_type::string: {
-        std::string_view s;
-        if (v.get_string().get(s)) return false;
-        out->SetString(s.data(), static_cast<rapidjson::SizeType>(s.size()), alloc_);
-        return true;
-      }
-      case json_type::number: {
-        // simdjson checks the grammar; the value, and whether it is refused, are RapidJSON's.
-        const std::string_view text = WithoutTrailingWhitespace(v.raw_json_token());
-        double checked = 0;
-        return !v.get_double().get(checked) && ParseJsonNumber(text, out);
-      }
-      case json_type::boolean: {
-        bool b = false;
-        if (v.get_bool().get(b)) return false;
-        out->SetBool(b);
-        return true;
-      }
-      case json_type::null: {
-        bool null = false;
-        if (v.is_null().get(null) || !null) return false;
-        out->SetNull();
-        return true;
-      }
-    }
-    return false;
-  }
-
   const size_t json_size_;
+  const std::string_view binary_;
+  const bool has_header_length_;
   const InferCodecLimits& limits_;
-  rapidjson::Document& doc_;
-  rapidjson::Document::AllocatorType& alloc_;
-  std::vector<std::optional<std::string>>& data_;
+  DecodedInferRequest& out_;
 };
 
-// The fast path over body[0, json_size); false when it gave up (what it left in `doc` and
-// `data` is then to be discarded).
-bool ReadFast(std::string& body, size_t json_size, const InferCodecLimits& limits,
-              rapidjson::Document* doc, std::vector<std::optional<std::string>>* data) {
+// The fast path over body[0, json_size), the binary part after it; false when it gave up
+// (what it left in `out` is then to be discarded).
+bool ReadFast(std::string& body, size_t json_size, bool has_header_length,
+              const InferCodecLimits& limits, DecodedInferRequest* out) {
   static_assert(kInferBodyPadding >= simdjson::SIMDJSON_PADDING);
   // simdjson reads past the JSON; whatever is there (the binary part, say) is only read.
   if (body.capacity() - json_size < simdjson::SIMDJSON_PADDING) {
@@ -672,7 +735,8 @@ bool ReadFast(std::string& body, size_t json_size, const InferCodecLimits& limit
   simdjson::ondemand::parser& parser = json_size <= kRetainedParserBytes ? retained : own.emplace();
   simdjson::ondemand::document json;
   if (parser.iterate(body.data(), json_size, body.capacity()).get(json)) return false;
-  return FastRequestReader(json_size, limits, doc, data).Read(json);
+  const std::string_view binary = std::string_view(body).substr(json_size);
+  return FastRequestReader(json_size, binary, has_header_length, limits, out).Read(json);
 }
 
 // Writes the elements of a fixed-size tensor as a flat JSON array.
@@ -776,21 +840,20 @@ StatusOr<DecodedInferRequest> internal::DecodeInferRequest(std::string& body, st
   const size_t json_size = json_length.value_or(body.size());
   if (json_size == 0) return InvalidArgument("the request body is empty; expected a JSON inference request");
 
+  if (path == JsonPath::kFastWithFallback) {
+    DecodedInferRequest decoded;
+    const bool fast = ReadFast(body, json_size, json_length.has_value(), limits, &decoded);
+    if (fast_path_used != nullptr) *fast_path_used = fast;
+    if (fast) return decoded;
+  }
   rapidjson::Document doc;
-  std::vector<std::optional<std::string>> fast_data;  // by input index
-  const bool fast =
-      path == JsonPath::kFastWithFallback && ReadFast(body, json_size, limits, &doc, &fast_data);
-  if (fast_path_used != nullptr) *fast_path_used = fast;
-  if (!fast) {
-    doc = rapidjson::Document();  // drops whatever the fast path built before it gave up
-    fast_data.clear();
-    if (auto error = ParseJsonInPlace(body.data(), json_size, &doc)) {
-      std::string message = DescribeJsonError(*error, "the request body");
-      if (!json_length && error->code == rapidjson::kParseErrorDocumentRootNotSingular) {
-        message += " (binary tensor data after the JSON needs the Inference-Header-Content-Length header)";
-      }
-      return InvalidArgument(message);
+  if (auto error = ParseJsonInPlace(body.data(), json_size, &doc)) {
+    std::string message = DescribeJsonError(*error, "the request body");
+    if (!json_length && error->code == rapidjson::kParseErrorDocumentRootNotSingular) {
+      message +=
+          " (binary tensor data after the JSON needs the Inference-Header-Content-Length header)";
     }
+    return InvalidArgument(message);
   }
   if (!doc.IsObject()) return InvalidArgument("the request JSON must be an object, got " + std::string(JsonTypeName(doc)));
 
@@ -827,9 +890,8 @@ StatusOr<DecodedInferRequest> internal::DecodeInferRequest(std::string& body, st
   request.inputs.resize(inputs.Size());
   for (rapidjson::SizeType i = 0; i < inputs.Size(); ++i) {
     Tensor& tensor = request.inputs[i];
-    std::string* decoded_data = i < fast_data.size() && fast_data[i] ? &*fast_data[i] : nullptr;
     FASTPATH_RETURN_IF_ERROR(DecodeInput(inputs[i], i, binary, json_length.has_value(),
-                                         &binary_offset, limits, decoded_data, &tensor));
+                                         &binary_offset, limits, &tensor));
     if (!seen.insert(tensor.name).second) {
       return InvalidArgument("input '" + tensor.name + "' appears more than once in 'inputs'");
     }
