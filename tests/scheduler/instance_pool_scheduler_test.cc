@@ -216,16 +216,23 @@ TEST(InstancePoolSchedulerTest, ShortRequestOnAnIdleInstanceRunsOnTheCallersThre
   GatedInstance::Gate gate;
   gate.Open();
   StatsRecorder stats;
-  InstancePoolScheduler sched(MakeInstances(1, &gate), &stats, {});
+  // Every reading of the clock is 10 us after the previous one: the timed run "takes" a few
+  // tens of us, far under the limit, however slow the machine (a sanitizer's build under
+  // load once timed it above 1 ms on the steady clock).
+  testing::ManualClock clock(std::chrono::microseconds(10));
+  const Clock::time_point origin = clock.Now();
+  InstancePoolOptions options;
+  options.clock = &clock;
+  InstancePoolScheduler sched(MakeInstances(1, &gate), &stats, options);
   // Until one run has been timed, the worker runs it; the worker answers before it lets
   // the instance go, so wait until the instance is idle again.
   std::promise<StatusOr<InferResponse>> timed;
-  sched.Enqueue(MakeJob("timed", &timed));
+  sched.Enqueue(MakeJob("timed", &timed, origin));
   ASSERT_TRUE(timed.get_future().get().ok());
   while (sched.Pending() != 0) std::this_thread::yield();
   std::promise<StatusOr<InferResponse>> result;
   auto answered = result.get_future();
-  Job job = MakeJob("here", &result);
+  Job job = MakeJob("here", &result, origin);
   job.request.caller_may_run_model = true;
   sched.Enqueue(std::move(job));
   // Answered before Enqueue returned, by this thread.
