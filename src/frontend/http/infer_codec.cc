@@ -1,8 +1,5 @@
 #include "infer_codec.h"
 
-#include <rapidjson/document.h>
-#include <simdjson.h>
-
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -15,6 +12,9 @@
 #include <utility>
 #include <variant>
 #include <vector>
+
+#include <rapidjson/document.h>
+#include <simdjson.h>
 
 #include "fastpath/protocol/request_policy.h"
 #include "json_reader.h"
