@@ -1,5 +1,6 @@
 #include "infer_codec.h"
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -498,15 +499,22 @@ class FastRequestReader {
       if (on == nullptr) return false;
       out_.encoding.binary_by_default = *on;
     }
-    for (size_t i = 1; i < request.inputs.size(); ++i) {
-      for (size_t j = 0; j < i; ++j) {
-        if (request.inputs[i].name == request.inputs[j].name) return false;
-      }
-    }
-    return true;
+    return !NamesRepeat(request.inputs) && !NamesRepeat(request.outputs);
   }
 
  private:
+  // Whether two of `items` share a name. Sorted, not compared pairwise: the count is the
+  // client's, up to the body limit.
+  template <typename T>
+  static bool NamesRepeat(const std::vector<T>& items) {
+    if (items.size() < 2) return false;
+    std::vector<std::string_view> names;
+    names.reserve(items.size());
+    for (const T& item : items) names.emplace_back(item.name);
+    std::sort(names.begin(), names.end());
+    return std::adjacent_find(names.begin(), names.end()) != names.end();
+  }
+
   // read(key, value) on each of an object's members, in order.
   template <typename Fn>
   static bool ForEachMember(simdjson::ondemand::object& object, Fn&& read) {
@@ -663,10 +671,6 @@ class FastRequestReader {
       return false;
     });
     if (!read || !has_name) return false;
-    std::vector<RequestedOutput>& outputs = out_.request.outputs;
-    for (const RequestedOutput& other : outputs) {
-      if (other.name == requested.name) return false;
-    }
     auto binary_it = requested.parameters.find("binary_data");
     if (binary_it != requested.parameters.end()) {
       const bool* binary = std::get_if<bool>(&binary_it->second);
@@ -674,7 +678,7 @@ class FastRequestReader {
       out_.encoding.binary[requested.name] = *binary;
     }
     if (!protocol::CheckOutputParameters(requested.name, requested.parameters).ok()) return false;
-    outputs.push_back(std::move(requested));
+    out_.request.outputs.push_back(std::move(requested));
     return true;
   }
 
