@@ -14,7 +14,12 @@
 # (batch 16 and 32, at the model's own thread setting and at 1, 2, 4, ... and all of the
 # server's CPUs: the best), then the server over gRPC. The server is `fastpath serve` with the
 # example cnn_classifier's generated config, untouched: its threads are what the server chose
-# for the CPUs it may use.
+# for the CPUs it may use. While each transport is loaded, the CPU of each of the server's
+# threads is read from /proc (fastpath names them: fp-http/N, fp-grpc/N, fp-run/N; ONNX
+# Runtime's pool threads are `fastpath`), so that the report says where the server's CPUs went:
+# a front-end thread near 1.00 core while the server's CPUs are not all busy means that
+# transport's threads, not the model, bound the throughput (`serve --http-threads` /
+# `--grpc-threads`).
 #
 # Usage: share/fastpath/cpu-efficiency.sh [REPORT_DIR]   (report.md; $OUT takes precedence)
 # Environment:
@@ -84,10 +89,48 @@ run = json.load(open(sys.argv[1]))["runs"][0]
 print(max(p["throughput_ips"] for p in run["in_process"]) if run.get("in_process")
       else run["points"][-1]["throughput_ips"])' "$1"
 }
+# cores TRANSPORT START FROM TO: the CPU of each of the server's threads between FROM and TO
+# seconds after START (epoch seconds), as one line of the cores table.
+cores() {
+  "$py" - "$server_pid" "$@" << 'PY'
+import collections, glob, os, sys, time
+pid, transport = sys.argv[1], sys.argv[2]
+start, since, until = map(float, sys.argv[3:])
+def sample():  # CPU seconds per thread name (threads of one name add up), and the clock
+    cpu = collections.Counter()
+    for stat in glob.glob(f"/proc/{pid}/task/*/stat"):
+        try:
+            text = open(stat).read()
+        except OSError:
+            continue  # the thread ended
+        fields = text[text.rindex(")") + 2:].split()
+        cpu[text[text.index("(") + 1:text.rindex(")")]] += int(fields[11]) + int(fields[12])
+    return cpu, time.monotonic()
+time.sleep(max(0.0, start + since - time.time()))
+before, t0 = sample()
+time.sleep(max(0.0, start + until - time.time()))
+after, t1 = sample()
+tick = os.sysconf("SC_CLK_TCK")
+cores = {name: (after[name] - before[name]) / tick / (t1 - t0) for name in after}
+front = {n: c for n, c in cores.items() if n.startswith(("fp-http/", "fp-grpc/"))}
+busiest = max(front, key=front.get) if front else "-"
+print(transport, busiest, f"{front.get(busiest, 0):.2f}", f"{sum(front.values()):.2f}",
+      f"{sum(c for n, c in cores.items() if n.startswith('fp-run/')):.2f}",
+      f"{sum(c for n, c in cores.items() if n == 'fastpath'):.2f}", f"{sum(cores.values()):.2f}")
+PY
+}
 served() {  # transport
+  local start
+  start="$(date +%s.%N)"
+  # The threads' CPU over the middle of the measurement: from just after the client's
+  # warm-up (1 s) to 80% of its window, so that neither the client's start nor its end count.
+  cores "$1" "$start" 1.3 "$(awk -v ms="$measure_ms" 'BEGIN { print 1 + ms * 0.8 / 1000 }')" \
+    >> "$work/cores" &
+  local cores_pid=$!
   taskset -c "$CLIENT_CPUS" "$fastpath" bench -m "$model" -i "$1" -u "127.0.0.1:$(port "$1")" \
     --concurrency 32 --warmup-ms 1000 --measurement-interval-ms "$measure_ms" --max-trials 1 --seed 1 \
     --json "$work/$1.json" > "$work/bench.log" 2>&1 || { cat "$work/bench.log" >&2; fail "bench over $1 failed"; }
+  wait "$cores_pid" || fail "reading the server's threads failed"
   best "$work/$1.json"
 }
 # The ceiling's thread counts besides the model's own: powers of two up to the server's CPUs,
@@ -112,15 +155,17 @@ ceiling() {
 
 threads="$(grep -o "model '$model' v1: [^;]*;[^;]*" "$work/serve.log" | head -1)"
 : > "$work/rows"
+: > "$work/cores"
 for _ in $(seq "$rounds"); do
   echo "$(served http) $(ceiling) $(served grpc)" >> "$work/rows"
 done
 mkdir -p "$report_dir"
-"$py" - "$work/rows" "$SERVER_CPUS" "$CLIENT_CPUS" "$threads" "$(nproc --all)" \
-  "$($fastpath --version 2> /dev/null | head -1)" > "$report_dir/report.md" << 'PY'
+"$py" - "$work/rows" "$work/cores" "$SERVER_CPUS" "$CLIENT_CPUS" "$threads" "$(nproc --all)" \
+  "$($fastpath --version 2> /dev/null | head -1)" "$server_cpu_count" > "$report_dir/report.md" << 'PY'
 import statistics, sys
 rows = [list(map(float, line.split())) for line in open(sys.argv[1])]
-server, client, threads, cpus, version = sys.argv[2:]
+cores = [line.split() for line in open(sys.argv[2])]
+server, client, threads, cpus, version, server_cpus = sys.argv[3:]
 print(f"# CPU efficiency at c=32, client on its own cores ({version})\n")
 print(f"cnn_classifier, example config. Server and in-process ceiling on CPUs {server}; "
       f"`fastpath bench` on CPUs {client} (of {cpus}). The server chose: {threads}.\n")
@@ -132,5 +177,12 @@ eh = statistics.median(h / c for h, c, _ in rows)
 eg = statistics.median(g / c for _, c, g in rows)
 print(f"\nMedian efficiency: HTTP {eh:.3f}, gRPC {eg:.3f} (target 0.90: "
       f"HTTP {'met' if eh >= 0.9 else 'not met'}, gRPC {'met' if eg >= 0.9 else 'not met'}).")
+print(f"\nWhere the server's {server_cpus} CPUs went while each transport was loaded, in cores "
+      "(CPU seconds per second, from /proc, from the end of the client's warm-up to 80% of its measurement):\n")
+print("| round | transport | busiest front-end thread | its cores | all front-end threads | "
+      "model workers (fp-run/*) | ONNX Runtime pool (fastpath) | server, all threads |")
+print("|---|---|---|---|---|---|---|---|")
+for i, row in enumerate(cores):
+    print(f"| {i // 2 + 1} | " + " | ".join(row) + " |")
 PY
 cat "$report_dir/report.md"

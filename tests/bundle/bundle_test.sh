@@ -84,7 +84,7 @@ server_pid=""
 # The CPU efficiency script the GPU session runs from the bundle (it cannot be debugged
 # there): one short round, server and client each on their own CPUs, makes its table.
 if (($(nproc) >= 2)); then
-  run env ROUNDS=1 MEASURE_MS=500 OUT="$work/cpu" "$bundle/share/fastpath/cpu-efficiency.sh" \
+  run env ROUNDS=1 MEASURE_MS=1500 OUT="$work/cpu" "$bundle/share/fastpath/cpu-efficiency.sh" \
     >"$work/cpu.log" 2>&1 || { cat "$work/cpu.log" >&2; fail "cpu-efficiency.sh from the bundle"; }
   cat "$work/cpu/report.md"
   python3 - "$work/cpu/report.md" <<'PY' || { cat "$work/cpu.log" >&2; fail "cpu-efficiency.sh's report"; }
@@ -96,6 +96,15 @@ http, ceiling, grpc, eh, eg = map(float, row.groups())
 assert min(http, ceiling, grpc) > 0, row.group(0)
 assert abs(eh - http / ceiling) < 0.002 and abs(eg - grpc / ceiling) < 0.002, row.group(0)
 assert re.search(r"\d+ usable cores from the affinity mask", text), text  # its CPU set
+# Where the server's CPUs went: a row per transport, its busiest front-end thread named, and
+# the model's worker busy while loaded (a front-end thread's share can read 0.00: the kernel
+# counts CPU time in 10 ms ticks, and the window is under a second).
+for transport in ("http", "grpc"):
+    row = re.search(rf"^\| 1 \| {transport} \| fp-{transport}/\d+ \| ([\d.]+) \| ([\d.]+) \| "
+                    r"([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$", text, re.M)
+    assert row, (transport, text)
+    busiest, front, model, pool, server = map(float, row.groups())
+    assert busiest <= front < server and 0 < model <= server, row.group(0)
 PY
 fi
 server_pid=""
