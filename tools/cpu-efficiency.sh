@@ -27,6 +27,7 @@
 #                              process may use for the server, the rest for the client)
 #   ROUNDS                     rounds (default 3)
 #   MEASURE_MS                 each measurement's window (default 3000)
+#   SERVE_ARGS                 further `serve` arguments, e.g. "--grpc-threads 4" (default none)
 #   FASTPATH                   the fastpath binary (default: the bundle's, else build/'s)
 #   FASTPATH_GPU_CHECK_PYTHON  python3 with onnx and numpy (default python3)
 # Exit status: 0 when it measured (the verdict is in the report: it is a benchmark, not a
@@ -72,8 +73,10 @@ cleanup() {
 trap cleanup EXIT
 "$py" "$generator" --out "$work/models" --only "$model" > /dev/null || fail "generate_models.py failed"
 
+read -ra serve_args <<< "${SERVE_ARGS:-}"
 taskset -c "$SERVER_CPUS" "$fastpath" serve --model-repository "$work/models" --host 127.0.0.1 \
-  --http-port 0 --grpc-port 0 --metrics-port 0 --port-file "$work/ports" > "$work/serve.log" 2>&1 &
+  --http-port 0 --grpc-port 0 --metrics-port 0 --port-file "$work/ports" "${serve_args[@]}" \
+  > "$work/serve.log" 2>&1 &
 server_pid=$!
 for _ in $(seq 600); do
   [[ -s "$work/ports" ]] && break
@@ -161,14 +164,16 @@ for _ in $(seq "$rounds"); do
 done
 mkdir -p "$report_dir"
 "$py" - "$work/rows" "$work/cores" "$SERVER_CPUS" "$CLIENT_CPUS" "$threads" "$(nproc --all)" \
-  "$($fastpath --version 2> /dev/null | head -1)" "$server_cpu_count" > "$report_dir/report.md" << 'PY'
+  "$($fastpath --version 2> /dev/null | head -1)" "$server_cpu_count" "${SERVE_ARGS:-}" \
+  > "$report_dir/report.md" << 'PY'
 import statistics, sys
 rows = [list(map(float, line.split())) for line in open(sys.argv[1])]
 cores = [line.split() for line in open(sys.argv[2])]
-server, client, threads, cpus, version, server_cpus = sys.argv[3:]
+server, client, threads, cpus, version, server_cpus, serve_args = sys.argv[3:]
 print(f"# CPU efficiency at c=32, client on its own cores ({version})\n")
 print(f"cnn_classifier, example config. Server and in-process ceiling on CPUs {server}; "
-      f"`fastpath bench` on CPUs {client} (of {cpus}). The server chose: {threads}.\n")
+      f"`fastpath bench` on CPUs {client} (of {cpus}). The server chose: {threads}."
+      + (f" `serve` arguments: {serve_args}." if serve_args else "") + "\n")
 print("| round | HTTP infer/s | in-process best infer/s | gRPC infer/s | HTTP efficiency | gRPC efficiency |")
 print("|---|---|---|---|---|---|")
 for i, (h, c, g) in enumerate(rows, 1):
