@@ -1,5 +1,6 @@
 #include "async_call.h"
 
+#include <cstdlib>
 #include <deque>
 #include <string>
 #include <tuple>
@@ -68,8 +69,41 @@ bool WorkWaiting() {
   return b->work > 0;
 }
 
+bool OnThreadOf(const grpc::ServerCompletionQueue* cq) {
+  return backlog != nullptr && backlog->cq == cq;
+}
+
+void Inbox::Post(std::unique_ptr<Handoff> work) {
+  std::lock_guard lock(mu_);
+  posted_.push_back(std::move(work));
+  if (armed_) return;
+  armed_ = true;
+  alarm_ = std::make_unique<grpc::Alarm>();  // the last one has run: Done cleared armed_
+  alarm_->Set(cq_, gpr_time_0(GPR_CLOCK_MONOTONIC), static_cast<Tag*>(this));
+}
+
+void Inbox::Done(bool) {
+  std::vector<std::unique_ptr<Handoff>> posted;
+  {
+    std::lock_guard lock(mu_);
+    posted.swap(posted_);
+    armed_ = false;
+  }
+  for (auto& work : posted) work->Run();
+}
+
 Queues::Queues(grpc::ServerBuilder& builder, int count) {
-  for (int i = 0; i < count; ++i) queues_.push_back(builder.AddCompletionQueue());
+  for (int i = 0; i < count; ++i) {
+    queues_.push_back(builder.AddCompletionQueue());
+    inboxes_.push_back(std::make_unique<Inbox>(queues_.back().get()));
+  }
+}
+
+Inbox& Queues::InboxOf(const grpc::ServerCompletionQueue* cq) {
+  for (size_t i = 0; i < queues_.size(); ++i) {
+    if (queues_[i].get() == cq) return *inboxes_[i];
+  }
+  std::abort();  // every call's queue is one of these
 }
 
 void Queues::Start() {

@@ -8,6 +8,7 @@
 // model behind them (docs/benchmarks.md, issue 11 §2).
 #pragma once
 
+#include <grpcpp/alarm.h>
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
@@ -56,6 +57,47 @@ class Event final : public Tag {
 // calls were served one by one at batch 1 instead of batched.
 bool WorkWaiting();
 
+// Whether this thread is the one that polls `cq` (Queues::Start).
+bool OnThreadOf(const grpc::ServerCompletionQueue* cq);
+
+// Work handed to a queue's thread from another thread: a move-only callable.
+class Handoff {
+ public:
+  virtual ~Handoff() = default;
+  virtual void Run() = 0;
+};
+
+template <typename Fn>
+class HandoffOf final : public Handoff {
+ public:
+  explicit HandoffOf(Fn fn) : fn_(std::move(fn)) {}
+  void Run() override { fn_(); }
+
+ private:
+  Fn fn_;
+};
+
+// What other threads hand to one queue's thread. The first Post after a drain sets a gRPC
+// alarm that expires at once, which wakes the thread through its queue; the posts that
+// follow before the thread takes them cost no wake-up of their own, so an instance's worker
+// that answers a batch of calls wakes the thread about once per batch.
+class Inbox final : public Tag {
+ public:
+  explicit Inbox(grpc::ServerCompletionQueue* cq) : cq_(cq) {}
+  // Any thread, while the queue is not shut down.
+  void Post(std::unique_ptr<Handoff> work);
+  // On the queue's thread: runs what was posted, in order.
+  void Done(bool ok) override;
+  bool BringsWork() const override { return false; }
+
+ private:
+  grpc::ServerCompletionQueue* const cq_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Handoff>> posted_;  // guarded by mu_
+  std::unique_ptr<grpc::Alarm> alarm_;            // guarded by mu_; a fresh one per wake-up
+  bool armed_ = false;                            // guarded by mu_: alarm_ not yet run
+};
+
 // The server's completion queues and their threads: one thread per queue, so that
 // every tag of a call runs on the one thread that polls its queue, one after another.
 class Queues {
@@ -68,6 +110,18 @@ class Queues {
 
   size_t size() const { return queues_.size(); }
   grpc::ServerCompletionQueue* at(size_t i) const { return queues_[i].get(); }
+
+  // Runs `fn` on the thread of queue `cq`: at once when called there, else handed over
+  // (Inbox). Only while a call of that queue is live (Request to Ended): Close shuts the
+  // queues down only once every call has ended.
+  template <typename Fn>
+  void RunOn(grpc::ServerCompletionQueue* cq, Fn&& fn) {
+    if (OnThreadOf(cq)) {
+      std::forward<Fn>(fn)();
+      return;
+    }
+    InboxOf(cq).Post(std::make_unique<HandoffOf<std::decay_t<Fn>>>(std::forward<Fn>(fn)));
+  }
 
   // Starts the threads, once the server is built and the first calls are requested.
   void Start();
@@ -99,7 +153,11 @@ class Queues {
   void Close();
 
  private:
+  Inbox& InboxOf(const grpc::ServerCompletionQueue* cq);
+
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues_;
+  // After queues_: destroyed first (an alarm holds a reference to its queue).
+  std::vector<std::unique_ptr<Inbox>> inboxes_;
   std::vector<std::thread> threads_;
   std::mutex mu_;
   std::condition_variable idle_;
@@ -140,6 +198,13 @@ class UnaryCall {
   // Sends the response (status OK) or the status alone. Exactly once; any thread.
   void Finish(const grpc::Status& status) {
     writer_.Finish(response_, status, static_cast<Tag*>(&finished_));
+  }
+
+  // Runs `fn` (which must lead to Finish) on this call's queue thread: at once when called
+  // there. Any thread, before Finish.
+  template <typename Fn>
+  void RunOnItsThread(Fn&& fn) {
+    queues_->RunOn(cq_, std::forward<Fn>(fn));
   }
 
  private:

@@ -233,15 +233,21 @@ void GrpcInferenceServiceImpl::ModelInfer(
   // the instance's run instead they are batched.
   parsed->caller_may_run_model = !grpc_internal::WorkWaiting();
   // The call stays valid until its Finish has completed, so the callback may use it from
-  // any thread, even before InferAsync returns.
-  server_.InferAsync(std::move(parsed).value(),
-                     [&call, echo = std::move(echo)](StatusOr<InferResponse> result) {
-                       call.Finish(Guarded([&] {
-                         if (!result.ok()) return ToGrpcStatus(result.status());
-                         return ToGrpcStatus(grpc_internal::FillModelInferResponse(
-                             std::move(result).value(), echo, call.response()));
-                       }));
-                     });
+  // any thread, even before InferAsync returns. The answer is made and sent on the call's
+  // queue thread: an instance's worker that answers a batch hands each answer over and goes
+  // back to its model, rather than filling the responses and sending them itself (gRPC's
+  // batch and the socket write, which on loopback also runs the client's receive).
+  server_.InferAsync(
+      std::move(parsed).value(),
+      [&call, echo = std::move(echo)](StatusOr<InferResponse> result) mutable {
+        call.RunOnItsThread([&call, echo = std::move(echo), result = std::move(result)]() mutable {
+          call.Finish(Guarded([&] {
+            if (!result.ok()) return ToGrpcStatus(result.status());
+            return ToGrpcStatus(grpc_internal::FillModelInferResponse(std::move(result).value(),
+                                                                      echo, call.response()));
+          }));
+        });
+      });
 }
 
 template <typename Request, typename Response>
