@@ -18,6 +18,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include "async_call.h"
 #include "fake_inference_server.h"
 #include "fastpath/frontend/grpc_server.h"
 #include "grpc_service.grpc.pb.h"
@@ -1320,6 +1321,59 @@ TEST_F(GrpcFrontendTest, ACallWithCallsWaitingBehindItKeepsItsModelOffTheQueueTh
                                   << order;
   EXPECT_TRUE(offered.back().second)
       << "the last call, with none behind it, was kept off:" << order;
+}
+
+// What another thread hands to a queue's thread (an instance's worker answering a call) runs
+// on that thread, in the order handed over, each once, however many are handed over before
+// the thread wakes; and at once when handed over on that thread itself.
+TEST(GrpcQueuesTest, RunOnRunsHandedOverWorkOnTheQueueThreadInOrder) {
+  grpc::ServerBuilder builder;
+  grpc_internal::Queues queues(builder, 1);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  queues.Start();
+  grpc::ServerCompletionQueue* cq = queues.at(0);
+
+  constexpr int kThreads = 3;
+  constexpr int kEach = 2000;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::vector<int>> ran(kThreads);  // per handing thread, in the order run
+  int off_thread = 0;
+  int inline_runs = 0;
+  int total = 0;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        queues.RunOn(cq, [&, t, i] {
+          // On the queue's thread: handing over from here runs at once.
+          bool ran_inline = false;
+          queues.RunOn(cq, [&] { ran_inline = true; });
+          std::lock_guard lock(mu);
+          if (!grpc_internal::OnThreadOf(cq)) ++off_thread;
+          if (ran_inline) ++inline_runs;
+          ran[t].push_back(i);
+          if (++total == kThreads * kEach) cv.notify_all();
+        });
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, kHangGuard, [&] { return total == kThreads * kEach; }))
+        << total << " of " << kThreads * kEach << " ran";
+  }
+  EXPECT_EQ(off_thread, 0);
+  EXPECT_EQ(inline_runs, kThreads * kEach);
+  for (int t = 0; t < kThreads; ++t) {
+    ASSERT_EQ(ran[t].size(), static_cast<size_t>(kEach));
+    for (int i = 0; i < kEach; ++i) ASSERT_EQ(ran[t][i], i) << "thread " << t;
+  }
+  EXPECT_FALSE(grpc_internal::OnThreadOf(cq));
+  server->Shutdown();
+  queues.Close();
 }
 
 TEST_F(GrpcFrontendTest, StartFailsOnATakenPort) {
