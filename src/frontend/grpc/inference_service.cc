@@ -237,17 +237,16 @@ void GrpcInferenceServiceImpl::ModelInfer(
   // queue thread: an instance's worker that answers a batch hands each answer over and goes
   // back to its model, rather than filling the responses and sending them itself (gRPC's
   // batch and the socket write, which on loopback also runs the client's receive).
-  server_.InferAsync(
-      std::move(parsed).value(),
-      [&call, echo = std::move(echo)](StatusOr<InferResponse> result) mutable {
-        call.RunOnItsThread([&call, echo = std::move(echo), result = std::move(result)]() mutable {
-          call.Finish(Guarded([&] {
-            if (!result.ok()) return ToGrpcStatus(result.status());
-            return ToGrpcStatus(grpc_internal::FillModelInferResponse(std::move(result).value(),
-                                                                      echo, call.response()));
-          }));
-        });
-      });
+  server_.InferAsync(std::move(parsed).value(), [&call, echo = std::move(echo)](
+                                                    StatusOr<InferResponse> result) mutable {
+    call.RunOnItsThread([&call, echo = std::move(echo), result = std::move(result)]() mutable {
+      call.Finish(Guarded([&] {
+        if (!result.ok()) return ToGrpcStatus(result.status());
+        return ToGrpcStatus(grpc_internal::FillModelInferResponse(std::move(result).value(), echo,
+                                                                  call.response()));
+      }));
+    });
+  });
 }
 
 template <typename Request, typename Response>
