@@ -75,10 +75,11 @@ bool OnThreadOf(const grpc::ServerCompletionQueue* cq) {
 
 void Inbox::Post(std::unique_ptr<Handoff> work) {
   std::lock_guard lock(mu_);
+  // Work already waiting means an alarm is set and has not run yet (Done empties the list).
+  const bool wake = posted_.empty();
   posted_.push_back(std::move(work));
-  if (armed_) return;
-  armed_ = true;
-  alarm_ = std::make_unique<grpc::Alarm>();  // the last one has run: Done cleared armed_
+  if (!wake) return;
+  alarm_ = std::make_unique<grpc::Alarm>();  // the last one has run
   alarm_->Set(cq_, gpr_time_0(GPR_CLOCK_MONOTONIC), static_cast<Tag*>(this));
 }
 
@@ -87,7 +88,6 @@ void Inbox::Done(bool) {
   {
     std::lock_guard lock(mu_);
     posted.swap(posted_);
-    armed_ = false;
   }
   for (auto& work : posted) work->Run();
 }

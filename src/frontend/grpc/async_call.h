@@ -93,9 +93,8 @@ class Inbox final : public Tag {
  private:
   grpc::ServerCompletionQueue* const cq_;
   std::mutex mu_;
-  std::vector<std::unique_ptr<Handoff>> posted_;  // guarded by mu_
+  std::vector<std::unique_ptr<Handoff>> posted_;  // guarded by mu_; not empty: alarm_ set
   std::unique_ptr<grpc::Alarm> alarm_;            // guarded by mu_; a fresh one per wake-up
-  bool armed_ = false;                            // guarded by mu_: alarm_ not yet run
 };
 
 // The server's completion queues and their threads: one thread per queue, so that
