@@ -22,6 +22,25 @@ std::unique_ptr<ModelStreamInferResponse> ErrorResponse(const RequestEcho& echo,
   return response;
 }
 
+// The stream's message for one request's result: its answer, or error_message.
+std::unique_ptr<ModelStreamInferResponse> Answer(StatusOr<InferResponse> result,
+                                                 const RequestEcho& echo) {
+  std::unique_ptr<ModelStreamInferResponse> response;
+  const grpc::Status net = Guarded([&] {
+    if (!result.ok()) {
+      response = ErrorResponse(echo, result.status().message());
+      return grpc::Status::OK;
+    }
+    response = std::make_unique<ModelStreamInferResponse>();
+    const Status filled =
+        FillModelInferResponse(std::move(result).value(), echo, response->mutable_infer_response());
+    if (!filled.ok()) response = ErrorResponse(echo, filled.message());
+    return grpc::Status::OK;
+  });
+  if (!net.ok() || response == nullptr) response = ErrorResponse(echo, net.error_message());
+  return response;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- StreamRegistry
@@ -158,27 +177,17 @@ void StreamInferCall::Dispatch(inference::ModelInferRequest request) {
   }
   parsed->deadline = SteadyDeadline(context_.deadline());
   parsed->cancelled = cancelled_;
-  // The callback may run right here, on this thread, before InferAsync returns: it only
-  // takes mu_, which is not held now.
-  server_.InferAsync(std::move(parsed).value(),
-                     [this, echo = std::move(echo)](StatusOr<InferResponse> result) {
-                       std::unique_ptr<ModelStreamInferResponse> response;
-                       const grpc::Status net = Guarded([&] {
-                         if (!result.ok()) {
-                           response = ErrorResponse(echo, result.status().message());
-                           return grpc::Status::OK;
-                         }
-                         response = std::make_unique<ModelStreamInferResponse>();
-                         const Status filled = FillModelInferResponse(
-                             std::move(result).value(), echo, response->mutable_infer_response());
-                         if (!filled.ok()) response = ErrorResponse(echo, filled.message());
-                         return grpc::Status::OK;
-                       });
-                       if (!net.ok() || response == nullptr) {
-                         response = ErrorResponse(echo, net.error_message());
-                       }
-                       Complete(std::move(response));
-                     });
+  // The answer is made and written on this call's queue thread, as ModelInfer's are: an
+  // instance's worker that answers a batch hands each answer over and goes back to its
+  // model. The call outlives the hand-over: in_flight_ counts this request until Complete,
+  // and the call does not finish before. The callback may run right here, before
+  // InferAsync returns; then the answer is made at once (it only takes mu_, not held now).
+  server_.InferAsync(std::move(parsed).value(), [this, echo = std::move(echo)](
+                                                    StatusOr<InferResponse> result) mutable {
+    queues_->RunOn(cq_, [this, echo = std::move(echo), result = std::move(result)]() mutable {
+      Complete(Answer(std::move(result), echo));
+    });
+  });
 }
 
 void StreamInferCall::Complete(std::unique_ptr<ModelStreamInferResponse> response) {

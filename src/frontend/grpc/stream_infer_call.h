@@ -1,7 +1,7 @@
 // One ModelStreamInfer call, on gRPC's async API (see async_call.h). Requests are read
 // one after another and each is handed to the facade as soon as it arrives, so several
-// run at once; responses are written in the order they complete, through a queue (gRPC
-// allows one write in flight). A failed request is answered with error_message and the
+// run at once; responses are made and written on the call's queue thread (Queues::RunOn)
+// in the order they complete, through a queue (gRPC allows one write in flight). A failed request is answered with error_message and the
 // stream goes on. The call ends with OK once the client has half-closed and every
 // response has been written.
 //
