@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The four measurements of issue 3's "Benchmarks" section, on this machine's CPU, driven by
-# `fastpath bench`. Every figure is a ratio taken within one run (one `fastpath bench`
+# `fastpath bench`, on the example models with their configs as generated (what a new user
+# runs: dynamic batching with a window of 0, threads chosen by the server). Every figure is a ratio taken within one run (one `fastpath bench`
 # invocation, or back-to-back runs on the same idle machine), since shared machines are
 # noisy. Writes JSON, CSV and SVG into bench/results/ and a summary (bench/results/summary.md)
 # with the exact commands.
@@ -12,7 +13,8 @@
 # missing), FASTPATH_JOBS (build parallelism, default 2), FASTPATH_BENCH_WINDOW_MS (window
 # length, default 2000), FASTPATH_BENCH_MAX_TRIALS (default 6), FASTPATH_BENCH_RESULTS
 # (default bench/results), FASTPATH_BENCH_SKIP_PEER=1 (no Node.js peer),
-# FASTPATH_BENCH_QUEUE_DELAY_US (the batched configuration's window, default 1000),
+# FASTPATH_BENCH_QUEUE_DELAY_US (the window the batching calibration tries besides 0,
+# default 1000),
 # FASTPATH_BENCH_PARTS (which measurements, default "1 2 3 4"; the results of the others are
 # kept).
 set -euo pipefail
@@ -55,14 +57,13 @@ FASTPATH="$ROOT/$BUILD/src/cli/fastpath"
 BUILD_TYPE="$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$BUILD/CMakeCache.txt")"
 /usr/bin/python3 tools/generate_models.py --out "$MODELS_DIR" --only "${EXAMPLE_MODELS[@]}"
 
-# Two repositories of the example models: without dynamic batching (the block removed) and
-# with it (max_batch_size 32 as generated, a ${DELAY_US} us window).
+# The example models without dynamic batching (the block removed), for the peer comparison's
+# "no batching" line; everything else runs on the example configs as they are.
 PLAIN="$WORK/plain"
-BATCHED="$WORK/batched"
-write_config() {  # SOURCE DEST DELAY_US|none
+write_config() {  # SOURCE DEST
   /usr/bin/python3 - "$@" <<'PY'
 import re, sys
-src, dst, delay = sys.argv[1:]
+src, dst = sys.argv[1:]
 text = open(src).read()
 # Drop any dynamic_batching { ... } block (braces balanced).
 m = re.search(r"^dynamic_batching\s*\{", text, re.M)
@@ -74,18 +75,13 @@ if m:
         if depth == 0:
             break
     text = text[:m.start()] + text[i:].lstrip("\n")
-if delay != "none":
-    text = text.rstrip("\n") + "\ndynamic_batching {\n  max_queue_delay_microseconds: %s\n}\n" % delay
 open(dst, "w").write(text)
 PY
 }
 for m in "${EXAMPLE_MODELS[@]}"; do
-  for repo in "$PLAIN" "$BATCHED"; do
-    mkdir -p "$repo/$m/1"
-    ln -s "$ROOT/$MODELS_DIR/$m/1/model.onnx" "$repo/$m/1/model.onnx"
-  done
-  write_config "$MODELS_DIR/$m/config.pbtxt" "$PLAIN/$m/config.pbtxt" none
-  write_config "$MODELS_DIR/$m/config.pbtxt" "$BATCHED/$m/config.pbtxt" "$DELAY_US"
+  mkdir -p "$PLAIN/$m/1"
+  ln -s "$ROOT/$MODELS_DIR/$m/1/model.onnx" "$PLAIN/$m/1/model.onnx"
+  write_config "$MODELS_DIR/$m/config.pbtxt" "$PLAIN/$m/config.pbtxt"
 done
 
 # Starts `fastpath serve` on a repository; sets HTTP_PORT, GRPC_PORT, SERVER_PID.
@@ -141,55 +137,56 @@ for p in 1 2 3 4; do
   part "$p" && sed -i "/^# part $p\$/,/^# end part $p\$/d" "$COMMANDS"
 done
 
-# ---- 1. Server efficiency: cnn at c=32 (dynamic batching) / best in-process batch ----
-if part 1 || part 4; then
-start_server "$BATCHED" batched
-fi
+# ---- 1, 2 and 4 (fastpath, default config): one server on the example repository ----
+if part 1 || part 2 || part 4; then start_server "$MODELS_DIR" default; fi
+
+# 1. Server efficiency: cnn at c=32 / the best in-process throughput (any batch, any thread
+# count up to the usable cores).
 if part 1; then
 echo "# part 1" >>"$COMMANDS"
 log "1. server efficiency (cnn_classifier, c=32, HTTP binary and gRPC, vs in-process ORT)"
 bench -m cnn_classifier -u "127.0.0.1:$HTTP_PORT" --encoding binary --concurrency 32 \
-  --in-process --model-repository "$BATCHED" --batch-sizes 1,2,4,8,16,32 "${COMMON[@]}" \
-  --label "cnn http binary, dynamic batching" --json "$RESULTS/efficiency.json" --csv "$RESULTS/efficiency.csv"
+  --in-process --model-repository "$MODELS_DIR" --batch-sizes 1,2,4,8,16,32 "${COMMON[@]}" \
+  --label "cnn http binary, default config" --json "$RESULTS/efficiency.json" --csv "$RESULTS/efficiency.csv"
 bench -m cnn_classifier -i grpc -u "127.0.0.1:$GRPC_PORT" --concurrency 32 \
-  --in-process --model-repository "$BATCHED" --batch-sizes 1,2,4,8,16,32 "${COMMON[@]}" \
-  --label "cnn grpc, dynamic batching" --json "$RESULTS/efficiency.json" --csv "$RESULTS/efficiency.csv" --append \
+  --in-process --model-repository "$MODELS_DIR" --batch-sizes 1,2,4,8,16,32 "${COMMON[@]}" \
+  --label "cnn grpc, default config" --json "$RESULTS/efficiency.json" --csv "$RESULTS/efficiency.csv" --append \
   --svg "$RESULTS/efficiency.svg"
 echo "# end part 1" >>"$COMMANDS"
 fi
 
-# ---- 4 (fastpath side, batched). Peer comparison at c=1,16,32 ----
-if part 4; then
-echo "# part 4" >>"$COMMANDS"
-log "4. peer comparison: fastpath with dynamic batching (cnn_classifier, HTTP binary)"
-bench -m cnn_classifier -u "127.0.0.1:$HTTP_PORT" --concurrency 1,16,32 "${COMMON[@]}" \
-  --label "fastpath, dynamic batching" --json "$RESULTS/peer.json" --csv "$RESULTS/peer.csv"
-echo "# end part 4" >>"$COMMANDS"
-fi
-if part 1 || part 4; then stop_server; fi
-
-# ---- 2. Protocol overhead: mlp p50 at c=1 minus in-process p50 at batch 1 ----
-if part 2 || part 4; then start_server "$PLAIN" plain; fi
+# 2. Protocol overhead: mlp p50 at c=1 minus in-process p50 at batch 1.
 if part 2; then
 echo "# part 2" >>"$COMMANDS"
-log "2. protocol overhead (mlp_classifier, c=1, no batcher)"
+log "2. protocol overhead (mlp_classifier, c=1)"
 bench -m mlp_classifier -u "127.0.0.1:$HTTP_PORT" --encoding binary --concurrency 1 \
-  --in-process --model-repository "$PLAIN" --batch-sizes 1 "${COMMON[@]}" \
+  --in-process --model-repository "$MODELS_DIR" --batch-sizes 1 "${COMMON[@]}" \
   --label "mlp http binary" --json "$RESULTS/overhead.json" --csv "$RESULTS/overhead.csv"
 bench -m mlp_classifier -i grpc -u "127.0.0.1:$GRPC_PORT" --concurrency 1 \
-  --in-process --model-repository "$PLAIN" --batch-sizes 1 "${COMMON[@]}" \
+  --in-process --model-repository "$MODELS_DIR" --batch-sizes 1 "${COMMON[@]}" \
   --label "mlp grpc" --json "$RESULTS/overhead.json" --csv "$RESULTS/overhead.csv" --append
 echo "# end part 2" >>"$COMMANDS"
 fi
 
+# 4 (fastpath side). Peer comparison at c=1,16,32 in JSON, the peer's encoding.
 if part 4; then
 echo "# part 4" >>"$COMMANDS"
-log "4. peer comparison: fastpath without dynamic batching"
-bench -m cnn_classifier -u "127.0.0.1:$HTTP_PORT" --concurrency 1,16,32 "${COMMON[@]}" \
-  --label "fastpath, no batching" --json "$RESULTS/peer.json" --csv "$RESULTS/peer.csv" --append
+log "4. peer comparison: fastpath, default config (cnn_classifier, HTTP JSON)"
+bench -m cnn_classifier -u "127.0.0.1:$HTTP_PORT" --encoding json --concurrency 1,16,32 "${COMMON[@]}" \
+  --label "fastpath, default config" --json "$RESULTS/peer.json" --csv "$RESULTS/peer.csv"
 echo "# end part 4" >>"$COMMANDS"
 fi
-if part 2 || part 4; then stop_server; fi
+if part 1 || part 2 || part 4; then stop_server; fi
+
+if part 4; then
+start_server "$PLAIN" plain
+echo "# part 4" >>"$COMMANDS"
+log "4. peer comparison: fastpath without dynamic batching (HTTP JSON)"
+bench -m cnn_classifier -u "127.0.0.1:$HTTP_PORT" --encoding json --concurrency 1,16,32 "${COMMON[@]}" \
+  --label "fastpath, no batching" --json "$RESULTS/peer.json" --csv "$RESULTS/peer.csv" --append
+echo "# end part 4" >>"$COMMANDS"
+stop_server
+fi
 
 # ---- 4 (peer side). Node.js http + onnxruntime-node, unbatched ----
 if part 4 && ! command -v node >/dev/null; then
@@ -210,7 +207,7 @@ elif part 4 && [[ -z "${FASTPATH_BENCH_SKIP_PEER:-}" ]]; then
   for _ in $(seq 1 300); do [[ -s "$WORK/peer.ports" ]] && break; sleep 0.1; done
   PEER_PORT="$(sed -n 's/.*http=\([0-9]*\).*/\1/p' "$WORK/peer.ports")"
   HTTP_PORT="$PEER_PORT"  # so that the recorded command shows $HTTP_PORT
-  bench -m cnn_classifier -u "127.0.0.1:$PEER_PORT" --concurrency 1,16,32 "${COMMON[@]}" \
+  bench -m cnn_classifier -u "127.0.0.1:$PEER_PORT" --encoding json --concurrency 1,16,32 "${COMMON[@]}" \
     --label "node http + onnxruntime-node" --json "$RESULTS/peer.json" --csv "$RESULTS/peer.csv" --append
   kill -TERM "$PEER_PID" 2>/dev/null || true
   wait "$PEER_PID" 2>/dev/null || true
