@@ -226,12 +226,14 @@ StatusOr<BenchPoint> Measure(Target& target, const MeasureOptions& options, bool
   (void)run.Collect();  // warm-up results are dropped
 
   std::vector<std::optional<ModelStatsSnapshot>> boundaries;
+  std::vector<Clock::time_point> boundary_at;  // when each window began, and the last ended
   auto read_stats = [&] {
     auto stats = target.Stats();
     boundaries.push_back(stats.ok() ? *stats : std::nullopt);
   };
   read_stats();
   auto window_start = Clock::now();
+  boundary_at.push_back(window_start);
   std::vector<Window> windows;
   std::vector<WindowSample> samples;
   const int max_trials = std::max(1, options.max_trials);
@@ -241,6 +243,7 @@ StatusOr<BenchPoint> Measure(Target& target, const MeasureOptions& options, bool
     const auto now = Clock::now();
     w.seconds = std::chrono::duration<double>(now - window_start).count();
     window_start = now;
+    boundary_at.push_back(now);
     read_stats();
     std::vector<int64_t> copy = w.latencies_ns;
     const LatencySummary s = Summarize(std::move(copy));
@@ -260,6 +263,9 @@ StatusOr<BenchPoint> Measure(Target& target, const MeasureOptions& options, bool
   const auto& before = boundaries[boundaries.size() - 1 - used];
   const auto& after = boundaries.back();
   if (before && after) point.server = DiffStats(*before, *after);
+  if (options.on_measured) {
+    options.on_measured(boundary_at[boundary_at.size() - 1 - used], boundary_at.back(), &point);
+  }
   return point;
 }
 

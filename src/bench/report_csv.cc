@@ -1,7 +1,10 @@
 // The report as CSV: one row per point, the label first so that appended runs stay apart.
-// intra_op_threads (in-process points only) is the last column, so that the columns before it
-// keep their places from older files.
+// New columns go last, so that the columns before them keep their places from older files:
+// intra_op_threads (in-process points only), then the --collect-metrics figures, each
+// "GPU:value" per GPU joined by ';' (perf_analyzer's way of putting several GPUs in one cell).
+#include <optional>
 #include <sstream>
+#include <string>
 
 #include "fastpath/bench/report.h"
 #include "report_internal.h"
@@ -23,6 +26,19 @@ std::string CsvField(const std::string& s) {
   return out + "\"";
 }
 
+// One --collect-metrics figure of every GPU: "0:0.870;1:0.512"; empty when not collected.
+std::string PerGpu(const BenchPoint& p, std::optional<double> PointGpu::*figure,
+                   const char* format) {
+  if (!p.gpu_metrics) return "";
+  std::string out;
+  for (const PointGpu& g : p.gpu_metrics->gpus) {
+    if (!(g.*figure)) continue;
+    if (!out.empty()) out += ';';
+    out += g.gpu + ':' + Fmt(format, *(g.*figure));
+  }
+  return CsvField(out);
+}
+
 std::string CsvRow(const std::string& label, const BenchReport& r, const BenchPoint& p,
                    const std::string& extra_mode) {
   std::ostringstream row;
@@ -42,7 +58,10 @@ std::string CsvRow(const std::string& label, const BenchReport& r, const BenchPo
   }
   row << ',' << (p.efficiency ? Fmt("%.3f", *p.efficiency) : "") << ',' << p.trials << ','
       << (p.stable ? "true" : "false") << ','
-      << (p.intra_op_threads ? std::to_string(*p.intra_op_threads) : "") << '\n';
+      << (p.intra_op_threads ? std::to_string(*p.intra_op_threads) : "") << ','
+      << PerGpu(p, &PointGpu::utilization_avg, "%.3f") << ','
+      << PerGpu(p, &PointGpu::power_avg_w, "%.1f") << ','
+      << PerGpu(p, &PointGpu::memory_used_max_bytes, "%.0f") << '\n';
   return row.str();
 }
 
@@ -52,7 +71,8 @@ std::string CsvHeader() {
   return "label,model,transport,encoding,mode,concurrency,request_rate,batch_size,throughput_rps,"
          "throughput_ips,p50_us,p90_us,p95_us,p99_us,max_us,mean_us,requests,errors,errors_by_kind,"
          "server_queue_us,server_compute_us,server_avg_batch,server_batch_histogram,efficiency,"
-         "trials,stable,intra_op_threads\n";
+         "trials,stable,intra_op_threads,gpu_utilization_avg,gpu_power_avg_w,"
+         "gpu_memory_used_max_bytes\n";
 }
 
 StatusOr<std::string> AppendCsvRows(const std::string& existing, const BenchReport& report) {

@@ -111,6 +111,34 @@ void WriteErrors(Writer& w, const BenchPoint& p) {
   w.EndObject();
 }
 
+// --collect-metrics: null when not collected; an absent figure is null, never 0.
+void WriteGpuMetrics(Writer& w, const std::optional<PointGpuMetrics>& m) {
+  Key(w, "gpu_metrics");
+  if (!m) {
+    w.Null();
+    return;
+  }
+  w.StartObject();
+  I64(w, "scrapes", m->scrapes);
+  I64(w, "failed", m->failed);
+  Str(w, "error", m->error);
+  Key(w, "gpus");
+  w.StartArray();
+  for (const PointGpu& g : m->gpus) {
+    w.StartObject();
+    Str(w, "gpu", g.gpu);
+    Str(w, "uuid", g.uuid);
+    I64(w, "scrapes", g.scrapes);
+    WriteOptionalDouble(w, "utilization_avg", g.utilization_avg);
+    WriteOptionalDouble(w, "power_avg_w", g.power_avg_w);
+    WriteOptionalDouble(w, "memory_used_max_bytes", g.memory_used_max_bytes);
+    WriteOptionalDouble(w, "memory_total_bytes", g.memory_total_bytes);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+}
+
 void WritePoint(Writer& w, const BenchPoint& p) {
   w.StartObject();
   Str(w, "mode", p.mode);
@@ -142,6 +170,7 @@ void WritePoint(Writer& w, const BenchPoint& p) {
   } else {
     w.Null();
   }
+  WriteGpuMetrics(w, p.gpu_metrics);
   w.EndObject();
 }
 
@@ -404,6 +433,27 @@ Status ReadPoint(const Value& v, const std::string& where, BenchPoint* p) {
     }
   }
   p->efficiency = GetOptNum(v, "efficiency");
+  if (auto it = v.FindMember("gpu_metrics"); it != v.MemberEnd() && it->value.IsObject()) {
+    const Value& m = it->value;
+    PointGpuMetrics& out = p->gpu_metrics.emplace();
+    out.scrapes = static_cast<int>(GetI64(m, "scrapes"));
+    out.failed = static_cast<int>(GetI64(m, "failed"));
+    out.error = GetStr(m, "error");
+    if (auto gpus = m.FindMember("gpus"); gpus != m.MemberEnd() && gpus->value.IsArray()) {
+      for (const Value& gv : gpus->value.GetArray()) {
+        if (!gv.IsObject()) return InvalidArgument(where + ".gpu_metrics.gpus has a non-object");
+        PointGpu g;
+        g.gpu = GetStr(gv, "gpu");
+        g.uuid = GetStr(gv, "uuid");
+        g.scrapes = static_cast<int>(GetI64(gv, "scrapes"));
+        g.utilization_avg = GetOptNum(gv, "utilization_avg");
+        g.power_avg_w = GetOptNum(gv, "power_avg_w");
+        g.memory_used_max_bytes = GetOptNum(gv, "memory_used_max_bytes");
+        g.memory_total_bytes = GetOptNum(gv, "memory_total_bytes");
+        out.gpus.push_back(std::move(g));
+      }
+    }
+  }
   return Status::Ok();
 }
 

@@ -12,6 +12,39 @@ using internal::ErrorsText;
 using internal::Fmt;
 using internal::HistogramText;
 
+namespace {
+
+// --collect-metrics under a point: a line per GPU, or why there is none.
+std::string GpuMetricsText(const std::string& prefix, const PointGpuMetrics& m) {
+  std::ostringstream out;
+  const std::string scrapes = std::to_string(m.scrapes) + " scrape" + (m.scrapes == 1 ? "" : "s");
+  if (m.scrapes == 0) {
+    out << prefix << "GPU metrics: no scrape fell within the windows (raise them or lower "
+        << "--metrics-interval-ms)\n";
+  } else if (m.failed == m.scrapes) {
+    out << prefix << "GPU metrics: all " << scrapes << " failed: " << m.error << "\n";
+  } else if (m.gpus.empty()) {
+    out << prefix << "GPU metrics: the server exports no GPU series (" << scrapes << ")\n";
+  }
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  for (const PointGpu& g : m.gpus) {
+    out << prefix << "GPU " << g.gpu << (g.uuid.empty() ? "" : " (" + g.uuid + ")")
+        << ": utilization " << (g.utilization_avg ? Fmt("%.2f", *g.utilization_avg) : "-")
+        << " avg, power " << (g.power_avg_w ? Fmt("%.1f", *g.power_avg_w) + " W" : "-")
+        << " avg, memory used "
+        << (g.memory_used_max_bytes ? Fmt("%.2f", *g.memory_used_max_bytes / kGiB) : "-") << " of "
+        << (g.memory_total_bytes ? Fmt("%.2f", *g.memory_total_bytes / kGiB) : "-")
+        << " GiB at most (" << g.scrapes << " scrape" << (g.scrapes == 1 ? "" : "s") << ")\n";
+  }
+  if (m.failed > 0 && m.failed < m.scrapes) {
+    out << prefix << "GPU metrics: " << m.failed << " of " << scrapes << " failed: " << m.error
+        << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace
+
 std::string RenderTable(const BenchReport& r) {
   std::ostringstream out;
   auto header = [&](bool server) {
@@ -79,6 +112,7 @@ std::string RenderTable(const BenchReport& r) {
       for (const auto& [kind, message] : p.error_samples) {
         out << "  " << point_name(p) << " " << kind << ": " << message << "\n";
       }
+      if (p.gpu_metrics) out << GpuMetricsText("  " + point_name(p) + " ", *p.gpu_metrics);
     }
   }
   if (r.best_in_process_ips) {

@@ -83,12 +83,24 @@ StatusOr<Sample> ParseSampleLine(std::string_view line) {
   return s;
 }
 
-enum class Family { kTemperature, kSmClock, kPower, kClocksEventActive, kThrottleSeconds };
+enum class Family {
+  kTemperature,
+  kSmClock,
+  kPower,
+  kUtilization,
+  kMemoryUsed,
+  kMemoryTotal,
+  kClocksEventActive,
+  kThrottleSeconds
+};
 
 std::optional<Family> GpuFamily(std::string_view name) {
   if (name == "fastpath_gpu_temperature_celsius") return Family::kTemperature;
   if (name == "fastpath_gpu_sm_clock_mhz") return Family::kSmClock;
   if (name == "fastpath_gpu_power_watts") return Family::kPower;
+  if (name == "fastpath_gpu_utilization_ratio") return Family::kUtilization;
+  if (name == "fastpath_gpu_memory_used_bytes") return Family::kMemoryUsed;
+  if (name == "fastpath_gpu_memory_total_bytes") return Family::kMemoryTotal;
   if (name == "fastpath_gpu_clocks_event_active") return Family::kClocksEventActive;
   if (name == "fastpath_gpu_throttle_seconds_total") return Family::kThrottleSeconds;
   return std::nullopt;
@@ -162,7 +174,7 @@ StatusOr<std::vector<GpuMetrics>> ParseGpuMetrics(std::string_view text) {
     ++line_number;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.empty() || line[0] == '#') continue;
-    // Only our five families are read: their names end at '{' or a space.
+    // Only our GPU families are read: their names end at '{' or a space.
     size_t name_end = 0;
     while (name_end < line.size() && IsNameChar(line[name_end], name_end == 0)) ++name_end;
     const std::optional<Family> family = GpuFamily(line.substr(0, name_end));
@@ -194,6 +206,15 @@ StatusOr<std::vector<GpuMetrics>> ParseGpuMetrics(std::string_view text) {
         break;
       case Family::kPower:
         g.power_w = sample->value;
+        break;
+      case Family::kUtilization:
+        g.utilization_ratio = sample->value;
+        break;
+      case Family::kMemoryUsed:
+        g.memory_used_bytes = sample->value;
+        break;
+      case Family::kMemoryTotal:
+        g.memory_total_bytes = sample->value;
         break;
       case Family::kClocksEventActive:
         g.clocks_event_active[reason] = sample->value;

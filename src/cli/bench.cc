@@ -85,6 +85,7 @@ CLI::Option* AddParsed(CLI::App& app, const std::string& names, const std::strin
 struct BenchOptions {
   CLI::Option* concurrency = nullptr;
   CLI::Option* soak_window = nullptr;
+  CLI::Option* metrics_url = nullptr;
 };
 
 BenchOptions DefineBenchOptions(CLI::App& app, BenchFlags& f) {
@@ -222,22 +223,44 @@ BenchOptions DefineBenchOptions(CLI::App& app, BenchFlags& f) {
         FASTPATH_ASSIGN_OR_RETURN(f.soak_window, bench::ParseSoakDuration(value, "--soak-window"));
         return Status::Ok();
       });
-  CLI::Option* metrics_url = AddValue(
+  o.metrics_url = AddValue(
       app, "--metrics-url", "URL",
-      "the server's Prometheus metrics, scraped at every window's end (default: the server's "
-      "host, port 8002, /metrics)",
+      "the server's Prometheus metrics, scraped at every window's end by --soak and through "
+      "every point by --collect-metrics (default: the server's host, port 8002, /metrics)",
       "", [&f](const std::string& value) -> Status {
         FASTPATH_ASSIGN_OR_RETURN(f.metrics_url, bench::ParseMetricsUrl(value));
         return Status::Ok();
       });
   o.soak_window->needs(soak);
-  metrics_url->needs(soak);
   soak->excludes(request_rate)
       ->excludes(calibrate)
       ->excludes(in_process)
       ->excludes(interval)
       ->excludes(stability)
       ->excludes(max_trials);
+
+  app.option_defaults()->group("GPU metrics");
+  CLI::Option* collect =
+      AddSwitch(app, "--collect-metrics", &f.collect_metrics,
+                "scrape the server's Prometheus metrics through every point and report each GPU's "
+                "average utilization and power and its largest memory use over the point's windows "
+                "(perf_analyzer's --collect-metrics)");
+  AddValue(app, "--metrics-interval-ms", "N", "time between two scrapes",
+           std::to_string(f.metrics_interval.count()),
+           [&f](const std::string& value) -> Status {
+             int64_t ms = 0;
+             const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), ms);
+             if (ec != std::errc() || end != value.data() + value.size() || ms < 10 || ms > 60000) {
+               return InvalidArgument(
+                   "--metrics-interval-ms must be an integer in [10, 60000], "
+                   "not '" +
+                   value + "'");
+             }
+             f.metrics_interval = std::chrono::milliseconds(ms);
+             return Status::Ok();
+           })
+      ->needs(collect);
+  collect->excludes(soak)->excludes(calibrate);
 
   app.option_defaults()->group("output");
   AddText(app, "--label", "TEXT", &f.label,
@@ -268,6 +291,12 @@ Status CheckBenchFlags(const BenchOptions& options, BenchFlags& f) {
   }
   if (f.append && f.json_path.empty() && f.csv_path.empty()) {
     return InvalidArgument("--append needs --json or --csv");
+  }
+  if (options.metrics_url->count() > 0 && !f.soak && !f.collect_metrics) {
+    return InvalidArgument("--metrics-url is read by --soak and --collect-metrics only");
+  }
+  if (f.collect_metrics && f.no_server) {
+    return InvalidArgument("--collect-metrics scrapes a server's metrics: not with --no-server");
   }
   if (f.soak) {
     // The default window is a minute, or the whole soak when that is shorter.
@@ -606,9 +635,14 @@ Status PrepareRequests(bench::Target& target, const BenchFlags& flags, int64_t b
 }
 
 Status MeasureServerPoints(bench::Target& target, const BenchFlags& flags, ProgressLine& progress,
-                           bench::BenchReport* report) {
+                           bench::BenchReport* report, const bench::GpuSampler* gpus) {
   bench::MeasureOptions options = flags.measure;
   options.progress = [&progress](const std::string& line) { progress.Update(line); };
+  if (gpus != nullptr) {
+    options.on_measured = [gpus](auto from, auto to, bench::BenchPoint* point) {
+      point->gpu_metrics = gpus->Between(from, to);
+    };
+  }
   if (!flags.request_rates.empty()) {
     for (int64_t rate : flags.request_rates) {
       FASTPATH_ASSIGN_OR_RETURN(bench::BenchPoint p,
@@ -679,7 +713,16 @@ int Bench(const std::vector<std::string>& args) {
     if (!flags.no_server) {
       auto server = OpenServer(flags, &report);
       if (!server.ok()) return fail(server.status());
-      Status s = MeasureServerPoints(*server->target, flags, progress, &report);
+      std::unique_ptr<bench::MetricsSource> metrics;
+      std::unique_ptr<bench::GpuSampler> gpus;
+      if (flags.collect_metrics) {
+        metrics = bench::MakeHttpMetricsSource(
+            flags.metrics_url ? *flags.metrics_url : bench::DefaultMetricsUrl(server->address),
+            std::chrono::seconds(5));
+        gpus = std::make_unique<bench::GpuSampler>(metrics.get(), flags.metrics_interval);
+        gpus->Start();
+      }
+      Status s = MeasureServerPoints(*server->target, flags, progress, &report, gpus.get());
       if (!s.ok()) return fail(s);
     } else {
       report.encoding.clear();

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "fastpath/bench/client.h"
+#include "fastpath/bench/gpu_sampler.h"
 #include "fastpath/bench/load_generator.h"
 #include "fastpath/bench/report.h"
 #include "fastpath/bench/soak.h"
@@ -53,6 +54,9 @@ struct BenchFlags {
   std::optional<std::chrono::milliseconds> soak;
   std::chrono::milliseconds soak_window{60000};
   std::optional<bench::MetricsUrl> metrics_url;  // nullopt: the server's host, port 8002
+  // --collect-metrics: the server's GPUs scraped through every point.
+  bool collect_metrics = false;
+  std::chrono::milliseconds metrics_interval{1000};
   std::string command_line;
   log::Options logging;
 };
@@ -71,10 +75,11 @@ class ProgressLine {
   std::string last_;
 };
 
-// Measures every load point of `flags` on `target` into `report->points`. Returns the
-// first fatal error (a point that could not run at all).
+// Measures every load point of `flags` on `target` into `report->points`, each with the GPU
+// figures of `gpus` over its windows when given (--collect-metrics). Returns the first fatal
+// error (a point that could not run at all).
 Status MeasureServerPoints(bench::Target& target, const BenchFlags& flags, ProgressLine& progress,
-                           bench::BenchReport* report);
+                           bench::BenchReport* report, const bench::GpuSampler* gpus = nullptr);
 
 // Builds the request set from the target's metadata and prepares it.
 Status PrepareRequests(bench::Target& target, const BenchFlags& flags, int64_t batch_size);

@@ -59,6 +59,34 @@ BenchReport SampleReport() {
   return r;
 }
 
+// SampleReport with --collect-metrics: c=1 saw two GPUs (the second without a power reading),
+// c=16 had one failed scrape of three and no GPU series.
+BenchReport GpuMetricsReport() {
+  BenchReport r = SampleReport();
+  PointGpuMetrics two;
+  two.scrapes = 4;
+  PointGpu a;
+  a.gpu = "0";
+  a.uuid = "GPU-aa";
+  a.scrapes = 4;
+  a.utilization_avg = 0.87;
+  a.power_avg_w = 312.5;
+  a.memory_used_max_bytes = 2.5 * 1024 * 1024 * 1024;
+  a.memory_total_bytes = 80.0 * 1024 * 1024 * 1024;
+  PointGpu b;
+  b.gpu = "1";
+  b.scrapes = 4;
+  b.utilization_avg = 0.5;
+  two.gpus = {a, b};
+  r.points[0].gpu_metrics = two;
+  PointGpuMetrics none;
+  none.scrapes = 3;
+  none.failed = 1;
+  none.error = "GET http://h:8002/metrics: connection refused";
+  r.points[1].gpu_metrics = none;
+  return r;
+}
+
 TEST(DiffStatsTest, SplitsQueueAndComputeAndCountsBatches) {
   ModelStatsSnapshot before;
   before.success = {10, 0};
@@ -302,6 +330,31 @@ TEST(JsonTest, RoundTripsEveryField) {
   ASSERT_EQ(b.calibration->candidates.size(), 1u);
   EXPECT_EQ(b.calibration->candidates[0].max_queue_delay_us, 2000);
   EXPECT_EQ(b.calibration->chosen, std::optional<size_t>(0));
+  EXPECT_FALSE(b.points[0].gpu_metrics) << "not collected: absent";
+}
+
+TEST(JsonTest, RoundTripsTheGpuMetrics) {
+  const BenchReport r = GpuMetricsReport();
+  auto back = ReadReportsJson(ReportsToJson({r}), "gpu.json");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  const BenchReport& b = (*back)[0];
+  ASSERT_TRUE(b.points[0].gpu_metrics);
+  const PointGpuMetrics& m = *b.points[0].gpu_metrics;
+  EXPECT_EQ(m.scrapes, 4);
+  EXPECT_EQ(m.failed, 0);
+  ASSERT_EQ(m.gpus.size(), 2u);
+  EXPECT_EQ(m.gpus[0].uuid, "GPU-aa");
+  EXPECT_EQ(m.gpus[0].utilization_avg, 0.87);
+  EXPECT_EQ(m.gpus[0].power_avg_w, 312.5);
+  EXPECT_EQ(m.gpus[0].memory_used_max_bytes, 2.5 * 1024 * 1024 * 1024);
+  EXPECT_EQ(m.gpus[0].memory_total_bytes, 80.0 * 1024 * 1024 * 1024);
+  EXPECT_EQ(m.gpus[1].gpu, "1");
+  EXPECT_FALSE(m.gpus[1].power_avg_w) << "absent stays absent, not 0";
+  ASSERT_TRUE(b.points[1].gpu_metrics);
+  EXPECT_EQ(b.points[1].gpu_metrics->failed, 1);
+  EXPECT_EQ(b.points[1].gpu_metrics->error, r.points[1].gpu_metrics->error);
+  EXPECT_TRUE(b.points[1].gpu_metrics->gpus.empty());
+  EXPECT_FALSE(b.in_process[0].gpu_metrics);
 }
 
 TEST(JsonTest, RejectsWhatIsNotAReport) {
@@ -357,14 +410,19 @@ TEST(CsvTest, HeaderAndOneRowPerPointWithQuoting) {
   r.label = "cnn, \"fast\"";
   EXPECT_EQ(ReportCsvRows(r).rfind("\"cnn, \"\"fast\"\"\",cnn_classifier,", 0), 0u) << ReportCsvRows(r);
   EXPECT_NE(lines[2].find(",0.900,"), std::string::npos) << lines[2];
-  // The last column: an in-process point's intra-op threads, empty elsewhere.
-  EXPECT_EQ(header.substr(header.size() - std::strlen(",intra_op_threads\n")),
-            ",intra_op_threads\n");
-  EXPECT_EQ(lines[0].back(), ',') << lines[0];  // SampleReport's point has no thread count
-  EXPECT_EQ(lines[2].back(), ',') << lines[2];
+  // The last columns: an in-process point's intra-op threads, empty elsewhere; then the
+  // --collect-metrics figures, empty when not collected.
+  const std::string last =
+      ",intra_op_threads,gpu_utilization_avg,gpu_power_avg_w,gpu_memory_used_max_bytes\n";
+  EXPECT_EQ(header.substr(header.size() - last.size()), last);
+  EXPECT_EQ(lines[0].substr(lines[0].size() - 4), ",,,,") << lines[0];  // no thread count
+  EXPECT_EQ(lines[2].substr(lines[2].size() - 4), ",,,,") << lines[2];
   const std::string sweep = ReportCsvRows(ThreadSweepReport());
-  EXPECT_NE(sweep.find(",true,2\n"), std::string::npos) << sweep;
-  EXPECT_NE(sweep.find(",true,1\n"), std::string::npos) << sweep;
+  EXPECT_NE(sweep.find(",true,2,,,\n"), std::string::npos) << sweep;
+  EXPECT_NE(sweep.find(",true,1,,,\n"), std::string::npos) << sweep;
+  // Each GPU's figure as GPU:value, joined by ';'; a GPU without the reading is left out.
+  const std::string gpus = ReportCsvRows(GpuMetricsReport());
+  EXPECT_NE(gpus.find(",,0:0.870;1:0.500,0:312.5,0:2684354560\n"), std::string::npos) << gpus;
 }
 
 TEST(SvgTest, WellFormedWithOneSeriesPerLabelAndBothPercentiles) {
@@ -426,6 +484,26 @@ TEST(TableTest, ShowsPointsSplitErrorsAndEfficiency) {
       std::string::npos)
       << table;
   EXPECT_EQ(table.find("own setting"), std::string::npos) << table;
+}
+
+TEST(TableTest, ShowsEachGpuOfAPointAndWhyAPointHasNone) {
+  const std::string table = RenderTable(GpuMetricsReport());
+  EXPECT_NE(table.find("  c=1 GPU 0 (GPU-aa): utilization 0.87 avg, power 312.5 W avg, memory "
+                       "used 2.50 of 80.00 GiB at most (4 scrapes)\n"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("  c=1 GPU 1: utilization 0.50 avg, power - avg, memory used - of - GiB at "
+                       "most (4 scrapes)\n"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("  c=16 GPU metrics: the server exports no GPU series (3 scrapes)\n"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("  c=16 GPU metrics: 1 of 3 scrapes failed: GET http://h:8002/metrics: "
+                       "connection refused\n"),
+            std::string::npos)
+      << table;
+  EXPECT_EQ(RenderTable(SampleReport()).find("GPU"), std::string::npos) << "not collected";
 }
 
 TEST(TableTest, ShowsTheThreadCountsAndBothCeilings) {

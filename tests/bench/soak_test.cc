@@ -83,6 +83,13 @@ fastpath_gpu_sm_clock_mhz{gpu="2",uuid="GPU-a"} 1410
 fastpath_gpu_sm_clock_mhz{gpu="10",uuid="GPU-b"} 1980
 # TYPE fastpath_gpu_power_watts gauge
 fastpath_gpu_power_watts{gpu="2",uuid="GPU-a"} 305.25 1712345678000
+# TYPE fastpath_gpu_utilization_ratio gauge
+fastpath_gpu_utilization_ratio{gpu="2",uuid="GPU-a"} 0.87
+nv_gpu_utilization{gpu_uuid="GPU-a"} 0.5
+# TYPE fastpath_gpu_memory_used_bytes gauge
+fastpath_gpu_memory_used_bytes{gpu="2",uuid="GPU-a"} 1073741824
+# TYPE fastpath_gpu_memory_total_bytes gauge
+fastpath_gpu_memory_total_bytes{gpu="2",uuid="GPU-a"} 85899345920
 # TYPE fastpath_gpu_power_limit_watts gauge
 fastpath_gpu_power_limit_watts{gpu="2",uuid="GPU-a"} 700
 nv_gpu_power_usage{gpu_uuid="GPU-a"} 999
@@ -95,7 +102,7 @@ fastpath_gpu_throttle_seconds_total{gpu="2",uuid="GPU-a",reason="hw_thermal"} 12
 fastpath_inference_request_duration_seconds_bucket{model="m",le="+Inf"} 7
 )";
 
-TEST(GpuMetricsTest, ReadsTheFiveFamiliesPerGpuInNumericOrder) {
+TEST(GpuMetricsTest, ReadsTheEightFamiliesPerGpuInNumericOrder) {
   auto gpus = ParseGpuMetrics(kTwoGpus);
   ASSERT_TRUE(gpus.ok()) << gpus.status().message();
   ASSERT_EQ(gpus->size(), 2u);
@@ -106,6 +113,9 @@ TEST(GpuMetricsTest, ReadsTheFiveFamiliesPerGpuInNumericOrder) {
   EXPECT_EQ(a.sm_clock_mhz, 1410.0);
   EXPECT_EQ(a.power_w, 305.25)
       << "the timestamp is not the value; the power limit is not the power";
+  EXPECT_EQ(a.utilization_ratio, 0.87) << "fastpath's series, not Triton's";
+  EXPECT_EQ(a.memory_used_bytes, 1073741824.0);
+  EXPECT_EQ(a.memory_total_bytes, 85899345920.0);
   EXPECT_EQ(a.clocks_event_active, (std::map<std::string, double>{
                                        {"hw_thermal", 1}, {"sw_power_cap", 0}, {"sw_thermal", 1}}));
   EXPECT_EQ(a.throttle_seconds_total, (std::map<std::string, double>{{"hw_thermal", 12.5}}));
@@ -113,6 +123,7 @@ TEST(GpuMetricsTest, ReadsTheFiveFamiliesPerGpuInNumericOrder) {
   EXPECT_EQ(b.gpu, "10");
   EXPECT_EQ(b.temperature_c, 48.0);
   EXPECT_FALSE(b.power_w.has_value()) << "not exported: absent, not 0";
+  EXPECT_FALSE(b.utilization_ratio.has_value());
   EXPECT_TRUE(b.clocks_event_active.empty());
 }
 

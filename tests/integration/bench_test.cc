@@ -199,7 +199,10 @@ TEST_F(BenchTest, HttpBinarySweepWithInProcessCeilingAndEveryOutput) {
   const std::string csv = ReadAll(Path("r.csv"));
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 2 * cores + 2)
       << csv;  // header + 2 in-process per thread count + 2 server
-  EXPECT_NE(csv.find(",intra_op_threads\n"), std::string::npos) << csv;
+  EXPECT_NE(
+      csv.find(",intra_op_threads,gpu_utilization_avg,gpu_power_avg_w,gpu_memory_used_max_bytes\n"),
+      std::string::npos)
+      << csv;
   EXPECT_EQ(csv.rfind("label,model,", 0), 0u);
   const std::string svg = ReadAll(Path("r.svg"));
   EXPECT_EQ(svg.rfind("<?xml", 0), 0u);
@@ -385,6 +388,118 @@ TEST_F(SoakWithGpuTraceTest, ThreeWindowsWithTheTracesTemperature) {
   EXPECT_EQ(svg.rfind("<?xml", 0), 0u);
   EXPECT_NE(svg.find("<g class=\"series temperature\" data-gpu=\"0\">"), std::string::npos);
   EXPECT_NE(svg.find("<g class=\"series p95\">"), std::string::npos);
+}
+
+// --collect-metrics against a server replaying a trace in which GPU 0 runs at 75%
+// utilization and 250 W with 2 of 80 GiB in use, sampled every 100 ms.
+class CollectMetricsWithGpuTraceTest : public BenchTest {
+ protected:
+  std::vector<std::string> ExtraArgs() override {
+    const fs::path trace = work_->root() / "busy.jsonl";
+    std::ofstream out(trace);
+    for (int s = 0; s <= 300; ++s) {
+      out << "{\"t_ms\": " << s * 1000 << ", \"gpu\": 0, \"uuid\": \"GPU-75aa\", "
+          << "\"utilization_ratio\": 0.75, \"power_w\": 250, "
+          << "\"memory_used_bytes\": 2147483648, \"memory_total_bytes\": 85899345920}\n";
+    }
+    return {"--gpu-trace", trace.string(), "--gpu-sample-interval-ms", "100"};
+  }
+};
+
+TEST_F(CollectMetricsWithGpuTraceTest, EveryPointCarriesTheGpusFiguresOverItsWindows) {
+  auto args = Short();
+  for (const std::string& a : std::vector<std::string>{
+           "-u", "127.0.0.1:" + std::to_string(server().http_port()), "--concurrency", "1,2",
+           "--collect-metrics", "--metrics-url",
+           "127.0.0.1:" + std::to_string(server().metrics_port()), "--metrics-interval-ms", "50",
+           "--json", Path("gpu.json"), "--csv", Path("gpu.csv"), "-q"}) {
+    args.push_back(a);
+  }
+  BenchRun r = Run(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const rapidjson::Document doc = ParseJson(ReadAll(Path("gpu.json")));
+  const rapidjson::Value& points = doc["runs"][0]["points"];
+  ASSERT_EQ(points.Size(), 2u);
+  for (const auto& p : points.GetArray()) {
+    ExpectCleanPoint(p, true);
+    const rapidjson::Value& m = p["gpu_metrics"];
+    ASSERT_TRUE(m.IsObject()) << ToJson(p);
+    EXPECT_GE(m["scrapes"].GetInt(), 1) << ToJson(m);
+    EXPECT_EQ(m["failed"].GetInt(), 0) << ToJson(m);
+    ASSERT_EQ(m["gpus"].Size(), 1u) << ToJson(m);
+    const rapidjson::Value& g = m["gpus"][0];
+    EXPECT_STREQ(g["gpu"].GetString(), "0");
+    EXPECT_STREQ(g["uuid"].GetString(), "GPU-75aa");
+    EXPECT_EQ(g["scrapes"].GetInt(), m["scrapes"].GetInt());
+    EXPECT_EQ(g["utilization_avg"].GetDouble(), 0.75);
+    EXPECT_EQ(g["power_avg_w"].GetDouble(), 250.0);
+    EXPECT_EQ(g["memory_used_max_bytes"].GetDouble(), 2147483648.0);
+    EXPECT_EQ(g["memory_total_bytes"].GetDouble(), 85899345920.0);
+  }
+  EXPECT_NE(r.out.find("  c=2 GPU 0 (GPU-75aa): utilization 0.75 avg, power 250.0 W avg, memory "
+                       "used 2.00 of 80.00 GiB at most ("),
+            std::string::npos)
+      << r.out;
+  const std::string csv = ReadAll(Path("gpu.csv"));
+  EXPECT_NE(csv.find(",0:0.750,0:250.0,0:2147483648\n"), std::string::npos) << csv;
+}
+
+TEST_F(BenchTest, CollectMetricsOnACpuServerAndOnAMetricsPortThatIsNotThere) {
+  // The server exports no GPU series: each point says so, and the run is clean.
+  auto args = Short();
+  for (const std::string& a : std::vector<std::string>{
+           "-u", "127.0.0.1:" + std::to_string(server().http_port()), "--collect-metrics",
+           "--metrics-url", "127.0.0.1:" + std::to_string(server().metrics_port()),
+           "--metrics-interval-ms", "50", "--json", Path("cpu.json")}) {
+    args.push_back(a);
+  }
+  BenchRun r = Run(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const rapidjson::Document doc = ParseJson(ReadAll(Path("cpu.json")));
+  const rapidjson::Value& m = doc["runs"][0]["points"][0]["gpu_metrics"];
+  ASSERT_TRUE(m.IsObject()) << ToJson(doc);
+  EXPECT_EQ(m["failed"].GetInt(), 0);
+  EXPECT_EQ(m["gpus"].Size(), 0u);
+  EXPECT_NE(r.out.find("c=1 GPU metrics: the server exports no GPU series"), std::string::npos)
+      << r.out;
+
+  // Nothing listens where the metrics are said to be: the load is measured all the same,
+  // and every point names the failure.
+  auto unreachable = Short();
+  for (const std::string& a :
+       std::vector<std::string>{"-u", "127.0.0.1:" + std::to_string(server().http_port()),
+                                "--collect-metrics", "--metrics-url", "127.0.0.1:1",
+                                "--metrics-interval-ms", "50", "--json", Path("none.json")}) {
+    unreachable.push_back(a);
+  }
+  r = Run(unreachable);
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const rapidjson::Document none = ParseJson(ReadAll(Path("none.json")));
+  const rapidjson::Value& p = none["runs"][0]["points"][0];
+  ExpectCleanPoint(p, true);
+  EXPECT_GE(p["gpu_metrics"]["failed"].GetInt(), 1) << ToJson(p);
+  EXPECT_EQ(p["gpu_metrics"]["failed"].GetInt(), p["gpu_metrics"]["scrapes"].GetInt());
+  EXPECT_NE(r.out.find("c=1 GPU metrics: all "), std::string::npos) << r.out;
+}
+
+TEST_F(BenchTest, CollectMetricsFlagsThatDoNotFit) {
+  const std::string url = "127.0.0.1:" + std::to_string(server().http_port());
+  struct Case {
+    std::vector<std::string> args;
+    const char* says;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"--metrics-url", "127.0.0.1:8002"}, "--metrics-url is read by --soak and"},
+           {{"--metrics-interval-ms", "100"}, "--metrics-interval-ms"},
+           {{"--collect-metrics", "--metrics-interval-ms", "5"}, "[10, 60000]"},
+           {{"--collect-metrics", "--soak", "2s"}, "--collect-metrics"},
+       }) {
+    std::vector<std::string> args = {"-m", "simple", "-u", url};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    BenchRun r = Run(args);
+    EXPECT_EQ(r.exit_code, 2) << c.says << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err;
+  }
 }
 
 TEST_F(BenchTest, SoakWithoutAGpuReportsTheGpuFieldsAbsent) {

@@ -31,6 +31,11 @@ struct MeasureOptions {
   uint64_t seed = 0;
   // Called after each window with a one-line summary of the point so far.
   std::function<void(const std::string&)> progress;
+  // Called once a point is measured, with when the windows its numbers come from began and
+  // ended (--collect-metrics adds the server's GPUs over that time).
+  std::function<void(std::chrono::steady_clock::time_point, std::chrono::steady_clock::time_point,
+                     BenchPoint*)>
+      on_measured;
 };
 
 // One concurrency point. Fails only when no session can be opened at all for the first

@@ -55,6 +55,28 @@ struct ServerSplit {
 // unavailable split rather than nonsense.
 ServerSplit DiffStats(const ModelStatsSnapshot& before, const ModelStatsSnapshot& after);
 
+// --collect-metrics: one GPU of the server over a point's measured windows, from the scrapes
+// of its Prometheus /metrics taken then (the fastpath_gpu_* series labelled gpu="N"), the
+// figures perf_analyzer's --collect-metrics reports. A figure the server does not export is
+// nullopt: absent, never 0.
+struct PointGpu {
+  std::string gpu;  // the "gpu" label: the index the server gives it
+  std::string uuid;
+  int scrapes = 0;                              // the scrapes that carried this GPU
+  std::optional<double> utilization_avg;        // mean of fastpath_gpu_utilization_ratio, 0..1
+  std::optional<double> power_avg_w;            // mean of fastpath_gpu_power_watts
+  std::optional<double> memory_used_max_bytes;  // the largest fastpath_gpu_memory_used_bytes
+  std::optional<double> memory_total_bytes;
+};
+
+// --collect-metrics: what the scrapes within a point's measured windows showed.
+struct PointGpuMetrics {
+  int scrapes = 0;             // scrapes taken within the windows, failed ones included
+  int failed = 0;              // of those, the ones that failed or did not parse
+  std::string error;           // the first failure's message; empty when none failed
+  std::vector<PointGpu> gpus;  // in the server's GPU order; empty: no GPU series (a CPU server)
+};
+
 // One measured point: a concurrency, a request rate, or an in-process batch size.
 struct BenchPoint {
   std::string mode;            // "concurrency", "request_rate" or "in_process"
@@ -80,6 +102,8 @@ struct BenchPoint {
   double measured_seconds = 0; // length of the windows the numbers come from
   ServerSplit server;
   std::optional<double> efficiency;  // throughput_ips / best in-process throughput_ips
+  // --collect-metrics (server points): the server's GPUs meanwhile; nullopt when not collected.
+  std::optional<PointGpuMetrics> gpu_metrics;
 };
 
 // A calibration candidate (--calibrate-batching): one server configuration.

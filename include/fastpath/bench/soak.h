@@ -62,15 +62,18 @@ struct GpuMetrics {
   std::optional<double> temperature_c;  // fastpath_gpu_temperature_celsius
   std::optional<double> sm_clock_mhz;   // fastpath_gpu_sm_clock_mhz
   std::optional<double> power_w;        // fastpath_gpu_power_watts
+  std::optional<double> utilization_ratio;   // fastpath_gpu_utilization_ratio
+  std::optional<double> memory_used_bytes;   // fastpath_gpu_memory_used_bytes
+  std::optional<double> memory_total_bytes;  // fastpath_gpu_memory_total_bytes
   // fastpath_gpu_clocks_event_active{reason}: reason -> 0/1; empty when none is exported.
   std::map<std::string, double> clocks_event_active;
   // fastpath_gpu_throttle_seconds_total{reason}: seconds since the server started.
   std::map<std::string, double> throttle_seconds_total;
 };
 
-// Those five families of a Prometheus text exposition, one entry per "gpu" label in numeric
+// Those eight families of a Prometheus text exposition, one entry per "gpu" label in numeric
 // order; every other line is skipped. No GPU series at all (a server without a GPU): an
-// empty vector. A sample line of one of the five that does not parse, or that has no "gpu"
+// empty vector. A sample line of one of the eight that does not parse, or that has no "gpu"
 // label (no "reason" label for the per-reason two): InvalidArgument naming its line.
 StatusOr<std::vector<GpuMetrics>> ParseGpuMetrics(std::string_view text);
 
