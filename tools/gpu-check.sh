@@ -41,7 +41,8 @@
 #   8. ResNet-50 with dynamic batching, `fastpath bench` at concurrency 1, 8, 16, 32: the
 #      batching gain (c=32 over c=1) against 8.2x, p99 at c=32 against 40 ms, and the
 #      efficiency against in-process ONNX Runtime on CUDA (`bench --in-process`, the same
-#      config) at its best batch size, against 0.90.
+#      config) at its best batch size, against 0.90. Each point also reports the GPU's
+#      average utilization over its windows (`bench --collect-metrics`, no goal).
 #   9. TensorRT available or unavailable, with the reason (doctor --json).
 #  10. A forced out of memory on the GPU is one clean error: make_test_models.py's add_one
 #      (OUTPUT0 = INPUT0 + 1, dims [-1]) on KIND_GPU with parameters
@@ -868,6 +869,16 @@ def cmd_bench(bench_path, bench_rc, bench_log, inproc_rc, inproc_log, min_gain, 
     if points:
         parts.append("throughput " + ", ".join(
             f"c={c} {points[c]['throughput_ips']:.0f}" for c in sorted(points)) + " inf/s")
+        # Each GPU's average utilization over the point's windows (bench --collect-metrics).
+        busy = []
+        for c in sorted(points):
+            gpus = (points[c].get("gpu_metrics") or {}).get("gpus") or []
+            figs = [g["utilization_avg"] for g in gpus
+                    if isinstance(g.get("utilization_avg"), (int, float))]
+            if figs:
+                busy.append(f"c={c} " + "/".join(f"{u:.2f}" for u in figs))
+        if busy:
+            parts.append("GPU utilization " + ", ".join(busy))
         errors = sum(p.get("errors", 0) for p in server)
         if errors:
             samples = {}
@@ -1309,10 +1320,16 @@ if ((resnet_ok)) && fits 40; then
         --record-gpu-trace "$work/gpu-trace.jsonl" --seconds 10 --interval-ms 250 \
         >"$work/gpu-trace.log" 2>&1 &
       trace_pid=$!
+      # Each point's GPU utilization, power and memory from the server's metrics.
+      collect=()
+      metrics_port="$(sed -n 's/.*metrics=\([0-9]*\).*/\1/p' "$work/ports-$model" || true)"
+      if [[ -n "$metrics_port" ]]; then
+        collect=(--collect-metrics --metrics-url "127.0.0.1:$metrics_port" --metrics-interval-ms 250)
+      fi
       bench_rc=0
       timeout "$(tmo 150)" env LD_LIBRARY_PATH="$fp_ld_path" "$fastpath" bench -m "$model" \
         -u "127.0.0.1:$port" --concurrency 1,8,16,32 --warmup-ms 1500 \
-        --measurement-interval-ms 2000 --max-trials 3 --seed 1 \
+        --measurement-interval-ms 2000 --max-trials 3 --seed 1 "${collect[@]}" \
         --label "$model KIND_GPU cuda, dynamic batching (http binary)" \
         --json "$report_dir/bench.json" --csv "$report_dir/bench.csv" -q \
         >"$work/bench.log" 2>&1 || bench_rc=$?
