@@ -245,20 +245,10 @@ BenchOptions DefineBenchOptions(CLI::App& app, BenchFlags& f) {
                 "scrape the server's Prometheus metrics through every point and report each GPU's "
                 "average utilization and power and its largest memory use over the point's windows "
                 "(perf_analyzer's --collect-metrics)");
-  AddValue(app, "--metrics-interval-ms", "N", "time between two scrapes",
-           std::to_string(f.metrics_interval.count()),
-           [&f](const std::string& value) -> Status {
-             int64_t ms = 0;
-             const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), ms);
-             if (ec != std::errc() || end != value.data() + value.size() || ms < 10 || ms > 60000) {
-               return InvalidArgument(
-                   "--metrics-interval-ms must be an integer in [10, 60000], "
-                   "not '" +
-                   value + "'");
-             }
-             f.metrics_interval = std::chrono::milliseconds(ms);
-             return Status::Ok();
-           })
+  AddInt(
+      app, "--metrics-interval-ms", "N", 10, 60000, f.metrics_interval.count(),
+      [&f](int64_t ms) { f.metrics_interval = std::chrono::milliseconds(ms); },
+      "time between two scrapes")
       ->needs(collect);
   collect->excludes(soak)->excludes(calibrate);
 
