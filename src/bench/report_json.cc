@@ -250,6 +250,8 @@ void WriteSoakWindow(Writer& w, const SoakWindow& win) {
       } else {
         w.Null();
       }
+      WriteOptionalDouble(w, "utilization_avg", g.utilization_avg);
+      WriteOptionalDouble(w, "memory_used_max_bytes", g.memory_used_max_bytes);
       w.EndObject();
     }
     w.EndArray();
@@ -505,6 +507,8 @@ Status ReadSoak(const Value& v, const std::string& where, SoakResult* soak) {
         g.temperature_c = GetOptNum(gv, "temperature_c");
         g.sm_clock_mhz = GetOptNum(gv, "sm_clock_mhz");
         g.power_w = GetOptNum(gv, "power_w");
+        g.utilization_avg = GetOptNum(gv, "utilization_avg");
+        g.memory_used_max_bytes = GetOptNum(gv, "memory_used_max_bytes");
         if (auto r = gv.FindMember("active_reasons"); r != gv.MemberEnd() && r->value.IsArray()) {
           g.active_reasons.emplace();
           for (const Value& reason : r->value.GetArray()) {

@@ -35,13 +35,19 @@ std::string ThrottleText(const SoakGpu& g) {
 }
 
 std::string GpuColumns(const SoakGpu* g) {
-  char line[256];
+  char line[512];
   if (g == nullptr) {
-    std::snprintf(line, sizeof(line), "  %6s %7s %8s  %-16s %s", "-", "-", "-", "-", "-");
+    std::snprintf(line, sizeof(line), "  %6s %7s %8s %5s %8s  %-16s %s", "-", "-", "-", "-", "-",
+                  "-", "-");
   } else {
-    std::snprintf(line, sizeof(line), "  %6s %7s %8s  %-16s %s",
+    constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+    const std::optional<double> memory_gib =
+        g->memory_used_max_bytes ? std::optional<double>(*g->memory_used_max_bytes / kGiB)
+                                 : std::nullopt;
+    std::snprintf(line, sizeof(line), "  %6s %7s %8s %5s %8s  %-16s %s",
                   Opt(g->temperature_c, "%.0f").c_str(), Opt(g->sm_clock_mhz, "%.0f").c_str(),
-                  Opt(g->power_w, "%.1f").c_str(), ReasonsText(*g).c_str(),
+                  Opt(g->power_w, "%.1f").c_str(), Opt(g->utilization_avg, "%.2f").c_str(),
+                  Opt(memory_gib, "%.2f").c_str(), ReasonsText(*g).c_str(),
                   ThrottleText(*g).c_str());
   }
   return line;
@@ -58,10 +64,10 @@ std::string SoakTable(const BenchReport& r) {
       << " in windows of " << FormatDuration(window) << "; GPU series from "
       << (soak.metrics_url.empty() ? "nowhere (not scraped)" : soak.metrics_url) << "\n";
   char line[512];
-  std::snprintf(line, sizeof(line),
-                "%6s %8s %10s %9s %9s %9s %7s %10s %9s  %6s %7s %8s  %-16s %s\n", "window", "end s",
-                "infer/s", "p50 ms", "p95 ms", "p99 ms", "errors", "tput ratio", "p95 ratio",
-                "temp C", "SM MHz", "power W", "clock events", "throttled s");
+  std::snprintf(
+      line, sizeof(line), "%6s %8s %10s %9s %9s %9s %7s %10s %9s  %6s %7s %8s %5s %8s  %-16s %s\n",
+      "window", "end s", "infer/s", "p50 ms", "p95 ms", "p99 ms", "errors", "tput ratio",
+      "p95 ratio", "temp C", "SM MHz", "power W", "util", "mem GiB", "clock events", "throttled s");
   out << line;
   size_t failed_scrapes = 0;
   std::string first_error;

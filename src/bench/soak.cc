@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cstdlib>
 
+#include "fastpath/bench/gpu_sampler.h"
 #include "fastpath/bench/http_once.h"
 
 namespace fastpath::bench {
@@ -315,7 +316,9 @@ StatusOr<SoakResult> RunSoak(Target& target, const SoakOptions& options) {
   // The GPU series of the last boundary's scrape; nullopt when it failed.
   std::optional<std::vector<GpuMetrics>> previous;
   double elapsed_s = 0;
+  GpuSampler::Clock::time_point window_began;
   auto on_boundary = [&](int index, const BenchPoint* window) {
+    const GpuSampler::Clock::time_point now_at = GpuSampler::Clock::now();
     std::optional<std::vector<GpuMetrics>> now;
     std::string error;
     if (options.metrics != nullptr) {
@@ -336,12 +339,23 @@ StatusOr<SoakResult> RunSoak(Target& target, const SoakOptions& options) {
       w.end_s = elapsed_s;
       w.load = *window;
       if (now) w.gpus = SoakGpusBetween(previous, *now);
+      if (options.sampler != nullptr) {
+        const PointGpuMetrics through = options.sampler->Between(window_began, now_at);
+        for (SoakGpu& g : w.gpus) {
+          for (const PointGpu& p : through.gpus) {
+            if (p.gpu != g.gpu) continue;
+            g.utilization_avg = p.utilization_avg;
+            g.memory_used_max_bytes = p.memory_used_max_bytes;
+          }
+        }
+      }
       w.metrics_error = error;
       soak.windows.push_back(std::move(w));
       ComputeSoakDrift(&soak);
       if (options.on_window) options.on_window(soak.windows.back());
     }
     previous = std::move(now);
+    window_began = now_at;
   };
   FASTPATH_RETURN_IF_ERROR(
       MeasureSoak(target, options.concurrency, options.measure, options.schedule, on_boundary));

@@ -86,6 +86,7 @@ struct BenchOptions {
   CLI::Option* concurrency = nullptr;
   CLI::Option* soak_window = nullptr;
   CLI::Option* metrics_url = nullptr;
+  CLI::Option* metrics_interval = nullptr;
 };
 
 BenchOptions DefineBenchOptions(CLI::App& app, BenchFlags& f) {
@@ -245,11 +246,11 @@ BenchOptions DefineBenchOptions(CLI::App& app, BenchFlags& f) {
                 "scrape the server's Prometheus metrics through every point and report each GPU's "
                 "average utilization and power and its largest memory use over the point's windows "
                 "(perf_analyzer's --collect-metrics)");
-  AddInt(
+  o.metrics_interval = AddInt(
       app, "--metrics-interval-ms", "N", 10, 60000, f.metrics_interval.count(),
       [&f](int64_t ms) { f.metrics_interval = std::chrono::milliseconds(ms); },
-      "time between two scrapes")
-      ->needs(collect);
+      "time between two scrapes through a point (--collect-metrics) or a soak's window (each "
+      "GPU's average utilization and peak memory)");
   collect->excludes(soak)->excludes(calibrate);
 
   app.option_defaults()->group("output");
@@ -282,8 +283,10 @@ Status CheckBenchFlags(const BenchOptions& options, BenchFlags& f) {
   if (f.append && f.json_path.empty() && f.csv_path.empty()) {
     return InvalidArgument("--append needs --json or --csv");
   }
-  if (options.metrics_url->count() > 0 && !f.soak && !f.collect_metrics) {
-    return InvalidArgument("--metrics-url is read by --soak and --collect-metrics only");
+  for (const CLI::Option* o : {options.metrics_url, options.metrics_interval}) {
+    if (o->count() > 0 && !f.soak && !f.collect_metrics) {
+      return InvalidArgument(o->get_name() + " is read by --soak and --collect-metrics only");
+    }
   }
   if (f.collect_metrics && f.no_server) {
     return InvalidArgument("--collect-metrics scrapes a server's metrics: not with --no-server");
@@ -524,6 +527,11 @@ Status RunSoakCommand(bench::Target& target, const bench::ServerAddress& address
       flags.metrics_url ? *flags.metrics_url : bench::DefaultMetricsUrl(address);
   const std::unique_ptr<bench::MetricsSource> metrics =
       bench::MakeHttpMetricsSource(url, std::chrono::seconds(5));
+  // Its own source: the sampler's thread scrapes beside the boundaries' scrapes.
+  const std::unique_ptr<bench::MetricsSource> sampled =
+      bench::MakeHttpMetricsSource(url, std::chrono::seconds(5));
+  bench::GpuSampler sampler(sampled.get(), flags.metrics_interval);
+  sampler.Start();
   const int64_t windows =
       (flags.soak->count() + flags.soak_window.count() - 1) / flags.soak_window.count();
   bench::SoakOptions options;
@@ -533,6 +541,7 @@ Status RunSoakCommand(bench::Target& target, const bench::ServerAddress& address
   options.schedule.window = flags.soak_window;
   options.schedule.stop = &soak_interrupted;
   options.metrics = metrics.get();
+  options.sampler = &sampler;
   bool warned = false;
   options.on_window = [&](const bench::SoakWindow& w) {
     progress.Update(SoakProgressLine(w, windows));

@@ -533,6 +533,8 @@ BenchReport SoakReport(bool with_gpu) {
       g.temperature_c = 60 + 5.0 * i;
       g.sm_clock_mhz = 1980 - 100.0 * i;
       g.power_w = 310.5;
+      g.utilization_avg = 0.5 + 0.1 * i;
+      g.memory_used_max_bytes = (1.0 + i) * 1024 * 1024 * 1024;
       g.active_reasons =
           i == 0 ? std::vector<std::string>{} : std::vector<std::string>{"hw_thermal"};
       g.throttle_seconds = i == 0 ? std::map<std::string, double>{}
@@ -555,14 +557,15 @@ TEST(SoakTableTest, OneRowPerWindowWithDriftAndGpuFields) {
   EXPECT_NE(t.find("soak at concurrency 4 for 3m in windows of 1m"), std::string::npos) << t;
   EXPECT_NE(t.find("tput ratio"), std::string::npos);
   EXPECT_NE(t.find("p95 ratio"), std::string::npos);
-  // Window 2: 0.950x throughput, 1.150x p95, 65 C, 1880 MHz, hw_thermal for 30 s.
+  // Window 2: 0.950x throughput, 1.150x p95, 65 C, 1880 MHz, 60% busy, 2 GiB at most,
+  // hw_thermal for 30 s.
   std::regex row2(
-      R"(\n\s+2\s+120\.0\s+950\.0\s+1\.150\s+2\.300\s+3\.450\s+2\s+0\.950\s+1\.150\s+65\s+1880\s+310\.5\s+hw_thermal\s+hw_thermal:30\.0\n)");
+      R"(\n\s+2\s+120\.0\s+950\.0\s+1\.150\s+2\.300\s+3\.450\s+2\s+0\.950\s+1\.150\s+65\s+1880\s+310\.5\s+0\.60\s+2\.00\s+hw_thermal\s+hw_thermal:30\.0\n)");
   EXPECT_TRUE(std::regex_search(t, row2)) << t;
-  std::regex row1(R"(\n\s+1\s+60\.0 .* 60\s+1980\s+310\.5\s+none\s+0\n)");
+  std::regex row1(R"(\n\s+1\s+60\.0 .* 60\s+1980\s+310\.5\s+0\.50\s+1\.00\s+none\s+0\n)");
   EXPECT_TRUE(std::regex_search(t, row1)) << t;
   // The second GPU on a row of its own, its missing readings '-'.
-  std::regex gpu1(R"(\n\s+gpu 1\s+41\s+-\s+-\s+-\s+-\n)");
+  std::regex gpu1(R"(\n\s+gpu 1\s+41\s+-\s+-\s+-\s+-\s+-\s+-\n)");
   EXPECT_TRUE(std::regex_search(t, gpu1)) << t;
   EXPECT_NE(t.find("window 2 errors: http_503:2"), std::string::npos);
   EXPECT_NE(t.find("the last window runs at 0.900x the throughput with 1.050x the p95"),
@@ -577,7 +580,7 @@ TEST(SoakTableTest, GpuFieldsAbsentAreDashesNeverZero) {
   BenchReport r = SoakReport(false);
   std::string t = RenderTable(r);
   std::regex row(
-      R"(\n\s+3\s+180\.0\s+900\.0\s+1\.050\s+2\.100\s+3\.150\s+0\s+0\.900\s+1\.050\s+-\s+-\s+-\s+-\s+-\n)");
+      R"(\n\s+3\s+180\.0\s+900\.0\s+1\.050\s+2\.100\s+3\.150\s+0\s+0\.900\s+1\.050\s+-\s+-\s+-\s+-\s+-\s+-\s+-\n)");
   EXPECT_TRUE(std::regex_search(t, row)) << t;
   EXPECT_NE(t.find("GPU fields absent ('-'): http://127.0.0.1:8002/metrics exports no "
                    "fastpath_gpu_* series"),
@@ -618,9 +621,12 @@ TEST(SoakJsonTest, RoundTripsWithAbsentFieldsAsNull) {
   EXPECT_EQ(w.gpus[0].temperature_c, 65.0);
   EXPECT_EQ(*w.gpus[0].active_reasons, std::vector<std::string>{"hw_thermal"});
   EXPECT_EQ(*w.gpus[0].throttle_seconds, (std::map<std::string, double>{{"hw_thermal", 30}}));
+  EXPECT_EQ(w.gpus[0].utilization_avg, 0.6);
+  EXPECT_EQ(w.gpus[0].memory_used_max_bytes, 2.0 * 1024 * 1024 * 1024);
   const SoakGpu& other = s.windows[2].gpus[1];
   EXPECT_EQ(other.temperature_c, 41.0);
   EXPECT_FALSE(other.power_w.has_value());
+  EXPECT_FALSE(other.utilization_avg.has_value());
   EXPECT_FALSE(other.active_reasons.has_value());
   EXPECT_FALSE(other.throttle_seconds.has_value());
   for (const SoakWindow& none : (*back)[1].soak->windows) EXPECT_TRUE(none.gpus.empty());

@@ -331,7 +331,7 @@ const rapidjson::Value& SoakWindows(const rapidjson::Document& doc) {
 }
 
 // The server replays a trace in which GPU 0 warms up by a degree a second from 50 C under
-// HW thermal slowdown, sampled every 100 ms.
+// HW thermal slowdown, 60% busy with 1 GiB in use, sampled every 100 ms.
 class SoakWithGpuTraceTest : public BenchTest {
  protected:
   static constexpr int kFirstC = 50;
@@ -342,17 +342,35 @@ class SoakWithGpuTraceTest : public BenchTest {
     for (int c = kFirstC; c <= kLastC; ++c) {
       out << "{\"t_ms\": " << (c - kFirstC) * 1000 << ", \"gpu\": 0, \"uuid\": \"GPU-50a6\", "
           << "\"temperature_c\": " << c << ", \"sm_clock_mhz\": 1410, \"power_w\": 290.5, "
-          << "\"clocks_event_reasons\": \"0x40\"}\n";
+          << "\"clocks_event_reasons\": \"0x40\", \"utilization_ratio\": 0.6, "
+          << "\"memory_used_bytes\": 1073741824}\n";
     }
     return {"--gpu-trace", trace.string(), "--gpu-sample-interval-ms", "100"};
   }
 };
 
 TEST_F(SoakWithGpuTraceTest, ThreeWindowsWithTheTracesTemperature) {
-  BenchRun r = Run({"-m", "simple", "-u", "127.0.0.1:" + std::to_string(server().http_port()),
-                    "--concurrency", "2", "--warmup-ms", "100", "--soak", "6s", "--soak-window",
-                    "2s", "--metrics-url", "127.0.0.1:" + std::to_string(server().metrics_port()),
-                    "--json", Path("soak.json"), "--svg", Path("soak.svg"), "-q"});
+  BenchRun r = Run({"-m",
+                    "simple",
+                    "-u",
+                    "127.0.0.1:" + std::to_string(server().http_port()),
+                    "--concurrency",
+                    "2",
+                    "--warmup-ms",
+                    "100",
+                    "--soak",
+                    "6s",
+                    "--soak-window",
+                    "2s",
+                    "--metrics-url",
+                    "127.0.0.1:" + std::to_string(server().metrics_port()),
+                    "--metrics-interval-ms",
+                    "100",
+                    "--json",
+                    Path("soak.json"),
+                    "--svg",
+                    Path("soak.svg"),
+                    "-q"});
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   const rapidjson::Document doc = ParseJson(ReadAll(Path("soak.json")));
   const rapidjson::Value& windows = SoakWindows(doc);
@@ -378,7 +396,12 @@ TEST_F(SoakWithGpuTraceTest, ThreeWindowsWithTheTracesTemperature) {
     ASSERT_TRUE(gpu["throttle_seconds"].IsObject()) << ToJson(gpu);
     ASSERT_TRUE(gpu["throttle_seconds"].HasMember("hw_thermal")) << ToJson(gpu);
     EXPECT_GT(gpu["throttle_seconds"]["hw_thermal"].GetDouble(), 0.0);
+    // Averaged over the scrapes through the window, not read at its end alone.
+    EXPECT_EQ(gpu["utilization_avg"].GetDouble(), 0.6) << ToJson(gpu);
+    EXPECT_EQ(gpu["memory_used_max_bytes"].GetDouble(), 1073741824.0) << ToJson(gpu);
   }
+  EXPECT_NE(r.out.find(" util  mem GiB"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" 0.60     1.00  hw_thermal"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("soak at concurrency 2 for 6s in windows of 2s"), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("hw_thermal:"), std::string::npos) << r.out;

@@ -146,6 +146,11 @@ struct SoakGpu {
   // increase from the window's start to its end; reasons that did not increase are left
   // out); nullopt when unknown: no reasons exported, or no scrape at the window's start.
   std::optional<std::map<std::string, double>> throttle_seconds;
+  // The mean of fastpath_gpu_utilization_ratio and the largest fastpath_gpu_memory_used_bytes
+  // over the scrapes taken through the window (GpuSampler, every --metrics-interval-ms); nullopt
+  // when none of them carried the reading.
+  std::optional<double> utilization_avg;
+  std::optional<double> memory_used_max_bytes;
 };
 
 // --soak: one window of the continuous load. Windows follow one another with no gap.

@@ -24,6 +24,8 @@
 
 namespace fastpath::bench {
 
+class GpuSampler;
+
 // A soak's duration or window (common/duration.h), from 1 s to 7 days. InvalidArgument
 // naming `flag` otherwise; FormatDuration writes it back.
 StatusOr<std::chrono::milliseconds> ParseSoakDuration(std::string_view text, std::string_view flag);
@@ -104,6 +106,9 @@ struct SoakOptions {
   SoakSchedule schedule;
   // Scraped when each window starts and ends; null: no GPU fields.
   MetricsSource* metrics = nullptr;
+  // Scrapes through the windows, for each GPU's average utilization and peak memory in each;
+  // null: those two stay absent.
+  const GpuSampler* sampler = nullptr;
   // Each window as it ends (drift included), for a progress line.
   std::function<void(const SoakWindow&)> on_window;
 };
