@@ -51,6 +51,13 @@ void GpuSampler::Record(Clock::time_point at, const StatusOr<std::string>& text)
   scrapes_.insert(where, std::move(scrape));
 }
 
+void GpuSampler::Forget(Clock::time_point before) {
+  std::lock_guard lock(mu_);
+  auto end = std::lower_bound(scrapes_.begin(), scrapes_.end(), before,
+                              [](const Scrape& s, Clock::time_point t) { return s.at < t; });
+  scrapes_.erase(scrapes_.begin(), end);
+}
+
 PointGpuMetrics GpuSampler::Between(Clock::time_point from, Clock::time_point to) const {
   struct Sums {
     PointGpu gpu;

@@ -341,6 +341,7 @@ StatusOr<SoakResult> RunSoak(Target& target, const SoakOptions& options) {
       if (now) w.gpus = SoakGpusBetween(previous, *now);
       if (options.sampler != nullptr) {
         const PointGpuMetrics through = options.sampler->Between(window_began, now_at);
+        options.sampler->Forget(now_at);
         for (SoakGpu& g : w.gpus) {
           for (const PointGpu& p : through.gpus) {
             if (p.gpu != g.gpu) continue;

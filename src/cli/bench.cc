@@ -634,12 +634,13 @@ Status PrepareRequests(bench::Target& target, const BenchFlags& flags, int64_t b
 }
 
 Status MeasureServerPoints(bench::Target& target, const BenchFlags& flags, ProgressLine& progress,
-                           bench::BenchReport* report, const bench::GpuSampler* gpus) {
+                           bench::BenchReport* report, bench::GpuSampler* gpus) {
   bench::MeasureOptions options = flags.measure;
   options.progress = [&progress](const std::string& line) { progress.Update(line); };
   if (gpus != nullptr) {
     options.on_measured = [gpus](auto from, auto to, bench::BenchPoint* point) {
       point->gpu_metrics = gpus->Between(from, to);
+      gpus->Forget(to);  // the next point's windows come after
     };
   }
   if (!flags.request_rates.empty()) {

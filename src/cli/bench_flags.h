@@ -79,7 +79,7 @@ class ProgressLine {
 // figures of `gpus` over its windows when given (--collect-metrics). Returns the first fatal
 // error (a point that could not run at all).
 Status MeasureServerPoints(bench::Target& target, const BenchFlags& flags, ProgressLine& progress,
-                           bench::BenchReport* report, const bench::GpuSampler* gpus = nullptr);
+                           bench::BenchReport* report, bench::GpuSampler* gpus = nullptr);
 
 // Builds the request set from the target's metadata and prepares it.
 Status PrepareRequests(bench::Target& target, const BenchFlags& flags, int64_t batch_size);

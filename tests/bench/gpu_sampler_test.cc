@@ -51,6 +51,11 @@ TEST(GpuSamplerTest, APointAveragesTheScrapesWithinItsWindowsOnly) {
   EXPECT_EQ(m.gpus[1].gpu, "1");
   EXPECT_EQ(m.gpus[1].scrapes, 1);
   EXPECT_DOUBLE_EQ(m.gpus[1].utilization_avg.value_or(-1), 0.40);
+
+  // What came before a point that has been measured is let go; the rest stays.
+  sampler.Forget(at(2000));
+  EXPECT_EQ(sampler.Between(at(0), at(4000)).scrapes, 3);  // 2000 (failed), 3000, 4000
+  EXPECT_EQ(sampler.Between(at(0), at(1999)).scrapes, 0);
 }
 
 TEST(GpuSamplerTest, AbsentReadingsStayAbsentAndACpuServerHasNoGpus) {

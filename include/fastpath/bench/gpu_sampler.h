@@ -37,6 +37,10 @@ class GpuSampler {
   // The scrapes taken within [from, to]. Thread-safe.
   PointGpuMetrics Between(Clock::time_point from, Clock::time_point to) const;
 
+  // Drops the scrapes taken before `before`, which no later Between asks for: a soak of days
+  // keeps only its current window's. Thread-safe.
+  void Forget(Clock::time_point before);
+
   // Keeps one scrape's outcome, taken at `at` (what the thread does with each; public so that
   // a test can feed scrapes at times of its choosing).
   void Record(Clock::time_point at, const StatusOr<std::string>& text);

@@ -108,7 +108,7 @@ struct SoakOptions {
   MetricsSource* metrics = nullptr;
   // Scrapes through the windows, for each GPU's average utilization and peak memory in each;
   // null: those two stay absent.
-  const GpuSampler* sampler = nullptr;
+  GpuSampler* sampler = nullptr;
   // Each window as it ends (drift included), for a progress line.
   std::function<void(const SoakWindow&)> on_window;
 };
