@@ -7,8 +7,8 @@ namespace fastpath::scheduler {
 
 BatchSignature BatchSignature::Of(const Job& job) {
   BatchSignature sig;
-  // A gate's measurement runs alone (Job::compute_ns, Job::hold).
-  if (job.request.inputs.empty() || job.compute_ns != nullptr || job.hold) sig.batchable = false;
+  // A hold runs alone (Job::hold).
+  if (job.request.inputs.empty() || job.hold) sig.batchable = false;
   for (const Tensor& t : job.request.inputs) {
     if (t.shape.empty()) {
       sig.batchable = false;
@@ -20,8 +20,7 @@ BatchSignature BatchSignature::Of(const Job& job) {
 }
 
 bool BatchSignature::Accepts(const Job& job) const {
-  if (!batchable || job.compute_ns != nullptr || job.hold ||
-      job.request.inputs.size() != inputs.size()) {
+  if (!batchable || job.hold || job.request.inputs.size() != inputs.size()) {
     return false;
   }
   for (const Tensor& t : job.request.inputs) {

@@ -349,9 +349,11 @@ bool DynamicBatchScheduler::Execute(backend::ModelInstance* instance, Batch& bat
   }
   if (live.empty()) return false;
   if (live.size() == 1 && live[0]->job.hold) {  // alone: see BatchSignature
-    live[0]->job.hold();
-    answers->push_back(Answer{live[0]->sequence, std::move(live[0]->job.done), InferResponse{}});
-    return false;
+    const Status held = live[0]->job.hold(*instance);
+    answers->push_back(Answer{
+        live[0]->sequence, std::move(live[0]->job.done),
+        held.ok() ? StatusOr<InferResponse>(InferResponse{}) : StatusOr<InferResponse>(held)});
+    return held.code() == StatusCode::kResourceExhausted;
   }
 
   StatsRecorder::Timings timings;
@@ -381,13 +383,6 @@ bool DynamicBatchScheduler::Execute(backend::ModelInstance* instance, Batch& bat
       }
     }
   }
-  if (live.size() == 1 && jobs[0]->compute_ns != nullptr) {  // primed (Job::compute_ns)
-    auto primed = instance->Run(inputs, names);
-    if (!primed.ok()) {
-      answers->push_back(Fail(*live[0], primed.status(), FailureReason::kBackend));
-      return primed.status().code() == StatusCode::kResourceExhausted;
-    }
-  }
   const Clock::time_point ready = clock_->Now();
   timings.compute_input_ns = Nanoseconds(ready - start);
 
@@ -399,7 +394,6 @@ bool DynamicBatchScheduler::Execute(backend::ModelInstance* instance, Batch& bat
   timings.compute_infer_ns = Nanoseconds(ran - ready);
   if (live.size() == 1 && outputs.ok()) {
     caller_estimate_->Record(timings.compute_infer_ns, single_bytes);
-    if (jobs[0]->compute_ns != nullptr) *jobs[0]->compute_ns = timings.compute_infer_ns;
   }
 
   // Per request, its outputs in the order it asked for them.

@@ -113,6 +113,11 @@ EnsembleScheduler::EnsembleScheduler(EnsemblePlan plan, StepRunner runner, Stats
 EnsembleScheduler::~EnsembleScheduler() { Stop(); }
 
 void EnsembleScheduler::Enqueue(Job job) {
+  if (job.hold) {
+    job.done(FailedPrecondition("ensemble '" + job.request.model_name +
+                                "' has no instance of its own to hold: its steps' models do"));
+    return;
+  }
   bool accepted = false;
   {
     std::lock_guard lock(mu_);

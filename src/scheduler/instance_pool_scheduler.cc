@@ -202,9 +202,9 @@ bool InstancePoolScheduler::Execute(backend::ModelInstance* instance, Job& job) 
     return false;
   }
   if (job.hold) {
-    job.hold();
-    job.done(InferResponse{});
-    return false;
+    const Status held = job.hold(*instance);
+    job.done(held.ok() ? StatusOr<InferResponse>(InferResponse{}) : StatusOr<InferResponse>(held));
+    return held.code() == StatusCode::kResourceExhausted;
   }
   StatsRecorder::Timings timings;
   timings.queue_ns = Nanoseconds(start - job.arrival);
@@ -212,19 +212,10 @@ bool InstancePoolScheduler::Execute(backend::ModelInstance* instance, Job& job) 
   // A batching model's request may be split in halves by rows when it runs out of memory;
   // one that does not batch (batch_size 0) runs as it is.
   bool suspect = false;
-  Clock::time_point run_start = start;
-  if (job.compute_ns != nullptr) {  // a measurement: primed (Job::compute_ns)
-    auto primed = instance->Run(job.request.inputs, job.output_names);
-    if (!primed.ok()) {
-      job.done(primed.status());
-      return primed.status().code() == StatusCode::kResourceExhausted;
-    }
-    run_start = clock_->Now();
-  }
   auto outputs = RunSplittingOnOutOfMemory(instance, job.request.inputs, job.output_names,
                                            job.batch_size, &suspect);
   const Clock::time_point ran = clock_->Now();
-  timings.compute_infer_ns = Nanoseconds(ran - run_start);
+  timings.compute_infer_ns = Nanoseconds(ran - start);
   if (!outputs.ok()) {
     if (!job.canary) stats_->RecordFailure(Nanoseconds(ran - job.arrival), FailureReason::kBackend);
     job.done(outputs.status());
@@ -232,7 +223,6 @@ bool InstancePoolScheduler::Execute(backend::ModelInstance* instance, Job& job) 
   }
 
   caller_estimate_->Record(timings.compute_infer_ns, InputBytes(job.request));
-  if (job.compute_ns != nullptr) *job.compute_ns = timings.compute_infer_ns;
   InferResponse response;
   response.model_name = job.request.model_name;
   response.model_version = job.request.model_version;

@@ -154,12 +154,11 @@ std::string PlacementJson(const repository::ModelVersion& version, const MemoryW
 
 }  // namespace
 
-Status Server::RunBlocking(repository::ModelVersion& version, InferRequest request,
-                           std::vector<Tensor>* outputs, uint64_t* compute_ns,
-                           std::function<void()> hold) {
+StatusOr<scheduler::Job> Server::PrepareJob(const repository::ModelVersion& version,
+                                            InferRequest request) const {
   // The same steps as a client's request after the lookup (RunOnModel): validation against
-  // the config, reshape, then the version's scheduler, so the self-test times the path
-  // requests take and not a shortcut around it.
+  // the config, then reshape, so the self-test times the path requests take and not a
+  // shortcut around it.
   const inference::ModelConfig& config = version.config;
   FASTPATH_RETURN_IF_ERROR(
       config::ValidateInferInputs(config, request.inputs, options_.max_tensor_elements));
@@ -174,14 +173,13 @@ Status Server::RunBlocking(repository::ModelVersion& version, InferRequest reque
   if (config.max_batch_size() > 0 && !request.inputs.empty() && !request.inputs[0].shape.empty()) {
     job.batch_size = static_cast<uint64_t>(request.inputs[0].shape[0]);
   }
-  job.arrival = clock_->Now();
   job.request = std::move(request);
-  job.compute_ns = compute_ns;
-  job.canary = compute_ns != nullptr || hold;  // the gate's runs are not user traffic
-  job.hold = std::move(hold);
-  // The gate's jobs go to the highest priority level: user traffic at a higher level than
-  // the default must not starve a comparison that holds the repository's load lock.
-  if (job.canary) job.priority = 1;
+  return job;
+}
+
+Status Server::RunJob(repository::ModelVersion& version, scheduler::Job job,
+                      std::vector<Tensor>* outputs) {
+  job.arrival = clock_->Now();
   std::promise<Status> answered;
   std::future<Status> result = answered.get_future();
   job.done = [&answered, outputs](StatusOr<InferResponse> response) {
@@ -190,6 +188,26 @@ Status Server::RunBlocking(repository::ModelVersion& version, InferRequest reque
   };
   version.scheduler->Enqueue(std::move(job));
   return result.get();
+}
+
+Status Server::RunBlocking(repository::ModelVersion& version, InferRequest request,
+                           std::vector<Tensor>* outputs) {
+  FASTPATH_ASSIGN_OR_RETURN(scheduler::Job job, PrepareJob(version, std::move(request)));
+  return RunJob(version, std::move(job), outputs);
+}
+
+Status Server::HoldInstance(repository::ModelVersion& version, Clock::time_point deadline,
+                            std::function<Status(backend::ModelInstance&)> hold) {
+  scheduler::Job job;
+  job.request.model_name = version.model_name;
+  job.request.model_version = std::to_string(version.version);
+  job.request.deadline = deadline;
+  job.hold = std::move(hold);
+  // Not user traffic, and at the highest priority level: user traffic at a higher level
+  // than the default must not starve a comparison that holds the repository's load lock.
+  job.canary = true;
+  job.priority = 1;
+  return RunJob(version, std::move(job), nullptr);
 }
 
 StatusOr<std::string> Server::CheckAccuracy(const std::filesystem::path& model_dir,

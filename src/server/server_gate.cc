@@ -1,10 +1,10 @@
 // The rollout gate in the server (issue 12 §2): a candidate version that passed the rest of
 // its admission is compared with the version serving now, before it takes traffic. Both
-// run the canaries' seeded requests in alternation, each run alone and timed by the model's
-// execution only (scheduler::Job::compute_ns), so that user traffic queued on the serving
-// version neither slows its measured runs nor joins them in a batch. admission/rollout_gate.h
-// judges; a refusal keeps the serving version (the repository's KeepServing), with the
-// figures side by side in the reason.
+// run the canaries' seeded requests in alternation, on one thread holding an instance of
+// each (scheduler::Job::hold), timed by the model's execution only, so that user traffic
+// queued on the serving version neither slows its measured runs nor joins them in a batch.
+// admission/rollout_gate.h judges; a refusal keeps the serving version (the repository's
+// KeepServing), with the figures side by side in the reason.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -121,20 +121,65 @@ Status Server::GateRollout(const std::filesystem::path& model_dir,
   admission::GateSamples samples;
   std::vector<Tensor> baseline_outputs, candidate_outputs;
   const Clock::time_point gate_deadline = clock_->Now() + kGateBudget;
-  // One gate run on `version` (with `hold`: holding one of its instances). Answered
-  // Unavailable (a full queue, a queue-policy timeout, an instance recovering), it is tried
-  // again a few times: a busy serving version is not a reason to refuse its replacement.
-  auto run = [&](repository::ModelVersion& version, const InferRequest& request,
-                 std::vector<Tensor>* outputs, uint64_t* ns, std::function<void()> hold) {
-    Status ran;
+  // One round: an instance of the candidate held, then one of the serving version, and on
+  // that thread each side runs its inputs, an untimed run then a timed one, serving first or
+  // second. Answered Unavailable (a full queue, a queue-policy timeout, an instance
+  // recovering), the round is tried again a few times: a busy serving version is not a
+  // reason to refuse its replacement.
+  //
+  // Both sides run on one thread: ONNX Runtime's parallel sections run at the speed of how
+  // the OS placed the calling thread beside the pool's, and on a busy machine a side timed
+  // on a thread of its own read 1.6x apart for streaks of rounds (docs/rollouts.md). Holding
+  // the serving instance keeps user batches off the cores while either side is timed.
+  struct Side {
+    scheduler::Job job;  // validated and reshaped for the side's config
+    uint64_t ns = 0;
+    std::vector<Tensor> outputs;
+  };
+  auto round = [&](Side& serving, Side& cand, bool serving_first) -> Status {
+    auto time = [](backend::ModelInstance& instance, Side& side) -> Status {
+      // The untimed run first: every timed run is of a runtime just used, whatever ran on
+      // the instance before (ONNX Runtime's threads spin a while after a run and wake slowly
+      // after that, and a new shape may grow the arena).
+      FASTPATH_RETURN_IF_ERROR(
+          instance.Run(side.job.request.inputs, side.job.output_names).status());
+      const auto start = std::chrono::steady_clock::now();
+      FASTPATH_ASSIGN_OR_RETURN(side.outputs,
+                                instance.Run(side.job.request.inputs, side.job.output_names));
+      side.ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          std::chrono::steady_clock::now() - start)
+                                          .count());
+      return Status::Ok();
+    };
+    Status on_serving, on_candidate;
     for (int attempt = 0; attempt < kAttempts; ++attempt) {
       if (attempt > 0) std::this_thread::sleep_for(kRetryPause);
-      InferRequest copy = request;
-      copy.deadline = clock_->Now() + kRunDeadline;
-      ran = RunBlocking(version, std::move(copy), outputs, ns, hold);
-      if (ran.code() != StatusCode::kUnavailable || shutting_down_) break;
+      const Clock::time_point deadline = clock_->Now() + kRunDeadline;
+      on_serving = Status::Ok();
+      // Each hold returns only its own instance's failure, so that the scheduler of the
+      // instance that ran out of memory is the one that recovers it.
+      on_candidate = HoldInstance(candidate, deadline, [&](backend::ModelInstance& c) {
+        Status candidate_run;
+        on_serving = HoldInstance(*baseline, deadline, [&](backend::ModelInstance& s) {
+          for (int i = 0; i < 2; ++i) {
+            if ((i == 0) == serving_first) {
+              FASTPATH_RETURN_IF_ERROR(time(s, serving));
+            } else {
+              candidate_run = time(c, cand);
+              if (!candidate_run.ok()) return Status::Ok();
+            }
+          }
+          return Status::Ok();
+        });
+        return candidate_run;
+      });
+      const bool retry = on_serving.code() == StatusCode::kUnavailable ||
+                         on_candidate.code() == StatusCode::kUnavailable;
+      if (!retry || shutting_down_) break;
     }
-    return ran;
+    if (!on_serving.ok()) return on_serving.WithContext("on the serving version");
+    if (!on_candidate.ok()) return on_candidate.WithContext("on the candidate");
+    return Status::Ok();
   };
   // Both sides run the same request, built from the candidate's config: a candidate whose
   // inputs the serving version does not take changes the interface under its clients.
@@ -142,53 +187,44 @@ Status Server::GateRollout(const std::filesystem::path& model_dir,
     FASTPATH_ASSIGN_OR_RETURN(
         InferRequest request,
         admission::MakeSeededRequest(candidate.config, model_dir, rows, admission::kCanarySeed));
+    auto serving_job = PrepareJob(*baseline, request);
+    if (!serving_job.ok()) return serving_job.status().WithContext("on the serving version");
+    auto candidate_job = PrepareJob(candidate, std::move(request));
+    if (!candidate_job.ok()) return candidate_job.status().WithContext("on the candidate");
+    Side serving, cand;
+    serving.job = std::move(serving_job).value();
+    cand.job = std::move(candidate_job).value();
     // Rounds 0 and 1 warm both sides up untimed (a fresh load grows its arena on its first
     // runs). Then at least policy.rounds are timed, and more while the phase has run for
     // less than kGatePhase: the p95 of 30 short runs is their second slowest, noise more
     // than a figure.
     const Clock::time_point began = clock_->Now();
     const uint32_t most = kWarmupRounds + policy.rounds * kMostRoundsFactor;
-    for (uint32_t round = 0; round < most; ++round) {
-      const bool timed = round >= kWarmupRounds;
+    for (uint32_t r = 0; r < most; ++r) {
+      const bool timed = r >= kWarmupRounds;
       if (shutting_down_) return Unavailable("the server is shutting down");
       if (clock_->Now() > gate_deadline) {
         return DeadlineExceeded("the comparison ran past " + std::to_string(kGateBudget.count()) +
                                 " s (the serving version's queue starves it?)");
       }
-      if (timed && round >= kWarmupRounds + policy.rounds && clock_->Now() - began >= kGatePhase) {
+      if (timed && r >= kWarmupRounds + policy.rounds && clock_->Now() - began >= kGatePhase) {
         break;
       }
       // The order alternates, so neither side always runs on the caches the other warmed.
-      for (int side = 0; side < 2; ++side) {
-        const bool on_baseline = (side == 0) == (round % 2 == 0);
-        // Each timed run follows an untimed one of the same inputs on the same instance
-        // (scheduler::Job::compute_ns): the serving version's runtime is always just used
-        // by its user traffic, the candidate's never.
-        std::vector<Tensor> outputs;
-        uint64_t ns = 0;
-        Status ran;
-        if (on_baseline) {
-          ran = run(*baseline, request, &outputs, &ns, {});
-          if (!ran.ok()) return ran.WithContext("on the serving version");
-        } else {
-          // The candidate runs while it holds an instance of the serving version: otherwise
-          // that instance would run user batches beside the candidate's runs, on the same
-          // cores (or GPU), and only the candidate would be timed under that load.
-          Status on_candidate;
-          ran = run(*baseline, request, nullptr, nullptr,
-                    [&] { on_candidate = run(candidate, request, &outputs, &ns, {}); });
-          if (!ran.ok()) return ran.WithContext("on the serving version, holding an instance");
-          if (!on_candidate.ok()) return on_candidate.WithContext("on the candidate");
-        }
-        if (ns == 0) {
-          return Internal(std::string("the ") + (on_baseline ? "serving version" : "candidate") +
+      FASTPATH_RETURN_IF_ERROR(round(serving, cand, /*serving_first=*/r % 2 == 0));
+      for (const Side* side : {&serving, &cand}) {
+        if (side->ns == 0) {
+          return Internal(std::string("the ") +
+                          (side == &serving ? "serving version" : "candidate") +
                           " reported no compute time");
         }
-        if (!timed) continue;
-        (on_baseline ? a : b)->push_back(Ms(ns));
-        if (rows == 1 && round == kWarmupRounds) {
-          (on_baseline ? baseline_outputs : candidate_outputs) = std::move(outputs);
-        }
+      }
+      if (!timed) continue;
+      a->push_back(Ms(serving.ns));
+      b->push_back(Ms(cand.ns));
+      if (rows == 1 && r == kWarmupRounds) {
+        baseline_outputs = std::move(serving.outputs);
+        candidate_outputs = std::move(cand.outputs);
       }
     }
     return Status::Ok();

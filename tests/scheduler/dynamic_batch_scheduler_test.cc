@@ -340,26 +340,32 @@ TEST_F(DynamicBatchSchedulerTest, MultiRowRequestsNeverOverfillABatch) {
   ExpectOk(2, 3);
 }
 
-// The rollout gate's measurements (Job::compute_ns, Job::hold) run alone: a request
-// queued before one is not held back for it, none joins it, and the measured one runs
-// twice (primed), with only the second run timed.
-TEST_F(DynamicBatchSchedulerTest, AGateMeasurementRunsAlonePrimedAndTimesItsSecondRun) {
+// A hold (Job::hold, the rollout gate's) runs alone: a request queued before it is not
+// held back for it, none joins it, it runs with the instance it holds, and it is answered
+// with what it returned.
+TEST_F(DynamicBatchSchedulerTest, AHoldRunsAloneWithTheInstanceItHolds) {
   Start(Options(8, milliseconds(100)));
-  model_.SetRunHook([this] { clock_.Advance(milliseconds(5)); });
-  uint64_t compute_ns = 0;
-  bool held = false;
   Enqueue(MakeJob(1));
-  Job measured = MakeJob(2);
-  measured.compute_ns = &compute_ns;
-  measured.canary = true;
-  Enqueue(std::move(measured));
-  Job hold = MakeJob(3);
-  hold.hold = [&] { held = true; };
+  Job hold = MakeJob(2);
+  hold.canary = true;
+  const std::vector<Tensor> inputs = hold.request.inputs;
+  hold.hold = [&](backend::ModelInstance& instance) {
+    // Twice, as the gate runs each side (untimed, then timed).
+    for (int i = 0; i < 2; ++i) {
+      auto outputs = instance.Run(inputs, {"OUT"});
+      if (!outputs.ok()) return outputs.status();
+    }
+    return Status::Ok();
+  };
   Enqueue(std::move(hold));
+  Job refused = MakeJob(3);
+  refused.canary = true;
+  refused.hold = [](backend::ModelInstance&) { return FailedPrecondition("measured too slow"); };
+  Enqueue(std::move(refused));
   Enqueue(MakeJob(4));
   model_.Open();
-  // 1 goes at once (the measurement cannot join it), 2 twice, 3 holds without a run, and
-  // 4 waits for its window.
+  // 1 goes at once (the hold cannot join it), 2 runs twice on its instance, 3 holds without
+  // a run, and 4 waits for its window.
   model_.WaitRuns(3);
   answers_.WaitCount(3);
   Advance(milliseconds(100));
@@ -368,14 +374,16 @@ TEST_F(DynamicBatchSchedulerTest, AGateMeasurementRunsAlonePrimedAndTimesItsSeco
   std::vector<std::vector<int>> ids;
   for (const auto& run : model_.Runs()) ids.push_back(run.ids);
   EXPECT_EQ(ids, (std::vector<std::vector<int>>{{1}, {2}, {2}, {4}}));
-  EXPECT_EQ(compute_ns, 5000000u);
-  EXPECT_TRUE(held);
   ExpectOk(1);
-  ExpectOk(2);
   ExpectOk(4);
-  auto answer = answers_.Get(3);
-  ASSERT_TRUE(answer.ok());
-  EXPECT_TRUE(answer->outputs.empty());
+  const auto held = answers_.Get(2);
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  EXPECT_TRUE(held->outputs.empty());
+  const auto failed = answers_.Get(3);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_THAT(failed.status().message(), HasSubstr("measured too slow"));
+  // The holds are not user traffic: only 1 and 4 are counted.
+  EXPECT_EQ(stats_.Snapshot("m", "1").inference_count, 2u);
 }
 
 TEST_F(DynamicBatchSchedulerTest, PreferredSizeIsSentWithoutWaiting) {

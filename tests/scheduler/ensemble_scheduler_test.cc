@@ -208,6 +208,30 @@ TEST(EnsembleSchedulerTest, AFailedStepGivesTheEnsembleItsFailureReason) {
   }
 }
 
+// An ensemble has no instance of its own (Job::hold): a hold is refused at once, and no
+// step runs.
+TEST(EnsembleSchedulerTest, AHoldIsRefusedAndRunsNoStep) {
+  ManualRunner runner;
+  StatsRecorder stats;
+  auto scheduler = EnsembleScheduler::Create(Diamond(), runner.AsRunner(), &stats);
+  ASSERT_TRUE(scheduler.ok());
+  std::optional<StatusOr<InferResponse>> answer;
+  Job job = MakeJob(&answer);
+  bool held = false;
+  job.hold = [&held](backend::ModelInstance&) {
+    held = true;
+    return Status::Ok();
+  };
+  (*scheduler)->Enqueue(std::move(job));
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(answer->status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(answer->status().message().find("no instance of its own"), std::string::npos)
+      << answer->status().message();
+  EXPECT_FALSE(held);
+  EXPECT_TRUE(runner.calls().empty());
+  EXPECT_EQ((*scheduler)->Pending(), 0u);
+}
+
 TEST(EnsembleSchedulerTest, ARunnerThatAnswersAtOnceIsFine) {
   // Every step answered inside the runner call (as an unknown model or a full queue is).
   StatsRecorder stats;

@@ -100,30 +100,37 @@ TEST(InstancePoolSchedulerTest, EveryResponseGoesToItsRequest) {
   EXPECT_EQ(s.batch_stats[0].batch_size, 1u);
 }
 
-// The rollout gate's measurement runs twice (primed) and is answered once, not counted
-// as user traffic; a hold runs in place of the model.
-TEST(InstancePoolSchedulerTest, AGateMeasurementIsPrimedAndAHoldRunsInPlaceOfTheModel) {
+// A hold (Job::hold, the rollout gate's) runs with the instance it holds, in place of a
+// run of the model; it is answered with what it returned and not counted as user traffic.
+TEST(InstancePoolSchedulerTest, AHoldRunsWithTheInstanceItHoldsInPlaceOfTheModel) {
   GatedInstance::Gate gate;
   gate.Open();
   StatsRecorder stats;
   InstancePoolScheduler sched(MakeInstances(1, &gate), &stats, {});
-  std::promise<StatusOr<InferResponse>> measured_result, hold_result;
-  uint64_t compute_ns = 0;
-  Job measured = MakeJob("measured", &measured_result);
-  measured.compute_ns = &compute_ns;
-  measured.canary = true;
-  sched.Enqueue(std::move(measured));
-  ASSERT_TRUE(measured_result.get_future().get().ok());
-  EXPECT_EQ(gate.runs, 2);
-  bool held = false;
+  std::promise<StatusOr<InferResponse>> hold_result, refused_result;
   Job hold = MakeJob("hold", &hold_result);
-  hold.hold = [&] { held = true; };
   hold.canary = true;
+  const std::vector<Tensor> inputs = hold.request.inputs;
+  const std::vector<std::string> names = hold.output_names;
+  hold.hold = [&](backend::ModelInstance& instance) {
+    for (int i = 0; i < 2; ++i) {
+      auto outputs = instance.Run(inputs, names);
+      if (!outputs.ok()) return outputs.status();
+    }
+    return Status::Ok();
+  };
   sched.Enqueue(std::move(hold));
   auto answer = hold_result.get_future().get();
-  ASSERT_TRUE(answer.ok());
+  ASSERT_TRUE(answer.ok()) << answer.status().ToString();
   EXPECT_TRUE(answer->outputs.empty());
-  EXPECT_TRUE(held);
+  EXPECT_EQ(gate.runs, 2);
+  Job refused = MakeJob("refused", &refused_result);
+  refused.canary = true;
+  refused.hold = [](backend::ModelInstance&) { return FailedPrecondition("measured too slow"); };
+  sched.Enqueue(std::move(refused));
+  auto failed = refused_result.get_future().get();
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().message().find("measured too slow"), std::string::npos);
   EXPECT_EQ(gate.runs, 2);
   EXPECT_EQ(stats.Snapshot("m", "1").inference_count, 0u);
 }

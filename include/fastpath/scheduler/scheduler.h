@@ -14,6 +14,10 @@
 #include "fastpath/common/status.h"
 #include "fastpath/common/tensor.h"
 
+namespace fastpath::backend {
+class ModelInstance;
+}  // namespace fastpath::backend
+
 namespace fastpath::scheduler {
 
 // A request on its way to an instance. The scheduler owns it from Enqueue on and
@@ -31,19 +35,12 @@ struct Job {
   // counted apart from user traffic: its requests and rows are not in the statistics (an
   // execution it shares with user requests is).
   bool canary = false;
-  // A measurement of the model itself (the rollout gate, admission/rollout_gate.h): set, the
-  // job runs in an execution of its own, never batched with other requests, right after an
-  // untimed run of the same inputs on the same instance, and that execution's compute time
-  // in nanoseconds is written here before `done` is called. The untimed run first means
-  // every measurement is of a runtime just used, whatever ran on the instance before (ONNX
-  // Runtime's threads spin a while after a run and wake slowly after that, and a new shape
-  // may grow the arena).
-  uint64_t* compute_ns = nullptr;
-  // Set: the job holds an instance while `hold` runs, in place of a run of the model, and
-  // is answered with an empty response after it returns; it too runs alone. The rollout
-  // gate times a candidate version while it holds an instance of the serving one, so that
-  // both sides are timed beside the same user traffic on the machine's other cores.
-  std::function<void()> hold;
+  // Set: the job holds one of the scheduler's instances while `hold` runs with it, in place
+  // of a run of the model, and alone (never batched with other requests). It is answered
+  // with hold's status (an empty response when OK). ResourceExhausted from hold means the
+  // instance ran out of memory: it recovers as after a run that did. The rollout gate
+  // (server_gate.cc) holds an instance of each version and times both on one thread.
+  std::function<Status(backend::ModelInstance&)> hold;
 };
 
 class Scheduler {

@@ -143,14 +143,23 @@ class Server final : public InferenceServer {
   // version.memory_estimate; returns the reason the budget does not fit, empty when it does.
   StatusOr<std::string> MeasureMemory(const std::filesystem::path& model_dir,
                                       repository::ModelVersion& version, AdmissionRecord* record);
+  // A request's job on `version`, as a client's request reaches the scheduler: validated
+  // against its config and reshaped (done and arrival unset).
+  StatusOr<scheduler::Job> PrepareJob(const repository::ModelVersion& version,
+                                      InferRequest request) const;
+  // Enqueues `job` on the version's scheduler and waits for its answer; `outputs`, when
+  // given, receives the response's outputs.
+  Status RunJob(repository::ModelVersion& version, scheduler::Job job,
+                std::vector<Tensor>* outputs);
   // Validates and runs one request on a version that is not published yet; `outputs`, when
   // given, receives the response's outputs (the config's, in its order).
-  // With `compute_ns` or `hold`, the request is the rollout gate's (scheduler::Job): it runs
-  // alone, counted apart from user traffic; `compute_ns` receives its compute time, and
-  // `hold` runs in place of the model while an instance is held.
   Status RunBlocking(repository::ModelVersion& version, InferRequest request,
-                     std::vector<Tensor>* outputs = nullptr, uint64_t* compute_ns = nullptr,
-                     std::function<void()> hold = {});
+                     std::vector<Tensor>* outputs = nullptr);
+  // Runs `hold` with one of the version's instances held (scheduler::Job::hold), queued at
+  // the highest priority and counted apart from user traffic, and returns its status (or
+  // the queue's: full, past `deadline`, stopped).
+  Status HoldInstance(repository::ModelVersion& version, Clock::time_point deadline,
+                      std::function<Status(backend::ModelInstance&)> hold);
   // The rollout gate (server_gate.cc, admission/rollout_gate.h): `candidate`, admitted
   // otherwise, against the READY version it would take traffic from, on the canaries'
   // seeded requests in alternation. OK publishes it; an error (refused, or the comparison
