@@ -4,6 +4,8 @@
 // completion queue the session keeps. The synchronous stub serialized the request, made a
 // completion queue and parsed the response on every call: it added about 18 us to the p50 at
 // concurrency 1 over h2load's on the same server, this about 5 (docs/benchmarks.md section 12).
+// At a fixed concurrency, one thread drives every call on one queue (GrpcClosedLoop) instead
+// of a thread per session.
 #include <absl/synchronization/mutex.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
@@ -11,6 +13,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 
 #include "client_internal.h"
 #include "fastpath/bench/client.h"
@@ -115,6 +118,98 @@ class GrpcSession : public InferSession {
  private:
   grpc::GenericStub stub_;
   grpc::CompletionQueue cq_;
+  std::shared_ptr<const std::vector<grpc::ByteBuffer>> requests_;
+};
+
+// Every call of a closed loop on one completion queue, driven by the thread that runs it;
+// one channel (connection) per call in flight, as each HTTP worker has its own.
+class GrpcClosedLoop : public ClosedLoop {
+ public:
+  GrpcClosedLoop(std::vector<std::shared_ptr<grpc::Channel>> channels,
+                 std::shared_ptr<const std::vector<grpc::ByteBuffer>> requests)
+      : requests_(std::move(requests)) {
+    for (auto& channel : channels) calls_.emplace_back(std::move(channel));
+  }
+  ~GrpcClosedLoop() override {
+    cq_.Shutdown();
+    void* tag = nullptr;
+    bool ok = false;
+    while (cq_.Next(&tag, &ok)) {
+    }
+  }
+
+  void Run(const std::atomic<bool>& stop, const OnAnswer& on_answer) override {
+    using Clock = std::chrono::steady_clock;
+    // Nothing back for this long once stopping: the server is stuck, and what is still in
+    // flight is cancelled rather than waited for.
+    constexpr auto kPatience = std::chrono::seconds(1);
+    size_t in_flight = 0;
+    size_t next = 0;
+    auto start = [&](size_t slot) {
+      Call& c = calls_[slot];
+      c.context = std::make_unique<grpc::ClientContext>();
+      c.response.Clear();
+      c.status = grpc::Status();
+      c.sent = Clock::now();
+      // The buffer's slices are shared, not copied.
+      c.reader = c.stub.PrepareUnaryCall(c.context.get(), kModelInferMethod,
+                                         (*requests_)[next++ % requests_->size()], &cq_);
+      c.reader->StartCall();
+      c.reader->Finish(&c.response, &c.status, reinterpret_cast<void*>(slot));
+      ++in_flight;
+    };
+    for (size_t slot = 0; slot < calls_.size(); ++slot) start(slot);
+    Clock::time_point last_answer = Clock::now();
+    bool cancelled = false;
+    while (in_flight > 0) {
+      void* tag = nullptr;
+      bool ok = false;
+      const auto got = cq_.AsyncNext(
+          &tag, &ok, std::chrono::system_clock::now() + std::chrono::milliseconds(100));
+      if (got == grpc::CompletionQueue::SHUTDOWN) break;
+      if (got == grpc::CompletionQueue::TIMEOUT) {
+        if (stop.load() && !cancelled && Clock::now() - last_answer > kPatience) {
+          for (Call& c : calls_) {
+            if (c.context) c.context->TryCancel();
+          }
+          cancelled = true;
+        }
+        continue;
+      }
+      const auto answered = Clock::now();
+      last_answer = answered;
+      --in_flight;
+      const auto slot = reinterpret_cast<size_t>(tag);
+      Call& c = calls_[slot];
+      InferOutcome outcome;
+      if (!ok) {
+        outcome = {false, "grpc_INTERNAL", "the completion queue failed"};
+      } else if (!c.status.ok()) {
+        outcome = {false, std::string("grpc_") + GrpcCodeName(c.status.error_code()),
+                   Truncate(c.status.error_message())};
+      }
+      c.reader.reset();
+      c.context.reset();
+      if (!cancelled) {
+        on_answer(outcome,
+                  std::chrono::duration_cast<std::chrono::nanoseconds>(answered - c.sent).count());
+      }
+      if (!stop.load()) start(slot);
+    }
+  }
+
+ private:
+  struct Call {
+    explicit Call(std::shared_ptr<grpc::Channel> channel) : stub(std::move(channel)) {}
+    grpc::GenericStub stub;
+    std::unique_ptr<grpc::ClientContext> context;  // a context serves one call
+    std::unique_ptr<grpc::GenericClientAsyncResponseReader> reader;
+    grpc::ByteBuffer response;
+    grpc::Status status;
+    std::chrono::steady_clock::time_point sent;
+  };
+  grpc::CompletionQueue cq_;
+  std::deque<Call> calls_;  // by slot, the calls' tag; a deque, as a stub does not move
   std::shared_ptr<const std::vector<grpc::ByteBuffer>> requests_;
 };
 
@@ -229,6 +324,14 @@ class GrpcTarget : public Target {
     if (!requests_) return FailedPrecondition("Prepare was not called");
     return std::unique_ptr<InferSession>(
         std::make_unique<GrpcSession>(MakeChannel(target_, next_++), requests_));
+  }
+
+  StatusOr<std::unique_ptr<ClosedLoop>> NewClosedLoop(int64_t concurrency) override {
+    if (!requests_) return FailedPrecondition("Prepare was not called");
+    std::vector<std::shared_ptr<grpc::Channel>> channels;
+    for (int64_t i = 0; i < concurrency; ++i) channels.push_back(MakeChannel(target_, next_++));
+    return std::unique_ptr<ClosedLoop>(
+        std::make_unique<GrpcClosedLoop>(std::move(channels), requests_));
   }
 
   std::string Describe() const override { return "grpc://" + target_; }

@@ -54,6 +54,16 @@ class LoadRun {
   ~LoadRun() { Stop(); }
 
   Status StartConcurrency(int64_t concurrency) {
+    FASTPATH_ASSIGN_OR_RETURN(loop_, target_.NewClosedLoop(concurrency));
+    if (loop_) {
+      logs_.push_back(std::make_unique<WorkerLog>());
+      threads_.emplace_back([this] {
+        loop_->Run(stop_, [this](const InferOutcome& outcome, int64_t latency_ns) {
+          Record(*logs_[0], outcome, latency_ns);
+        });
+      });
+      return Status::Ok();
+    }
     FASTPATH_RETURN_IF_ERROR(OpenSessions(concurrency));
     for (size_t w = 0; w < sessions_.size(); ++w) {
       threads_.emplace_back([this, w] {
@@ -155,6 +165,7 @@ class LoadRun {
   Target& target_;
   const MeasureOptions& options_;
   std::vector<std::unique_ptr<InferSession>> sessions_;
+  std::unique_ptr<ClosedLoop> loop_;  // instead of sessions_, where the target has one
   std::vector<std::unique_ptr<WorkerLog>> logs_;
   std::vector<std::thread> threads_;
   std::atomic<bool> stop_{false};

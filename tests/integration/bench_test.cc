@@ -286,6 +286,38 @@ TEST_F(BenchTest, Grpc) {
   ExpectCleanPoint(run["points"][0], true);
 }
 
+// At a fixed concurrency the gRPC client drives every call from one thread
+// (bench::ClosedLoop), and still keeps that many requests in flight: the server batches up
+// to 4 and waits up to 2 s for a fourth request, so every execution has 4 unless the client
+// let a request lapse.
+class GrpcClosedLoopTest : public BenchTest {
+ protected:
+  std::vector<std::string> Models() override { return {}; }
+  void PrepareRepository(testing::TempRepository& repo) override {
+    repo.WriteConfig("simple", std::string(testing::kSimpleConfig) +
+                                   "dynamic_batching { preferred_batch_size: [ 4 ] "
+                                   "max_queue_delay_microseconds: 2000000 }\n");
+    repo.AddVersion("simple", 1, "simple");
+  }
+};
+
+TEST_F(GrpcClosedLoopTest, KeepsItsConcurrencyInFlight) {
+  auto args = Short();
+  for (const std::string& a :
+       std::vector<std::string>{"-i", "grpc", "-u", server().grpc_target(), "--concurrency", "4",
+                                "--json", Path("g.json")}) {
+    args.push_back(a);
+  }
+  BenchRun r = Run(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const rapidjson::Document doc = ParseJson(ReadAll(Path("g.json")));
+  const auto& p = doc["runs"][0]["points"][0];
+  ExpectCleanPoint(p, true);
+  const uint64_t executions = p["server"]["executions"].GetUint64();
+  EXPECT_GT(executions, 0u);
+  EXPECT_EQ(p["server"]["requests"].GetUint64(), 4 * executions) << ToJson(p);
+}
+
 TEST_F(BenchTest, HttpJsonAtAPoissonRate) {
   auto args = Short();
   for (const std::string& a : std::vector<std::string>{

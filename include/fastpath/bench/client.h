@@ -5,8 +5,10 @@
 // answer. Requests are built once, before any timing, from a seed.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -55,6 +57,20 @@ class InferSession {
   virtual InferOutcome Infer(size_t index) = 0;
 };
 
+// `concurrency` requests kept in flight from one thread, until stopped: each answer is
+// reported and replaced at once by the next prepared request. gRPC's completion queue drives
+// every call this way, as perf_analyzer's async mode does: a thread per request blocked on
+// its answer cost the gRPC client 3-4 times the HTTP client's CPU per request
+// (docs/benchmarks.md), CPU a shared machine takes from the server it measures.
+class ClosedLoop {
+ public:
+  virtual ~ClosedLoop() = default;
+  using OnAnswer = std::function<void(const InferOutcome& outcome, int64_t latency_ns)>;
+  // Returns once `stop` is set and every request in flight has come back (or, when none
+  // comes back for a while, been cancelled).
+  virtual void Run(const std::atomic<bool>& stop, const OnAnswer& on_answer) = 0;
+};
+
 class Target {
  public:
   virtual ~Target() = default;
@@ -64,6 +80,11 @@ class Target {
   // Encodes every request of the set once. Must be called before NewSession.
   virtual Status Prepare(const std::vector<std::vector<Tensor>>& requests) = 0;
   virtual StatusOr<std::unique_ptr<InferSession>> NewSession() = 0;
+  // A closed loop of `concurrency` requests from one thread, or null where the target keeps
+  // a thread per session (the default). Needs Prepare, as NewSession does.
+  virtual StatusOr<std::unique_ptr<ClosedLoop>> NewClosedLoop(int64_t /*concurrency*/) {
+    return std::unique_ptr<ClosedLoop>();
+  }
   // "http://127.0.0.1:8000" and the like, for reports.
   virtual std::string Describe() const = 0;
 };
