@@ -10,7 +10,8 @@
 # binary), and the requests are counted by the server's statistics.
 #
 # SERVE_ARGS adds `serve` arguments (e.g. "--http-threads 1"); SERVER_CPUS and CLIENT_CPUS pin
-# the server and the load generator (bench/lib.sh).
+# the server and the load generator (bench/lib.sh); CLIENT_BIN runs the load from another
+# fastpath binary than the server's (an A/B of the client).
 #
 # Usage: [ENCODING=json] [CLIENT=outside] bench/cpu_split.sh [http|grpc] [model] [concurrency] [seconds] [fastpath]
 #   e.g. bench/cpu_split.sh http cnn_classifier 32 8  (HTTP bodies: binary unless ENCODING=json)
@@ -30,8 +31,8 @@ SERVER=${SERVERS[-1]}
 URL=127.0.0.1:$(server_port server "$TRANSPORT")
 ENCODING_ARGS=()
 [ "$TRANSPORT" = http ] && ENCODING_ARGS=(--encoding "${ENCODING:-binary}")
-CLIENT_FP=("$FP")
-[ -n "${CLIENT_CPUS:-}" ] && CLIENT_FP=(taskset -c "$CLIENT_CPUS" "$FP")
+CLIENT_FP=("${CLIENT_BIN:-$FP}")
+[ -n "${CLIENT_CPUS:-}" ] && CLIENT_FP=(taskset -c "$CLIENT_CPUS" "${CLIENT_BIN:-$FP}")
 bench() {  # measurement-ms [extra args]
   "${CLIENT_FP[@]}" bench -m "$MODEL" -i "$TRANSPORT" -u "$URL" "${ENCODING_ARGS[@]}" \
     --concurrency "$CONCURRENCY" --warmup-ms 0 --measurement-interval-ms "$1" --max-trials 1 --seed 1
