@@ -1,15 +1,22 @@
 // The HTTP target: KServe v2 over HTTP/1.1 keep-alive connections (Boost.Beast), with the
-// request bodies in JSON or in the binary tensor extension, prepared before any timing.
+// requests in JSON or in the binary tensor extension, encoded whole (head and body) before any
+// timing. At a fixed concurrency, one thread drives every connection on one io_context
+// (HttpClosedLoop) instead of a thread per session.
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <optional>
 
 #include "client_internal.h"
 #include "fastpath/bench/client.h"
@@ -148,84 +155,120 @@ using tcp = asio::ip::tcp;
 
 using internal::InferBody;
 
+// A request as it goes on the wire, head and body, encoded once in Prepare: each send is one
+// write of these bytes, as wrk sends its request, with no per-request header building and no
+// copy of the body (49 KB for cnn_classifier) into a Beast message.
+std::string WireRequest(const std::string& target, const std::string& host_header,
+                        const InferBody& r) {
+  std::string wire = "POST " + target + " HTTP/1.1\r\nHost: " + host_header + "\r\n";
+  if (r.json_length > 0) {
+    wire += "Content-Type: application/octet-stream\r\nInference-Header-Content-Length: " +
+            std::to_string(r.json_length) + "\r\n";
+  } else {
+    wire += "Content-Type: application/json\r\n";
+  }
+  wire += "Content-Length: " + std::to_string(r.body.size()) + "\r\n\r\n";
+  return wire + r.body;
+}
+
+using ResponseParser = http::response_parser<http::string_body>;
+
+void PrepareParser(std::optional<ResponseParser>& parser) {
+  parser.emplace();
+  parser->body_limit(uint64_t{4} << 30);
+}
+
+// What an inference answer came back as: ok on 200, else the status and the server's text.
+InferOutcome InferAnswer(const http::response<http::string_body>& res) {
+  if (res.result_int() == 200) return {};
+  return {false, "http_" + std::to_string(res.result_int()), Truncate(res.body())};
+}
+
 class HttpConnection {
  public:
   HttpConnection(const tcp::resolver::results_type& endpoints, std::string host_header)
       : endpoints_(endpoints), host_header_(std::move(host_header)), socket_(io_) {}
 
-  // Sends one request and reads the whole response; reconnects when needed.
-  InferOutcome Exchange(http::verb verb, const std::string& target, const std::string* body,
-                        size_t json_length, int* status, std::string* response_body) {
-    if (!socket_.is_open()) {
-      beast::error_code ec;
-      asio::connect(socket_, endpoints_, ec);
-      if (ec) {
-        std::string why = ec.message();  // before close() reuses ec
-        socket_.close(ec);
-        return {false, "connect", "cannot connect to " + host_header_ + ": " + why};
-      }
-      socket_.set_option(tcp::no_delay(true), ec);
-    }
-    http::request<http::string_body> req{verb, target, 11};
+  // A control request (no body): sends it and reads the whole response.
+  InferOutcome Exchange(http::verb verb, const std::string& target, int* status,
+                        std::string* response_body) {
+    if (InferOutcome o = Connect(); !o.ok) return o;
+    http::request<http::empty_body> req{verb, target, 11};
     req.set(http::field::host, host_header_);
     req.keep_alive(true);
-    if (body != nullptr) {
-      req.body() = *body;
-      if (json_length > 0) {
-        req.set(http::field::content_type, "application/octet-stream");
-        req.set("Inference-Header-Content-Length", std::to_string(json_length));
-      } else {
-        req.set(http::field::content_type, "application/json");
-      }
-      req.prepare_payload();
-    }
     beast::error_code ec;
     http::write(socket_, req, ec);
-    if (ec) {
-      socket_.close(ec);
-      return {false, "io", "writing the request: " + ec.message()};
-    }
-    http::response_parser<http::string_body> parser;
-    parser.body_limit(uint64_t{4} << 30);
-    http::read(socket_, buffer_, parser, ec);
-    if (ec) {
-      beast::error_code ignored;
-      socket_.close(ignored);
-      buffer_.clear();
-      return {false, "io", "reading the response: " + ec.message()};
-    }
-    auto& res = parser.get();
-    *status = static_cast<int>(res.result_int());
-    if (response_body != nullptr) *response_body = std::move(res.body());
-    if (!res.keep_alive()) {
-      socket_.close(ec);
-      buffer_.clear();
-    }
-    return {};
+    if (ec) return Failed("writing the request", ec);
+    return Read(status, response_body);
+  }
+
+  // Sends a prepared request (WireRequest) and reads the whole response.
+  InferOutcome Send(const std::string& wire, int* status, std::string* response_body) {
+    if (InferOutcome o = Connect(); !o.ok) return o;
+    beast::error_code ec;
+    asio::write(socket_, asio::buffer(wire), ec);
+    if (ec) return Failed("writing the request", ec);
+    return Read(status, response_body);
   }
 
  private:
+  // Connects when needed.
+  InferOutcome Connect() {
+    if (socket_.is_open()) return {};
+    beast::error_code ec;
+    asio::connect(socket_, endpoints_, ec);
+    if (ec) {
+      std::string why = ec.message();  // before close() reuses ec
+      socket_.close(ec);
+      return {false, "connect", "cannot connect to " + host_header_ + ": " + why};
+    }
+    socket_.set_option(tcp::no_delay(true), ec);
+    return {};
+  }
+
+  InferOutcome Read(int* status, std::string* response_body) {
+    beast::error_code ec;
+    PrepareParser(parser_);
+    http::read(socket_, buffer_, *parser_, ec);
+    if (ec) return Failed("reading the response", ec);
+    auto& res = parser_->get();
+    *status = static_cast<int>(res.result_int());
+    if (response_body != nullptr) *response_body = std::move(res.body());
+    if (!res.keep_alive()) Close();
+    return {};
+  }
+
+  InferOutcome Failed(const char* doing, const beast::error_code& ec) {
+    InferOutcome o{false, "io", std::string(doing) + ": " + ec.message()};
+    Close();
+    return o;
+  }
+
+  void Close() {
+    beast::error_code ignored;
+    socket_.close(ignored);
+    buffer_.clear();
+  }
+
   tcp::resolver::results_type endpoints_;
   std::string host_header_;
   asio::io_context io_;
   tcp::socket socket_;
   beast::flat_buffer buffer_;
+  std::optional<ResponseParser> parser_;
 };
 
 class HttpSession : public InferSession {
  public:
   HttpSession(const tcp::resolver::results_type& endpoints, std::string host_header,
-              std::string target, std::shared_ptr<const std::vector<InferBody>> requests)
-      : connection_(endpoints, std::move(host_header)),
-        target_(std::move(target)),
-        requests_(std::move(requests)) {}
+              std::shared_ptr<const std::vector<std::string>> requests)
+      : connection_(endpoints, std::move(host_header)), requests_(std::move(requests)) {}
 
   InferOutcome Infer(size_t index) override {
-    const InferBody& r = (*requests_)[index % requests_->size()];
     int status = 0;
     std::string body;
     InferOutcome outcome =
-        connection_.Exchange(http::verb::post, target_, &r.body, r.json_length, &status, &body);
+        connection_.Send((*requests_)[index % requests_->size()], &status, &body);
     if (!outcome.ok) return outcome;
     if (status != 200) return {false, "http_" + std::to_string(status), Truncate(body)};
     return {};
@@ -233,8 +276,155 @@ class HttpSession : public InferSession {
 
  private:
   HttpConnection connection_;
-  std::string target_;
-  std::shared_ptr<const std::vector<InferBody>> requests_;
+  std::shared_ptr<const std::vector<std::string>> requests_;
+};
+
+// Every request of a closed loop on one io_context, driven by the thread that runs it; one
+// keep-alive connection per request in flight, as each session has its own. A thread per
+// connection cost the client 41 us of CPU per request on 2 shared cores (docs/benchmarks.md
+// section 18).
+class HttpClosedLoop : public ClosedLoop {
+ public:
+  HttpClosedLoop(const tcp::resolver::results_type& endpoints, std::string host_header,
+                 std::shared_ptr<const std::vector<std::string>> requests, int64_t concurrency)
+      : endpoints_(endpoints),
+        host_header_(std::move(host_header)),
+        requests_(std::move(requests)) {
+    for (int64_t i = 0; i < concurrency; ++i) conns_.emplace_back(io_);
+  }
+
+  void Run(const std::atomic<bool>& stop, const OnAnswer& on_answer) override {
+    stop_ = &stop;
+    on_answer_ = &on_answer;
+    abandoned_ = false;
+    last_answer_ = Clock::now();
+    io_.restart();
+    for (Conn& c : conns_) Start(c);
+    Tick();
+    io_.run();
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  // Nothing back for this long once stopping: the server is stuck, and what is still in
+  // flight is abandoned (its connection closed) rather than waited for.
+  static constexpr auto kPatience = std::chrono::seconds(1);
+  // After a failed connect, as the thread-per-session workers pause.
+  static constexpr auto kReconnectPause = std::chrono::milliseconds(20);
+
+  struct Conn {
+    explicit Conn(asio::io_context& io) : socket(io), pause(io) {}
+    tcp::socket socket;
+    asio::steady_timer pause;
+    beast::flat_buffer buffer;
+    std::optional<ResponseParser> parser;
+    Clock::time_point sent;
+    bool busy = false;
+  };
+
+  bool Stopping() const { return stop_->load(std::memory_order_relaxed); }
+
+  // Sends the next request on `c`, connecting first when needed; nothing once stopping.
+  void Start(Conn& c) {
+    if (Stopping() || abandoned_) return;
+    c.busy = true;
+    c.sent = Clock::now();
+    if (c.socket.is_open()) {
+      Write(c);
+      return;
+    }
+    asio::async_connect(
+        c.socket, endpoints_, [this, &c](const beast::error_code& ec, const tcp::endpoint&) {
+          if (ec) {
+            Close(c);
+            Finish(c,
+                   {false, "connect", "cannot connect to " + host_header_ + ": " + ec.message()});
+            return;
+          }
+          beast::error_code ignored;
+          c.socket.set_option(tcp::no_delay(true), ignored);
+          Write(c);
+        });
+  }
+
+  void Write(Conn& c) {
+    const std::string& wire = (*requests_)[next_++ % requests_->size()];
+    asio::async_write(
+        c.socket, asio::buffer(wire), [this, &c](const beast::error_code& ec, size_t) {
+          if (ec) {
+            Close(c);
+            Finish(c, {false, "io", "writing the request: " + ec.message()});
+            return;
+          }
+          PrepareParser(c.parser);
+          http::async_read(c.socket, c.buffer, *c.parser,
+                           [this, &c](const beast::error_code& ec, size_t) {
+                             if (ec) {
+                               Close(c);
+                               Finish(c, {false, "io", "reading the response: " + ec.message()});
+                               return;
+                             }
+                             const auto& res = c.parser->get();
+                             if (!res.keep_alive()) Close(c);
+                             Finish(c, InferAnswer(res));
+                           });
+        });
+  }
+
+  // Reports `c`'s answer and sends its next request.
+  void Finish(Conn& c, const InferOutcome& outcome) {
+    c.busy = false;
+    if (abandoned_) return;  // closed by Tick: not an answer
+    const auto answered = Clock::now();
+    last_answer_ = answered;
+    (*on_answer_)(outcome,
+                  std::chrono::duration_cast<std::chrono::nanoseconds>(answered - c.sent).count());
+    if (!outcome.ok && outcome.kind == "connect") {
+      c.pause.expires_after(kReconnectPause);
+      c.pause.async_wait([this, &c](const beast::error_code&) { Start(c); });
+      return;
+    }
+    Start(c);
+  }
+
+  void Close(Conn& c) {
+    beast::error_code ignored;
+    c.socket.close(ignored);
+    c.buffer.clear();
+  }
+
+  // Every 100 ms: once stopping, ends the run when nothing is in flight, and abandons what is
+  // when nothing came back for kPatience.
+  void Tick() {
+    tick_.expires_after(std::chrono::milliseconds(100));
+    tick_.async_wait([this](const beast::error_code&) {
+      if (Stopping()) {
+        bool in_flight = false;
+        for (Conn& c : conns_) in_flight = in_flight || c.busy;
+        if (!in_flight) {
+          for (Conn& c : conns_) c.pause.cancel();
+          return;
+        }
+        if (!abandoned_ && Clock::now() - last_answer_ > kPatience) {
+          abandoned_ = true;
+          for (Conn& c : conns_) Close(c);
+        }
+      }
+      Tick();
+    });
+  }
+
+  asio::io_context io_;
+  tcp::resolver::results_type endpoints_;
+  std::string host_header_;
+  std::shared_ptr<const std::vector<std::string>> requests_;
+  std::deque<Conn> conns_;  // a deque: the handlers hold references
+  asio::steady_timer tick_{io_};
+  size_t next_ = 0;
+  const std::atomic<bool>* stop_ = nullptr;
+  const OnAnswer* on_answer_ = nullptr;
+  Clock::time_point last_answer_ = Clock::now();
+  bool abandoned_ = false;
 };
 
 class HttpTarget : public Target {
@@ -266,7 +456,7 @@ class HttpTarget : public Target {
 
   StatusOr<std::string> Get(const std::string& path, int* status) {
     std::string body;
-    InferOutcome o = control_->Exchange(http::verb::get, path, nullptr, 0, status, &body);
+    InferOutcome o = control_->Exchange(http::verb::get, path, status, &body);
     if (!o.ok) return Unavailable("server at " + Describe() + " is unreachable: " + o.message);
     return body;
   }
@@ -346,12 +536,13 @@ class HttpTarget : public Target {
   Status Prepare(const std::vector<std::vector<Tensor>>& requests) override {
     std::vector<std::string> outputs;
     for (const auto& o : metadata_.outputs) outputs.push_back(o.name);
-    auto prepared = std::make_shared<std::vector<InferBody>>();
+    auto prepared = std::make_shared<std::vector<std::string>>();
+    const std::string target = ModelPath() + "/infer";
     for (size_t i = 0; i < requests.size(); ++i) {
       FASTPATH_ASSIGN_OR_RETURN(
           InferBody body,
           internal::EncodeInferBody("bench-" + std::to_string(i), requests[i], outputs, encoding_));
-      prepared->push_back(std::move(body));
+      prepared->push_back(WireRequest(target, host_header_, body));
     }
     if (prepared->empty()) return InvalidArgument("no requests to prepare");
     requests_ = std::move(prepared);
@@ -361,7 +552,13 @@ class HttpTarget : public Target {
   StatusOr<std::unique_ptr<InferSession>> NewSession() override {
     if (!requests_) return FailedPrecondition("Prepare was not called");
     return std::unique_ptr<InferSession>(
-        std::make_unique<HttpSession>(endpoints_, host_header_, ModelPath() + "/infer", requests_));
+        std::make_unique<HttpSession>(endpoints_, host_header_, requests_));
+  }
+
+  StatusOr<std::unique_ptr<ClosedLoop>> NewClosedLoop(int64_t concurrency) override {
+    if (!requests_) return FailedPrecondition("Prepare was not called");
+    return std::unique_ptr<ClosedLoop>(
+        std::make_unique<HttpClosedLoop>(endpoints_, host_header_, requests_, concurrency));
   }
 
   std::string Describe() const override { return DescribeServer(address_); }
@@ -375,7 +572,7 @@ class HttpTarget : public Target {
   std::string host_header_;
   std::unique_ptr<HttpConnection> control_;
   ModelMetadata metadata_;
-  std::shared_ptr<const std::vector<InferBody>> requests_;
+  std::shared_ptr<const std::vector<std::string>> requests_;  // WireRequest
 };
 
 }  // namespace

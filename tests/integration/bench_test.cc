@@ -290,7 +290,10 @@ TEST_F(BenchTest, Grpc) {
 // (bench::ClosedLoop), and still keeps that many requests in flight: the server batches up
 // to 4 and waits up to 2 s for a fourth request, so every execution has 4 unless the client
 // let a request lapse.
-class GrpcClosedLoopTest : public BenchTest {
+// A server that batches 4 requests and waits up to 2 s for them: at --concurrency 4 it sees
+// only batches of 4 when the client keeps 4 requests in flight, from one thread (a gRPC
+// completion queue, an HTTP io_context).
+class ClosedLoopTest : public BenchTest {
  protected:
   std::vector<std::string> Models() override { return {}; }
   void PrepareRepository(testing::TempRepository& repo) override {
@@ -299,23 +302,32 @@ class GrpcClosedLoopTest : public BenchTest {
                                    "max_queue_delay_microseconds: 2000000 }\n");
     repo.AddVersion("simple", 1, "simple");
   }
+
+  void ExpectBatchesOfFour(const std::vector<std::string>& transport_args) {
+    auto args = Short();
+    args.insert(args.end(), transport_args.begin(), transport_args.end());
+    for (const std::string& a :
+         std::vector<std::string>{"--concurrency", "4", "--json", Path("c.json")}) {
+      args.push_back(a);
+    }
+    BenchRun r = Run(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+    const rapidjson::Document doc = ParseJson(ReadAll(Path("c.json")));
+    const auto& p = doc["runs"][0]["points"][0];
+    ExpectCleanPoint(p, true);
+    const uint64_t executions = p["server"]["executions"].GetUint64();
+    EXPECT_GT(executions, 0u);
+    EXPECT_EQ(p["server"]["requests"].GetUint64(), 4 * executions) << ToJson(p);
+  }
 };
 
-TEST_F(GrpcClosedLoopTest, KeepsItsConcurrencyInFlight) {
-  auto args = Short();
-  for (const std::string& a :
-       std::vector<std::string>{"-i", "grpc", "-u", server().grpc_target(), "--concurrency", "4",
-                                "--json", Path("g.json")}) {
-    args.push_back(a);
-  }
-  BenchRun r = Run(args);
-  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
-  const rapidjson::Document doc = ParseJson(ReadAll(Path("g.json")));
-  const auto& p = doc["runs"][0]["points"][0];
-  ExpectCleanPoint(p, true);
-  const uint64_t executions = p["server"]["executions"].GetUint64();
-  EXPECT_GT(executions, 0u);
-  EXPECT_EQ(p["server"]["requests"].GetUint64(), 4 * executions) << ToJson(p);
+TEST_F(ClosedLoopTest, GrpcKeepsItsConcurrencyInFlight) {
+  ExpectBatchesOfFour({"-i", "grpc", "-u", server().grpc_target()});
+}
+
+TEST_F(ClosedLoopTest, HttpKeepsItsConcurrencyInFlight) {
+  ExpectBatchesOfFour(
+      {"-u", "127.0.0.1:" + std::to_string(server().http_port()), "--encoding", "binary"});
 }
 
 TEST_F(BenchTest, HttpJsonAtAPoissonRate) {

@@ -58,10 +58,11 @@ class InferSession {
 };
 
 // `concurrency` requests kept in flight from one thread, until stopped: each answer is
-// reported and replaced at once by the next prepared request. gRPC's completion queue drives
-// every call this way, as perf_analyzer's async mode does: a thread per request blocked on
-// its answer cost the gRPC client 3-4 times the HTTP client's CPU per request
-// (docs/benchmarks.md), CPU a shared machine takes from the server it measures.
+// reported and replaced at once by the next prepared request, as perf_analyzer's async mode
+// does. gRPC drives its calls from one completion queue, HTTP its connections from one
+// io_context: a thread per request blocked on its answer cost the gRPC client 3-4 times the
+// HTTP client's CPU per request (docs/benchmarks.md sections 17 and 18), CPU a shared machine
+// takes from the server it measures.
 class ClosedLoop {
  public:
   virtual ~ClosedLoop() = default;
