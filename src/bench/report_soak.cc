@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
+#include <map>
 #include <sstream>
 
 #include "fastpath/bench/soak.h"
@@ -128,9 +130,40 @@ std::string SoakTable(const BenchReport& r) {
 
 }  // namespace internal
 
+namespace {
+
+// A linear scale for one side of a panel: its range and its tick step.
+struct Scale {
+  double lo = 0;
+  double hi = 1;
+  double step = 1;
+};
+
+// From 0 to a little above `max`, in nice steps.
+Scale FromZero(double max, int ticks) {
+  Scale s;
+  s.step = internal::NiceStep(max * 1.05, ticks);
+  s.hi = std::max(s.step, std::ceil(max * 1.05 / s.step) * s.step);
+  return s;
+}
+
+// One line of the picture: a point per window, (x in the time unit, y in its scale's unit).
+struct Series {
+  std::string name;
+  std::string css;
+  const char* color;
+  const char* dash;
+  std::vector<std::pair<double, double>> points;
+  std::string gpu;  // a GPU's series: its label
+};
+
+}  // namespace
+
+// Two panels over one time axis: latency (left) with the GPUs' temperature (right) on top,
+// throughput (left) with the GPUs' utilization (right) below, so that a drift in one shows
+// beside its cause in the other.
 std::string RenderSoakSvg(const BenchReport& report, const std::string& title) {
   using internal::Fmt;
-  using internal::NiceStep;
   using internal::TickLabel;
   static const SoakResult kEmpty;
   const SoakResult& soak = report.soak ? *report.soak : kEmpty;
@@ -138,20 +171,28 @@ std::string RenderSoakSvg(const BenchReport& report, const std::string& title) {
   // x: minutes for a soak of 2 minutes or more, seconds below.
   const bool minutes = soak.duration_s >= 120;
   const double x_unit = minutes ? 60 : 1;
-  struct Series {
-    std::string name;
-    std::string css;
-    const char* color;
-    const char* dash;
-    std::vector<std::pair<double, double>> points;
-  };
   std::vector<Series> latency = {
-      {"p50 latency", "p50", "#1f77b4", "", {}},
-      {"p95 latency", "p95", "#ff7f0e", " stroke-dasharray=\"6 4\"", {}},
-      {"p99 latency", "p99", "#9467bd", " stroke-dasharray=\"2 3\"", {}}};
+      {"p50 latency", "p50", "#1f77b4", "", {}, ""},
+      {"p95 latency", "p95", "#ff7f0e", " stroke-dasharray=\"6 4\"", {}, ""},
+      {"p99 latency", "p99", "#9467bd", " stroke-dasharray=\"2 3\"", {}, ""}};
+  Series throughput{"throughput", "throughput", "#2ca02c", "", {}, ""};
   std::map<std::string, Series> temperature;  // by GPU label
+  std::map<std::string, Series> utilization;  // by GPU label
+  auto gpu_series = [](std::map<std::string, Series>& by_gpu, const std::string& gpu,
+                       const char* what, const char* first_color) -> Series& {
+    Series& s = by_gpu[gpu];
+    if (s.name.empty()) {
+      s.name = "GPU " + gpu + " " + what;
+      s.css = what;
+      s.color = by_gpu.size() == 1 ? first_color : internal::SeriesColor(by_gpu.size() + 2);
+      s.dash = "";
+      s.gpu = gpu;
+    }
+    return s;
+  };
   double max_x = soak.duration_s / x_unit;
   double max_ms = 0;
+  double max_ips = 0;
   double min_c = 1e9;
   double max_c = -1e9;
   for (const SoakWindow& w : soak.windows) {
@@ -163,49 +204,52 @@ std::string RenderSoakSvg(const BenchReport& report, const std::string& title) {
       latency[1].points.emplace_back(x, l.p95_us / 1000);
       latency[2].points.emplace_back(x, l.p99_us / 1000);
       max_ms = std::max({max_ms, l.p50_us / 1000, l.p95_us / 1000, l.p99_us / 1000});
+      throughput.points.emplace_back(x, w.load.throughput_ips);
+      max_ips = std::max(max_ips, w.load.throughput_ips);
     }
     for (const SoakGpu& g : w.gpus) {
-      if (!g.temperature_c) continue;
-      Series& s = temperature[g.gpu];
-      if (s.name.empty()) {
-        s.name = "GPU " + g.gpu + " temperature";
-        s.css = "temperature";
-        s.color =
-            temperature.size() == 1 ? "#d62728" : internal::SeriesColor(temperature.size() + 2);
-        s.dash = "";
+      if (g.temperature_c) {
+        gpu_series(temperature, g.gpu, "temperature", "#d62728")
+            .points.emplace_back(x, *g.temperature_c);
+        min_c = std::min(min_c, *g.temperature_c);
+        max_c = std::max(max_c, *g.temperature_c);
       }
-      s.points.emplace_back(x, *g.temperature_c);
-      min_c = std::min(min_c, *g.temperature_c);
-      max_c = std::max(max_c, *g.temperature_c);
+      if (g.utilization_avg) {
+        gpu_series(utilization, g.gpu, "utilization", "#8c564b")
+            .points.emplace_back(x, *g.utilization_avg * 100);
+      }
     }
   }
-  const double x_step = NiceStep(max_x, 8);
+  const double x_step = internal::NiceStep(max_x, 8);
   // A last window that ended a hair after the duration does not add a tick.
   const double x_max = std::max(x_step, std::ceil(max_x / x_step - 0.01) * x_step);
-  const double y_step = NiceStep(max_ms * 1.05, 6);
-  const double y_max = std::max(y_step, std::ceil(max_ms * 1.05 / y_step) * y_step);
+  const Scale ms_scale = FromZero(max_ms, 6);
+  const Scale ips_scale = FromZero(max_ips, 4);
   // The temperature scale hugs its range (a few degrees of drift must show), with a margin.
-  const bool have_c = !temperature.empty();
-  double c_step = 1;
-  double c_lo = 0;
-  double c_hi = 100;
-  if (have_c) {
-    c_step = NiceStep(std::max(10.0, max_c - min_c + 10), 5);
-    c_lo = std::floor((min_c - 5) / c_step) * c_step;
-    c_hi = std::ceil((max_c + 5) / c_step) * c_step;
+  Scale c_scale{0, 100, 1};
+  if (!temperature.empty()) {
+    c_scale.step = internal::NiceStep(std::max(10.0, max_c - min_c + 10), 5);
+    c_scale.lo = std::floor((min_c - 5) / c_scale.step) * c_scale.step;
+    c_scale.hi = std::ceil((max_c + 5) / c_scale.step) * c_scale.step;
   }
+  const Scale utilization_scale{0, 100, 25};
 
   const double plot_left = 80;
-  const double plot_top = 60;
   const double plot_w = 760;
-  const double plot_h = 360;
+  const double top_y = 60;  // the latency panel
+  const double top_h = 300;
+  const double bottom_y = top_y + top_h + 40;  // the throughput panel
+  const double bottom_h = 150;
   const double width = plot_left + plot_w + 90;
-  const double legend_y = plot_top + plot_h + 62;
-  const size_t legend_items = latency.size() + std::max<size_t>(1, temperature.size());
+  const double legend_y = bottom_y + bottom_h + 62;
+  const size_t legend_items = latency.size() + 1 + std::max<size_t>(1, temperature.size()) +
+                              std::max<size_t>(1, utilization.size());
   const double height = legend_y + 22.0 * ((legend_items + 2) / 3) + 10;
   auto sx = [&](double x) { return plot_left + x / x_max * plot_w; };
-  auto sy = [&](double ms) { return plot_top + plot_h - ms / y_max * plot_h; };
-  auto sc = [&](double c) { return plot_top + plot_h - (c - c_lo) / (c_hi - c_lo) * plot_h; };
+  // A y on `scale` in the panel from `top`, `h` high.
+  auto sy = [](const Scale& scale, double top, double h) {
+    return [=](double v) { return top + h - (v - scale.lo) / (scale.hi - scale.lo) * h; };
+  };
 
   std::ostringstream svg;
   svg << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
@@ -229,60 +273,65 @@ std::string RenderSoakSvg(const BenchReport& report, const std::string& title) {
       << "\" y=\"44\" text-anchor=\"middle\" fill=\"#555555\">" << XmlEscape(subtitle)
       << "</text>\n";
 
-  svg << "  <g class=\"grid\" stroke=\"#e5e5e5\" stroke-width=\"1\">\n";
-  for (double x = 0; x <= x_max + x_step / 2; x += x_step) {
-    svg << "    <line x1=\"" << sx(x) << "\" y1=\"" << plot_top << "\" x2=\"" << sx(x) << "\" y2=\""
-        << plot_top + plot_h << "\"/>\n";
-  }
-  for (double y = 0; y <= y_max + y_step / 2; y += y_step) {
-    svg << "    <line x1=\"" << plot_left << "\" y1=\"" << sy(y) << "\" x2=\"" << plot_left + plot_w
-        << "\" y2=\"" << sy(y) << "\"/>\n";
-  }
-  svg << "  </g>\n";
-  svg << "  <g class=\"axes\" stroke=\"#333333\" stroke-width=\"1.5\">\n";
-  svg << "    <line x1=\"" << plot_left << "\" y1=\"" << plot_top + plot_h << "\" x2=\""
-      << plot_left + plot_w << "\" y2=\"" << plot_top + plot_h << "\"/>\n";
-  svg << "    <line x1=\"" << plot_left << "\" y1=\"" << plot_top << "\" x2=\"" << plot_left
-      << "\" y2=\"" << plot_top + plot_h << "\"/>\n";
-  svg << "    <line x1=\"" << plot_left + plot_w << "\" y1=\"" << plot_top << "\" x2=\""
-      << plot_left + plot_w << "\" y2=\"" << plot_top + plot_h << "\""
-      << (have_c ? "" : " stroke=\"#bbbbbb\"") << "/>\n";
-  svg << "  </g>\n";
-  svg << "  <g class=\"ticks\" fill=\"#333333\">\n";
-  for (double x = 0; x <= x_max + x_step / 2; x += x_step) {
-    svg << "    <text x=\"" << sx(x) << "\" y=\"" << plot_top + plot_h + 18
-        << "\" text-anchor=\"middle\">" << TickLabel(x) << "</text>\n";
-  }
-  for (double y = 0; y <= y_max + y_step / 2; y += y_step) {
-    svg << "    <text x=\"" << plot_left - 8 << "\" y=\"" << sy(y) + 4 << "\" text-anchor=\"end\">"
-        << TickLabel(y) << "</text>\n";
-  }
-  if (have_c) {
-    for (double c = c_lo; c <= c_hi + c_step / 2; c += c_step) {
-      svg << "    <text x=\"" << plot_left + plot_w + 8 << "\" y=\"" << sc(c) + 4
-          << "\" fill=\"#d62728\">" << TickLabel(c) << "</text>\n";
+  // A panel's grid, axes, ticks and axis titles. `right_color` null: its right scale is absent,
+  // and `right_title` says so.
+  auto panel = [&](double top, double h, const Scale& left, const std::string& left_title,
+                   const Scale& right, const char* right_css, const char* right_color,
+                   const std::string& right_title) {
+    const auto ly = sy(left, top, h);
+    const auto ry = sy(right, top, h);
+    svg << "  <g class=\"grid\" stroke=\"#e5e5e5\" stroke-width=\"1\">\n";
+    for (double x = 0; x <= x_max + x_step / 2; x += x_step) {
+      svg << "    <line x1=\"" << sx(x) << "\" y1=\"" << top << "\" x2=\"" << sx(x) << "\" y2=\""
+          << top + h << "\"/>\n";
     }
-  }
-  svg << "  </g>\n";
-  svg << "  <text x=\"" << plot_left + plot_w / 2 << "\" y=\"" << plot_top + plot_h + 40
-      << "\" text-anchor=\"middle\">time since the soak started (" << (minutes ? "min" : "s")
-      << ")</text>\n";
-  svg << "  <text x=\"22\" y=\"" << plot_top + plot_h / 2
-      << "\" text-anchor=\"middle\" transform=\"rotate(-90 22 " << plot_top + plot_h / 2
-      << ")\">latency (ms)</text>\n";
-  const double rx = plot_left + plot_w + 58;
-  svg << "  <text class=\"temperature-axis\" x=\"" << rx << "\" y=\"" << plot_top + plot_h / 2
-      << "\" text-anchor=\"middle\" transform=\"rotate(90 " << rx << " " << plot_top + plot_h / 2
-      << ")\" fill=\"" << (have_c ? "#d62728" : "#999999") << "\">"
-      << (have_c ? "GPU temperature (°C)" : "GPU temperature: absent (no GPU series)")
-      << "</text>\n";
-  if (latency[0].points.empty()) {
-    svg << "  <text x=\"" << plot_left + plot_w / 2 << "\" y=\"" << plot_top + plot_h / 2
-        << "\" text-anchor=\"middle\" fill=\"#999999\">no completed requests to plot</text>\n";
-  }
-
-  auto draw = [&](const Series& s, auto scale_y, const char* unit, const std::string& extra) {
-    svg << "  <g class=\"series " << s.css << "\"" << extra << ">\n";
+    for (double y = left.lo; y <= left.hi + left.step / 2; y += left.step) {
+      svg << "    <line x1=\"" << plot_left << "\" y1=\"" << ly(y) << "\" x2=\""
+          << plot_left + plot_w << "\" y2=\"" << ly(y) << "\"/>\n";
+    }
+    svg << "  </g>\n";
+    svg << "  <g class=\"axes\" stroke=\"#333333\" stroke-width=\"1.5\">\n";
+    svg << "    <line x1=\"" << plot_left << "\" y1=\"" << top + h << "\" x2=\""
+        << plot_left + plot_w << "\" y2=\"" << top + h << "\"/>\n";
+    svg << "    <line x1=\"" << plot_left << "\" y1=\"" << top << "\" x2=\"" << plot_left
+        << "\" y2=\"" << top + h << "\"/>\n";
+    svg << "    <line x1=\"" << plot_left + plot_w << "\" y1=\"" << top << "\" x2=\""
+        << plot_left + plot_w << "\" y2=\"" << top + h << "\""
+        << (right_color != nullptr ? "" : " stroke=\"#bbbbbb\"") << "/>\n";
+    svg << "  </g>\n";
+    svg << "  <g class=\"ticks\" fill=\"#333333\">\n";
+    for (double x = 0; x <= x_max + x_step / 2; x += x_step) {
+      svg << "    <text x=\"" << sx(x) << "\" y=\"" << top + h + 18 << "\" text-anchor=\"middle\">"
+          << TickLabel(x) << "</text>\n";
+    }
+    for (double y = left.lo; y <= left.hi + left.step / 2; y += left.step) {
+      svg << "    <text x=\"" << plot_left - 8 << "\" y=\"" << ly(y) + 4
+          << "\" text-anchor=\"end\">" << TickLabel(y) << "</text>\n";
+    }
+    if (right_color != nullptr) {
+      for (double y = right.lo; y <= right.hi + right.step / 2; y += right.step) {
+        svg << "    <text x=\"" << plot_left + plot_w + 8 << "\" y=\"" << ry(y) + 4 << "\" fill=\""
+            << right_color << "\">" << TickLabel(y) << "</text>\n";
+      }
+    }
+    svg << "  </g>\n";
+    const double mid = top + h / 2;
+    svg << "  <text x=\"22\" y=\"" << mid << "\" text-anchor=\"middle\" transform=\"rotate(-90 22 "
+        << mid << ")\">" << XmlEscape(left_title) << "</text>\n";
+    const double rx = plot_left + plot_w + 58;
+    svg << "  <text class=\"" << right_css << "-axis\" x=\"" << rx << "\" y=\"" << mid
+        << "\" text-anchor=\"middle\" transform=\"rotate(90 " << rx << " " << mid << ")\" fill=\""
+        << (right_color != nullptr ? right_color : "#999999") << "\">" << XmlEscape(right_title)
+        << "</text>\n";
+    if (latency[0].points.empty()) {
+      svg << "  <text x=\"" << plot_left + plot_w / 2 << "\" y=\"" << mid
+          << "\" text-anchor=\"middle\" fill=\"#999999\">no completed requests to plot</text>\n";
+    }
+  };
+  auto draw = [&](const Series& s, const std::function<double(double)>& scale_y, const char* unit) {
+    svg << "  <g class=\"series " << s.css << "\"";
+    if (!s.gpu.empty()) svg << " data-gpu=\"" << XmlEscape(s.gpu) << "\"";
+    svg << ">\n";
     svg << "    <polyline fill=\"none\" stroke=\"" << s.color << "\" stroke-width=\"2\"" << s.dash
         << " points=\"";
     for (size_t k = 0; k < s.points.size(); ++k) {
@@ -298,13 +347,27 @@ std::string RenderSoakSvg(const BenchReport& report, const std::string& title) {
     }
     svg << "  </g>\n";
   };
-  for (const Series& s : latency) {
-    if (!s.points.empty()) draw(s, sy, "ms", "");
-  }
-  for (const auto& [gpu, s] : temperature)
-    draw(s, sc, "°C", " data-gpu=\"" + XmlEscape(gpu) + "\"");
 
-  // Legend under the plot, three to a row.
+  panel(top_y, top_h, ms_scale, "latency (ms)", c_scale, "temperature",
+        temperature.empty() ? nullptr : "#d62728",
+        temperature.empty() ? "GPU temperature: absent (no GPU series)" : "GPU temperature (°C)");
+  for (const Series& s : latency) {
+    if (!s.points.empty()) draw(s, sy(ms_scale, top_y, top_h), "ms");
+  }
+  for (const auto& [gpu, s] : temperature) draw(s, sy(c_scale, top_y, top_h), "°C");
+
+  panel(bottom_y, bottom_h, ips_scale, "throughput (infer/s)", utilization_scale, "utilization",
+        utilization.empty() ? nullptr : "#8c564b",
+        utilization.empty() ? "GPU utilization: absent" : "GPU utilization (%)");
+  if (!throughput.points.empty()) draw(throughput, sy(ips_scale, bottom_y, bottom_h), "infer/s");
+  for (const auto& [gpu, s] : utilization) {
+    draw(s, sy(utilization_scale, bottom_y, bottom_h), "%");
+  }
+  svg << "  <text x=\"" << plot_left + plot_w / 2 << "\" y=\"" << bottom_y + bottom_h + 40
+      << "\" text-anchor=\"middle\">time since the soak started (" << (minutes ? "min" : "s")
+      << ")</text>\n";
+
+  // Legend under the plots, three to a row.
   svg << "  <g class=\"legend\">\n";
   size_t item = 0;
   auto legend = [&](const char* color, const char* dash, const std::string& text) {
@@ -316,12 +379,13 @@ std::string RenderSoakSvg(const BenchReport& report, const std::string& title) {
         << "</text>\n";
     ++item;
   };
-  for (const Series& s : latency) legend(s.color, s.dash, s.name + " (left, ms)");
-  if (temperature.empty()) {
-    legend("#bbbbbb", " stroke-dasharray=\"1 4\"", "GPU temperature: absent");
-  } else {
-    for (const auto& [gpu, s] : temperature) legend(s.color, s.dash, s.name + " (right, °C)");
-  }
+  const char* kAbsentDash = " stroke-dasharray=\"1 4\"";
+  for (const Series& s : latency) legend(s.color, s.dash, s.name + " (top left, ms)");
+  if (temperature.empty()) legend("#bbbbbb", kAbsentDash, "GPU temperature: absent");
+  for (const auto& [gpu, s] : temperature) legend(s.color, s.dash, s.name + " (top right, °C)");
+  legend(throughput.color, throughput.dash, "throughput (bottom left, infer/s)");
+  if (utilization.empty()) legend("#bbbbbb", kAbsentDash, "GPU utilization: absent");
+  for (const auto& [gpu, s] : utilization) legend(s.color, s.dash, s.name + " (bottom right, %)");
   svg << "  </g>\n";
   svg << "</svg>\n";
   return svg.str();

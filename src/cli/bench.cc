@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <chrono>
@@ -310,6 +311,11 @@ Status CheckBenchFlags(const BenchOptions& options, BenchFlags& f) {
   return Status::Ok();
 }
 
+// A soak picture's title: what is plotted, over time.
+std::string SoakTitle(const bench::BenchReport& report) {
+  return "fastpath bench --soak: " + report.model + ", latency and throughput with the GPUs";
+}
+
 std::string NowIso() {
   const std::time_t t = std::time(nullptr);
   std::tm tm{};
@@ -461,10 +467,8 @@ Status WriteOutputs(const BenchFlags& flags, const bench::BenchReport& report) {
     FASTPATH_RETURN_IF_ERROR(WriteFileAtomically(flags.csv_path, csv));
   }
   if (!flags.svg_path.empty() && report.soak) {
-    const std::string title =
-        "fastpath bench --soak: " + report.model + " latency and GPU temperature";
     FASTPATH_RETURN_IF_ERROR(
-        WriteFileAtomically(flags.svg_path, bench::RenderSoakSvg(report, title)));
+        WriteFileAtomically(flags.svg_path, bench::RenderSoakSvg(report, SoakTitle(report))));
   } else if (!flags.svg_path.empty()) {
     const std::string title = "fastpath bench: " + report.model + " latency vs throughput";
     FASTPATH_RETURN_IF_ERROR(WriteFileAtomically(flags.svg_path, bench::RenderLatencyThroughputSvg(runs, title)));
@@ -568,11 +572,12 @@ Status RunSoakCommand(bench::Target& target, const bench::ServerAddress& address
 
 int Plot(const std::vector<std::string>& args) {
   std::string svg;
-  std::string title = "fastpath bench: latency vs throughput";
+  std::string title;
   std::vector<std::string> inputs;
   CLI::App app{
       "Plots latency against throughput for every run in the reports (`fastpath bench "
-      "--json` outputs), one curve per label.",
+      "--json` outputs), one curve per label; a soak report (`--soak`) alone, as its own "
+      "picture over time.",
       "fastpath bench plot"};
   UseHelpLayout(app, "usage: fastpath bench plot --svg OUT.svg [--title TEXT] REPORT.json...");
   AddText(app, "--svg", "OUT.svg", &svg, "the plot to write")->required();
@@ -593,7 +598,19 @@ int Plot(const std::vector<std::string>& args) {
     }
     runs.insert(runs.end(), read->begin(), read->end());
   }
-  Status s = WriteFileAtomically(svg, bench::RenderLatencyThroughputSvg(runs, title));
+  const auto soaks = std::count_if(runs.begin(), runs.end(),
+                                   [](const bench::BenchReport& r) { return r.soak.has_value(); });
+  if (soaks > 0 && runs.size() > 1) {
+    std::cerr << "fastpath bench plot: " << soaks << " of the " << runs.size()
+              << " runs are soaks (--soak), which are plotted over time, one to a picture: "
+                 "pass one soak report alone\n";
+    return kExitUsage;
+  }
+  const std::string picture =
+      soaks > 0 ? bench::RenderSoakSvg(runs[0], title.empty() ? SoakTitle(runs[0]) : title)
+                : bench::RenderLatencyThroughputSvg(
+                      runs, title.empty() ? "fastpath bench: latency vs throughput" : title);
+  Status s = WriteFileAtomically(svg, picture);
   if (!s.ok()) {
     std::cerr << "fastpath bench plot: " << s.message() << "\n";
     return kExitRuntime;

@@ -649,7 +649,7 @@ size_t Count(const std::string& text, const std::string& what) {
   return n;
 }
 
-TEST(SoakSvgTest, LatencyAndTemperatureOnOneTimeAxis) {
+TEST(SoakSvgTest, LatencyTemperatureThroughputAndUtilizationOnOneTimeAxis) {
   const std::string svg = RenderSoakSvg(SoakReport(true), "cnn <soak> & GPU");
   std::vector<std::string> elements;
   ASSERT_TRUE(WellFormedXml(svg, &elements)) << svg;
@@ -671,6 +671,16 @@ TEST(SoakSvgTest, LatencyAndTemperatureOnOneTimeAxis) {
   EXPECT_NE(svg.find(">GPU temperature (°C)<"), std::string::npos);
   EXPECT_NE(svg.find("cnn &lt;soak&gt; &amp; GPU"), std::string::npos);
   EXPECT_NE(svg.find("throughput 0.900x, p95 1.050x"), std::string::npos);
+  // The lower panel: the windows' throughput, and the GPU that reported its utilization.
+  EXPECT_EQ(Count(svg, "<g class=\"series throughput\""), 1u);
+  EXPECT_EQ(Count(svg, "<title>throughput "), 3u);
+  EXPECT_NE(svg.find("<title>throughput 950.000 infer/s at 2.00 min</title>"), std::string::npos);
+  EXPECT_EQ(Count(svg, "<g class=\"series utilization\" data-gpu=\"0\""), 1u);
+  EXPECT_EQ(Count(svg, "<g class=\"series utilization\" data-gpu=\"1\""), 0u)
+      << "GPU 1 reported no utilization";
+  EXPECT_NE(svg.find("<title>GPU 0 utilization 70.000 % at 3.00 min</title>"), std::string::npos);
+  EXPECT_NE(svg.find(">throughput (infer/s)<"), std::string::npos);
+  EXPECT_NE(svg.find(">GPU utilization (%)<"), std::string::npos);
 }
 
 TEST(SoakSvgTest, WithoutGpuTheTemperatureScaleSaysAbsent) {
@@ -679,7 +689,10 @@ TEST(SoakSvgTest, WithoutGpuTheTemperatureScaleSaysAbsent) {
   ASSERT_TRUE(WellFormedXml(svg, &elements)) << svg;
   EXPECT_EQ(Count(svg, "class=\"series temperature\""), 0u);
   EXPECT_NE(svg.find("GPU temperature: absent (no GPU series)"), std::string::npos);
+  EXPECT_EQ(Count(svg, "class=\"series utilization\""), 0u);
+  EXPECT_NE(svg.find(">GPU utilization: absent<"), std::string::npos);
   EXPECT_EQ(Count(svg, "<title>p50 latency "), 3u);
+  EXPECT_EQ(Count(svg, "<title>throughput "), 3u);
   // Nothing measured at all still draws.
   BenchReport empty;
   empty.soak = SoakResult{};

@@ -455,6 +455,26 @@ TEST_F(SoakWithGpuTraceTest, ThreeWindowsWithTheTracesTemperature) {
   EXPECT_EQ(svg.rfind("<?xml", 0), 0u);
   EXPECT_NE(svg.find("<g class=\"series temperature\" data-gpu=\"0\">"), std::string::npos);
   EXPECT_NE(svg.find("<g class=\"series p95\">"), std::string::npos);
+  EXPECT_NE(svg.find("<g class=\"series throughput\">"), std::string::npos);
+  EXPECT_NE(svg.find("<g class=\"series utilization\" data-gpu=\"0\">"), std::string::npos);
+  // `plot` draws the same picture from the report (the same points; the report rounds the
+  // times, which can move a point by a tenth of a pixel); a soak beside another run is refused.
+  r = Run({"plot", "--svg", Path("again.svg"), Path("soak.json")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto titles = [](const std::string& text) {
+    std::vector<std::string> out;
+    for (size_t at = text.find("<title>"); at != std::string::npos;
+         at = text.find("<title>", at + 1)) {
+      out.push_back(text.substr(at, text.find("</title>", at) - at));
+    }
+    return out;
+  };
+  EXPECT_EQ(titles(ReadAll(Path("again.svg"))), titles(svg));
+  EXPECT_EQ(titles(svg).size(), 6u * 3u);  // p50, p95, p99, temperature, throughput, utilization
+  r = Run({"plot", "--svg", Path("two.svg"), Path("soak.json"), Path("soak.json")});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("2 of the 2 runs are soaks"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(Path("two.svg")));
 }
 
 // --collect-metrics against a server replaying a trace in which GPU 0 runs at 75%

@@ -117,9 +117,10 @@ struct SoakOptions {
 // start; a failed scrape is the window's metrics_error.
 StatusOr<SoakResult> RunSoak(Target& target, const SoakOptions& options);
 
-// Latency percentiles (p50, p95, p99; left scale, ms) and each GPU's temperature (right
-// scale, degrees C) against the time since the soak started, one point per window at its
-// end. Without GPU temperatures the right scale says they are absent. A self-contained SVG.
+// Against the time since the soak started, one point per window at its end, in two panels:
+// latency percentiles (p50, p95, p99; left scale, ms) with each GPU's temperature (right
+// scale, degrees C) above, throughput (left, infer/s) with each GPU's utilization (right, %)
+// below. A right scale without its GPU readings says they are absent. A self-contained SVG.
 std::string RenderSoakSvg(const BenchReport& report, const std::string& title);
 
 }  // namespace fastpath::bench
