@@ -11,6 +11,8 @@
 #include <memory>
 #include <mutex>
 
+#include "fastpath/common/utf8.h"
+
 namespace fastpath::log {
 namespace {
 
@@ -181,26 +183,7 @@ void AppendUtf8Escaped(std::string_view text, std::string* out) {
     }
     // A multi-byte sequence is copied only when it is well-formed UTF-8 (no overlong form,
     // no surrogate, nothing above U+10FFFF); anything else becomes U+FFFD, one per byte.
-    size_t len = 0;
-    uint32_t min = 0;
-    uint32_t code = 0;
-    if (c >= 0xc2 && c <= 0xdf) {
-      len = 2, min = 0x80, code = c & 0x1f;
-    } else if (c >= 0xe0 && c <= 0xef) {
-      len = 3, min = 0x800, code = c & 0x0f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-      len = 4, min = 0x10000, code = c & 0x07;
-    }
-    bool valid = len > 0 && i + len <= n;
-    for (size_t k = 1; valid && k < len; ++k) {
-      if ((bytes[i + k] & 0xc0) != 0x80) {
-        valid = false;
-      } else {
-        code = (code << 6) | (bytes[i + k] & 0x3f);
-      }
-    }
-    valid = valid && code >= min && code <= 0x10ffff && (code < 0xd800 || code > 0xdfff);
-    if (valid) {
+    if (const size_t len = Utf8SequenceLength(text, i); len > 0) {
       out->append(text.data() + i, len);
       i += len;
     } else {

@@ -22,6 +22,7 @@
 #include <set>
 #include <string>
 
+#include "fastpath/common/utf8.h"
 #include "fastpath/config/model_config.h"
 
 namespace fastpath::config {
@@ -187,6 +188,44 @@ std::string MapKeyString(const pb::Message& entry) {
   }
 }
 
+// Finds a string that is not UTF-8 anywhere in `message` (protobuf would log it and then
+// fail the conversion below without saying where; JSON answers and Prometheus labels
+// carry these strings, and both must be UTF-8).
+Status CheckUtf8(const pb::Message& message, const pb::TextFormat::ParseInfoTree* tree,
+                 std::string_view source) {
+  const pb::Reflection* r = message.GetReflection();
+  std::vector<const pb::FieldDescriptor*> fields;
+  r->ListFields(message, &fields);
+  for (const pb::FieldDescriptor* field : fields) {
+    const int n = field->is_repeated() ? r->FieldSize(message, field) : 1;
+    for (int i = 0; i < n; ++i) {
+      const int index = field->is_repeated() ? i : -1;
+      if (field->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE) {
+        const pb::Message& nested = field->is_repeated() ? r->GetRepeatedMessage(message, field, i)
+                                                         : r->GetMessage(message, field);
+        FASTPATH_RETURN_IF_ERROR(
+            CheckUtf8(nested, tree ? tree->GetTreeForNested(field, index) : nullptr, source));
+        continue;
+      }
+      if (field->type() != pb::FieldDescriptor::TYPE_STRING) continue;
+      std::string scratch;
+      const std::string& value = field->is_repeated()
+                                     ? r->GetRepeatedStringReference(message, field, i, &scratch)
+                                     : r->GetStringReference(message, field, &scratch);
+      if (IsValidUtf8(value)) continue;
+      std::string where(source);
+      if (tree != nullptr) {
+        const auto loc = tree->GetLocation(field, index);
+        if (loc.line >= 0) where = Position(source, loc.line + 1, loc.column + 1);
+      }
+      return InvalidArgument(where + ": the value of '" + field->name() +
+                             "' is not valid UTF-8 (a config's text must be UTF-8): \"" +
+                             ToValidUtf8(value) + "\"");
+    }
+  }
+  return Status::Ok();
+}
+
 // Finds a map key written twice anywhere in `message`.
 Status CheckDuplicateMapKeys(const pb::Message& message, const pb::TextFormat::ParseInfoTree* tree,
                              std::string_view source) {
@@ -262,6 +301,7 @@ StatusOr<inference::ModelConfig> ParseModelConfig(std::string_view text,
     return InvalidArgument(Position(source_name, line + 1, column + 1) + ": " +
                            Explain(errors.message()));
   }
+  FASTPATH_RETURN_IF_ERROR(CheckUtf8(*parsed, &tree, source_name));
   FASTPATH_RETURN_IF_ERROR(CheckDuplicateMapKeys(*parsed, &tree, source_name));
 
   inference::ModelConfig config;

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "fastpath/common/log.h"
+#include "fastpath/common/utf8.h"
 #include "fastpath/config/model_config.h"
 #include "fastpath/server/server_impl.h"
 
@@ -29,8 +30,10 @@ std::string PlacementJson(const repository::ModelVersion& version, const MemoryW
   if (audits.empty()) return "";
   rapidjson::StringBuffer buffer;
   rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
+  // Valid UTF-8 whatever the text quotes (a directory's name, a runtime's message).
   auto str = [&](const std::string& text) {
-    w.String(text.c_str(), static_cast<rapidjson::SizeType>(text.size()));
+    const std::string valid = ToValidUtf8(text);
+    w.String(valid.c_str(), static_cast<rapidjson::SizeType>(valid.size()), true);
   };
   w.StartObject();
   w.Key("instances");

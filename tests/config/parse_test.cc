@@ -197,6 +197,37 @@ TEST(ParseModelConfigTest, DuplicateMapKeysAreRefusedWithPosition) {
   EXPECT_THAT(priority.status().message(), HasSubstr("key 1 appears twice"));
 }
 
+// A config's text ends up in JSON answers and Prometheus labels, which must be UTF-8.
+TEST(ParseModelConfigTest, TextThatIsNotUtf8IsRefusedWithPosition) {
+  auto name = ParseModelConfig("name: \"bad\xffname\"\n", "config.pbtxt");
+  ASSERT_FALSE(name.ok());
+  EXPECT_EQ(name.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(name.status().message(),
+              HasSubstr("config.pbtxt:1:1: the value of 'name' is not valid UTF-8"));
+  // Quoted back as valid UTF-8, the bad byte replaced.
+  EXPECT_THAT(name.status().message(), HasSubstr("\"bad\xef\xbf\xbdname\""));
+
+  // Nested, repeated, and a map's value: each at its own position.
+  auto input = ParseModelConfig(
+      "name: \"ok\"\n"
+      "input [ { name: \"a\" data_type: TYPE_FP32 dims: [ 1 ] },\n"
+      "        { name: \"b\\300\\200\" data_type: TYPE_FP32 dims: [ 1 ] } ]\n",
+      "config.pbtxt");
+  ASSERT_FALSE(input.ok());
+  EXPECT_THAT(input.status().message(),
+              HasSubstr("config.pbtxt:3:11: the value of 'name' is not valid UTF-8"));
+  auto parameter = ParseModelConfig(
+      "parameters { key: \"k\" value: { string_value: \"\\355\\240\\200\" } }\n", "config.pbtxt");
+  ASSERT_FALSE(parameter.ok());
+  EXPECT_THAT(parameter.status().message(), HasSubstr("the value of 'string_value' is not valid"));
+
+  // Well-formed UTF-8 beyond ASCII is text like any other.
+  auto fine =
+      ParseModelConfig("name: \"r\xc3\xa9sum\xc3\xa9 \xe6\xa8\xa1\xe5\x9e\x8b\"\n", "config.pbtxt");
+  ASSERT_TRUE(fine.ok()) << fine.status().message();
+  EXPECT_EQ(fine->name(), "r\xc3\xa9sum\xc3\xa9 \xe6\xa8\xa1\xe5\x9e\x8b");
+}
+
 TEST(ParseModelConfigTest, ReportsWhetherMaxBatchSizeWasWritten) {
   ParseDetails details;
   ASSERT_TRUE(ParseModelConfig("max_batch_size: 0", "c", &details).ok());

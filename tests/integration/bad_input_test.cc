@@ -1,6 +1,8 @@
 // Every bad-input case of the issue's section 5, over HTTP and gRPC: each gets its
 // documented 4xx / gRPC code with a message that names the offending field, and the
 // server goes on serving (every test ends with a good request on both protocols).
+#include <rapidjson/document.h>
+
 #include "integration_fixture.h"
 
 namespace fastpath::integration {
@@ -68,6 +70,40 @@ TEST_F(BadInputTest, BadJson) {
   ExpectHttpError("simple",
                   R"({"inputs":[{"name":"INPUT0","datatype":"INT32","shape":"16","data":[1]}]})",
                   400, "shape");
+  ExpectStillServing();
+}
+
+// JSON is UTF-8: a body with a string that is not is refused where it is. An answer is
+// UTF-8 even when it quotes bytes that are not (a model name from the URL), so that a strict
+// JSON reader (Python's, tritonclient's) shows the error instead of failing on the body.
+TEST_F(BadInputTest, TextThatIsNotUtf8) {
+  ExpectHttpError("simple", "{\"id\":\"x\xff\",\"inputs\":[]}", 400,
+                  "at offset 8: Invalid encoding in string");
+  ExpectHttpError("identity_bytes",
+                  R"({"inputs":[{"name":"INPUT0","datatype":"BYTES","shape":[1],"data":[")"
+                  "\xed\xa0\x80"
+                  R"("]}]})",
+                  400, "Invalid encoding in string");
+  for (const std::string path : {"/v2/models/ab%FFcd/ready", "/v2/models/ab%FFcd"}) {
+    const HttpResponse r = http().Get(path);
+    EXPECT_EQ(r.status, 404) << r.Describe();
+    // As a strict reader reads it: UTF-8 checked.
+    rapidjson::Document strict;
+    strict.Parse<rapidjson::kParseValidateEncodingFlag>(r.body.data(), r.body.size());
+    EXPECT_FALSE(strict.HasParseError()) << r.body;
+    EXPECT_NE(ErrorMessage(r.body).find("ab\xef\xbf\xbd"
+                                        "cd"),
+              std::string::npos)
+        << r.body;
+  }
+  // gRPC: protobuf refuses a string field that is not UTF-8 before fastpath sees the call,
+  // and gRPC answers it itself (INTERNAL, "Unable to parse request").
+  inference::ModelInferRequest request = SimpleGrpcRequest(Iota(0, 16), Iota(0, 16));
+  request.set_id("x\xff");
+  grpc::ClientContext ctx;
+  inference::ModelInferResponse response;
+  const grpc::Status s = grpc().ModelInfer(&ctx, request, &response);
+  EXPECT_FALSE(s.ok()) << Describe(s);
   ExpectStillServing();
 }
 

@@ -1,6 +1,7 @@
 // The server as a process: a bad model among good ones, many concurrent clients,
 // SIGTERM with requests in flight, and start-up failures.
 #include <gmock/gmock.h>
+#include <rapidjson/document.h>
 #include <sys/wait.h>
 
 #include <atomic>
@@ -64,6 +65,52 @@ void ExpectCorruptIsUnavailable(HttpClient& http, inference::GRPCInferenceServic
 TEST_F(CorruptModelTest, UnavailableWithReasonWhileOthersServe) {
   EXPECT_EQ(http().Get("/v2/health/ready").status, 200);
   ExpectCorruptIsUnavailable(http(), grpc());
+  ExpectStillServing();
+}
+
+// A model folder whose name is not UTF-8 (any bytes make a Linux file name): it is listed
+// UNAVAILABLE with the reason, in answers that stay UTF-8 (JSON and protobuf require it;
+// a gRPC client could not read the whole index otherwise), while the others serve.
+class NonUtf8FolderTest : public ServerTest {
+ protected:
+  std::vector<std::string> Models() override { return {"simple"}; }
+  void PrepareRepository(testing::TempRepository& repo) override {
+    repo.WriteConfig(
+        "bad\xff"
+        "name",
+        "name: \"bad\xff"
+        "name\"\nbackend: \"onnxruntime\"\n");
+  }
+  std::vector<std::string> ExtraArgs() override { return {"--strict-readiness", "false"}; }
+};
+
+TEST_F(NonUtf8FolderTest, ListedUnavailableInAnswersThatStayUtf8) {
+  const HttpResponse index = http().Post("/v2/repository/index", "");
+  ASSERT_EQ(index.status, 200) << index.Describe();
+  rapidjson::Document strict;  // as Python's json reads it: UTF-8 checked
+  strict.Parse<rapidjson::kParseValidateEncodingFlag>(index.body.data(), index.body.size());
+  ASSERT_FALSE(strict.HasParseError()) << index.body;
+  const std::string shown =
+      "bad\xef\xbf\xbd"
+      "name";  // the byte as U+FFFD
+  bool found = false;
+  for (const auto& m : strict.GetArray()) {
+    if (m["name"].GetString() != shown) continue;
+    found = true;
+    EXPECT_STREQ(m["state"].GetString(), "UNAVAILABLE");
+    EXPECT_NE(std::string(m["reason"].GetString()).find("is not valid UTF-8"), std::string::npos)
+        << index.body;
+  }
+  EXPECT_TRUE(found) << index.body;
+
+  grpc::ClientContext ctx;
+  inference::RepositoryIndexResponse response;
+  const grpc::Status s = grpc().RepositoryIndex(&ctx, {}, &response);
+  ASSERT_TRUE(s.ok()) << Describe(s);
+  ASSERT_EQ(response.models_size(), 2) << response.DebugString();
+  EXPECT_EQ(response.models(0).name(), shown);
+  EXPECT_EQ(response.models(0).state(), "UNAVAILABLE");
+  EXPECT_EQ(response.models(1).name(), "simple");
   ExpectStillServing();
 }
 

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "call_util.h"
+#include "fastpath/common/utf8.h"
 #include "fastpath/protocol/request_policy.h"
 #include "infer_codec.h"
 #include "stream_infer_call.h"
@@ -175,12 +176,14 @@ GrpcInferenceServiceImpl::GrpcInferenceServiceImpl(server::InferenceServer& serv
       now([this](const RepositoryIndexRequest& request, RepositoryIndexResponse* response) {
         // repository_name: fastpath serves one repository, and Triton too answers for all
         // of its repositories whatever the name, so it does not narrow anything here.
+        // A folder's name can be any bytes, and a reason can quote it; protobuf's strings
+        // must be UTF-8, or the client cannot read the whole answer.
         for (const auto& e : server_.RepositoryIndex(request.ready())) {
           auto* m = response->add_models();
-          m->set_name(e.name);
+          m->set_name(ToValidUtf8(e.name));
           m->set_version(e.version);
           m->set_state(server::ModelStateName(e.state));
-          m->set_reason(e.reason);
+          m->set_reason(ToValidUtf8(e.reason));
         }
         return grpc::Status::OK;
       }));

@@ -11,8 +11,11 @@
 namespace fastpath::frontend::http {
 namespace {
 
+// JSON is UTF-8 (RFC 8259): a string that is not is refused where it is, rather than
+// passed on to a tensor's name or a BYTES element and quoted back in an answer.
 constexpr unsigned kFlags = rapidjson::kParseInsituFlag | rapidjson::kParseIterativeFlag |
-                            rapidjson::kParseNanAndInfFlag | rapidjson::kParseNumbersAsStringsFlag;
+                            rapidjson::kParseNanAndInfFlag | rapidjson::kParseNumbersAsStringsFlag |
+                            rapidjson::kParseValidateEncodingFlag;
 
 // A value beyond double's range (from_chars refuses it; JSON allows it): overflow is
 // ±infinity and underflow ±0, as strtod gives. Decided by the decimal exponent of the

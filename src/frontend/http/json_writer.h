@@ -1,11 +1,13 @@
 // The one RapidJSON writer configuration of the HTTP front end.
 #pragma once
 
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
 #include <string>
 #include <string_view>
 
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
+#include "fastpath/common/utf8.h"
 
 namespace fastpath::frontend::http {
 
@@ -15,10 +17,24 @@ namespace fastpath::frontend::http {
 using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer, rapidjson::UTF8<>, rapidjson::UTF8<>,
                                      rapidjson::CrtAllocator, rapidjson::kWriteNanAndInfFlag>;
 
+// Strings are written as valid UTF-8, whatever their bytes: an error can quote a URL's
+// model name or a directory's, and a JSON reader (Python's, tritonclient's) refuses a body
+// that is not UTF-8 instead of showing the error. Each byte that starts no well-formed
+// sequence becomes U+FFFD.
 inline void WriteString(JsonWriter& w, std::string_view s) {
+  if (!IsValidUtf8(s)) {
+    const std::string valid = ToValidUtf8(s);
+    w.String(valid.data(), static_cast<rapidjson::SizeType>(valid.size()), true);
+    return;
+  }
   w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
 }
 inline void WriteKey(JsonWriter& w, std::string_view s) {
+  if (!IsValidUtf8(s)) {
+    const std::string valid = ToValidUtf8(s);
+    w.Key(valid.data(), static_cast<rapidjson::SizeType>(valid.size()), true);
+    return;
+  }
   w.Key(s.data(), static_cast<rapidjson::SizeType>(s.size()));
 }
 
