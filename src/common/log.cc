@@ -206,13 +206,14 @@ void AppendNumber(T value, std::string* out) {
   out->append(buffer, ec == std::errc() ? end : buffer);
 }
 
-// A text value goes in quotes (JSON-escaped) only when it could not be read back otherwise.
+// A text value goes in quotes (JSON-escaped) only when it could not be read back otherwise,
+// or is not UTF-8 (the escaping replaces its bad bytes).
 bool NeedsQuotes(std::string_view text) {
   if (text.empty()) return true;
   for (unsigned char c : text) {
     if (c <= ' ' || c == '"' || c == '=' || c == '\\' || c == 0x7f) return true;
   }
-  return false;
+  return !IsValidUtf8(text);
 }
 
 void AppendValue(const FieldValue& field, Format format, std::string* out) {
@@ -266,7 +267,9 @@ std::string BuildPayload(Format format, std::string_view message,
       AppendValue(field.value, format, &out);
     }
   } else {
-    out.append(message);
+    // A log reader (a collector, a terminal) takes lines as UTF-8: a message quoting a
+    // client's or a folder's bytes has each bad byte replaced, as in JSON.
+    out.append(IsValidUtf8(message) ? std::string(message) : ToValidUtf8(message));
     for (const Field& field : fields) {
       out += ' ';
       out.append(FieldKey(field.key, &renamed));

@@ -179,6 +179,18 @@ TEST_F(LogTest, JsonKeepsUtf8AndReplacesInvalidBytes) {
             "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd");
 }
 
+TEST_F(LogTest, TextReplacesInvalidBytesInTheMessageAndInFields) {
+  Configure({Level::kInfo, Format::kText, "t"});
+  Info(
+      "unknown model 'ab\xff"
+      "cd' (caf\xc3\xa9)",
+      {{"path", "/m/bad\xc0\xaf"}, {"ok", "\xc3\xa9t\xc3\xa9"}});
+  EXPECT_THAT(out_.str(),
+              HasSubstr("t: unknown model 'ab\xef\xbf\xbd"
+                        "cd' (caf\xc3\xa9) "
+                        "path=\"/m/bad\\ufffd\\ufffd\" ok=\xc3\xa9t\xc3\xa9\n"));
+}
+
 TEST_F(LogTest, JsonWritesNonFiniteNumbersAsNull) {
   Configure({Level::kInfo, Format::kJson, "t"});
   Info("m", {{"nan", std::numeric_limits<double>::quiet_NaN()},
