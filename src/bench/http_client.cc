@@ -281,8 +281,8 @@ class HttpSession : public InferSession {
 
 // Every request of a closed loop on one io_context, driven by the thread that runs it; one
 // keep-alive connection per request in flight, as each session has its own. A thread per
-// connection cost the client 41 us of CPU per request on 2 shared cores (docs/benchmarks.md
-// section 18).
+// connection cost the client 33-41 us of CPU per request on 2 shared cores, this loop 17-24
+// (docs/benchmarks.md sections 17 and 18).
 class HttpClosedLoop : public ClosedLoop {
  public:
   HttpClosedLoop(const tcp::resolver::results_type& endpoints, std::string host_header,
