@@ -10,6 +10,8 @@
 
 #include <grpcpp/alarm.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/support/async_unary_call.h>
+#include <grpcpp/support/byte_buffer.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -167,16 +169,19 @@ class Queues {
 // One unary RPC of Service: requested on a queue, handled on that queue's thread when it
 // arrives (which requests the next one first), answered by Finish exactly once from any
 // thread, deleted when gRPC has completed every operation of it.
+//
+// The call takes its request as bytes and parses it itself, as gRPC would
+// (grpc::SerializationTraits): a request that does not parse (a string that is not UTF-8,
+// a truncated message) is answered INVALID_ARGUMENT naming the message type. Left to gRPC,
+// it was answered INTERNAL "Unable to parse request", before any handler saw it. Service
+// must offer RequestRaw(method index, ...) for its raw methods.
 template <typename Service, typename Request, typename Response>
 class UnaryCall {
  public:
-  using RequestFn = void (Service::*)(grpc::ServerContext*, Request*,
-                                      grpc::ServerAsyncResponseWriter<Response>*,
-                                      grpc::CompletionQueue*, grpc::ServerCompletionQueue*, void*);
   // How one RPC is served. Lives as long as the server.
   struct Spec {
     Service* service = nullptr;
-    RequestFn request = nullptr;
+    int method = -1;  // the method's index in the service
     // Runs on the queue's thread; must lead to exactly one Finish, then or later.
     std::function<void(UnaryCall&)> handle;
     // Whether the call learns of a client that cancelled (cancelled()).
@@ -196,7 +201,18 @@ class UnaryCall {
 
   // Sends the response (status OK) or the status alone. Exactly once; any thread.
   void Finish(const grpc::Status& status) {
-    writer_.Finish(response_, status, static_cast<Tag*>(&finished_));
+    if (!status.ok()) {
+      writer_.FinishWithError(status, static_cast<Tag*>(&finished_));
+      return;
+    }
+    bool own_buffer = false;
+    const grpc::Status serialized =
+        grpc::SerializationTraits<Response>::Serialize(response_, &answer_, &own_buffer);
+    if (!serialized.ok()) {
+      writer_.FinishWithError(serialized, static_cast<Tag*>(&finished_));
+      return;
+    }
+    writer_.Finish(answer_, status, static_cast<Tag*>(&finished_));
   }
 
   // Runs `fn` (which must lead to Finish) on this call's queue thread: at once when called
@@ -210,8 +226,8 @@ class UnaryCall {
   UnaryCall(const Spec* spec, Queues* queues, grpc::ServerCompletionQueue* cq)
       : spec_(spec), queues_(queues), cq_(cq), writer_(&context_) {
     if (spec_->watch_cancel) context_.AsyncNotifyWhenDone(static_cast<Tag*>(&done_));
-    (spec_->service->*spec_->request)(&context_, &request_, &writer_, cq_, cq_,
-                                      static_cast<Tag*>(&arrived_));
+    spec_->service->RequestRaw(spec_->method, &context_, &payload_, &writer_, cq_, cq_,
+                               static_cast<Tag*>(&arrived_));
   }
 
   void Arrived(bool ok) {
@@ -224,6 +240,13 @@ class UnaryCall {
     // Owed: the answer's Finish, and gRPC's "done" for a call that watches cancels.
     pending_ = spec_->watch_cancel ? 2 : 1;
     RequestOn(spec_, queues_, cq_);
+    if (!grpc::SerializationTraits<Request>::Deserialize(&payload_, &request_).ok()) {
+      Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "the request is not a valid " + Request::descriptor()->full_name() +
+                              ": protobuf cannot parse it (a truncated or malformed message, or "
+                              "a string field that is not UTF-8)"));
+      return;
+    }
     spec_->handle(*this);
   }
   void Finished(bool) { Release(); }
@@ -243,9 +266,11 @@ class UnaryCall {
   Queues* queues_;
   grpc::ServerCompletionQueue* cq_;
   grpc::ServerContext context_;
+  grpc::ByteBuffer payload_;  // the request as it came; parsed into request_ on arrival
   Request request_;
   Response response_;
-  grpc::ServerAsyncResponseWriter<Response> writer_;
+  grpc::ByteBuffer answer_;  // response_ serialized by Finish
+  grpc::ServerAsyncResponseWriter<grpc::ByteBuffer> writer_;
   std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
   int pending_ = 0;
   Event<UnaryCall, &UnaryCall::Arrived, /*kBringsWork=*/true> arrived_{this};

@@ -1,6 +1,10 @@
 #include "inference_service.h"
 
+#include <google/protobuf/descriptor.h>
+
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <string>
@@ -14,6 +18,13 @@
 
 namespace fastpath::frontend {
 namespace {
+
+namespace pb = google::protobuf;
+
+const pb::ServiceDescriptor* Descriptor() {
+  return inference::ModelInferRequest::descriptor()->file()->FindServiceByName(
+      "GRPCInferenceService");
+}
 
 using grpc_internal::Guarded;
 using grpc_internal::RequestEcho;
@@ -81,12 +92,34 @@ Parameters RepositoryParameters(
 
 }  // namespace
 
+namespace grpc_internal {
+
+InferenceAsyncService::InferenceAsyncService() {
+  const pb::ServiceDescriptor* service = Descriptor();
+  for (int i = 0; i < service->method_count(); ++i) {
+    const pb::MethodDescriptor* m = service->method(i);
+    if (!m->client_streaming() && !m->server_streaming()) MarkMethodRaw(i);
+  }
+}
+
+int InferenceAsyncService::MethodIndex(const std::string& name) {
+  const pb::MethodDescriptor* m = Descriptor()->FindMethodByName(name);
+  if (m == nullptr) {
+    std::fprintf(stderr, "fastpath: inference.GRPCInferenceService has no method %s\n",
+                 name.c_str());
+    std::abort();
+  }
+  return m->index();
+}
+
+}  // namespace grpc_internal
+
 template <typename Request, typename Response, typename Handle>
-void GrpcInferenceServiceImpl::AddUnary(typename Call<Request, Response>::RequestFn request,
-                                        int calls_per_queue, bool watch_cancel, Handle handle) {
+void GrpcInferenceServiceImpl::AddUnary(const std::string& method, int calls_per_queue,
+                                        bool watch_cancel, Handle handle) {
   auto spec = std::make_shared<typename Call<Request, Response>::Spec>();
   spec->service = &service_;
-  spec->request = request;
+  spec->method = Service::MethodIndex(method);
   spec->watch_cancel = watch_cancel;
   spec->handle = std::move(handle);
   const auto* raw = spec.get();
@@ -109,19 +142,18 @@ GrpcInferenceServiceImpl::GrpcInferenceServiceImpl(server::InferenceServer& serv
     };
   };
   AddUnary<ServerLiveRequest, ServerLiveResponse>(
-      &Service::RequestServerLive, 1, false,
-      now([this](const ServerLiveRequest&, ServerLiveResponse* response) {
+      "ServerLive", 1, false, now([this](const ServerLiveRequest&, ServerLiveResponse* response) {
         response->set_live(server_.IsLive());
         return grpc::Status::OK;
       }));
   AddUnary<ServerReadyRequest, ServerReadyResponse>(
-      &Service::RequestServerReady, 1, false,
+      "ServerReady", 1, false,
       now([this](const ServerReadyRequest&, ServerReadyResponse* response) {
         response->set_ready(server_.IsReady());
         return grpc::Status::OK;
       }));
   AddUnary<ModelReadyRequest, ModelReadyResponse>(
-      &Service::RequestModelReady, 1, false,
+      "ModelReady", 1, false,
       now([this](const ModelReadyRequest& request, ModelReadyResponse* response) {
         auto ready = server_.IsModelReady(request.name(), request.version());
         // Triton answers ready=false, not an error, for a model or version it does not
@@ -135,7 +167,7 @@ GrpcInferenceServiceImpl::GrpcInferenceServiceImpl(server::InferenceServer& serv
         return grpc::Status::OK;
       }));
   AddUnary<ServerMetadataRequest, ServerMetadataResponse>(
-      &Service::RequestServerMetadata, 1, false,
+      "ServerMetadata", 1, false,
       now([this](const ServerMetadataRequest&, ServerMetadataResponse* response) {
         server::ServerMetadata md = server_.Metadata();
         response->set_name(std::move(md.name));
@@ -144,7 +176,7 @@ GrpcInferenceServiceImpl::GrpcInferenceServiceImpl(server::InferenceServer& serv
         return grpc::Status::OK;
       }));
   AddUnary<ModelMetadataRequest, ModelMetadataResponse>(
-      &Service::RequestModelMetadata, 1, false,
+      "ModelMetadata", 1, false,
       now([this](const ModelMetadataRequest& request, ModelMetadataResponse* response) {
         auto md = server_.GetModelMetadata(request.name(), request.version());
         if (!md.ok()) return ToGrpcStatus(md.status());
@@ -156,7 +188,7 @@ GrpcInferenceServiceImpl::GrpcInferenceServiceImpl(server::InferenceServer& serv
         return grpc::Status::OK;
       }));
   AddUnary<ModelConfigRequest, ModelConfigResponse>(
-      &Service::RequestModelConfig, 1, false,
+      "ModelConfig", 1, false,
       now([this](const ModelConfigRequest& request, ModelConfigResponse* response) {
         auto config = server_.GetModelConfig(request.name(), request.version());
         if (!config.ok()) return ToGrpcStatus(config.status());
@@ -164,7 +196,7 @@ GrpcInferenceServiceImpl::GrpcInferenceServiceImpl(server::InferenceServer& serv
         return grpc::Status::OK;
       }));
   AddUnary<ModelStatisticsRequest, ModelStatisticsResponse>(
-      &Service::RequestModelStatistics, 1, false,
+      "ModelStatistics", 1, false,
       now([this](const ModelStatisticsRequest& request, ModelStatisticsResponse* response) {
         auto stats = server_.GetModelStatistics(request.name(), request.version());
         if (!stats.ok()) return ToGrpcStatus(stats.status());
@@ -172,7 +204,7 @@ GrpcInferenceServiceImpl::GrpcInferenceServiceImpl(server::InferenceServer& serv
         return grpc::Status::OK;
       }));
   AddUnary<RepositoryIndexRequest, RepositoryIndexResponse>(
-      &Service::RequestRepositoryIndex, 1, false,
+      "RepositoryIndex", 1, false,
       now([this](const RepositoryIndexRequest& request, RepositoryIndexResponse* response) {
         // repository_name: fastpath serves one repository, and Triton too answers for all
         // of its repositories whatever the name, so it does not narrow anything here.
@@ -188,13 +220,13 @@ GrpcInferenceServiceImpl::GrpcInferenceServiceImpl(server::InferenceServer& serv
         return grpc::Status::OK;
       }));
   // A few ModelInfer calls wait on each queue, so that a burst finds them requested.
-  AddUnary<ModelInferRequest, ModelInferResponse>(&Service::RequestModelInfer, 8, true,
+  AddUnary<ModelInferRequest, ModelInferResponse>("ModelInfer", 8, true,
                                                   [this](auto& call) { ModelInfer(call); });
   AddUnary<RepositoryModelLoadRequest, RepositoryModelLoadResponse>(
-      &Service::RequestRepositoryModelLoad, 1, false,
+      "RepositoryModelLoad", 1, false,
       [this](auto& call) { RepositoryControl(call, /*load=*/true); });
   AddUnary<RepositoryModelUnloadRequest, RepositoryModelUnloadResponse>(
-      &Service::RequestRepositoryModelUnload, 1, false,
+      "RepositoryModelUnload", 1, false,
       [this](auto& call) { RepositoryControl(call, /*load=*/false); });
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "async_call.h"
@@ -14,9 +15,28 @@
 
 namespace fastpath::frontend {
 
+namespace grpc_internal {
+
+// inference.GRPCInferenceService on the async API with every unary method taken as bytes
+// (raw), for UnaryCall to parse; ModelStreamInfer stays typed.
+class InferenceAsyncService final : public inference::GRPCInferenceService::AsyncService {
+ public:
+  InferenceAsyncService();
+  // The index of the method named `name` ("ModelInfer"); aborts on a name the service lacks.
+  static int MethodIndex(const std::string& name);
+  void RequestRaw(int method, grpc::ServerContext* context, grpc::ByteBuffer* request,
+                  grpc::ServerAsyncResponseWriter<grpc::ByteBuffer>* writer,
+                  grpc::CompletionQueue* call_cq, grpc::ServerCompletionQueue* notification_cq,
+                  void* tag) {
+    RequestAsyncUnary(method, context, request, writer, call_cq, notification_cq, tag);
+  }
+};
+
+}  // namespace grpc_internal
+
 class GrpcInferenceServiceImpl final {
  public:
-  using Service = inference::GRPCInferenceService::AsyncService;
+  using Service = grpc_internal::InferenceAsyncService;
 
   // `server` is borrowed and must outlive this service and the grpc::Server it is
   // registered with. `max_message_bytes` bounds the element count a tensor may declare.
@@ -40,10 +60,9 @@ class GrpcInferenceServiceImpl final {
   template <typename Request, typename Response>
   using Call = grpc_internal::UnaryCall<Service, Request, Response>;
 
-  // Adds the spec of one unary RPC; `handle` must lead to exactly one Finish.
+  // Adds the spec of the unary RPC named `method`; `handle` must lead to exactly one Finish.
   template <typename Request, typename Response, typename Handle>
-  void AddUnary(typename Call<Request, Response>::RequestFn request, int calls_per_queue,
-                bool watch_cancel, Handle handle);
+  void AddUnary(const std::string& method, int calls_per_queue, bool watch_cancel, Handle handle);
 
   void ModelInfer(Call<inference::ModelInferRequest, inference::ModelInferResponse>& call);
   // RepositoryModelLoad (load) and RepositoryModelUnload.

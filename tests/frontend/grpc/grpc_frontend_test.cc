@@ -1,6 +1,11 @@
 // The gRPC front end against the scriptable fake facade, through a real channel and
 // the generated stub: every RPC, both tensor encodings for every datatype, the error
 // codes, every bad-input case, large messages, streaming and concurrency.
+#include <gmock/gmock.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -13,10 +18,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <grpcpp/grpcpp.h>
-#include <gtest/gtest.h>
 
 #include "async_call.h"
 #include "fake_inference_server.h"
@@ -160,6 +161,39 @@ class GrpcFrontendTest : public ::testing::Test {
 };
 
 // ---------------------------------------------------------------- health, metadata
+
+// A unary request that protobuf cannot parse is INVALID_ARGUMENT naming its message type,
+// answered before the facade sees it; the same channel goes on serving.
+TEST_F(GrpcFrontendTest, ARequestThatDoesNotParseIsInvalidArgumentNamingItsType) {
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
+                                     grpc::InsecureChannelCredentials());
+  grpc::GenericStub generic(channel);
+  auto call = [&](const std::string& method, const std::string& bytes) {
+    grpc::ClientContext context;
+    grpc::Slice slice(bytes);
+    grpc::ByteBuffer request(&slice, 1);
+    grpc::ByteBuffer response;
+    std::promise<grpc::Status> done;
+    generic.UnaryCall(&context, method, grpc::StubOptions(), &request, &response,
+                      [&](grpc::Status s) { done.set_value(std::move(s)); });
+    return done.get_future().get();
+  };
+  // A length-delimited field (model_name, field 1) whose length runs past the end.
+  grpc::Status truncated = call("/inference.GRPCInferenceService/ModelInfer", "\x0a\x10" "ab");
+  EXPECT_EQ(truncated.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+      << truncated.error_message();
+  EXPECT_THAT(truncated.error_message(),
+              HasSubstr("the request is not a valid inference.ModelInferRequest"));
+  // A string field that is not UTF-8 (ModelMetadataRequest.name).
+  grpc::Status utf8 = call("/inference.GRPCInferenceService/ModelMetadata", "\x0a\x02\xff\xfe");
+  EXPECT_EQ(utf8.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << utf8.error_message();
+  EXPECT_THAT(utf8.error_message(), HasSubstr("inference.ModelMetadataRequest"));
+  EXPECT_THAT(utf8.error_message(), HasSubstr("not UTF-8"));
+  EXPECT_EQ(fake_.infer_calls(), 0);
+
+  ModelInferResponse response;
+  ASSERT_TRUE(Infer(RawRequest("FP32", {1}, std::string(4, '\0')), &response).ok());
+}
 
 TEST_F(GrpcFrontendTest, ServerLiveAndReady) {
   grpc::ClientContext c1, c2, c3;
