@@ -31,7 +31,7 @@ size_t Utf8SequenceLength(std::string_view text, size_t at) {
   return valid ? len : 0;
 }
 
-bool IsValidUtf8(std::string_view text) {
+size_t Utf8ValidPrefix(std::string_view text) {
   for (size_t i = 0; i < text.size();) {
     // ASCII, the common case, a byte at a time without the decoding.
     if (static_cast<unsigned char>(text[i]) < 0x80) {
@@ -39,10 +39,10 @@ bool IsValidUtf8(std::string_view text) {
       continue;
     }
     const size_t len = Utf8SequenceLength(text, i);
-    if (len == 0) return false;
+    if (len == 0) return i;
     i += len;
   }
-  return true;
+  return text.size();
 }
 
 std::string ToValidUtf8(std::string_view text) {

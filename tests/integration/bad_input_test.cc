@@ -78,12 +78,12 @@ TEST_F(BadInputTest, BadJson) {
 // JSON reader (Python's, tritonclient's) shows the error instead of failing on the body.
 TEST_F(BadInputTest, TextThatIsNotUtf8) {
   ExpectHttpError("simple", "{\"id\":\"x\xff\",\"inputs\":[]}", 400,
-                  "at offset 8: Invalid encoding in string");
+                  "at offset 8: not valid UTF-8");
   ExpectHttpError("identity_bytes",
                   R"({"inputs":[{"name":"INPUT0","datatype":"BYTES","shape":[1],"data":[")"
                   "\xed\xa0\x80"
                   R"("]}]})",
-                  400, "Invalid encoding in string");
+                  400, "not valid UTF-8");
   for (const std::string path : {"/v2/models/ab%FFcd/ready", "/v2/models/ab%FFcd"}) {
     const HttpResponse r = http().Get(path);
     EXPECT_EQ(r.status, 404) << r.Describe();

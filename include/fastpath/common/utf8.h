@@ -13,8 +13,12 @@ namespace fastpath {
 // above U+10FFFF, or a sequence cut short.
 size_t Utf8SequenceLength(std::string_view text, size_t at);
 
+// The length of the longest prefix of `text` that is well-formed UTF-8: text.size() when all
+// of it is, else the offset of the first byte that starts no well-formed sequence.
+size_t Utf8ValidPrefix(std::string_view text);
+
 // Whether all of `text` is well-formed UTF-8.
-bool IsValidUtf8(std::string_view text);
+inline bool IsValidUtf8(std::string_view text) { return Utf8ValidPrefix(text) == text.size(); }
 
 // `text` with each byte that starts no well-formed sequence replaced by U+FFFD, as a
 // browser decodes it; well-formed text comes back unchanged.

@@ -1,21 +1,20 @@
 #include "json_reader.h"
 
+#include <rapidjson/error/en.h>
+#include <rapidjson/reader.h>
+
 #include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <system_error>
 
-#include <rapidjson/error/en.h>
-#include <rapidjson/reader.h>
+#include "fastpath/common/utf8.h"
 
 namespace fastpath::frontend::http {
 namespace {
 
-// JSON is UTF-8 (RFC 8259): a string that is not is refused where it is, rather than
-// passed on to a tensor's name or a BYTES element and quoted back in an answer.
 constexpr unsigned kFlags = rapidjson::kParseInsituFlag | rapidjson::kParseIterativeFlag |
-                            rapidjson::kParseNanAndInfFlag | rapidjson::kParseNumbersAsStringsFlag |
-                            rapidjson::kParseValidateEncodingFlag;
+                            rapidjson::kParseNanAndInfFlag | rapidjson::kParseNumbersAsStringsFlag;
 
 // A value beyond double's range (from_chars refuses it; JSON allows it): overflow is
 // ±infinity and underflow ±0, as strtod gives. Decided by the decimal exponent of the
@@ -108,6 +107,13 @@ class NumberConvertingHandler {
 }  // namespace
 
 std::optional<JsonParseError> ParseJsonInPlace(char* text, size_t size, rapidjson::Document* doc) {
+  // JSON is UTF-8 (RFC 8259): text that is not is refused where it is, rather than passed on
+  // to a tensor's name or a BYTES element and quoted back in an answer. Checked here, not by
+  // RapidJSON: 1.1.0's kParseValidateEncodingFlag reads (and writes, in situ) past the end of
+  // a text that ends inside a multi-byte sequence (found by the codec's fuzz target).
+  if (const size_t valid = Utf8ValidPrefix(std::string_view(text, size)); valid < size) {
+    return JsonParseError{rapidjson::kParseErrorStringInvalidEncoding, valid};
+  }
   const char saved = text[size];
   text[size] = '\0';
   rapidjson::Reader reader;
@@ -147,8 +153,11 @@ bool ParseJsonNumber(std::string_view text, rapidjson::Value* out) {
 }
 
 std::string DescribeJsonError(const JsonParseError& error, std::string_view where) {
-  return "malformed JSON in " + std::string(where) + " at offset " + std::to_string(error.offset) + ": " +
-         rapidjson::GetParseError_En(error.code);
+  return "malformed JSON in " + std::string(where) + " at offset " + std::to_string(error.offset) +
+         ": " +
+         (error.code == rapidjson::kParseErrorStringInvalidEncoding
+              ? "not valid UTF-8 (JSON text must be UTF-8)"
+              : rapidjson::GetParseError_En(error.code));
 }
 
 }  // namespace fastpath::frontend::http

@@ -23,7 +23,7 @@ struct JsonParseError {
 // Parses text[0, size) in place into `doc` (strings point into `text`, which must outlive
 // `doc`). text[size] must be writable: it is borrowed as the terminator and restored.
 // Iterative, so nesting depth costs heap, not stack. Accepts NaN / Infinity / -Infinity;
-// refuses a string that is not UTF-8 (kParseErrorStringInvalidEncoding, at its offset).
+// refuses text that is not UTF-8 (kParseErrorStringInvalidEncoding, at the first bad byte).
 std::optional<JsonParseError> ParseJsonInPlace(char* text, size_t size, rapidjson::Document* doc);
 
 // What ParseJsonInPlace makes of `text`, one JSON number without whitespace around it, as a

@@ -254,6 +254,36 @@ TEST(InferCodecDecode, PathologicalNumbers) {
               StatusCode::kInvalidArgument, "expected an integer");
 }
 
+// JSON is UTF-8: text that is not is refused at its first bad byte, on both paths. A body
+// that ends inside a multi-byte sequence, inside a string, is the case RapidJSON's own
+// check read past the end of the buffer on (the codec's fuzz target; ASan builds see it).
+TEST(InferCodecDecode, TextThatIsNotUtf8IsRefusedAtItsOffset) {
+  ExpectError(R"({"id":"x)"
+              "\xff"
+              R"(","inputs":[]})",
+              StatusCode::kInvalidArgument, "at offset 8: not valid UTF-8");
+  ExpectError(R"({"inputs":[{"name":"a","datatype":"BYTES","shape":[1],"data":[")"
+              "\xed\xa0\x80"
+              R"("]}]})",
+              StatusCode::kInvalidArgument, "not valid UTF-8");
+  for (const char* tail : {"\xeb", "\xf0\x9f", "\xc3"}) {
+    ExpectError(std::string(R"({"inputs":[{"name":"u","datat)") + tail,
+                StatusCode::kInvalidArgument, "at offset 29: not valid UTF-8");
+    std::string body = std::string(R"({"inputs":[{"name":"u","datat)") + tail;
+    auto reference = internal::DecodeInferRequest(body, std::nullopt, InferCodecLimits{},
+                                                  internal::JsonPath::kRapidJsonOnly);
+    EXPECT_FALSE(reference.ok());
+  }
+  // Well-formed UTF-8 beyond ASCII decodes.
+  auto r = Decode(R"({"id":"caf)"
+                  "\xc3\xa9"
+                  R"(","inputs":[{"name":"a","datatype":"BYTES","shape":[1],"data":[")"
+                  "\xe6\xa8\xa1"
+                  R"("]}]})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->request.id, "caf\xc3\xa9");
+}
+
 TEST(InferCodecDecode, DeepNestingIsRefusedNotRecursed) {
   std::string deep = std::string(100000, '[') + "1" + std::string(100000, ']');
   ExpectError(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":)" + deep + "}]}",
