@@ -242,9 +242,7 @@ class UnaryCall {
     RequestOn(spec_, queues_, cq_);
     if (!grpc::SerializationTraits<Request>::Deserialize(&payload_, &request_).ok()) {
       Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "the request is not a valid " + Request::descriptor()->full_name() +
-                              ": protobuf cannot parse it (a truncated or malformed message, or "
-                              "a string field that is not UTF-8)"));
+                          Service::NotParsed(Request::descriptor()->full_name())));
       return;
     }
     spec_->handle(*this);

@@ -1,10 +1,6 @@
 #include "inference_service.h"
 
-#include <google/protobuf/descriptor.h>
-
 #include <atomic>
-#include <cstdio>
-#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <string>
@@ -18,13 +14,6 @@
 
 namespace fastpath::frontend {
 namespace {
-
-namespace pb = google::protobuf;
-
-const pb::ServiceDescriptor* Descriptor() {
-  return inference::ModelInferRequest::descriptor()->file()->FindServiceByName(
-      "GRPCInferenceService");
-}
 
 using grpc_internal::Guarded;
 using grpc_internal::RequestEcho;
@@ -91,28 +80,6 @@ Parameters RepositoryParameters(
 }
 
 }  // namespace
-
-namespace grpc_internal {
-
-InferenceAsyncService::InferenceAsyncService() {
-  const pb::ServiceDescriptor* service = Descriptor();
-  for (int i = 0; i < service->method_count(); ++i) {
-    const pb::MethodDescriptor* m = service->method(i);
-    if (!m->client_streaming() && !m->server_streaming()) MarkMethodRaw(i);
-  }
-}
-
-int InferenceAsyncService::MethodIndex(const std::string& name) {
-  const pb::MethodDescriptor* m = Descriptor()->FindMethodByName(name);
-  if (m == nullptr) {
-    std::fprintf(stderr, "fastpath: inference.GRPCInferenceService has no method %s\n",
-                 name.c_str());
-    std::abort();
-  }
-  return m->index();
-}
-
-}  // namespace grpc_internal
 
 template <typename Request, typename Response, typename Handle>
 void GrpcInferenceServiceImpl::AddUnary(const std::string& method, int calls_per_queue,

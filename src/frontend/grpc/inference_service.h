@@ -11,28 +11,10 @@
 #include "async_call.h"
 #include "fastpath/server/server.h"
 #include "grpc_service.grpc.pb.h"
+#include "inference_async_service.h"
 #include "stream_infer_call.h"
 
 namespace fastpath::frontend {
-
-namespace grpc_internal {
-
-// inference.GRPCInferenceService on the async API with every unary method taken as bytes
-// (raw), for UnaryCall to parse; ModelStreamInfer stays typed.
-class InferenceAsyncService final : public inference::GRPCInferenceService::AsyncService {
- public:
-  InferenceAsyncService();
-  // The index of the method named `name` ("ModelInfer"); aborts on a name the service lacks.
-  static int MethodIndex(const std::string& name);
-  void RequestRaw(int method, grpc::ServerContext* context, grpc::ByteBuffer* request,
-                  grpc::ServerAsyncResponseWriter<grpc::ByteBuffer>* writer,
-                  grpc::CompletionQueue* call_cq, grpc::ServerCompletionQueue* notification_cq,
-                  void* tag) {
-    RequestAsyncUnary(method, context, request, writer, call_cq, notification_cq, tag);
-  }
-};
-
-}  // namespace grpc_internal
 
 class GrpcInferenceServiceImpl final {
  public:

@@ -96,7 +96,7 @@ StreamInferCall::StreamInferCall(Service* service, server::InferenceServer* serv
       queues_(queues),
       cq_(cq) {
   context_.AsyncNotifyWhenDone(static_cast<Tag*>(&done_));
-  service_->RequestModelStreamInfer(&context_, &stream_, cq_, cq_, static_cast<Tag*>(&arrived_));
+  service_->RequestRawStream(&context_, &stream_, cq_, cq_, static_cast<Tag*>(&arrived_));
 }
 
 void StreamInferCall::Unref() {
@@ -142,10 +142,14 @@ void StreamInferCall::ReadDone(bool ok) {
     // dropped: the client learns from the call's UNAVAILABLE status.
   }
   if (take != Take::kNothing) {
-    // Moved out so that the next read can reuse the buffer while this request runs.
-    inference::ModelInferRequest request = std::move(read_buf_);
-    read_buf_.Clear();
-    if (take == Take::kDispatch) {
+    // Parsed out of the buffer (which Deserialize empties), so that the next read can reuse
+    // it while this request runs. One that does not parse is answered on the stream, which
+    // goes on: gRPC itself would have ended the stream with OK, the request unanswered.
+    inference::ModelInferRequest request;
+    if (!grpc::SerializationTraits<inference::ModelInferRequest>::Deserialize(&read_buf_, &request)
+             .ok()) {
+      Complete(ErrorResponse({}, Service::NotParsed(request.GetDescriptor()->full_name())));
+    } else if (take == Take::kDispatch) {
       Dispatch(std::move(request));
     } else {
       Complete(ErrorResponse({request.model_name(), request.model_version(), request.id()},

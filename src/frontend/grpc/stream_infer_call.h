@@ -36,6 +36,7 @@
 #include "grpc_service.grpc.pb.h"
 #include "grpc_service.pb.h"
 #include "infer_codec.h"
+#include "inference_async_service.h"
 
 namespace fastpath::frontend::grpc_internal {
 
@@ -64,7 +65,7 @@ class StreamRegistry {
 class StreamInferCall {
  public:
   static constexpr int kMaxOutstanding = 64;
-  using Service = inference::GRPCInferenceService::AsyncService;
+  using Service = InferenceAsyncService;
 
   // Requests one ModelStreamInfer call on queue `cq` of `queues`; the call requests the
   // next one when it arrives. `server`, `registry` and `service` must outlive the queues.
@@ -122,8 +123,8 @@ class StreamInferCall {
   Queues* const queues_;
   grpc::ServerCompletionQueue* const cq_;
   grpc::ServerContext context_;
-  grpc::ServerAsyncReaderWriter<inference::ModelStreamInferResponse, inference::ModelInferRequest>
-      stream_{&context_};
+  grpc::ServerAsyncReaderWriter<inference::ModelStreamInferResponse, grpc::ByteBuffer> stream_{
+      &context_};
   std::atomic<int> refs_{1};  // the request for the call
   // Set when gRPC reports the call cancelled; every request of the stream carries it.
   const std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
@@ -134,7 +135,7 @@ class StreamInferCall {
   Event<StreamInferCall, &StreamInferCall::DoneNotified> done_{this};
 
   // Touched only between a Read and its ReadDone, which gRPC serializes.
-  inference::ModelInferRequest read_buf_;
+  grpc::ByteBuffer read_buf_;  // a request as it came, parsed in ReadDone
 
   std::mutex mu_;
   // Responses waiting to be written; the front one is being written when writing_.

@@ -856,6 +856,55 @@ TEST_F(GrpcFrontendTest, StreamReportsBadInputAndUnknownModelInline) {
   }
 }
 
+// A stream message that protobuf cannot parse is answered on the stream, naming its type,
+// and the stream goes on. Left to gRPC, the stream ended OK with that request unanswered.
+TEST_F(GrpcFrontendTest, StreamAnswersAMessageThatDoesNotParseAndGoesOn) {
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
+                                     grpc::InsecureChannelCredentials());
+  grpc::GenericStub generic(channel);
+  grpc::ClientContext context;
+  grpc::CompletionQueue cq;
+  auto stream =
+      generic.PrepareCall(&context, "/inference.GRPCInferenceService/ModelStreamInfer", &cq);
+  auto step = [&](auto op) {
+    void* tag = nullptr;
+    bool ok = false;
+    op(reinterpret_cast<void*>(1));
+    EXPECT_TRUE(cq.Next(&tag, &ok));
+    return ok;
+  };
+  auto write = [&](const std::string& bytes) {
+    grpc::Slice slice(bytes);
+    grpc::ByteBuffer message(&slice, 1);
+    return step([&](void* tag) { stream->Write(message, tag); });
+  };
+  ASSERT_TRUE(step([&](void* tag) { stream->StartCall(tag); }));
+  ASSERT_TRUE(
+      write(std::string("\x0a\x10"
+                        "ab")));  // model_name's length runs past the end
+  ASSERT_TRUE(write(StreamRequests(1, -1)[0].SerializeAsString()));
+  ASSERT_TRUE(step([&](void* tag) { stream->WritesDone(tag); }));
+  std::vector<inference::ModelStreamInferResponse> answers;
+  for (int i = 0; i < 2; ++i) {
+    grpc::ByteBuffer in;
+    ASSERT_TRUE(step([&](void* tag) { stream->Read(&in, tag); })) << "answer " << i;
+    inference::ModelStreamInferResponse answer;
+    ASSERT_TRUE(
+        grpc::SerializationTraits<inference::ModelStreamInferResponse>::Deserialize(&in, &answer)
+            .ok());
+    answers.push_back(std::move(answer));
+  }
+  grpc::Status status;
+  ASSERT_TRUE(step([&](void* tag) { stream->Finish(&status, tag); }));
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  // The refusal comes first: it is answered on arrival, while the good one runs.
+  EXPECT_THAT(answers[0].error_message(),
+              HasSubstr("the request is not a valid inference.ModelInferRequest"));
+  EXPECT_EQ(answers[1].error_message(), "");
+  EXPECT_EQ(answers[1].infer_response().id(), "s0");
+  EXPECT_EQ(fake_.infer_calls(), 1);
+}
+
 TEST_F(GrpcFrontendTest, StreamWithAsyncHandler) {
   fake_.SetAsync(true);
   const StreamResult result = RunStream(*stub_, StreamRequests(20, /*failing_index=*/7));
