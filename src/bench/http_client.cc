@@ -179,9 +179,9 @@ void PrepareParser(std::optional<ResponseParser>& parser) {
 }
 
 // What an inference answer came back as: ok on 200, else the status and the server's text.
-InferOutcome InferAnswer(const http::response<http::string_body>& res) {
-  if (res.result_int() == 200) return {};
-  return {false, "http_" + std::to_string(res.result_int()), Truncate(res.body())};
+InferOutcome InferAnswer(int status, const std::string& body) {
+  if (status == 200) return {};
+  return {false, "http_" + std::to_string(status), Truncate(body)};
 }
 
 class HttpConnection {
@@ -270,8 +270,7 @@ class HttpSession : public InferSession {
     InferOutcome outcome =
         connection_.Send((*requests_)[index % requests_->size()], &status, &body);
     if (!outcome.ok) return outcome;
-    if (status != 200) return {false, "http_" + std::to_string(status), Truncate(body)};
-    return {};
+    return InferAnswer(status, body);
   }
 
  private:
@@ -366,7 +365,7 @@ class HttpClosedLoop : public ClosedLoop {
                              }
                              const auto& res = c.parser->get();
                              if (!res.keep_alive()) Close(c);
-                             Finish(c, InferAnswer(res));
+                             Finish(c, InferAnswer(static_cast<int>(res.result_int()), res.body()));
                            });
         });
   }

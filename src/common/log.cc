@@ -269,7 +269,11 @@ std::string BuildPayload(Format format, std::string_view message,
   } else {
     // A log reader (a collector, a terminal) takes lines as UTF-8: a message quoting a
     // client's or a folder's bytes has each bad byte replaced, as in JSON.
-    out.append(IsValidUtf8(message) ? std::string(message) : ToValidUtf8(message));
+    if (IsValidUtf8(message)) {
+      out.append(message);
+    } else {
+      out.append(ToValidUtf8(message));
+    }
     for (const Field& field : fields) {
       out += ' ';
       out.append(FieldKey(field.key, &renamed));
