@@ -16,6 +16,7 @@
 #include "fastpath/common/allocator.h"
 #include "fastpath/common/duration.h"
 #include "fastpath/common/log.h"
+#include "fastpath/common/open_files.h"
 #include "fastpath/config/model_config.h"
 #include "fastpath/frontend/grpc_server.h"
 #include "fastpath/frontend/http_server.h"
@@ -388,6 +389,7 @@ int Serve(const std::vector<std::string>& args) {
     return kExitRuntime;
   }
   log::Info("memory allocator: " + DescribeProcessAllocator());
+  log::Info(RaiseOpenFileLimit());
   log::Info("ONNX Runtime " + onnxruntime::OrtVersion() +
             ", execution providers per model (KIND_GPU: the config's gpu_execution_accelerator "
             "list or cuda, through the plugin-EP API; placement logged per instance)");

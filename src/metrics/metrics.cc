@@ -18,6 +18,7 @@
 
 #include "fastpath/admission/memory_budget.h"
 #include "fastpath/common/log.h"
+#include "fastpath/common/open_files.h"
 #include "fastpath/common/thread_name.h"
 
 namespace fastpath::metrics {
@@ -522,12 +523,15 @@ struct MetricsServer::Impl {
     acceptor.async_accept(net::make_strand(io), [this](beast::error_code ec, tcp::socket socket) {
       if (ec == net::error::operation_aborted) return;
       if (!ec) {
+        failures.Accepted();
         std::make_shared<Session>(std::move(socket), collector)->Read();
         Accept();
         return;
       }
       // A failed accept (e.g. out of descriptors) does not stop the listener, nor spin it.
-      retry.expires_after(std::chrono::milliseconds(100));
+      const auto wait = failures.Failed(ec.value(), ec.message());
+      if (wait.count() == 0) return Accept();
+      retry.expires_after(wait);
       retry.async_wait([this](beast::error_code wait_ec) {
         if (!wait_ec) Accept();
       });
@@ -538,6 +542,7 @@ struct MetricsServer::Impl {
   net::io_context io{1};
   tcp::acceptor acceptor{io};
   net::steady_timer retry{io};
+  AcceptFailures failures{"metrics"};
   std::thread thread;
 };
 

@@ -274,6 +274,7 @@ void ServerTest::SetUp() {
   options.extra_args = ExtraArgs();
   options.environment = Environment();
   options.wait_ready = WaitReady();
+  options.command_prefix = CommandPrefix();
   ASSERT_TRUE(server_->Start(options));
   http_ = std::make_unique<HttpClient>(server_->http_port());
   stub_ = MakeStub(server_->grpc_target());

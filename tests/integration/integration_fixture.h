@@ -138,6 +138,7 @@ class ServerTest : public ::testing::Test {
   // "NAME=VALUE" entries added to the server's environment (ServeOptions::environment).
   virtual std::vector<std::string> Environment() { return {}; }
   virtual bool WaitReady() { return true; }
+  virtual std::vector<std::string> CommandPrefix() { return {}; }  // ServeOptions::command_prefix
 
   void SetUp() override;
   void TearDown() override;

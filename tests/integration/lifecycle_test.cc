@@ -1,11 +1,18 @@
 // The server as a process: a bad model among good ones, many concurrent clients,
 // SIGTERM with requests in flight, and start-up failures.
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
+#include <netinet/in.h>
 #include <rapidjson/document.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
+#include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <mutex>
 #include <string_view>
@@ -152,6 +159,85 @@ TEST_F(AllocatorTest, TheStartUpLogNamesTheMallocTheServerRunsOn) {
   } else {
     EXPECT_THAT(named, ::testing::Not(::testing::HasSubstr("jemalloc"))) << named;
   }
+}
+
+// ---- Out of descriptors ----
+
+// A flood of connections past the process's limit of open files. The HTTP listener cannot
+// accept: it says so, and waits between tries instead of spinning on the connection that waits
+// in its listen queue. The connections it holds are still served, and once the flood hangs up it
+// accepts again and says so. The limit is set low by prlimit(1); the server raises the soft
+// limit to the hard one at start-up.
+class DescriptorFloodTest : public ServerTest {
+ protected:
+  std::vector<std::string> Models() override { return {"simple"}; }
+  std::vector<std::string> CommandPrefix() override {
+    return {"/usr/bin/prlimit", "--nofile=48:96", "--"};
+  }
+  void SetUp() override {
+    if (access("/usr/bin/prlimit", X_OK) != 0) GTEST_SKIP() << "needs prlimit (util-linux)";
+    ServerTest::SetUp();
+  }
+
+  // The log line that holds `text`, once the server has written it (within 30 s).
+  std::string AwaitLogLine(const std::string& text) {
+    for (int i = 0; i < 300; ++i) {
+      const std::string log = server().LogTail(1 << 20);
+      if (const size_t at = log.find(text); at != std::string::npos) {
+        const size_t start = log.rfind('\n', at) + 1;  // npos + 1 is 0
+        return log.substr(start, log.find('\n', at) - start);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ADD_FAILURE() << "no log line with \"" << text << "\"; log:\n" << server().LogTail();
+    return "";
+  }
+};
+
+TEST_F(DescriptorFloodTest, AFloodPastTheLimitIsAcceptedOnceDescriptorsAreFreeWithoutSpinning) {
+  EXPECT_THAT(AwaitLogLine("open files: "),
+              ::testing::HasSubstr("the limit was raised from 48 to 96 (the hard limit)"));
+  ASSERT_EQ(http().Get("/v2/health/ready").status, 200);  // a connection held through the flood
+
+  std::vector<int> flood;
+  for (int i = 0; i < 150; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0) << strerror(errno);
+    flood.push_back(fd);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(static_cast<uint16_t>(server().http_port()));
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    // The kernel completes the handshake from the listen queue, accepted or not.
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)), 0) << strerror(errno);
+  }
+  EXPECT_THAT(AwaitLogLine("HTTP cannot accept connections: "),
+              ::testing::HasSubstr("Too many open files (all 96 files the limit allows are open). "
+                                   "New connections wait in the listen queue; trying again "
+                                   "every 100 ms"));
+  // Held a while out of descriptors, it serves the connection it has.
+  for (int i = 0; i < 5; ++i) {
+    HttpResponse ready = http().Get("/v2/health/ready");
+    EXPECT_EQ(ready.status, 200) << ready.Describe();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  for (const int fd : flood) close(fd);
+
+  // A new connection is accepted once the flood's are closed.
+  HttpClient fresh(server().http_port());
+  HttpResponse ready = fresh.Get("/v2/health/ready");
+  EXPECT_EQ(ready.status, 200) << ready.Describe() << "\nlog:\n" << server().LogTail();
+  const std::string again = AwaitLogLine("HTTP accepts connections again, after ");
+  unsigned long tries = 0;
+  double seconds = 0;
+  ASSERT_EQ(std::sscanf(again.c_str() + again.find("after "), "after %lu failed accepts over %lf s",
+                        &tries, &seconds),
+            2)
+      << again;
+  // It waited 100 ms between tries: a listener that spun would have tried thousands of times.
+  EXPECT_GE(tries, 2u) << again;
+  EXPECT_LE(static_cast<double>(tries), seconds * 10 + 2) << again;
+  ExpectStillServing();
 }
 
 // ---- Concurrency ----

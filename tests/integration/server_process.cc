@@ -85,6 +85,7 @@ ServerProcess::~ServerProcess() {
                                    "--port-file",
                                    port_file.string()};
   args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());
+  args.insert(args.begin(), options.command_prefix.begin(), options.command_prefix.end());
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -24,6 +24,9 @@ struct ServeOptions {
   std::vector<std::string> environment = {};
   // Wait for /v2/health/ready to answer 200; otherwise only for /v2/health/live.
   bool wait_ready = true;
+  // A command that runs the binary, put before it: an absolute path, then its arguments, e.g.
+  // {"/usr/bin/prlimit", "--nofile=48:96", "--"}. It must exec the binary (keep its pid).
+  std::vector<std::string> command_prefix = {};
 };
 
 class ServerProcess {

@@ -16,6 +16,16 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <boost/asio/basic_waitable_timer.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -28,17 +38,8 @@
 #include <utility>
 #include <vector>
 
-#include <boost/asio/basic_waitable_timer.hpp>
-#include <boost/asio/dispatch.hpp>
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/strand.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-
 #include "endpoint_router.h"
+#include "fastpath/common/open_files.h"
 #include "fastpath/common/thread_name.h"
 #include "infer_codec.h"
 #include "rollout_verdict.h"
@@ -595,6 +596,7 @@ class HttpServerImpl {
     net::post(acceptor_.get_executor(), [this, &closed] {
       beast::error_code ec;
       acceptor_.close(ec);
+      accept_retry_.cancel();
       closed.set_value();
     });
     closed.get_future().wait();
@@ -606,14 +608,22 @@ class HttpServerImpl {
     net::io_context& loop = *iocs_[next_loop_++ % iocs_.size()];
     acceptor_.async_accept(loop.get_executor(), [this](beast::error_code ec, Socket socket) {
       if (!acceptor_.is_open()) return;
-      if (!ec) {
-        beast::error_code ignored;
-        socket.set_option(tcp::no_delay(true), ignored);  // small replies must not wait for Nagle
-        const uint64_t id = core_->next_session_id++;
-        auto session = std::make_shared<HttpSession>(std::move(socket), core_, id);
-        core_->AddSession(id, session);
-        session->Start();
+      if (ec) {
+        const auto wait = accept_failures_.Failed(ec.value(), ec.message());
+        if (wait.count() == 0) return Accept();
+        accept_retry_.expires_after(wait);
+        accept_retry_.async_wait([this](beast::error_code wait_ec) {
+          if (!wait_ec && acceptor_.is_open()) Accept();
+        });
+        return;
       }
+      accept_failures_.Accepted();
+      beast::error_code ignored;
+      socket.set_option(tcp::no_delay(true), ignored);  // small replies must not wait for Nagle
+      const uint64_t id = core_->next_session_id++;
+      auto session = std::make_shared<HttpSession>(std::move(socket), core_, id);
+      core_->AddSession(id, session);
+      session->Start();
       Accept();
     });
   }
@@ -643,6 +653,9 @@ class HttpServerImpl {
   }();
   size_t next_loop_ = 0;
   tcp::acceptor acceptor_;
+  // Both used on the acceptor's strand only.
+  net::steady_timer accept_retry_{acceptor_.get_executor()};
+  AcceptFailures accept_failures_{"HTTP"};
   std::shared_ptr<ServerCore> core_;
   std::vector<std::thread> threads_;
   int port_ = 0;
