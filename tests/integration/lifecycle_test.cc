@@ -13,6 +13,8 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <functional>
 #include <iostream>
 #include <mutex>
 #include <string_view>
@@ -161,13 +163,49 @@ TEST_F(AllocatorTest, TheStartUpLogNamesTheMallocTheServerRunsOn) {
   }
 }
 
+// ---- gRPC's own log lines ----
+
+// gRPC's lines go through the server's logger: with --log-format json, every line on stderr is
+// a JSON object, gRPC's too (GRPC_VERBOSITY=debug makes it write some at start-up and per call).
+class GrpcLogTest : public ServerTest {
+ protected:
+  std::vector<std::string> Models() override { return {"simple"}; }
+  std::vector<std::string> ExtraArgs() override {
+    return {"--log-format", "json", "--log-level", "debug"};
+  }
+  std::vector<std::string> Environment() override { return {"GRPC_VERBOSITY=debug"}; }
+};
+
+TEST_F(GrpcLogTest, GrpcsLinesAreTheServersJsonLines) {
+  ExpectStillServing();  // a gRPC call among others
+  ASSERT_TRUE(server().Stop());
+  stopped_ = true;
+  std::ifstream in(server().log_path());
+  int lines = 0;
+  int grpc_lines = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++lines;
+    rapidjson::Document doc;
+    doc.Parse(line.c_str(), line.size());
+    ASSERT_FALSE(doc.HasParseError()) << "not JSON: " << line;
+    ASSERT_TRUE(doc.IsObject() && doc.HasMember("msg")) << line;
+    if (doc.HasMember("source") && std::string_view(doc["source"].GetString()) == "grpc") {
+      ++grpc_lines;
+      EXPECT_TRUE(doc.HasMember("location") && doc["location"].IsString()) << line;
+    }
+  }
+  EXPECT_GT(lines, 0);
+  EXPECT_GT(grpc_lines, 0) << "no line from gRPC";
+}
+
 // ---- Out of descriptors ----
 
-// A flood of connections past the process's limit of open files. The HTTP listener cannot
-// accept: it says so, and waits between tries instead of spinning on the connection that waits
-// in its listen queue. The connections it holds are still served, and once the flood hangs up it
-// accepts again and says so. The limit is set low by prlimit(1); the server raises the soft
-// limit to the hard one at start-up.
+// A flood of connections past the process's limit of open files, on the HTTP port or the gRPC
+// one. The listener cannot accept: it says so, and waits between tries instead of spinning on
+// the connection that waits in its listen queue (HTTP's did) or stopping for good (gRPC 1.51's
+// own listener did: the port never answered again). The connections it holds are still served,
+// and once the flood hangs up it accepts again and says so. The limit is set low by prlimit(1);
+// the server raises the soft limit to the hard one at start-up.
 class DescriptorFloodTest : public ServerTest {
  protected:
   std::vector<std::string> Models() override { return {"simple"}; }
@@ -192,52 +230,82 @@ class DescriptorFloodTest : public ServerTest {
     ADD_FAILURE() << "no log line with \"" << text << "\"; log:\n" << server().LogTail();
     return "";
   }
+
+  // Floods `port` (the listener `name`, as its log lines call it) past the limit, and checks
+  // what the class comment says: `served` through a connection made before the flood, `fresh`
+  // through one made after it.
+  void ExpectTheFloodIsWaitedOut(int port, const std::string& name,
+                                 const std::function<void()>& served,
+                                 const std::function<void()>& fresh) {
+    EXPECT_THAT(AwaitLogLine("open files: "),
+                ::testing::HasSubstr("the limit was raised from 48 to 96 (the hard limit)"));
+    served();  // connects before the flood
+    std::vector<int> flood;
+    for (int i = 0; i < 150; ++i) {
+      const int fd = socket(AF_INET, SOCK_STREAM, 0);
+      ASSERT_GE(fd, 0) << strerror(errno);
+      flood.push_back(fd);
+      sockaddr_in to{};
+      to.sin_family = AF_INET;
+      to.sin_port = htons(static_cast<uint16_t>(port));
+      to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      // The kernel completes the handshake from the listen queue, accepted or not.
+      ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)), 0) << strerror(errno);
+    }
+    EXPECT_THAT(
+        AwaitLogLine(name + " cannot accept connections: "),
+        ::testing::HasSubstr("Too many open files (all 96 files the limit allows are open). New "
+                             "connections wait in the listen queue; trying again every 100 ms"));
+    // Held a while out of descriptors, it serves the connection it has.
+    for (int i = 0; i < 5; ++i) {
+      served();
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    for (const int fd : flood) close(fd);
+
+    fresh();  // accepted once the flood's connections are closed
+    const std::string again = AwaitLogLine(name + " accepts connections again, after ");
+    unsigned long tries = 0;
+    double seconds = 0;
+    ASSERT_EQ(std::sscanf(again.c_str() + again.find("after "),
+                          "after %lu failed accepts over %lf s", &tries, &seconds),
+              2)
+        << again;
+    // It waited 100 ms between tries: a listener that spun would have tried thousands of times.
+    EXPECT_GE(tries, 2u) << again;
+    EXPECT_LE(static_cast<double>(tries), seconds * 10 + 2) << again;
+    ExpectStillServing();
+  }
 };
 
-TEST_F(DescriptorFloodTest, AFloodPastTheLimitIsAcceptedOnceDescriptorsAreFreeWithoutSpinning) {
-  EXPECT_THAT(AwaitLogLine("open files: "),
-              ::testing::HasSubstr("the limit was raised from 48 to 96 (the hard limit)"));
-  ASSERT_EQ(http().Get("/v2/health/ready").status, 200);  // a connection held through the flood
+TEST_F(DescriptorFloodTest, TheHttpListenerWaitsOutAFloodPastTheLimit) {
+  ExpectTheFloodIsWaitedOut(
+      server().http_port(), "HTTP",
+      [&] {
+        HttpResponse ready = http().Get("/v2/health/ready");
+        EXPECT_EQ(ready.status, 200) << ready.Describe();
+      },
+      [&] {
+        HttpClient client(server().http_port());
+        HttpResponse ready = client.Get("/v2/health/ready");
+        EXPECT_EQ(ready.status, 200) << ready.Describe() << "\nlog:\n" << server().LogTail();
+      });
+}
 
-  std::vector<int> flood;
-  for (int i = 0; i < 150; ++i) {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    ASSERT_GE(fd, 0) << strerror(errno);
-    flood.push_back(fd);
-    sockaddr_in to{};
-    to.sin_family = AF_INET;
-    to.sin_port = htons(static_cast<uint16_t>(server().http_port()));
-    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    // The kernel completes the handshake from the listen queue, accepted or not.
-    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)), 0) << strerror(errno);
-  }
-  EXPECT_THAT(AwaitLogLine("HTTP cannot accept connections: "),
-              ::testing::HasSubstr("Too many open files (all 96 files the limit allows are open). "
-                                   "New connections wait in the listen queue; trying again "
-                                   "every 100 ms"));
-  // Held a while out of descriptors, it serves the connection it has.
-  for (int i = 0; i < 5; ++i) {
-    HttpResponse ready = http().Get("/v2/health/ready");
-    EXPECT_EQ(ready.status, 200) << ready.Describe();
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  for (const int fd : flood) close(fd);
+// A ServerLive call on `stub`, answered within 10 s.
+void ExpectLive(inference::GRPCInferenceService::Stub& stub) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  inference::ServerLiveResponse response;
+  const grpc::Status status = stub.ServerLive(&context, {}, &response);
+  EXPECT_TRUE(status.ok()) << Describe(status);
+  EXPECT_TRUE(response.live());
+}
 
-  // A new connection is accepted once the flood's are closed.
-  HttpClient fresh(server().http_port());
-  HttpResponse ready = fresh.Get("/v2/health/ready");
-  EXPECT_EQ(ready.status, 200) << ready.Describe() << "\nlog:\n" << server().LogTail();
-  const std::string again = AwaitLogLine("HTTP accepts connections again, after ");
-  unsigned long tries = 0;
-  double seconds = 0;
-  ASSERT_EQ(std::sscanf(again.c_str() + again.find("after "), "after %lu failed accepts over %lf s",
-                        &tries, &seconds),
-            2)
-      << again;
-  // It waited 100 ms between tries: a listener that spun would have tried thousands of times.
-  EXPECT_GE(tries, 2u) << again;
-  EXPECT_LE(static_cast<double>(tries), seconds * 10 + 2) << again;
-  ExpectStillServing();
+TEST_F(DescriptorFloodTest, TheGrpcListenerWaitsOutAFloodPastTheLimit) {
+  ExpectTheFloodIsWaitedOut(
+      server().grpc_port(), "gRPC", [&] { ExpectLive(grpc()); },
+      [&] { ExpectLive(*MakeStub(server().grpc_target())); });
 }
 
 // ---- Concurrency ----

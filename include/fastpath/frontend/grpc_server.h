@@ -38,6 +38,7 @@ struct GrpcOptions {
 
 class GrpcInferenceServiceImpl;
 namespace grpc_internal {
+class GrpcListener;
 class Queues;
 }  // namespace grpc_internal
 
@@ -80,6 +81,7 @@ class GrpcServer {
   bool shut_down_ = false;  // guarded by shutdown_mu_
   // Declared in the order they must outlive each other: the calls point into the
   // service, the queues outlive the server, and the server goes first.
+  std::unique_ptr<grpc_internal::GrpcListener> listener_;  // stops before the server
   std::unique_ptr<GrpcInferenceServiceImpl> service_;
   std::unique_ptr<grpc_internal::Queues> queues_;
   std::unique_ptr<grpc::Server> server_;

@@ -1,6 +1,7 @@
 #include "fastpath/frontend/grpc_server.h"
 
 #include <absl/synchronization/mutex.h>
+#include <grpc/support/log.h>
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -8,9 +9,32 @@
 #include <utility>
 
 #include "async_call.h"
+#include "fastpath/common/log.h"
+#include "grpc_listener.h"
 #include "inference_service.h"
 
 namespace fastpath::frontend {
+namespace {
+
+// gRPC's own lines (its errors, and what GRPC_VERBOSITY asks for) through the process logger,
+// so that --log-level and --log-format cover them too: with --log-format json, a line gRPC
+// wrote as text would be the one a log collector cannot parse. Called on gRPC's threads.
+void LogThroughProcessLogger(gpr_log_func_args* args) {
+  try {
+    const log::Level level = args->severity == GPR_LOG_SEVERITY_ERROR  ? log::Level::kError
+                             : args->severity == GPR_LOG_SEVERITY_INFO ? log::Level::kInfo
+                                                                       : log::Level::kDebug;
+    if (!log::Enabled(level)) return;
+    const std::string_view file = args->file != nullptr ? args->file : "";
+    const std::string location =
+        std::string(file.substr(file.rfind('/') + 1)) + ":" + std::to_string(args->line);
+    log::Write(level, args->message != nullptr ? args->message : "",
+               {{"source", "grpc"}, {"location", location}});
+  } catch (...) {
+  }
+}
+
+}  // namespace
 
 StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(server::InferenceServer& server,
                                                         const GrpcOptions& options) {
@@ -28,32 +52,29 @@ StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(server::InferenceServer&
   // cost 2% of the server's instructions per gRPC call (callgrind: GraphCycles::GetId on
   // every lock). gRPC's own release builds run without it.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  gpr_set_log_function(&LogThroughProcessLogger);  // before gRPC's first line (grpc_init's)
   std::unique_ptr<GrpcServer> out(new GrpcServer());
   out->service_ = std::make_unique<GrpcInferenceServiceImpl>(server, options.max_message_bytes);
 
-  // An IPv6 literal needs brackets in a gRPC URI.
-  const bool v6 = options.address.find(':') != std::string::npos && options.address[0] != '[';
-  const std::string uri = (v6 ? "[" + options.address + "]" : options.address) + ":" +
-                          std::to_string(options.port);
+  auto listener = grpc_internal::GrpcListener::Listen(options.address, options.port);
+  if (!listener.ok()) return listener.status();
+  out->listener_ = std::move(listener).value();
+  out->port_ = out->listener_->port();
 
+  // No listening port of its own: the listener hands it every connection.
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(uri, grpc::InsecureServerCredentials(), &out->port_);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
-  // gRPC sets SO_REUSEPORT by default, which would let a second server (or a stale one)
-  // bind the same port silently and split the traffic; a taken port must be an error.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(out->service_->service());
   out->queues_ = std::make_unique<grpc_internal::Queues>(builder, options.threads);
   out->server_ = builder.BuildAndStart();
-  if (out->server_ == nullptr || out->port_ == 0) {
-    if (out->server_ != nullptr) out->server_->Shutdown();
+  if (out->server_ == nullptr) {
     out->queues_->Close();
-    return Unavailable("cannot listen for gRPC on " + uri +
-                       " (address in use or not available on this host)");
+    return Internal("the gRPC server did not start");
   }
   out->service_->RequestCalls(out->queues_.get());
   out->queues_->Start();
+  out->listener_->Start(out->server_.get());
   return out;
 }
 
@@ -63,6 +84,7 @@ void GrpcServer::Shutdown(std::chrono::milliseconds grace) {
   std::lock_guard lock(shutdown_mu_);
   if (shut_down_ || server_ == nullptr) return;
   shut_down_ = true;
+  listener_->Stop();  // no connection is handed to the server once it shuts down
   // Streams first: gRPC's Shutdown waits for every open call, and an idle stream never
   // ends by itself. A stream opened between these two lines is drained as it opens.
   service_->DrainStreams();

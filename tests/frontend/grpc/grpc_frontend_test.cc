@@ -1476,6 +1476,11 @@ TEST_F(GrpcFrontendTest, StartRejectsBadOptions) {
   options.port = 0;
   options.max_message_bytes = 0;
   EXPECT_EQ(GrpcServer::Start(fake_, options).status().code(), StatusCode::kInvalidArgument);
+  options.max_message_bytes = 1 << 20;
+  options.address = "not an address";
+  auto bad_address = GrpcServer::Start(fake_, options);
+  EXPECT_EQ(bad_address.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad_address.status().message(), HasSubstr("'not an address'"));
 }
 
 }  // namespace

@@ -1,0 +1,86 @@
+#include "grpc_listener.h"
+
+#include <fcntl.h>
+#include <grpcpp/server.h>
+#include <grpcpp/server_posix.h>
+
+#include <boost/asio/post.hpp>
+
+#include "fastpath/common/thread_name.h"
+
+namespace fastpath::frontend::grpc_internal {
+
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+StatusOr<std::unique_ptr<GrpcListener>> GrpcListener::Listen(const std::string& address, int port) {
+  boost::system::error_code ec;
+  const auto ip = net::ip::make_address(address, ec);
+  if (ec) return InvalidArgument("invalid gRPC address '" + address + "': " + ec.message());
+  const std::string where = address + ":" + std::to_string(port);
+  std::unique_ptr<GrpcListener> out(new GrpcListener());
+  const tcp::endpoint endpoint(ip, static_cast<unsigned short>(port));
+  tcp::acceptor& acceptor = out->acceptor_;
+  acceptor.open(endpoint.protocol(), ec);
+  // SO_REUSEADDR only: gRPC's own listener would set SO_REUSEPORT, which lets a second server
+  // (or a stale one) bind the same port silently and split the traffic.
+  if (!ec) acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.bind(endpoint, ec);
+  if (!ec) acceptor.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) return Unavailable("cannot listen for gRPC on " + where + ": " + ec.message());
+  out->port_ = acceptor.local_endpoint().port();
+  return out;
+}
+
+GrpcListener::~GrpcListener() { Stop(); }
+
+void GrpcListener::Start(grpc::Server* server) {
+  server_ = server;
+  Accept();
+  thread_ = std::thread([this] {
+    NameThisThread("fp-grpc-accept");
+    io_.run();
+  });
+}
+
+void GrpcListener::Stop() {
+  if (!thread_.joinable()) {
+    boost::system::error_code ignored;
+    acceptor_.close(ignored);
+    return;
+  }
+  // On the thread, between two handlers: a connection being handed over is handed over whole.
+  net::post(io_, [this] {
+    boost::system::error_code ignored;
+    acceptor_.close(ignored);
+    retry_.cancel();
+  });
+  thread_.join();  // the loop ends once nothing is pending
+}
+
+void GrpcListener::Accept() {
+  acceptor_.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
+    if (!acceptor_.is_open()) return;
+    if (ec) {
+      const auto wait = failures_.Failed(ec.value(), ec.message());
+      if (wait.count() == 0) return Accept();
+      retry_.expires_after(wait);
+      retry_.async_wait([this](boost::system::error_code wait_ec) {
+        if (!wait_ec && acceptor_.is_open()) Accept();
+      });
+      return;
+    }
+    failures_.Accepted();
+    boost::system::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);  // as gRPC's listener sets it
+    const int fd = socket.release(ignored);
+    if (fd >= 0) {
+      // gRPC's endpoint expects a non-blocking socket, as its own accept4 makes one.
+      fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+      grpc::AddInsecureChannelFromFd(server_, fd);  // takes the descriptor
+    }
+    Accept();
+  });
+}
+
+}  // namespace fastpath::frontend::grpc_internal
