@@ -29,14 +29,8 @@ inline void WriteString(JsonWriter& w, std::string_view s) {
   }
   w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
 }
-inline void WriteKey(JsonWriter& w, std::string_view s) {
-  if (!IsValidUtf8(s)) {
-    const std::string valid = ToValidUtf8(s);
-    w.Key(valid.data(), static_cast<rapidjson::SizeType>(valid.size()), true);
-    return;
-  }
-  w.Key(s.data(), static_cast<rapidjson::SizeType>(s.size()));
-}
+// RapidJSON's Writer writes a key as it writes a string (its Key calls String).
+inline void WriteKey(JsonWriter& w, std::string_view s) { WriteString(w, s); }
 
 // {"error": message}: the KServe error body.
 inline std::string ErrorJson(std::string_view message) {
