@@ -34,6 +34,12 @@ struct GrpcOptions {
   // (InferRequest::caller_may_run_model), but only for a call with none waiting behind it,
   // so concurrent calls still batch with one.
   int threads = 1;
+  // A connection with no call open for this long is closed (a GOAWAY; gRPC's
+  // max_connection_idle), as the HTTP front end closes an idle keep-alive connection. It is
+  // what frees the descriptor of a client that connected and went silent: gRPC's own listener
+  // closed a connection that sent nothing for 120 s, a check that connections handed over by
+  // fastpath's listener (grpc_listener.h) skip. An open ModelStreamInfer stream is a call.
+  std::chrono::milliseconds idle_timeout{std::chrono::minutes(5)};
 };
 
 class GrpcInferenceServiceImpl;

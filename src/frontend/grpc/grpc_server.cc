@@ -5,6 +5,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -44,6 +46,10 @@ StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(server::InferenceServer&
   if (options.threads < 1 || options.threads > 256) {
     return InvalidArgument("gRPC threads must be 1 to 256, got " + std::to_string(options.threads));
   }
+  if (options.idle_timeout.count() <= 0) {
+    return InvalidArgument("gRPC idle_timeout must be positive, got " +
+                           std::to_string(options.idle_timeout.count()) + " ms");
+  }
   if (options.max_message_bytes <= 0) {
     return InvalidArgument("gRPC max_message_bytes must be positive, got " +
                            std::to_string(options.max_message_bytes));
@@ -65,6 +71,9 @@ StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(server::InferenceServer&
   grpc::ServerBuilder builder;
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                             static_cast<int>(std::min<int64_t>(options.idle_timeout.count(),
+                                                                std::numeric_limits<int>::max())));
   builder.RegisterService(out->service_->service());
   out->queues_ = std::make_unique<grpc_internal::Queues>(builder, options.threads);
   out->server_ = builder.BuildAndStart();

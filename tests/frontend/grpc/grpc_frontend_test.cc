@@ -5,8 +5,13 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -1469,6 +1474,48 @@ TEST_F(GrpcFrontendTest, StartFailsOnATakenPort) {
   EXPECT_THAT(second.status().message(), HasSubstr(std::to_string(server_->port())));
 }
 
+// A connection with no call open is closed once the idle timeout passes, which frees the
+// descriptor of one that connected and never spoke (gRPC's own listener closed those after
+// 120 s; fastpath's hands its connections over without that check). A stream open across
+// several timeouts is a call: its connection stays.
+TEST_F(GrpcFrontendTest, AConnectionWithNoCallOpenIsClosedAfterTheIdleTimeout) {
+  GrpcOptions options;
+  options.address = "127.0.0.1";
+  options.port = 0;
+  options.idle_timeout = std::chrono::milliseconds(300);
+  auto started = GrpcServer::Start(fake_, options);
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  const int port = (*started)->port();
+
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(port));
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)), 0) << strerror(errno);
+  timeval guard{};
+  guard.tv_sec = std::chrono::duration_cast<std::chrono::seconds>(kHangGuard).count();
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &guard, sizeof(guard));
+  char buffer[4096];
+  ssize_t got = 0;
+  while ((got = recv(fd, buffer, sizeof(buffer), 0)) > 0) {
+  }  // the server's SETTINGS, then its GOAWAY, then the end
+  EXPECT_EQ(got, 0) << "the silent connection is still open: " << strerror(errno);
+  close(fd);
+
+  auto stub = NewStub(port);
+  OpenStream stream(*stub);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  ASSERT_TRUE(stream.Write(StreamRequests(1, -1)[0]));
+  ASSERT_TRUE(stream.WaitResponses(1));
+  EXPECT_EQ(stream.responses()[0].error_message(), "");
+  ASSERT_TRUE(stream.WritesDone());
+  const std::optional<grpc::Status> ended = stream.WaitEnd();
+  ASSERT_TRUE(ended.has_value());
+  EXPECT_TRUE(ended->ok()) << ended->error_message();
+}
+
 TEST_F(GrpcFrontendTest, StartRejectsBadOptions) {
   GrpcOptions options;
   options.port = 70000;
@@ -1477,6 +1524,9 @@ TEST_F(GrpcFrontendTest, StartRejectsBadOptions) {
   options.max_message_bytes = 0;
   EXPECT_EQ(GrpcServer::Start(fake_, options).status().code(), StatusCode::kInvalidArgument);
   options.max_message_bytes = 1 << 20;
+  options.idle_timeout = std::chrono::milliseconds(0);
+  EXPECT_EQ(GrpcServer::Start(fake_, options).status().code(), StatusCode::kInvalidArgument);
+  options.idle_timeout = std::chrono::seconds(1);
   options.address = "not an address";
   auto bad_address = GrpcServer::Start(fake_, options);
   EXPECT_EQ(bad_address.status().code(), StatusCode::kInvalidArgument);
