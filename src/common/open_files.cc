@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -60,8 +61,8 @@ std::string Seconds(Clock::duration d) {
 std::string RaiseOpenFileLimit() {
   rlimit limit{};
   if (getrlimit(RLIMIT_NOFILE, &limit) != 0) {
-    return "open files: the limit is unknown (getrlimit: " +
-           std::generic_category().message(errno) + ")";
+    return std::string("open files: the limit is unknown (getrlimit: ") + std::strerror(errno) +
+           ")";
   }
   const rlim_t target = limit.rlim_max == RLIM_INFINITY ? KernelMaxOpenFiles() : limit.rlim_max;
   if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < target) {
@@ -69,7 +70,7 @@ std::string RaiseOpenFileLimit() {
     limit.rlim_cur = target;
     if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
       return "open files: the limit stays " + LimitText(was) + " (raising it to " +
-             LimitText(target) + ": " + std::generic_category().message(errno) + ")";
+             LimitText(target) + ": " + std::strerror(errno) + ")";
     }
     return "open files: the limit was raised from " + LimitText(was) + " to " + LimitText(target) +
            " (the hard limit)";
@@ -88,9 +89,10 @@ std::string DescribeOpenFiles() {
        it.increment(ec)) {
     ++open;
   }
-  // Counting takes a descriptor too, which a process at its limit does not have.
-  if (ec == std::errc::too_many_files_open)
-    return "all " + of_limit + " files the limit allows are open";
+  // Counting takes a descriptor too, which a process at its limit does not have. (The errno
+  // is compared, not the error_code with std::errc: that comparison calls into libstdc++'s
+  // category object, which clang's UBSan vptr check cannot see and reports.)
+  if (ec.value() == EMFILE) return "all " + of_limit + " files the limit allows are open";
   if (ec) return "the limit of open files is " + of_limit;
   // The directory's own descriptor was one of them.
   return std::to_string(open - 1) + " files open, the limit is " + of_limit;

@@ -214,6 +214,12 @@ class DescriptorFloodTest : public ServerTest {
   }
   void SetUp() override {
     if (access("/usr/bin/prlimit", X_OK) != 0) GTEST_SKIP() << "needs prlimit (util-linux)";
+#ifdef FASTPATH_SANITIZED_BINARY
+    // UBSan's vptr check tests the memory it reads through a pipe: a process out of
+    // descriptors cannot open one, and every virtual call the check has not seen before is
+    // then reported ("invalid vptr", "memory cannot be printed") and ends the process.
+    GTEST_SKIP() << "UBSan's vptr check needs descriptors of its own";
+#endif
     ServerTest::SetUp();
   }
 
