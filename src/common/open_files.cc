@@ -50,6 +50,23 @@ bool IsTheConnections(int error_number) {
   }
 }
 
+// The descriptors open, or the errno that stopped the count in `error`. (The errno is read from
+// the error_code, not compared with a std::errc: that comparison is a virtual call, which UBSan's
+// vptr check cannot verify in a process out of descriptors, and reports.)
+std::optional<uint64_t> CountOpenFiles(int* error) {
+  std::error_code ec;
+  uint64_t open = 0;
+  for (std::filesystem::directory_iterator it("/proc/self/fd", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    ++open;
+  }
+  if (ec || open == 0) {
+    *error = ec.value();
+    return std::nullopt;
+  }
+  return open - 1;  // the directory's own descriptor was one of them
+}
+
 std::string Seconds(Clock::duration d) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.1f s", std::chrono::duration<double>(d).count());
@@ -79,23 +96,29 @@ std::string RaiseOpenFileLimit() {
          LimitText(limit.rlim_max) + ")";
 }
 
-std::string DescribeOpenFiles() {
+std::optional<uint64_t> CountOpenFiles() {
+  int error = 0;
+  return CountOpenFiles(&error);
+}
+
+std::optional<uint64_t> OpenFileLimit() {
   rlimit limit{};
-  const std::string of_limit =
-      getrlimit(RLIMIT_NOFILE, &limit) == 0 ? LimitText(limit.rlim_cur) : std::string("unknown");
-  std::error_code ec;
-  long open = 0;
-  for (std::filesystem::directory_iterator it("/proc/self/fd", ec), end; !ec && it != end;
-       it.increment(ec)) {
-    ++open;
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) {
+    return std::nullopt;
   }
-  // Counting takes a descriptor too, which a process at its limit does not have. (The errno
-  // is compared, not the error_code with std::errc: that comparison calls into libstdc++'s
-  // category object, which clang's UBSan vptr check cannot see and reports.)
-  if (ec.value() == EMFILE) return "all " + of_limit + " files the limit allows are open";
-  if (ec) return "the limit of open files is " + of_limit;
-  // The directory's own descriptor was one of them.
-  return std::to_string(open - 1) + " files open, the limit is " + of_limit;
+  return static_cast<uint64_t>(limit.rlim_cur);
+}
+
+std::string DescribeOpenFiles() {
+  const std::optional<uint64_t> limit = OpenFileLimit();
+  const std::string of_limit = limit ? std::to_string(*limit) : std::string("unknown");
+  int error = 0;
+  if (const std::optional<uint64_t> open = CountOpenFiles(&error)) {
+    return std::to_string(*open) + " files open, the limit is " + of_limit;
+  }
+  // Counting takes a descriptor too, which a process at its limit does not have.
+  if (error == EMFILE) return "all " + of_limit + " files the limit allows are open";
+  return "the limit of open files is " + of_limit;
 }
 
 AcceptFailures::AcceptFailures(std::string listener, Clock* clock)

@@ -399,6 +399,40 @@ std::vector<MetricFamily> HeapFamilies(const std::optional<HeapStatistics>& heap
   return {std::move(f)};
 }
 
+std::vector<MetricFamily> ProcessFamilies(const ProcessStatistics& process) {
+  std::vector<MetricFamily> out;
+  const auto add = [&out](const char* name, const char* help, MetricType type,
+                          std::optional<double> value) {
+    if (!value) return;
+    MetricFamily f = Family(name, help, type);
+    ClientMetric m;
+    if (type == MetricType::Counter) {
+      m.counter.value = *value;
+    } else {
+      m.gauge.value = *value;
+    }
+    f.metric.push_back(std::move(m));
+    out.push_back(std::move(f));
+  };
+  const auto as_double = [](std::optional<uint64_t> v) -> std::optional<double> {
+    if (!v) return std::nullopt;
+    return static_cast<double>(*v);
+  };
+  add("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.",
+      MetricType::Counter, process.cpu_seconds);
+  add("process_start_time_seconds", "Start time of the process since unix epoch in seconds.",
+      MetricType::Gauge, process.start_time_seconds);
+  add("process_resident_memory_bytes", "Resident memory size in bytes.", MetricType::Gauge,
+      as_double(process.resident_bytes));
+  add("process_virtual_memory_bytes", "Virtual memory size in bytes.", MetricType::Gauge,
+      as_double(process.virtual_bytes));
+  add("process_open_fds", "Number of open file descriptors.", MetricType::Gauge,
+      as_double(process.open_fds));
+  add("process_max_fds", "Maximum number of open file descriptors (the soft limit).",
+      MetricType::Gauge, as_double(process.max_fds));
+  return out;
+}
+
 std::vector<MetricFamily> ServerCollector::Collect() const {
   // Runs on the exposer's thread: nothing may escape into the HTTP library.
   try {
@@ -409,6 +443,7 @@ std::vector<MetricFamily> ServerCollector::Collect() const {
     for (MetricFamily& f : AdmissionFamilies(report)) out.push_back(std::move(f));
     for (MetricFamily& f : GpuFamilies(report)) out.push_back(std::move(f));
     for (MetricFamily& f : HeapFamilies(ReadHeapStatistics())) out.push_back(std::move(f));
+    for (MetricFamily& f : ProcessFamilies(ReadProcessStatistics())) out.push_back(std::move(f));
     return out;
   } catch (const std::exception& e) {
     log::Error(std::string("metrics collection failed: ") + e.what());

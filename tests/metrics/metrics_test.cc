@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <prometheus/text_serializer.h>
+#include <sys/resource.h>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -322,6 +323,64 @@ TEST(HeapFamiliesTest, ThisTestProcessReadsNoJemallocStatistics) {
   EXPECT_FALSE(ReadHeapStatistics().has_value()) << DescribeProcessAllocator();
 }
 
+// Prometheus's process metrics, under the names and types its client libraries use (standard
+// dashboards and alerts read them: process_open_fds / process_max_fds).
+TEST(ProcessFamiliesTest, TheStandardNamesAndTypes) {
+  ProcessStatistics process;
+  process.cpu_seconds = 12.5;
+  process.start_time_seconds = 1.7e9;
+  process.resident_bytes = 200 << 20;
+  process.virtual_bytes = uint64_t{3} << 30;
+  process.open_fds = 97;
+  process.max_fds = 1024;
+  const Exposition e = Parse(prometheus::TextSerializer().Serialize(ProcessFamilies(process)));
+  EXPECT_EQ(e.types.at("process_cpu_seconds_total"), "counter");
+  EXPECT_EQ(e.Get("process_cpu_seconds_total"), 12.5);
+  EXPECT_EQ(e.types.at("process_start_time_seconds"), "gauge");
+  EXPECT_EQ(e.Get("process_start_time_seconds"), 1.7e9);
+  EXPECT_EQ(e.Get("process_resident_memory_bytes"), 200 << 20);
+  EXPECT_EQ(e.Get("process_virtual_memory_bytes"), double(uint64_t{3} << 30));
+  EXPECT_EQ(e.types.at("process_open_fds"), "gauge");
+  EXPECT_EQ(e.Get("process_open_fds"), 97);
+  EXPECT_EQ(e.Get("process_max_fds"), 1024);
+  EXPECT_EQ(e.samples.size(), 6u);
+}
+
+// What /proc cannot give is left out, not written as zero (an unlimited soft limit, say).
+TEST(ProcessFamiliesTest, WhatIsUnknownIsLeftOut) {
+  ProcessStatistics process;
+  process.open_fds = 5;
+  const Exposition e = Parse(prometheus::TextSerializer().Serialize(ProcessFamilies(process)));
+  EXPECT_EQ(e.Get("process_open_fds"), 5);
+  EXPECT_EQ(e.samples.size(), 1u);
+  EXPECT_TRUE(ProcessFamilies(ProcessStatistics{}).empty());
+}
+
+// This test process, read from /proc.
+TEST(ProcessFamiliesTest, ThisProcessIsReadFromProc) {
+  const ProcessStatistics process = ReadProcessStatistics();
+  ASSERT_TRUE(process.open_fds.has_value());
+  EXPECT_GE(*process.open_fds, 3u);  // stdin, stdout, stderr
+  rlimit limit{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &limit), 0);
+  if (limit.rlim_cur != RLIM_INFINITY) {
+    ASSERT_TRUE(process.max_fds.has_value());
+    EXPECT_EQ(*process.max_fds, limit.rlim_cur);
+    EXPECT_LE(*process.open_fds, *process.max_fds);
+  }
+  ASSERT_TRUE(process.resident_bytes.has_value() && process.virtual_bytes.has_value());
+  EXPECT_GT(*process.resident_bytes, 0u);
+  EXPECT_GE(*process.virtual_bytes, *process.resident_bytes);
+  ASSERT_TRUE(process.cpu_seconds.has_value());
+  EXPECT_GE(*process.cpu_seconds, 0);
+  ASSERT_TRUE(process.start_time_seconds.has_value());
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  // Started before now, and this test binary has not run for a day.
+  EXPECT_LE(*process.start_time_seconds, now + 1);
+  EXPECT_GT(*process.start_time_seconds, now - 86400);
+}
+
 // Every family this module can write, each optional one present (a memory cap, the leak
 // and fragmentation verdicts), through promtool's naming lint: a scrape of a real server
 // (tests/integration/metrics_test.cc) shows only what that server has.
@@ -370,26 +429,53 @@ TEST(PromtoolLintTest, EveryFastpathFamilyPassesPromtoolCheckMetrics) {
   for (auto& f : AdmissionFamilies(report)) families.push_back(std::move(f));
   for (auto& f : GpuFamilies(report)) families.push_back(std::move(f));
   for (auto& f : HeapFamilies(HeapStatistics{1, 2, 3, 4})) families.push_back(std::move(f));
+  for (auto& f : ProcessFamilies(ReadProcessStatistics())) families.push_back(std::move(f));
   const std::string text = prometheus::TextSerializer().Serialize(families);
   const Exposition e = Parse(text);
-  for (const char* name :
-       {"fastpath_inference_request_duration_seconds", "fastpath_inference_queue_duration_seconds",
-        "fastpath_inference_compute_infer_duration_seconds", "fastpath_inference_batch_size",
-        "fastpath_server_ready", "fastpath_model_state", "fastpath_memory_in_use_bytes",
-        "fastpath_memory_reserved_bytes", "fastpath_memory_peak_bytes",
-        "fastpath_memory_limit_bytes", "fastpath_memory_arena_extensions_total",
-        "fastpath_memory_fragmentation_ratio", "fastpath_memory_fragmentation_suspected",
-        "fastpath_memory_leak_suspected", "fastpath_memory_leak_slope_bytes_per_second",
-        "fastpath_memory_oom_total", "fastpath_gpu_temperature_celsius",
-        "fastpath_gpu_sm_clock_mhz", "fastpath_gpu_memory_clock_mhz",
-        "fastpath_gpu_utilization_ratio", "fastpath_gpu_memory_used_bytes",
-        "fastpath_gpu_memory_total_bytes", "fastpath_gpu_power_watts",
-        "fastpath_gpu_power_limit_watts", "fastpath_gpu_ecc_uncorrected_total",
-        "fastpath_gpu_remapped_rows_uncorrectable", "fastpath_gpu_clocks_event_active",
-        "fastpath_gpu_throttle_seconds_total", "fastpath_gpu_violation_seconds_total",
-        "fastpath_gpu_xid_total", "fastpath_gpu_quarantined", "fastpath_rollout_decisions_total",
-        "fastpath_heap_bytes", "nv_gpu_utilization", "nv_gpu_memory_total_bytes",
-        "nv_gpu_memory_used_bytes", "nv_gpu_power_usage", "nv_gpu_power_limit"}) {
+  for (const char* name : {"fastpath_inference_request_duration_seconds",
+                           "fastpath_inference_queue_duration_seconds",
+                           "fastpath_inference_compute_infer_duration_seconds",
+                           "fastpath_inference_batch_size",
+                           "fastpath_server_ready",
+                           "fastpath_model_state",
+                           "fastpath_memory_in_use_bytes",
+                           "fastpath_memory_reserved_bytes",
+                           "fastpath_memory_peak_bytes",
+                           "fastpath_memory_limit_bytes",
+                           "fastpath_memory_arena_extensions_total",
+                           "fastpath_memory_fragmentation_ratio",
+                           "fastpath_memory_fragmentation_suspected",
+                           "fastpath_memory_leak_suspected",
+                           "fastpath_memory_leak_slope_bytes_per_second",
+                           "fastpath_memory_oom_total",
+                           "fastpath_gpu_temperature_celsius",
+                           "fastpath_gpu_sm_clock_mhz",
+                           "fastpath_gpu_memory_clock_mhz",
+                           "fastpath_gpu_utilization_ratio",
+                           "fastpath_gpu_memory_used_bytes",
+                           "fastpath_gpu_memory_total_bytes",
+                           "fastpath_gpu_power_watts",
+                           "fastpath_gpu_power_limit_watts",
+                           "fastpath_gpu_ecc_uncorrected_total",
+                           "fastpath_gpu_remapped_rows_uncorrectable",
+                           "fastpath_gpu_clocks_event_active",
+                           "fastpath_gpu_throttle_seconds_total",
+                           "fastpath_gpu_violation_seconds_total",
+                           "fastpath_gpu_xid_total",
+                           "fastpath_gpu_quarantined",
+                           "fastpath_rollout_decisions_total",
+                           "fastpath_heap_bytes",
+                           "process_cpu_seconds_total",
+                           "process_start_time_seconds",
+                           "process_resident_memory_bytes",
+                           "process_virtual_memory_bytes",
+                           "process_open_fds",
+                           "process_max_fds",
+                           "nv_gpu_utilization",
+                           "nv_gpu_memory_total_bytes",
+                           "nv_gpu_memory_used_bytes",
+                           "nv_gpu_power_usage",
+                           "nv_gpu_power_limit"}) {
     EXPECT_EQ(e.types.count(name), 1u) << name << " is not in the text, so not linted";
   }
   // Each fastpath_ counter ends in _total (promtool checks it too; this says which).

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -18,6 +19,12 @@ namespace fastpath {
 // Raises the soft RLIMIT_NOFILE to the hard limit (to the kernel's fs.nr_open when the hard
 // limit is unlimited). Returns a line for the start-up log: the limit, and whether it was raised.
 std::string RaiseOpenFileLimit();
+
+// The descriptors the process has open (/proc/self/fd), nullopt when they cannot be counted
+// (counting takes a descriptor).
+std::optional<uint64_t> CountOpenFiles();
+// The soft RLIMIT_NOFILE; nullopt when unknown or unlimited.
+std::optional<uint64_t> OpenFileLimit();
 
 // "97 files open, the limit is 128", or "all 128 files the limit allows are open": the
 // process's descriptors (/proc/self/fd) and its soft limit, for the messages about running out.

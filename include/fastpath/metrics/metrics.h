@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "fastpath/common/allocator.h"
+#include "fastpath/common/process_statistics.h"
 #include "fastpath/common/status.h"
 #include "fastpath/server/server.h"
 
@@ -89,6 +90,12 @@ std::vector<prometheus::MetricFamily> GpuFamilies(const admission::AdmissionRepo
 // malloc is another): fastpath_heap_bytes{kind="allocated|active|resident|retained"}. Also
 // part of ServerCollector::Collect, read at each scrape.
 std::vector<prometheus::MetricFamily> HeapFamilies(const std::optional<HeapStatistics>& heap);
+
+// The process metrics of Prometheus's client libraries, under their names and help texts
+// (common/process_statistics.h): process_cpu_seconds_total, process_start_time_seconds,
+// process_{resident,virtual}_memory_bytes, process_open_fds, process_max_fds. Each is left out
+// where /proc cannot give it. Also part of ServerCollector::Collect, read at each scrape.
+std::vector<prometheus::MetricFamily> ProcessFamilies(const ProcessStatistics& process);
 
 // The Prometheus text exposition of `collectable`'s families (prometheus::TextSerializer).
 std::string RenderText(const prometheus::Collectable& collectable);
