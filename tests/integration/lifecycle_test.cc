@@ -200,8 +200,8 @@ TEST_F(GrpcLogTest, GrpcsLinesAreTheServersJsonLines) {
 
 // ---- Out of descriptors ----
 
-// A flood of connections past the process's limit of open files, on the HTTP port or the gRPC
-// one. The listener cannot accept: it says so, and waits between tries instead of spinning on
+// A flood of connections past the process's limit of open files, on the HTTP, gRPC or metrics
+// port. The listener cannot accept: it says so, and waits between tries instead of spinning on
 // the connection that waits in its listen queue (HTTP's did) or stopping for good (gRPC 1.51's
 // own listener did: the port never answered again). The connections it holds are still served,
 // and once the flood hangs up it accepts again and says so. The limit is set low by prlimit(1);
@@ -295,6 +295,24 @@ TEST_F(DescriptorFloodTest, TheHttpListenerWaitsOutAFloodPastTheLimit) {
         HttpClient client(server().http_port());
         HttpResponse ready = client.Get("/v2/health/ready");
         EXPECT_EQ(ready.status, 200) << ready.Describe() << "\nlog:\n" << server().LogTail();
+      });
+}
+
+TEST_F(DescriptorFloodTest, TheMetricsListenerWaitsOutAFloodPastTheLimit) {
+  ASSERT_GT(server().metrics_port(), 0);
+  HttpClient scraper(server().metrics_port());
+  ExpectTheFloodIsWaitedOut(
+      server().metrics_port(), "metrics",
+      [&] {
+        HttpResponse scrape = scraper.Get("/metrics");
+        EXPECT_EQ(scrape.status, 200) << scrape.Describe();
+      },
+      [&] {
+        HttpClient client(server().metrics_port());
+        HttpResponse scrape = client.Get("/metrics");
+        EXPECT_EQ(scrape.status, 200) << scrape.Describe();
+        // The scrape that follows a flood shows it: the descriptors are counted.
+        EXPECT_THAT(scrape.body, ::testing::HasSubstr("\nprocess_max_fds 96\n"));
       });
 }
 
