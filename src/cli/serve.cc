@@ -372,6 +372,11 @@ int Serve(const std::vector<std::string>& args) {
   log::Configure(flags.logging);
   WarnOfDeviceOrder();
 
+  // A server whose log reader went away (a pipe to a log shipper that restarted) serves on: its
+  // next line would otherwise kill it with SIGPIPE, with nowhere to say why. Writes to the
+  // broken pipe fail and are dropped. (Sockets never raise it: Asio and gRPC send with
+  // MSG_NOSIGNAL.)
+  signal(SIGPIPE, SIG_IGN);
   // Block the shutdown signals in every thread; the main thread takes them with sigwait.
   sigset_t signals;
   sigemptyset(&signals);

@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <netinet/in.h>
 #include <rapidjson/document.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -625,6 +627,65 @@ TEST_F(IdleDrainTest, SigtermWithIdleConnectionsExitsZero) {
   EXPECT_TRUE(server().Stop());
   EXPECT_FALSE(stream->Read(&r));  // the server ended the stream
   stream->Finish();
+}
+
+// ---- A log reader that goes away ----
+
+// The server's log is a pipe (to a log shipper, `| tee`) whose reader goes away. The server
+// serves on, and SIGTERM still stops it cleanly: its next line used to kill it with SIGPIPE,
+// with nowhere to say why.
+TEST(LogPipeTest, AServerWhoseLogReaderWentAwayServesOnAndStopsCleanly) {
+  testing::TempRepository repo(FASTPATH_TEST_MODELS_DIR);
+  CopyTestModel(repo.root(), "simple");
+  const std::string port_file = (repo.root() / "ports").string();
+  std::vector<std::string> args = {
+      FastpathBinary(), "serve",     "--model-repository", repo.root().string(),
+      "--host",         "127.0.0.1", "--http-port",        "0",
+      "--grpc-port",    "0",         "--metrics-port",     "0",
+      "--port-file",    port_file};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int log[2];
+  ASSERT_EQ(pipe(log), 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, log[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, log[1], STDERR_FILENO);
+  posix_spawn_file_actions_addclose(&actions, log[0]);
+  pid_t pid = -1;
+  const int spawned = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(log[1]);
+  ASSERT_EQ(spawned, 0) << strerror(spawned);
+
+  // Read the log until the server is ready, then hang up.
+  std::string text;
+  char buffer[4096];
+  for (ssize_t n; text.find("server is READY") == std::string::npos &&
+                  (n = read(log[0], buffer, sizeof(buffer))) > 0;) {
+    text.append(buffer, static_cast<size_t>(n));
+  }
+  close(log[0]);
+  ASSERT_NE(text.find("server is READY"), std::string::npos) << text;
+  int port = 0;
+  for (int i = 0; i < 300 && port == 0; ++i) {
+    std::ifstream in(port_file);
+    std::string field;
+    if (in >> field && field.rfind("http=", 0) == 0) port = std::stoi(field.substr(5));
+    if (port == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_GT(port, 0);
+
+  HttpClient http(port);
+  HttpResponse ready = http.Get("/v2/health/ready");
+  EXPECT_EQ(ready.status, 200) << ready.Describe();
+  kill(pid, SIGTERM);  // its shutdown lines go to the broken pipe
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << (WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
+                              : "exit status " + std::to_string(WEXITSTATUS(status)));
 }
 
 // ---- Start-up failures ----
