@@ -549,12 +549,13 @@ Item CheckSoak(const std::string& path, const StatusOr<std::string>& text,
 // ---- 5. alert rules ----
 
 std::vector<std::string> RequiredAlerts(const std::vector<RepositoryModel>& models) {
-  // What docs/runbooks/admission.md and memory.md act on: the server not ready, models not
-  // served as proven, requests refused or failing, memory running out.
+  // What docs/runbooks/admission.md, memory.md and connections.md act on: the server not
+  // ready, models not served as proven, requests refused or failing, memory or descriptors
+  // running out.
   std::vector<std::string> required = {
       "FastpathNotReady",         "FastpathModelUnavailable", "FastpathModelDegraded",
       "FastpathRequestsRejected", "FastpathBackendErrors",    "FastpathOutOfMemory",
-      "FastpathMemoryNearLimit",
+      "FastpathMemoryNearLimit",  "FastpathOpenFilesNearLimit",
   };
   bool gpu = false;
   bool canary = false;

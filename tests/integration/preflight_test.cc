@@ -318,7 +318,7 @@ TEST_F(PreflightTest, AlertRulesAreParsedAndMustHoldTheRunbooksAlerts) {
   std::istringstream lines(shipped);
   for (std::string line; std::getline(lines, line);) object += "  " + line + "\n";
   const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
-      {object, "pass", "17 alerts"},
+      {object, "pass", "18 alerts"},
       {"groups:\n  - name: fastpath\n    rules:\n      - alert: FastpathNotReady\n"
        "        expr: fastpath_server_ready == 0\n",
        "fail", "missing FastpathModelUnavailable"},
@@ -387,7 +387,7 @@ TEST_F(PreflightTest, AGpuModelOnANodeWithoutAGpuFails) {
   EXPECT_EQ(VerdictOf(doc, "oom_behaviour"), "fail");
   // With a GPU model the GPU alerts are required too; the shipped file has them.
   EXPECT_EQ(VerdictOf(doc, "alert_rules"), "pass");
-  EXPECT_THAT(SummaryOf(doc, "alert_rules"), HasSubstr("all 11 alerts"));
+  EXPECT_THAT(SummaryOf(doc, "alert_rules"), HasSubstr("all 12 alerts"));
 }
 
 TEST_F(PreflightTest, OnAFakeGpuNodeThePartitionIsCheckedAgainstTheConfig) {
