@@ -127,7 +127,6 @@ AcceptFailures::AcceptFailures(std::string listener, Clock* clock)
 std::chrono::milliseconds AcceptFailures::Failed(int error_number, std::string_view message) {
   if (IsTheConnections(error_number)) return std::chrono::milliseconds(0);
   const Clock::time_point now = clock_->Now();
-  ++total_failures_;
   if (run_failures_++ == 0) {
     run_started_ = last_logged_ = now;
     log::Warn(listener_ + " cannot accept connections: " + std::string(message) + " (" +

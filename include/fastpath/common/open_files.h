@@ -52,16 +52,12 @@ class AcceptFailures {
     if (run_failures_ != 0) Recovered();
   }
 
-  // Failed accepts that waited, since the listener started.
-  uint64_t total_failures() const { return total_failures_; }
-
  private:
   void Recovered();
 
   std::string listener_;
   Clock* clock_;
   uint64_t run_failures_ = 0;  // in the current run of failures
-  uint64_t total_failures_ = 0;
   Clock::time_point run_started_{};
   Clock::time_point last_logged_{};
 };
