@@ -39,7 +39,7 @@ class AcceptFailures {
   // before it tries again. Connections wait in the kernel's listen queue meanwhile.
   static constexpr std::chrono::milliseconds kRetryAfter{100};
 
-  // `listener` names it in the log ("HTTP", "metrics"). `clock` is for tests.
+  // `listener` names it in the log ("HTTP", "gRPC", "metrics"). `clock` is for tests.
   explicit AcceptFailures(std::string listener, Clock* clock = nullptr);
 
   // A failed accept, with the errno it failed with. Returns how long to wait before the next
