@@ -1,4 +1,5 @@
 // `fastpath serve`: the model repository on ONNX Runtime, served over HTTP and gRPC.
+#include <arpa/inet.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -93,6 +94,15 @@ void DefineServeOptions(CLI::App& app, ServeFlags& flags) {
          "Prometheus metrics port; 0 picks a free port");
   AddValue(app, "--host", "ADDR", "address to bind", flags.http.address,
            [&flags](const std::string& value) {
+             // Checked here, before any model loads: the listeners bind an IP literal as given.
+             in6_addr ip{};
+             if (inet_pton(AF_INET, value.c_str(), &ip) != 1 &&
+                 inet_pton(AF_INET6, value.c_str(), &ip) != 1) {
+               return InvalidArgument(
+                   "--host must be an IP address (0.0.0.0 or :: for every interface, 127.0.0.1 "
+                   "or ::1 for this host only), not '" +
+                   value + "'");
+             }
              flags.http.address = value;
              flags.grpc.address = value;
              flags.metrics.address = value;

@@ -122,6 +122,9 @@ TEST(CommandLine, BadCommandLinesExitTwoNamingTheOption) {
        "--log-level must be trace, debug, info, warn or error, not 'loud'"},
       {{"serve", "--model-repository", "/tmp", "--log-format", "xml"},
        "--log-format must be text or json, not 'xml'"},
+      {{"serve", "--model-repository", "/tmp", "--host", "localhost"},
+       "--host must be an IP address (0.0.0.0 or :: for every interface, 127.0.0.1 or ::1 for "
+       "this host only), not 'localhost'"},
       {{"serve", "--model-repository", "/tmp", "--load-model", "a"},
        "--load-model needs --model-control-mode explicit"},
       {{"serve", "--model-repository", "/tmp", "--allow-cpu-fallback=false"}, "allow-cpu-fallback"},
