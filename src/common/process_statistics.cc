@@ -51,7 +51,8 @@ ProcessStatistics ReadProcessStatistics() {
     if (n == 14) utime = static_cast<double>(value);
     if (n == 15) stime = static_cast<double>(value);
     if (n == 22 && ticks > 0) {
-      if (const std::optional<double> boot = BootTime()) {
+      static const std::optional<double> boot = BootTime();  // fixed until the next boot
+      if (boot) {
         out.start_time_seconds = *boot + static_cast<double>(value) / static_cast<double>(ticks);
       }
     }
