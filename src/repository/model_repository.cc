@@ -253,13 +253,24 @@ ModelRepository::ModelState ModelRepository::LoadFromDisk(const std::string& nam
   if (!selected.ok()) return fail(selected.status());
   if (selected->empty()) return fail(NotFound("the version policy selects no version"));
 
-  for (int64_t v : *selected) {
+  state.config = config;
+  state.parse_details = details;
+  LoadVersions(name, *selected, state);
+  return state;
+}
+
+void ModelRepository::LoadVersions(const std::string& name, const std::vector<int64_t>& selected,
+                                   ModelState& state) const {
+  const inference::ModelConfig& config = *state.config;
+  const fs::path dir = options_.root / name;
+  for (int64_t v : selected) {
     VersionStatus vs;
     vs.version = v;
-    auto runtime = config::IsEnsemble(config)
-                       ? LoadEnsembleVersion(name, v, config)
-                       : LoadVersion(name, v, config,
-                                     {.max_batch_size_set = details.max_batch_size_set});
+    auto runtime =
+        config::IsEnsemble(config)
+            ? LoadEnsembleVersion(name, v, config)
+            : LoadVersion(name, v, config,
+                          {.max_batch_size_set = state.parse_details.max_batch_size_set});
     if (runtime.ok() && options_.admit) {
       // Admission before publication: a refused version is never READY, not even briefly.
       if (Status s = options_.admit(dir, **runtime); !s.ok()) runtime = s;
@@ -279,7 +290,6 @@ ModelRepository::ModelState ModelRepository::LoadFromDisk(const std::string& nam
     }
     state.versions.push_back(std::move(vs));
   }
-  return state;
 }
 
 std::string ModelRepository::KeepServing(ModelState& serving, ModelState& fresh) {
@@ -412,7 +422,7 @@ Status ModelRepository::Load(const std::string& name) {
 }
 
 Status ModelRepository::LoadLocked(const std::string& name, bool load_missing_steps,
-                                   std::set<std::string>* touched, bool keep_serving) {
+                                   std::set<std::string>* touched) {
   touched->insert(name);
   std::error_code ec;
   if (!fs::is_directory(options_.root / name, ec)) {
@@ -441,6 +451,11 @@ Status ModelRepository::LoadLocked(const std::string& name, bool load_missing_st
     changed.step_models = std::move(fresh.step_models);
     fresh = std::move(changed);
   }
+  return Publish(name, std::move(fresh), /*keep_serving=*/true, touched);
+}
+
+Status ModelRepository::Publish(const std::string& name, ModelState fresh, bool keep_serving,
+                                std::set<std::string>* touched) {
   Status result = Status::Ok();
   if (!fresh.reason.empty()) {
     result = Unavailable("model '" + name + "' failed to load: " + fresh.reason);
@@ -468,13 +483,12 @@ Status ModelRepository::LoadLocked(const std::string& name, bool load_missing_st
       log::Error("model '" + name + "': " + kept);
       result = Unavailable("model '" + name + "': " + kept);
     }
-    unchanged = !fresh.reload_failure.empty();  // kept whole: what serves is as it was
+    unchanged = !kept.empty() && !fresh.reload_failure.empty();  // kept whole: as it was
     if (!unchanged) StartCanary(name, old, fresh);
     slot = std::move(fresh);
   }
   Retire(old);  // outside the lock
-  // Nothing changed for the ensembles that use it when it was kept whole; re-reading them
-  // would only risk publishing their own half-written files.
+  // Nothing changed for the ensembles that use it when it was kept whole.
   if (!unchanged) ReloadDependents(name, touched);
   return result;
 }

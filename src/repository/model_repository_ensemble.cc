@@ -79,11 +79,35 @@ void ModelRepository::ReloadDependents(const std::string& name, std::set<std::st
   }
   for (const auto& ensemble : dependents) {
     if (touched->count(ensemble) > 0) continue;  // reloaded meanwhile, further down
-    log::Info("re-validating ensemble '" + ensemble + "' after a change to '" + name + "'");
-    // Never loads a missing step model here: after an explicit unload the ensemble must
-    // turn UNAVAILABLE, not bring the model back.
-    (void)LoadLocked(ensemble, /*load_missing_steps=*/false, touched, /*keep_serving=*/false);
+    Revalidate(ensemble, touched);
   }
+}
+
+void ModelRepository::Revalidate(const std::string& ensemble, std::set<std::string>* touched) {
+  touched->insert(ensemble);
+  // The ensemble as it was loaded, not as its folder is now: an edit on disk is for its own
+  // load (or the next poll, which sees it by the fingerprint kept here) to publish, with a
+  // failure keeping what serves. A config that never parsed has nothing a step could mend.
+  ModelState fresh;
+  std::vector<int64_t> versions;
+  {
+    std::lock_guard lock(mu_);
+    auto it = models_.find(ensemble);
+    if (it == models_.end() || !it->second.config) return;
+    const ModelState& loaded = it->second;
+    fresh.config = loaded.config;
+    fresh.parse_details = loaded.parse_details;
+    fresh.fingerprint = loaded.fingerprint;
+    fresh.reload_failure = loaded.reload_failure;
+    fresh.step_models = loaded.step_models;
+    for (const VersionStatus& v : loaded.versions) versions.push_back(v.version);
+  }
+  log::Info("re-validating ensemble '" + ensemble + "' after a change to one of its steps");
+  LoadVersions(ensemble, versions, fresh);
+  // Published even when it fails: an ensemble whose step is gone cannot serve, whatever it
+  // did before. Never loads a missing step model: after an explicit unload the ensemble must
+  // turn UNAVAILABLE, not bring the model back.
+  (void)Publish(ensemble, std::move(fresh), /*keep_serving=*/false, touched);
 }
 
 }  // namespace fastpath::repository

@@ -244,5 +244,54 @@ TEST_F(EnsembleRepositoryTest, AStepModelThatFailsToReloadKeepsServingAndSoDoesT
   EXPECT_NE(e->reason.find("TYPE_FP64"), std::string::npos) << e->reason;
 }
 
+// A step model's reload re-validates the ensemble from the config it was loaded with: an
+// edit of the ensemble's own config.pbtxt, half written or whole, waits for the ensemble's
+// own load (it took a broken one down before, and published a valid one unasked).
+TEST_F(EnsembleRepositoryTest, AStepReloadLeavesTheEnsemblesEditedConfigForItsOwnLoad) {
+  auto repo = Make(ControlMode::kExplicit);
+  ASSERT_TRUE(repo->Load("a_pipeline").ok());
+  repo_.WriteConfig("a_pipeline", std::string(kPipeline) + "this is being edited {");
+  ASSERT_TRUE(repo->Load("add_one").ok());
+  EXPECT_TRUE(Ready(*repo, "a_pipeline", false));
+  EXPECT_TRUE(Run(*repo, std::vector<float>(16, 0.5f)).ok());
+  const auto index = repo->Index(false);
+  const server::RepositoryEntry* e = Entry(index, "a_pipeline");
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->state, server::ModelState::kReady);
+  EXPECT_EQ(e->reason, "");
+
+  // A valid edit (a second step dropped) is not published by a step's reload either.
+  repo_.WriteConfig("a_pipeline", R"(
+platform: "ensemble"
+max_batch_size: 8
+input [ { name: "X" data_type: TYPE_FP32 dims: [ 16 ] } ]
+output [ { name: "Y" data_type: TYPE_FP32 dims: [ 16 ] } ]
+ensemble_scheduling {
+  step [
+    { model_name: "double" model_version: -1
+      input_map { key: "INPUT0" value: "X" } output_map { key: "OUTPUT0" value: "Y" } }
+  ]
+}
+)");
+  ASSERT_TRUE(repo->Load("double").ok());
+  const auto first = [&] {
+    auto y = Run(*repo, std::vector<float>(16, 0.5f));
+    float v = -1;
+    if (y.ok() && !y->outputs.empty() && y->outputs[0].data.size() >= sizeof(float)) {
+      std::memcpy(&v, y->outputs[0].data.data(), sizeof(float));
+    }
+    return v;
+  };
+  EXPECT_EQ(first(), 3.0f);  // still (0.5 + 1) * 2: both steps ran
+
+  // Its own load publishes the edit.
+  ASSERT_TRUE(repo->Load("a_pipeline").ok());
+  EXPECT_EQ(first(), 1.0f);  // 0.5 * 2
+
+  // And a step unloaded still takes it down, from the config it serves with.
+  ASSERT_TRUE(repo->Unload("double").ok());
+  EXPECT_FALSE(Ready(*repo, "a_pipeline", true));
+}
+
 }  // namespace
 }  // namespace fastpath::repository

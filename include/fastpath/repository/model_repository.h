@@ -206,6 +206,10 @@ class ModelRepository {
     // Why the last reload was not published while this state kept serving; empty when it was.
     std::string reload_failure;
     std::vector<std::string> step_models;  // an ensemble's step models (its dependencies)
+    // The config as read and its versions selected; unset when the model failed before
+    // (an unreadable config, no version folder). An ensemble is re-validated from it.
+    std::optional<inference::ModelConfig> config;
+    config::ParseDetails parse_details;
     // The canary phase in progress; null when none. Its stable load is in no `versions`
     // entry (so neither the index nor the watches see it), only here.
     struct Canary {
@@ -226,6 +230,9 @@ class ModelRepository {
 
   // Builds the model's state from disk without touching the map.
   ModelState LoadFromDisk(const std::string& name) const;
+  // Loads and admits the `selected` versions of state.config into state.versions.
+  void LoadVersions(const std::string& name, const std::vector<int64_t>& selected,
+                    ModelState& state) const;
   StatusOr<std::shared_ptr<ModelVersion>> LoadVersion(
       const std::string& name, int64_t version, const inference::ModelConfig& config,
       const config::CompletionOptions& completion) const;
@@ -235,12 +242,18 @@ class ModelRepository {
   // The step models config.pbtxt names, when the folder holds an ensemble.
   std::vector<std::string> StepModelsOnDisk(const std::string& name) const;
   // Load with load_mu_ held. `touched` collects the models (re)loaded by this operation,
-  // so that ensembles depending on each other end the recursion. Without `keep_serving`
-  // (an ensemble re-validated after a change to a step) a failure is published: an
-  // ensemble whose step is gone cannot serve, whatever it did before.
+  // so that ensembles depending on each other end the recursion.
   Status LoadLocked(const std::string& name, bool load_missing_steps,
-                    std::set<std::string>* touched, bool keep_serving = true);
+                    std::set<std::string>* touched);
+  // Puts `fresh` in the map (with load_mu_ held), keeping what serves where it failed when
+  // `keep_serving`, then re-validates the ensembles that use the model.
+  Status Publish(const std::string& name, ModelState fresh, bool keep_serving,
+                 std::set<std::string>* touched);
+  // Every loaded ensemble that names `name` as a step is re-validated.
   void ReloadDependents(const std::string& name, std::set<std::string>* touched);
+  // Builds a loaded ensemble again from the config it was loaded with, against the step
+  // models serving now, and publishes it whether or not it validates.
+  void Revalidate(const std::string& ensemble, std::set<std::string>* touched);
   std::string Fingerprint(const std::string& name) const;
   std::vector<std::string> ModelFolders() const;
   static void StopVersions(const ModelState& state);  // its canary phase's stable load too
