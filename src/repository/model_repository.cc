@@ -88,16 +88,28 @@ std::vector<std::string> ModelRepository::ModelFolders() const {
 
 std::string ModelRepository::Fingerprint(const std::string& name) const {
   // Names, sizes and modification times of everything under the model folder: cheap,
-  // and any copy of a new model file or config changes it.
+  // and any copy of a new model file or config changes it. Symbolic links are followed, and
+  // where each one points is part of it: a version folder that is a link swapped to another
+  // checkout (git-sync, a ConfigMap's ..data) is a change even when the files look alike.
+  // Bounded, so that a link loop cannot make a poll endless.
+  constexpr int kMaxDepth = 8;
+  constexpr int kMaxEntries = 100000;
   std::ostringstream out;
   std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(options_.root / name, ec);
-       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+  int entries = 0;
+  for (auto it = fs::recursive_directory_iterator(options_.root / name,
+                                                  fs::directory_options::follow_directory_symlink |
+                                                      fs::directory_options::skip_permission_denied,
+                                                  ec);
+       !ec && it != fs::recursive_directory_iterator() && ++entries <= kMaxEntries;
+       it.increment(ec)) {
     out << it->path().string() << ':';
+    if (it->is_symlink(ec)) out << "->" << fs::read_symlink(it->path(), ec).string() << ':';
     if (it->is_regular_file(ec)) {
       out << it->file_size(ec) << ':' << it->last_write_time(ec).time_since_epoch().count();
     }
     out << '\n';
+    if (it.depth() >= kMaxDepth) it.disable_recursion_pending();
   }
   return out.str();
 }

@@ -176,6 +176,42 @@ TEST_F(ModelRepositoryTest, PollPicksUpNewChangedAndRemovedModels) {
   EXPECT_EQ(repo->FindReady("simple_fp32", "").status().code(), StatusCode::kNotFound);
 }
 
+// A version folder that is a symbolic link, swapped to another folder (git-sync, a
+// ConfigMap's ..data): the poll reloads it, as Triton's does. Files replaced inside the
+// linked folder are seen too, and a link loop does not stop the poll.
+TEST_F(ModelRepositoryTest, PollFollowsSymbolicLinks) {
+  const std::filesystem::path store = repo_.root() / ".store";
+  std::filesystem::create_directories(store / "a");
+  std::filesystem::create_directories(store / "b");
+  std::filesystem::copy_file(std::filesystem::path(FASTPATH_TEST_MODELS_DIR) / "simple.onnx",
+                             store / "a" / "model.onnx");
+  std::filesystem::copy_file(std::filesystem::path(FASTPATH_TEST_MODELS_DIR) / "simple_fp32.onnx",
+                             store / "b" / "model.onnx");
+  std::filesystem::create_directories(repo_.root() / "linked");
+  std::filesystem::create_directory_symlink(store / "a", repo_.root() / "linked" / "1");
+  std::filesystem::create_directory_symlink("..", store / "a" / "loop");
+  auto repo = Make(ControlMode::kPoll);
+  repo->Poll();
+  const auto input_type = [&] {
+    auto found = repo->FindReady("linked", "");
+    return found.ok() ? (*found)->config.input(0).data_type() : inference::TYPE_INVALID;
+  };
+  ASSERT_EQ(input_type(), inference::TYPE_INT32);
+
+  // The link swapped, as `ln -s b 1.new && mv -T 1.new 1` does.
+  std::filesystem::create_directory_symlink(store / "b", repo_.root() / "linked" / "1.new");
+  std::filesystem::rename(repo_.root() / "linked" / "1.new", repo_.root() / "linked" / "1");
+  repo->Poll();
+  EXPECT_EQ(input_type(), inference::TYPE_FP32);
+
+  // A file replaced inside the folder the link points to.
+  std::filesystem::copy_file(std::filesystem::path(FASTPATH_TEST_MODELS_DIR) / "simple.onnx",
+                             store / "b" / "model.onnx",
+                             std::filesystem::copy_options::overwrite_existing);
+  repo->Poll();
+  EXPECT_EQ(input_type(), inference::TYPE_INT32);
+}
+
 // Issue 12: what serves is never given up for what failed.
 TEST_F(ModelRepositoryTest, AModelFileReplacedByABrokenOneKeepsThePreviousLoadServing) {
   repo_.AddVersion("simple", 1, "simple");
