@@ -26,6 +26,7 @@
 #include "fastpath/config/model_config.h"
 #include "fastpath/gpu/capability_snapshot.h"
 #include "fastpath/onnxruntime/ort_backend.h"
+#include "fastpath/repository/model_repository.h"
 
 namespace fastpath::cli {
 namespace {
@@ -271,9 +272,8 @@ BenchOptions DefineBenchOptions(CLI::App& app, BenchFlags& f) {
 
 // What depends on values, beyond CLI11's required, needs and excludes.
 Status CheckBenchFlags(const BenchOptions& options, BenchFlags& f) {
-  if (f.model.find('/') != std::string::npos || f.model == "." || f.model == ".." ||
-      f.model.empty()) {
-    return InvalidArgument("--model '" + f.model + "' is not a model name");
+  if (Status name = repository::CheckModelName(f.model); !name.ok()) {
+    return InvalidArgument("--model " + name.message());
   }
   if (f.calibrate) {
     if (options.concurrency->count() == 0) f.concurrency = {32};

@@ -236,6 +236,22 @@ Status CheckServeFlags(const ServeFlags& flags) {
       !flags.server.startup_models.empty()) {
     return InvalidArgument("--load-model needs --model-control-mode explicit");
   }
+  // Triton refuses to start without a model it was asked for; here a name that cannot load
+  // is refused before anything loads, rather than logged once under a server that never
+  // turns ready.
+  const std::filesystem::path& root = flags.server.repository.root;
+  for (const std::string& model : flags.server.startup_models) {
+    if (model == "*") continue;
+    if (Status name = repository::CheckModelName(model); !name.ok()) {
+      return InvalidArgument("--load-model " + name.message());
+    }
+    std::error_code ec;
+    if (std::filesystem::is_directory(root, ec) &&
+        !std::filesystem::is_directory(root / model, ec)) {
+      return InvalidArgument("--load-model '" + model + "': no model folder '" + model + "' in " +
+                             root.string());
+    }
+  }
   if (const std::string& records = flags.rollout_verdict.records; !records.empty()) {
     std::error_code ec;
     if (!std::filesystem::is_directory(records, ec)) {

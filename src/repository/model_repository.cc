@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "fastpath/common/log.h"
+#include "fastpath/common/utf8.h"
 #include "fastpath/config/ensemble_config.h"
 #include "fastpath/config/model_config.h"
 #include "fastpath/scheduler/dynamic_batch_scheduler.h"
@@ -50,6 +51,19 @@ std::vector<int64_t> VersionFolders(const fs::path& dir) {
 
 }  // namespace
 
+Status CheckModelName(std::string_view name) {
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string_view::npos) {
+    return InvalidArgument("'" + std::string(name) +
+                           "' is not a model name (the name of a folder in the repository)");
+  }
+  if (!IsValidUtf8(name)) {
+    return InvalidArgument("'" + ToValidUtf8(name) +
+                           "' is not a model name: it is not valid UTF-8 (a model's name goes into "
+                           "JSON, Prometheus labels and protobuf strings, which must be UTF-8)");
+  }
+  return Status::Ok();
+}
+
 StatusOr<ControlMode> ParseControlMode(const std::string& text) {
   if (text == "none") return ControlMode::kNone;
   if (text == "explicit") return ControlMode::kExplicit;
@@ -78,9 +92,17 @@ std::vector<std::string> ModelRepository::ModelFolders() const {
   std::vector<std::string> names;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(options_.root, ec)) {
-    if (entry.is_directory(ec) && entry.path().filename().string()[0] != '.') {
-      names.push_back(entry.path().filename().string());
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_directory(ec) || name[0] == '.') continue;
+    if (Status s = CheckModelName(name); !s.ok()) {
+      std::lock_guard lock(refused_mu_);
+      if (refused_folders_.insert(name).second) {
+        log::Error("the folder " + ToValidUtf8((options_.root / name).string()) +
+                   " is not loaded: " + s.message());
+      }
+      continue;
     }
+    names.push_back(name);
   }
   std::sort(names.begin(), names.end());
   return names;
@@ -238,6 +260,9 @@ ModelRepository::ModelState ModelRepository::LoadFromDisk(const std::string& nam
   config::ParseDetails details;
   std::error_code ec;
   if (fs::exists(dir / kConfigFile, ec)) {
+    if (!fs::is_regular_file(dir / kConfigFile, ec)) {
+      return fail(InvalidArgument((dir / kConfigFile).string() + " is not a file"));
+    }
     auto text = ReadFile(dir / kConfigFile);
     if (!text.ok()) return fail(text.status());
     auto parsed = config::ParseModelConfig(*text, (dir / kConfigFile).string(), &details);
@@ -416,8 +441,10 @@ void ModelRepository::LoadStartupModels(const std::vector<std::string>& explicit
       std::lock_guard lock(mu_);
       if (models_.count(name) > 0) continue;
     }
-    Status s = Load(name);
-    (void)s;  // already logged with its reason; a bad model never stops the others
+    // A model that fails to load is logged with its reason and never stops the others.
+    if (Status s = Load(name); !s.ok() && s.code() != StatusCode::kUnavailable) {
+      log::Error("model '" + ToValidUtf8(name) + "' is not loaded: " + s.message());
+    }
   }
   if (options_.mode == ControlMode::kPoll && !poll_thread_.joinable()) {
     poll_thread_ = std::thread([this] { PollLoop(); });
@@ -425,9 +452,7 @@ void ModelRepository::LoadStartupModels(const std::vector<std::string>& explicit
 }
 
 Status ModelRepository::Load(const std::string& name) {
-  if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") {
-    return InvalidArgument("invalid model name '" + name + "'");
-  }
+  FASTPATH_RETURN_IF_ERROR(CheckModelName(name));
   std::lock_guard load_lock(load_mu_);
   std::set<std::string> touched;
   return LoadLocked(name, /*load_missing_steps=*/true, &touched);

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -34,6 +35,10 @@ namespace fastpath::repository {
 
 enum class ControlMode { kNone, kExplicit, kPoll };
 StatusOr<ControlMode> ParseControlMode(const std::string& text);  // "none" | "explicit" | "poll"
+// Ok when `name` can be a model: a folder of the repository's root (not empty, ".", ".."
+// or holding a '/') whose name is UTF-8, since model names go into JSON answers, Prometheus
+// labels and protobuf strings. Otherwise InvalidArgument saying why.
+Status CheckModelName(std::string_view name);
 
 // One loaded, runnable version of a model. Shared by the repository and by the requests
 // in flight on it, so that an unload or a reload never pulls it from under a request.
@@ -255,6 +260,7 @@ class ModelRepository {
   // models serving now, and publishes it whether or not it validates.
   void Revalidate(const std::string& ensemble, std::set<std::string>* touched);
   std::string Fingerprint(const std::string& name) const;
+  // The folders of the root that can be models (CheckModelName); any other is logged once.
   std::vector<std::string> ModelFolders() const;
   static void StopVersions(const ModelState& state);  // its canary phase's stable load too
   // Versions replaced or unloaded: they stop (draining) after kRetireGrace, so that a
@@ -290,6 +296,8 @@ class ModelRepository {
   std::condition_variable poll_cv_;
   bool poll_stop_ = false;  // guarded by poll_mu_
   std::thread poll_thread_;
+  mutable std::mutex refused_mu_;
+  mutable std::set<std::string> refused_folders_;  // guarded by refused_mu_: logged once
 };
 
 }  // namespace fastpath::repository
