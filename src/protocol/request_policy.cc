@@ -73,7 +73,8 @@ Status CheckLoadParameters(const Parameters& parameters) {
   return Status::Ok();
 }
 
-Status CheckUnloadParameters(const Parameters& parameters) {
+Status CheckUnloadParameters(const Parameters& parameters, bool* unload_dependents) {
+  *unload_dependents = false;
   for (const auto& [key, value] : parameters) {
     if (key != "unload_dependents") {
       return InvalidArgument("unknown unload parameter '" + key +
@@ -82,6 +83,7 @@ Status CheckUnloadParameters(const Parameters& parameters) {
     if (!std::holds_alternative<bool>(value)) {
       return InvalidArgument("unload parameter 'unload_dependents' must be true or false");
     }
+    *unload_dependents = std::get<bool>(value);
   }
   return Status::Ok();
 }

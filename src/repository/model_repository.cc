@@ -459,7 +459,7 @@ Status ModelRepository::Load(const std::string& name) {
 }
 
 Status ModelRepository::LoadLocked(const std::string& name, bool load_missing_steps,
-                                   std::set<std::string>* touched) {
+                                   std::set<std::string>* touched, bool as_step) {
   touched->insert(name);
   std::error_code ec;
   if (!fs::is_directory(options_.root / name, ec)) {
@@ -473,7 +473,8 @@ Status ModelRepository::LoadLocked(const std::string& name, bool load_missing_st
         std::lock_guard lock(mu_);
         loaded = models_.count(step) > 0;
       }
-      if (!loaded) (void)LoadLocked(step, true, touched);  // its failure shows in its state
+      // Its failure shows in its state.
+      if (!loaded) (void)LoadLocked(step, true, touched, /*as_step=*/true);
     }
   }
   ModelState fresh = LoadFromDisk(name);
@@ -488,6 +489,7 @@ Status ModelRepository::LoadLocked(const std::string& name, bool load_missing_st
     changed.step_models = std::move(fresh.step_models);
     fresh = std::move(changed);
   }
+  fresh.loaded_as_step = as_step;
   return Publish(name, std::move(fresh), /*keep_serving=*/true, touched);
 }
 
@@ -513,6 +515,10 @@ Status ModelRepository::Publish(const std::string& name, ModelState fresh, bool 
       StopVersions(fresh);
       return Unavailable("the server is shutting down");
     }
+    // A model loaded for itself once stays so when an ensemble's load loads it again.
+    const auto loaded = models_.find(name);
+    const bool as_step =
+        fresh.loaded_as_step && (loaded == models_.end() || loaded->second.loaded_as_step);
     auto& slot = models_[name];
     old = std::move(slot);
     const std::string kept = keep_serving ? KeepServing(old, fresh) : "";
@@ -523,6 +529,7 @@ Status ModelRepository::Publish(const std::string& name, ModelState fresh, bool 
     unchanged = !kept.empty() && !fresh.reload_failure.empty();  // kept whole: as it was
     if (!unchanged) StartCanary(name, old, fresh);
     slot = std::move(fresh);
+    slot.loaded_as_step = as_step;
   }
   Retire(old);  // outside the lock
   // Nothing changed for the ensembles that use it when it was kept whole.
@@ -530,13 +537,23 @@ Status ModelRepository::Publish(const std::string& name, ModelState fresh, bool 
   return result;
 }
 
-Status ModelRepository::Unload(const std::string& name) {
+Status ModelRepository::Unload(const std::string& name, bool unload_dependents) {
+  FASTPATH_RETURN_IF_ERROR(CheckModelName(name));
   std::lock_guard load_lock(load_mu_);
+  return UnloadLocked(name, unload_dependents);
+}
+
+Status ModelRepository::UnloadLocked(const std::string& name, bool unload_dependents) {
   ModelState old;
   {
     std::lock_guard lock(mu_);
     auto it = models_.find(name);
-    if (it == models_.end()) return NotFound("model '" + name + "' is not loaded");
+    if (it == models_.end()) {
+      // As Triton: unloading what is not loaded changes nothing and succeeds.
+      std::error_code ec;
+      if (fs::is_directory(options_.root / name, ec)) return Status::Ok();
+      return NotFound("no model folder '" + name + "' in " + options_.root.string());
+    }
     old = std::move(it->second);
     models_.erase(it);
   }
@@ -544,6 +561,22 @@ Status ModelRepository::Unload(const std::string& name) {
   log::Info("model '" + name + "' unloaded");
   std::set<std::string> touched = {name};
   ReloadDependents(name, &touched);
+  if (!unload_dependents) return Status::Ok();
+  // Triton's unload_dependents: the step models that were loaded only as steps, and that no
+  // loaded model needs any more, go too (and theirs, in turn).
+  for (const std::string& step : old.step_models) {
+    bool needed = false;
+    {
+      std::lock_guard lock(mu_);
+      auto it = models_.find(step);
+      if (it == models_.end() || !it->second.loaded_as_step) continue;
+      for (const auto& [model, state] : models_) {
+        needed = needed || std::find(state.step_models.begin(), state.step_models.end(), step) !=
+                               state.step_models.end();
+      }
+    }
+    if (!needed) (void)UnloadLocked(step, /*unload_dependents=*/true);
+  }
   return Status::Ok();
 }
 
@@ -563,7 +596,7 @@ void ModelRepository::Poll() {
       if (std::find(on_disk.begin(), on_disk.end(), name) == on_disk.end()) to_unload.push_back(name);
     }
   }
-  for (const auto& name : to_unload) (void)Unload(name);
+  for (const auto& name : to_unload) (void)Unload(name, /*unload_dependents=*/false);
   for (const auto& name : to_load) (void)Load(name);
 }
 

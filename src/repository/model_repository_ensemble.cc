@@ -100,6 +100,7 @@ void ModelRepository::Revalidate(const std::string& ensemble, std::set<std::stri
     fresh.fingerprint = loaded.fingerprint;
     fresh.reload_failure = loaded.reload_failure;
     fresh.step_models = loaded.step_models;
+    fresh.loaded_as_step = loaded.loaded_as_step;
     for (const VersionStatus& v : loaded.versions) versions.push_back(v.version);
   }
   log::Info("re-validating ensemble '" + ensemble + "' after a change to one of its steps");

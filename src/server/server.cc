@@ -284,12 +284,12 @@ Status Server::LoadModel(const std::string& name) {
   return repository_->Load(name);
 }
 
-Status Server::UnloadModel(const std::string& name) {
+Status Server::UnloadModel(const std::string& name, bool unload_dependents) {
   if (repository_->options().mode != repository::ControlMode::kExplicit) {
     return FailedPrecondition("explicit model load/unload is not allowed: the server runs with "
                               "--model-control-mode other than explicit");
   }
-  return repository_->Unload(name);
+  return repository_->Unload(name, unload_dependents);
 }
 
 void Server::LoadModelAsync(const std::string& name, ControlCallback done) {
@@ -297,9 +297,11 @@ void Server::LoadModelAsync(const std::string& name, ControlCallback done) {
       "loading model '" + name + "'", [this, name] { return LoadModel(name); }, std::move(done));
 }
 
-void Server::UnloadModelAsync(const std::string& name, ControlCallback done) {
+void Server::UnloadModelAsync(const std::string& name, bool unload_dependents,
+                              ControlCallback done) {
   control_.Submit(
-      "unloading model '" + name + "'", [this, name] { return UnloadModel(name); },
+      "unloading model '" + name + "'",
+      [this, name, unload_dependents] { return UnloadModel(name, unload_dependents); },
       std::move(done));
 }
 

@@ -104,8 +104,9 @@ class FakeInferenceServer : public server::InferenceServer {
   void LoadModelAsync(const std::string& name, server::ControlCallback done) override {
     done(LoadModel(name));
   }
-  void UnloadModelAsync(const std::string& name, server::ControlCallback done) override {
-    done(UnloadModel(name));
+  void UnloadModelAsync(const std::string& name, bool unload_dependents,
+                        server::ControlCallback done) override {
+    done(UnloadModel(name, unload_dependents));
   }
   Status LoadModel(const std::string& name) {
     std::lock_guard lock(mu_);
@@ -116,9 +117,9 @@ class FakeInferenceServer : public server::InferenceServer {
     it->second.ready = true;
     return Status::Ok();
   }
-  Status UnloadModel(const std::string& name) {
+  Status UnloadModel(const std::string& name, bool unload_dependents = false) {
     std::lock_guard lock(mu_);
-    load_calls_.push_back("unload:" + name);
+    load_calls_.push_back((unload_dependents ? "unload+dependents:" : "unload:") + name);
     if (!explicit_control_) return FailedPrecondition("model control mode is not explicit");
     auto it = models_.find(name);
     if (it == models_.end()) return NotFound("no model '" + name + "' in the repository");

@@ -293,5 +293,28 @@ ensemble_scheduling {
   EXPECT_FALSE(Ready(*repo, "a_pipeline", true));
 }
 
+// Triton's unload_dependents: the steps an ensemble's load brought in go with it, but not a
+// step the user loaded, nor one another loaded ensemble still uses.
+TEST_F(EnsembleRepositoryTest, UnloadDependentsTakesTheStepsItsLoadBroughtIn) {
+  AddEnsemble("b_pipeline", kPipeline);
+  auto repo = Make(ControlMode::kExplicit);
+  ASSERT_TRUE(repo->Load("a_pipeline").ok());
+  ASSERT_TRUE(repo->Load("b_pipeline").ok());
+  ASSERT_TRUE(repo->Unload("a_pipeline", /*unload_dependents=*/true).ok());
+  EXPECT_TRUE(Ready(*repo, "add_one", false));  // b_pipeline still uses both
+  EXPECT_TRUE(Ready(*repo, "double", false));
+  EXPECT_TRUE(Ready(*repo, "b_pipeline", false));
+
+  ASSERT_TRUE(repo->Load("double").ok());  // now loaded for itself too
+  ASSERT_TRUE(repo->Unload("b_pipeline", /*unload_dependents=*/true).ok());
+  EXPECT_EQ(repo->IsReady("add_one", "").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(Ready(*repo, "double", false));
+
+  // Without the parameter the steps stay.
+  ASSERT_TRUE(repo->Load("a_pipeline").ok());
+  ASSERT_TRUE(repo->Unload("a_pipeline").ok());
+  EXPECT_TRUE(Ready(*repo, "add_one", false));
+}
+
 }  // namespace
 }  // namespace fastpath::repository

@@ -167,7 +167,9 @@ TEST_F(ModelRepositoryTest, ExplicitModeLoadsOnlyWhatIsAsked) {
   EXPECT_TRUE(repo->FindReady("simple_fp32", "").ok());
   EXPECT_TRUE(repo->Unload("simple").ok());
   EXPECT_EQ(repo->FindReady("simple", "").status().code(), StatusCode::kNotFound);
-  EXPECT_EQ(repo->Unload("simple").code(), StatusCode::kNotFound);
+  EXPECT_TRUE(repo->Unload("simple").ok());  // not loaded: nothing to do, as Triton answers
+  EXPECT_EQ(repo->Unload("absent").code(), StatusCode::kNotFound);
+  EXPECT_EQ(repo->Unload("../etc").code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(repo->Load("absent").code(), StatusCode::kNotFound);
   EXPECT_EQ(repo->Load("../etc").code(), StatusCode::kInvalidArgument);
 }

@@ -22,7 +22,7 @@
 // Model repository control:
 //   load   "config", "file:<path>"    Unimplemented: models load from the repository only
 //   load   anything else              InvalidArgument naming it
-//   unload "unload_dependents" (bool) accepted (ensembles are unloaded as Triton does)
+//   unload "unload_dependents" (bool) also unloads the step models an ensemble's load brought
 //   unload anything else              InvalidArgument naming it
 #pragma once
 
@@ -37,6 +37,7 @@ namespace fastpath::protocol {
 [[nodiscard]] Status CheckInputParameters(const std::string& input, const Parameters& parameters);
 [[nodiscard]] Status CheckOutputParameters(const std::string& output, const Parameters& parameters);
 [[nodiscard]] Status CheckLoadParameters(const Parameters& parameters);
-[[nodiscard]] Status CheckUnloadParameters(const Parameters& parameters);
+// Sets *unload_dependents (false when the parameter is absent).
+[[nodiscard]] Status CheckUnloadParameters(const Parameters& parameters, bool* unload_dependents);
 
 }  // namespace fastpath::protocol

@@ -168,8 +168,12 @@ class ModelRepository {
   // explicit mode). Loading any model re-validates the loaded ensembles that use it.
   Status Load(const std::string& name);
   // Stops serving the model; requests already accepted are answered first. Ensembles
-  // that use it are re-validated, and so become UNAVAILABLE with the reason.
-  Status Unload(const std::string& name);
+  // that use it are re-validated, and so become UNAVAILABLE with the reason. A model with
+  // a folder that is not loaded is OK, as Triton answers; one without is NotFound. With
+  // `unload_dependents` (Triton's model_repository(unload_dependents)), the step models an
+  // ensemble's load brought in go too, unless the user loaded them or a loaded model
+  // still uses them.
+  Status Unload(const std::string& name, bool unload_dependents = false);
   // Rescans the root: loads new or changed models, unloads removed ones.
   void Poll();
   // Stops every scheduler, draining what was accepted. Lookups fail afterwards.
@@ -211,6 +215,8 @@ class ModelRepository {
     // Why the last reload was not published while this state kept serving; empty when it was.
     std::string reload_failure;
     std::vector<std::string> step_models;  // an ensemble's step models (its dependencies)
+    // Loaded only because an ensemble's load needed it (explicit mode), never on its own.
+    bool loaded_as_step = false;
     // The config as read and its versions selected; unset when the model failed before
     // (an unreadable config, no version folder). An ensemble is re-validated from it.
     std::optional<inference::ModelConfig> config;
@@ -249,7 +255,8 @@ class ModelRepository {
   // Load with load_mu_ held. `touched` collects the models (re)loaded by this operation,
   // so that ensembles depending on each other end the recursion.
   Status LoadLocked(const std::string& name, bool load_missing_steps,
-                    std::set<std::string>* touched);
+                    std::set<std::string>* touched, bool as_step = false);
+  Status UnloadLocked(const std::string& name, bool unload_dependents);
   // Puts `fresh` in the map (with load_mu_ held), keeping what serves where it failed when
   // `keep_serving`, then re-validates the ensembles that use the model.
   Status Publish(const std::string& name, ModelState fresh, bool keep_serving,

@@ -145,7 +145,9 @@ class InferenceServer {
   // The operation runs on the server's one bounded pool (control_pool.h), never on the
   // caller's thread; a full pool or a server shutting down answers Unavailable at once.
   virtual void LoadModelAsync(const std::string& name, ControlCallback done) = 0;
-  virtual void UnloadModelAsync(const std::string& name, ControlCallback done) = 0;
+  // `unload_dependents`: ModelRepository::Unload's.
+  virtual void UnloadModelAsync(const std::string& name, bool unload_dependents,
+                                ControlCallback done) = 0;
 
   // Validates and runs one request. `done` is called exactly once, possibly on another
   // thread, possibly before InferAsync returns. A request accepted here is always

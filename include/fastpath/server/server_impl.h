@@ -117,10 +117,11 @@ class Server final : public InferenceServer {
   std::vector<RepositoryEntry> RepositoryIndex(bool ready_only) const override;
   StatusOr<std::vector<RolloutDecision>> RolloutHistory(const std::string& name) const override;
   void LoadModelAsync(const std::string& name, ControlCallback done) override;
-  void UnloadModelAsync(const std::string& name, ControlCallback done) override;
+  void UnloadModelAsync(const std::string& name, bool unload_dependents,
+                        ControlCallback done) override;
   // The same, blocking the caller (what the pool runs).
   Status LoadModel(const std::string& name);
-  Status UnloadModel(const std::string& name);
+  Status UnloadModel(const std::string& name, bool unload_dependents = false);
   void InferAsync(InferRequest request, InferCallback done) override;
 
   // Refuses new requests from now on (readiness turns false), waits up to `grace` for the

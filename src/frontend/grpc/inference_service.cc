@@ -261,8 +261,9 @@ void GrpcInferenceServiceImpl::RepositoryControl(Call<Request, Response>& call, 
   // What a load or unload may ask is decided below both front ends (tritonclient always
   // sends unload_dependents, which an unload accepts).
   const Parameters parameters = RepositoryParameters(request.parameters());
+  bool unload_dependents = false;
   if (Status s = load ? protocol::CheckLoadParameters(parameters)
-                      : protocol::CheckUnloadParameters(parameters);
+                      : protocol::CheckUnloadParameters(parameters, &unload_dependents);
       !s.ok()) {
     call.Finish(ToGrpcStatus(s));
     return;
@@ -272,7 +273,7 @@ void GrpcInferenceServiceImpl::RepositoryControl(Call<Request, Response>& call, 
   if (load) {
     server_.LoadModelAsync(request.model_name(), std::move(answer));
   } else {
-    server_.UnloadModelAsync(request.model_name(), std::move(answer));
+    server_.UnloadModelAsync(request.model_name(), unload_dependents, std::move(answer));
   }
 }
 

@@ -408,8 +408,9 @@ void EndpointRouter::HandleRepositoryControl(Request& request, const std::string
     }
   }
   // What a load or unload may ask is decided below both front ends.
+  bool unload_dependents = false;
   if (Status s = load ? protocol::CheckLoadParameters(parameters)
-                      : protocol::CheckUnloadParameters(parameters);
+                      : protocol::CheckUnloadParameters(parameters, &unload_dependents);
       !s.ok()) {
     return reply(ErrorReply(s));
   }
@@ -418,7 +419,7 @@ void EndpointRouter::HandleRepositoryControl(Request& request, const std::string
   if (load) {
     server_.LoadModelAsync(model, std::move(answer));
   } else {
-    server_.UnloadModelAsync(model, std::move(answer));
+    server_.UnloadModelAsync(model, unload_dependents, std::move(answer));
   }
 }
 

@@ -339,12 +339,12 @@ TEST_F(GrpcFrontendTest, RepositoryLoadAndUnload) {
     inference::RepositoryModelLoadResponse response;
     return stub_->RepositoryModelLoad(&context, request, &response);
   };
-  auto unload = [&](const std::string& name) {
+  auto unload = [&](const std::string& name, bool dependents = false) {
     grpc::ClientContext context;
     inference::RepositoryModelUnloadRequest request;
     request.set_model_name(name);
     // tritonclient always sends this flag.
-    (*request.mutable_parameters())["unload_dependents"].set_bool_param(false);
+    (*request.mutable_parameters())["unload_dependents"].set_bool_param(dependents);
     inference::RepositoryModelUnloadResponse response;
     return stub_->RepositoryModelUnload(&context, request, &response);
   };
@@ -358,9 +358,11 @@ TEST_F(GrpcFrontendTest, RepositoryLoadAndUnload) {
   EXPECT_TRUE(ready.ready());
 
   EXPECT_TRUE(unload("sleepy").ok());
+  EXPECT_TRUE(unload("sleepy", /*dependents=*/true).ok());
   EXPECT_EQ(load("nope").error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(load("").error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(fake_.load_calls(), ElementsAre("load:sleepy", "unload:sleepy", "load:nope"));
+  EXPECT_THAT(fake_.load_calls(),
+              ElementsAre("load:sleepy", "unload:sleepy", "unload+dependents:sleepy", "load:nope"));
 
   fake_.SetExplicitControl(false);
   EXPECT_EQ(load("identity").error_code(), grpc::StatusCode::FAILED_PRECONDITION);

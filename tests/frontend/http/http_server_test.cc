@@ -296,7 +296,11 @@ TEST_F(HttpFrontendTest, LoadAndUnload) {
   EXPECT_EQ(Get("/v2/models/unbatched/ready").status, 200);
   auto unload = Post("/v2/repository/models/unbatched/unload", R"({"parameters":{"unload_dependents":false}})");
   EXPECT_EQ(unload.status, 200) << unload.body;
-  EXPECT_EQ(fake_.load_calls(), (std::vector<std::string>{"load:unbatched", "unload:unbatched"}));
+  unload = Post("/v2/repository/models/unbatched/unload",
+                R"({"parameters":{"unload_dependents":true}})");
+  EXPECT_EQ(unload.status, 200) << unload.body;
+  EXPECT_EQ(fake_.load_calls(), (std::vector<std::string>{"load:unbatched", "unload:unbatched",
+                                                          "unload+dependents:unbatched"}));
   EXPECT_EQ(Post("/v2/repository/models/nope/load", "").status, 404);
   auto config = Post("/v2/repository/models/simple/load", R"({"parameters":{"config":"{}"}})");
   EXPECT_EQ(config.status, 501);
