@@ -99,8 +99,7 @@ Status Inflate(std::string* body, size_t limit) {
   zs.next_in = reinterpret_cast<Bytef*>(body->data());
   zs.avail_in = static_cast<uInt>(body->size());
   size_t produced = 0;
-  int rc = Z_OK;
-  while (rc != Z_STREAM_END) {
+  for (;;) {
     if (produced == out.size()) {
       if (out.size() >= limit) {
         inflateEnd(&zs);
@@ -111,10 +110,17 @@ Status Inflate(std::string* body, size_t limit) {
     }
     zs.next_out = reinterpret_cast<Bytef*>(out.data() + produced);
     zs.avail_out = static_cast<uInt>(out.size() - produced);
-    rc = inflate(&zs, Z_NO_FLUSH);
+    int rc = inflate(&zs, Z_NO_FLUSH);
     produced = out.size() - zs.avail_out;
+    if (rc == Z_STREAM_END) {
+      if (zs.avail_in == 0) break;
+      // More follows: a gzip body may be several members, each inflated in turn (RFC 1952
+      // §2.2); bytes that are no member are an error, not dropped.
+      inflateReset(&zs);
+      continue;
+    }
     if (rc == Z_BUF_ERROR && zs.avail_in == 0) rc = Z_DATA_ERROR;  // truncated stream
-    if (rc != Z_OK && rc != Z_STREAM_END && rc != Z_BUF_ERROR) {
+    if (rc != Z_OK && rc != Z_BUF_ERROR) {
       inflateEnd(&zs);
       return InvalidArgument(std::string("the request body is not valid compressed data: ") +
                              (zs.msg ? zs.msg : "truncated"));

@@ -79,6 +79,54 @@ constexpr size_t kBodyReadBytes = 64 * 1024;
 
 class HttpSession;
 
+// Why a request's Transfer-Encoding cannot be served, empty when it can: only chunked is
+// decoded (a compressed body comes as Content-Encoding), and a request whose codings do not
+// end in chunked has no knowable length: its "body" could be read as the next request
+// (RFC 9112 §6.3, request smuggling). Both are answered and the connection closed.
+std::string TransferEncodingRefusal(beast::string_view codings, unsigned* status) {
+  beast::string_view last;
+  beast::string_view other;
+  for (auto rest = codings; !rest.empty();) {
+    const size_t comma = rest.find(',');
+    beast::string_view coding = rest.substr(0, comma);
+    rest = comma == beast::string_view::npos ? beast::string_view() : rest.substr(comma + 1);
+    while (!coding.empty() && (coding.front() == ' ' || coding.front() == '\t'))
+      coding.remove_prefix(1);
+    while (!coding.empty() && (coding.back() == ' ' || coding.back() == '\t'))
+      coding.remove_suffix(1);
+    coding = coding.substr(0, coding.find(';'));
+    if (coding.empty()) continue;
+    last = coding;
+    if (!beast::iequals(coding, "chunked") && other.empty()) other = coding;
+  }
+  if (!beast::iequals(last, "chunked")) {
+    *status = 400;
+    return "Transfer-Encoding '" + std::string(codings.data(), codings.size()) +
+           "' does not end in chunked, so the body's length cannot be known";
+  }
+  if (!other.empty()) {
+    *status = 501;
+    return "transfer coding '" + std::string(other.data(), other.size()) +
+           "' is not supported: only chunked is (send a compressed body as Content-Encoding "
+           "gzip or deflate)";
+  }
+  return "";
+}
+
+// RFC 9112 §3.2.2: a server must take a target in absolute form (what a client configured
+// for a proxy sends): "http://host:8000/v2/models?x" is served as "/v2/models?x".
+std::optional<std::string> OriginForm(beast::string_view target) {
+  const size_t scheme = target.find("://");
+  if (scheme == beast::string_view::npos || target.empty() || target.front() == '/' ||
+      !(beast::iequals(target.substr(0, scheme), "http") ||
+        beast::iequals(target.substr(0, scheme), "https"))) {
+    return std::nullopt;
+  }
+  const size_t path = target.find_first_of("/?", scheme + 3);
+  if (path == beast::string_view::npos) return std::string("/");
+  return (target[path] == '?' ? "/" : "") + std::string(target.data() + path, target.size() - path);
+}
+
 // A protocol violation by the client (as opposed to a failed connection).
 bool IsHttpError(const beast::error_code& ec) {
   return ec.category() == bhttp::make_error_code(bhttp::error::bad_method).category() &&
@@ -202,6 +250,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     }
     res->body() = std::move(reply.body);
     res->prepare_payload();  // Content-Length on every response, empty bodies included
+    if (head_) res->body().clear();  // the length of what GET would send, and no content
     Write(std::move(res), keep_alive);
   }
 
@@ -235,11 +284,22 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       return Close();  // the connection failed; there is no one to answer
     }
     keep_alive_ = req.keep_alive();
+    // HEAD is GET without the content (RFC 9110 §9.3.2: every server supports both).
+    head_ = req.method() == bhttp::verb::head;
+    if (head_) parser_->get().method(bhttp::verb::get);
+    if (auto codings = req.find(bhttp::field::transfer_encoding);
+        codings != req.end() && version_ == 11) {
+      unsigned status = 400;
+      const std::string why = TransferEncodingRefusal(codings->value(), &status);
+      if (!why.empty()) return Reject(status, why);
+    }
+    if (auto origin = OriginForm(req.target())) parser_->get().target(*origin);
     if (auto length = parser_->content_length(); length && *length > core_->options.max_body_bytes) {
       return RejectTooLarge();  // decided on the header alone: the body is never read
     }
+    // An HTTP/1.0 client knows no interim response: it would take the 100 for the answer.
     auto expect = req.find(bhttp::field::expect);
-    if (expect != req.end() && beast::iequals(expect->value(), "100-continue")) {
+    if (version_ == 11 && expect != req.end() && beast::iequals(expect->value(), "100-continue")) {
       auto cont = std::make_shared<bhttp::response<bhttp::empty_body>>(bhttp::status::continue_, version_);
       bhttp::async_write(socket_, *cont,
                          [self = shared_from_this(), cont](beast::error_code ec, size_t) {
@@ -458,6 +518,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   const uint64_t id_;
   // All below: touched only on the session's event loop.
   bool idle_ = true;             // waiting for the next request's header
+  bool head_ = false;            // the request in progress is a HEAD: its reply has no content
   bool request_active_ = false;  // counted in core_->in_flight
   bool closed_ = false;
   unsigned version_ = 11;

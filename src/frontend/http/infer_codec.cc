@@ -49,6 +49,11 @@ Status ForEachLeaf(const Value& v, int depth_left, const std::string& what, Fn&&
   return Status::Ok();
 }
 
+// The least double that rounds to infinity as an FP32: FLT_MAX plus half its last place.
+// What lies below rounds to a finite float, such as 3.4028235e38, FLT_MAX as numpy, Rust
+// and std::to_chars write it.
+constexpr double kFloatOverflow = 0x1.ffffffp+127;
+
 Status ElementError(const std::string& what, int64_t index, const Value& v, const char* expected) {
   return InvalidArgument(what + ": 'data' element " + std::to_string(index) + " is " + JsonTypeName(v) +
                          ", expected " + expected);
@@ -101,7 +106,7 @@ Status DecodeFloats(const Value& data, int64_t count, int depth, const std::stri
     const double d = v.GetDouble();
     if constexpr (std::is_same_v<T, float>) {
       // A finite double beyond FP32's range would silently become infinity.
-      if (std::isfinite(d) && std::fabs(d) > FLT_MAX) {
+      if (std::isfinite(d) && std::fabs(d) >= kFloatOverflow) {
         return InvalidArgument(what + ": 'data' element " + std::to_string(i) + " is out of range for " +
                                std::string(DataTypeName(dtype)));
       }
@@ -403,7 +408,8 @@ bool ReadFloat(OnDemandValue& leaf, T* x) {
   double d = 0;
   if (!ReadDouble(leaf, &d)) return false;
   if constexpr (std::is_same_v<T, float>) {
-    if (std::isfinite(d) && std::fabs(d) > FLT_MAX) return false;  // DecodeFloats refuses it
+    if (std::isfinite(d) && std::fabs(d) >= kFloatOverflow)
+      return false;  // DecodeFloats refuses it
   }
   *x = static_cast<T>(d);
   return true;

@@ -583,6 +583,66 @@ TEST_F(HttpFrontendTest, ExpectContinue) {
   EXPECT_EQ(Json(r.body)["outputs"][0]["data"][0].GetInt(), 8);
 }
 
+// An HTTP/1.0 client knows no interim response: Expect is ignored (RFC 9110 §10.1.1).
+TEST_F(HttpFrontendTest, ExpectContinueFromAnHttp10ClientIsIgnored) {
+  const std::string body = R"({"inputs":[{"name":"x","datatype":"INT32","shape":[1],"data":[8]}]})";
+  TestClient c(server_->port());
+  ASSERT_TRUE(c.Write("POST /v2/models/simple/infer HTTP/1.0\r\nContent-Length: " +
+                      std::to_string(body.size()) + "\r\nExpect: 100-continue\r\n\r\n" + body));
+  auto r = c.Read();
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json(r.body)["outputs"][0]["data"][0].GetInt(), 8);
+}
+
+// Only chunked is a transfer coding here. A request whose codings do not end in chunked has
+// no knowable length: read as bodiless, its "body" was served as a second request (request
+// smuggling). Both refusals close the connection.
+TEST_F(HttpFrontendTest, TransferCodingsOtherThanChunkedAreRefusedAndTheConnectionCloses) {
+  TestClient smuggled(server_->port());
+  auto r = smuggled.Raw(RawRequest("POST", "/v2/repository/index", {{"Transfer-Encoding", "gzip"}},
+                                   RawRequest("GET", "/v2/models/simple", {}, "")));
+  EXPECT_EQ(r.status, 400);
+  EXPECT_THAT(ErrorOf(r), HasSubstr("Transfer-Encoding 'gzip' does not end in chunked"));
+  EXPECT_TRUE(smuggled.ServerClosed());  // and no second answer
+
+  TestClient gzip_chunked(server_->port());
+  r = gzip_chunked.Raw(RawRequest("POST", "/v2/models/simple/infer",
+                                  {{"Transfer-Encoding", "gzip, chunked"}}, "0\r\n\r\n"));
+  EXPECT_EQ(r.status, 501);
+  EXPECT_THAT(ErrorOf(r), HasSubstr("transfer coding 'gzip' is not supported"));
+  EXPECT_TRUE(gzip_chunked.ServerClosed());
+  ExpectStillServing();
+}
+
+// HEAD is GET without content: the same status and Content-Length, nothing behind them, so
+// that the next answer on the connection is read from its first byte.
+TEST_F(HttpFrontendTest, HeadIsGetWithoutTheContent) {
+  const Reply get = Get("/v2/models/simple");
+  ASSERT_EQ(get.status, 200);
+  TestClient c(server_->port());
+  ASSERT_TRUE(c.Write(RawRequest("HEAD", "/v2/models/simple", {}, "") +
+                      RawRequest("HEAD", "/v2/models/simple/infer", {}, "") +
+                      RawRequest("GET", "/v2/health/live", {}, "")));
+  Reply head = c.Read(/*head=*/true);
+  EXPECT_EQ(head.status, 200);
+  EXPECT_EQ(head.Header("Content-Length"), std::to_string(get.body.size()));
+  head = c.Read(/*head=*/true);
+  EXPECT_EQ(head.status, 405);
+  const Reply live = c.Read();
+  EXPECT_EQ(live.status, 200) << live.error;
+  EXPECT_EQ(live.body, "");
+}
+
+// RFC 9112 §3.2.2: a target in absolute form, as a client configured for a proxy sends it.
+TEST_F(HttpFrontendTest, AbsoluteFormTargets) {
+  TestClient c(server_->port());
+  auto r = c.Raw(RawRequest("GET", "http://127.0.0.1:8000/v2/models/simple", {}, ""));
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json(r.body)["name"].GetString(), std::string("simple"));
+  r = c.Raw(RawRequest("GET", "HTTP://example/v2/health/ready?x=1", {}, ""));
+  EXPECT_EQ(r.status, 200) << r.body;
+}
+
 TEST_F(HttpFrontendTest, ChunkedRequestBody) {
   const std::string body = R"({"inputs":[{"name":"x","datatype":"INT32","shape":[1],"data":[9]}]})";
   const std::string a = body.substr(0, 10), b = body.substr(10);
@@ -642,6 +702,16 @@ TEST_F(HttpFrontendTest, CompressedRequestBodies) {
     ASSERT_EQ(r.status, 200) << r.body;
     EXPECT_EQ(Json(r.body)["outputs"][0]["data"][0].GetInt(), 3);
   }
+  // Several gzip members (RFC 1952 §2.2) are one body; bytes after the last are an error,
+  // not dropped.
+  const std::string two_members =
+      Compress(body.substr(0, 30), true) + Compress(body.substr(30), true);
+  auto r = Infer(two_members, {{"Content-Encoding", "gzip"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json(r.body)["outputs"][0]["data"][0].GetInt(), 3);
+  auto junk = Infer(Compress(body, true) + "trailing junk", {{"Content-Encoding", "gzip"}});
+  EXPECT_EQ(junk.status, 400);
+  EXPECT_THAT(ErrorOf(junk), HasSubstr("not valid compressed data"));
   auto bad = Infer("not compressed", {{"Content-Encoding", "gzip"}});
   EXPECT_EQ(bad.status, 400);
   auto unknown = Infer(body, {{"Content-Encoding", "br"}});

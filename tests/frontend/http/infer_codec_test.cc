@@ -154,6 +154,8 @@ TEST(InferCodecDecode, OutOfRangeAndWrongTypesNameTheTensorAndElement) {
               StatusCode::kInvalidArgument, "is a string, expected a number");
   ExpectError(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1e39]}]})",
               StatusCode::kInvalidArgument, "out of range for FP32");
+  ExpectError(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[3.4028236e38]}]})",
+              StatusCode::kInvalidArgument, "out of range for FP32");
   ExpectError(R"({"inputs":[{"name":"x","datatype":"BYTES","shape":[1],"data":[7]}]})",
               StatusCode::kInvalidArgument, "expected a string");
 }
@@ -364,17 +366,27 @@ std::string OneInput(const std::string& dtype, const std::string& shape, const s
 
 TEST(InferCodecFastPath, DecodesDataAsRapidJsonDoes) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"FP32", "[0.1,-2,3.4028234663852886e38,-3.4028234663852886e38,1e-46,123,0.10000000149011612]"},
+      {"FP32",
+       "[0.1,-2,3.4028234663852886e38,-3.4028234663852886e38,1e-46,123,0.10000000149011612]"},
+      // FLT_MAX as numpy, Rust and std::to_chars write it: above FLT_MAX as a double, but it
+      // rounds to FLT_MAX, not to infinity.
+      {"FP32", "[3.4028235e38,-3.4028235e38,3.40282356e38]"},
       {"FP32", "[[1.5,-0.30000001192092896],[7,-1.1754943508222875e-38],[2e-45,0.0],[-0.0,-0]]"},
       // 17 significant digits, as Python's repr, with and without exponents.
-      {"FP64", "[0.10000000149011612,-0.30000001192092896,1.2345678901234567e-05,-9.8765432109876543e+200]"},
+      {"FP64",
+       "[0.10000000149011612,-0.30000001192092896,1.2345678901234567e-05,-9.8765432109876543e+"
+       "200]"},
       // Zeros: "-0" is the integer 0 to RapidJSON, so +0.0; "-0.0" stays negative.
       {"FP64", "[-0,-0.0,0,0.0,0e5,-0E-5,1e-400,-1e-400]"},
       // Subnormals, the smallest normal, a halfway integer, integers beyond 64 bits.
-      {"FP64", "[4.9e-324,-2.4e-324,2.2250738585072011e-308,9007199254740993,123456789012345678901234567890]"},
+      {"FP64",
+       "[4.9e-324,-2.4e-324,2.2250738585072011e-308,9007199254740993,"
+       "123456789012345678901234567890]"},
       // Long mantissas (simdjson 3.0.1 misreads the first two on its own).
-      {"FP64", "[0.95000000000000000000,0.1234567890123456789012345678901234567890,"
-               "3.14159265358979323846264338327950288,-1.00000000000000011102230246251565404236316680908203125]"},
+      {"FP64",
+       "[0.95000000000000000000,0.1234567890123456789012345678901234567890,"
+       "3.14159265358979323846264338327950288,-1."
+       "00000000000000011102230246251565404236316680908203125]"},
       {"FP64", "[1.7976931348623157e308,-1.7976931348623157e308,2.2250738585072014e-308]"},
       {"INT8", "[-128,127,-0,0]"},
       {"INT16", "[-32768,32767,1,-1]"},

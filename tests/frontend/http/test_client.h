@@ -42,7 +42,8 @@ class TestClient {
   Reply Raw(const std::string& bytes);
   // Writes bytes verbatim without reading.
   bool Write(const std::string& bytes);
-  Reply Read();
+  // `head`: the answer to a HEAD request, whose Content-Length has no content behind it.
+  Reply Read(bool head = false);
   // True when the server has closed the connection (a read sees end of stream).
   bool ServerClosed();
   // Hangs up: the connection is closed without waiting for any answer.
