@@ -180,11 +180,21 @@ class GrpcLogTest : public ServerTest {
 
 TEST_F(GrpcLogTest, GrpcsLinesAreTheServersJsonLines) {
   ExpectStillServing();  // a gRPC call among others
+  // A model name that is not UTF-8: protobuf's parse of the request writes a line of its own.
+  {
+    grpc::ClientContext context;
+    inference::ModelInferRequest request;
+    request.set_model_name("bad\xff\xfename");
+    inference::ModelInferResponse response;
+    EXPECT_EQ(grpc().ModelInfer(&context, request, &response).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT);
+  }
   ASSERT_TRUE(server().Stop());
   stopped_ = true;
   std::ifstream in(server().log_path());
   int lines = 0;
   int grpc_lines = 0;
+  int protobuf_lines = 0;
   for (std::string line; std::getline(in, line);) {
     ++lines;
     rapidjson::Document doc;
@@ -195,9 +205,14 @@ TEST_F(GrpcLogTest, GrpcsLinesAreTheServersJsonLines) {
       ++grpc_lines;
       EXPECT_TRUE(doc.HasMember("location") && doc["location"].IsString()) << line;
     }
+    if (doc.HasMember("source") && std::string_view(doc["source"].GetString()) == "protobuf") {
+      ++protobuf_lines;
+      EXPECT_THAT(doc["msg"].GetString(), ::testing::HasSubstr("invalid UTF-8")) << line;
+    }
   }
   EXPECT_GT(lines, 0);
   EXPECT_GT(grpc_lines, 0) << "no line from gRPC";
+  EXPECT_GT(protobuf_lines, 0) << "no line from protobuf";
 }
 
 // ---- Out of descriptors ----

@@ -1,6 +1,7 @@
 #include "fastpath/frontend/grpc_server.h"
 
 #include <absl/synchronization/mutex.h>
+#include <google/protobuf/stubs/logging.h>
 #include <grpc/support/log.h>
 #include <grpcpp/grpcpp.h>
 
@@ -36,6 +37,25 @@ void LogThroughProcessLogger(gpr_log_func_args* args) {
   }
 }
 
+// protobuf's own lines likewise: parsing a request whose string holds bytes that are not
+// UTF-8 writes one ("String field ... contains invalid UTF-8 data") before the call is
+// answered INVALID_ARGUMENT. A client's mistake, so at most a warning.
+void LogProtobufThroughProcessLogger(google::protobuf::LogLevel level, const char* filename,
+                                     int line, const std::string& message) {
+  try {
+    const log::Level ours = level >= google::protobuf::LOGLEVEL_ERROR     ? log::Level::kWarn
+                            : level == google::protobuf::LOGLEVEL_WARNING ? log::Level::kWarn
+                                                                          : log::Level::kDebug;
+    if (!log::Enabled(ours)) return;
+    const std::string_view file = filename != nullptr ? filename : "";
+    log::Write(
+        ours, message,
+        {{"source", "protobuf"},
+         {"location", std::string(file.substr(file.rfind('/') + 1)) + ":" + std::to_string(line)}});
+  } catch (...) {
+  }
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(server::InferenceServer& server,
@@ -59,6 +79,7 @@ StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(server::InferenceServer&
   // every lock). gRPC's own release builds run without it.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   gpr_set_log_function(&LogThroughProcessLogger);  // before gRPC's first line (grpc_init's)
+  google::protobuf::SetLogHandler(&LogProtobufThroughProcessLogger);
   std::unique_ptr<GrpcServer> out(new GrpcServer());
   out->service_ = std::make_unique<GrpcInferenceServiceImpl>(server, options.max_message_bytes);
 
@@ -69,8 +90,11 @@ StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(server::InferenceServer&
 
   // No listening port of its own: the listener hands it every connection.
   grpc::ServerBuilder builder;
+  // The limit is on what clients send. An answer is the model's, and one larger than a
+  // request may be (BYTES grow, a decoder's output) must not fail its call, nor end a
+  // stream with the answers behind it: unlimited, as Triton's.
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
-  builder.SetMaxSendMessageSize(options.max_message_bytes);
+  builder.SetMaxSendMessageSize(-1);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
                              static_cast<int>(std::min<int64_t>(options.idle_timeout.count(),
                                                                 std::numeric_limits<int>::max())));

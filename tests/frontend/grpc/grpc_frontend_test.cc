@@ -850,6 +850,44 @@ TEST_F(GrpcFrontendTest, StreamGoesOnAfterAFailedRequest) {
   }
 }
 
+// The limit is on what clients send. An answer over it (BYTES grow, a decoder's output)
+// is sent: it failed its call before, and on a stream it ended the stream, dropping the
+// answers computed behind it.
+TEST_F(GrpcFrontendTest, AnAnswerOverTheRequestLimitIsSentAndTheStreamGoesOn) {
+  server_->Shutdown(std::chrono::milliseconds(0));
+  StartServer(1 << 20);  // 1 MiB
+  fake_.SetHandler([](const InferRequest& request) -> StatusOr<InferResponse> {
+    auto response = IdentityHandler(request);
+    if (response.ok() && request.id == "s1") {
+      for (int copy = 0; copy < 3; ++copy) {
+        Tensor more = response->outputs.at(0);
+        more.name += std::to_string(copy);
+        response->outputs.push_back(std::move(more));
+      }
+    }
+    return response;
+  });
+  auto requests = StreamRequests(5, -1);
+  const std::string half_mib(512 * 1024, 'x');
+  requests[1].mutable_inputs(0)->set_datatype("UINT8");
+  requests[1].mutable_inputs(0)->set_shape(0, static_cast<int64_t>(half_mib.size()));
+  requests[1].set_raw_input_contents(0, half_mib);
+  const StreamResult result = RunStream(*stub_, requests);
+  ASSERT_TRUE(result.status.ok()) << result.status.error_message();
+  ASSERT_EQ(result.responses.size(), 5u);
+  for (const auto& r : result.responses) {
+    EXPECT_EQ(r.error_message(), "") << r.infer_response().id();
+    if (r.infer_response().id() != "s1") continue;
+    ASSERT_EQ(r.infer_response().raw_output_contents_size(), 4);
+    for (const auto& out : r.infer_response().raw_output_contents()) EXPECT_TRUE(out == half_mib);
+  }
+  ModelInferRequest unary = requests[1];
+  ModelInferResponse response;
+  const grpc::Status status = Infer(unary, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.raw_output_contents_size(), 4);
+}
+
 TEST_F(GrpcFrontendTest, StreamReportsBadInputAndUnknownModelInline) {
   auto requests = StreamRequests(4, -1);
   requests[1].mutable_inputs(0)->set_datatype("NOPE");
