@@ -137,8 +137,8 @@ void DefineServeOptions(CLI::App& app, ServeFlags& flags) {
          "threads serving gRPC calls, each polling a completion queue of its own");
   // One option, two limits: each front end keeps its own default until it is given.
   AddValue(app, "--max-request-bytes", "N",
-           "largest HTTP request body and gRPC request message accepted (answers are not "
-           "limited), 1024 to 2^31 (default " +
+           "largest HTTP body or gRPC request taken (answers: no limit), 1024 to 2^31 "
+           "(default " +
                std::to_string(flags.http.max_body_bytes) + " for HTTP, " +
                std::to_string(flags.grpc.max_message_bytes) + " for gRPC)",
            "", [&flags](const std::string& value) {
