@@ -51,6 +51,9 @@ class Queues;
 class GrpcServer {
  public:
   static constexpr std::chrono::milliseconds kMinShutdownGrace{1000};
+  // Before gRPC closes the connections, how long the calls in progress may take to end and
+  // reach their clients (at most the grace): closed earlier, a reset could discard them.
+  static constexpr std::chrono::milliseconds kCloseLinger{2000};
 
   // Builds and starts the server; returns once it is listening. `server` is borrowed:
   // it must outlive the returned object.

@@ -14,6 +14,7 @@
 #include <grpcpp/support/byte_buffer.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <functional>
@@ -138,13 +139,28 @@ class Queues {
     std::lock_guard lock(mu_);
     if (!open_) return;
     ++live_;
+    ++waiting_;
     request();
+  }
+
+  // Called once by every call Request made, when it arrives (a client's call) or fails to
+  // (the server shuts down).
+  void Arrived() {
+    std::lock_guard lock(mu_);
+    --waiting_;
   }
 
   // Called once by every call Request made, when gRPC is done with it.
   void Ended() {
     std::lock_guard lock(mu_);
-    if (--live_ == 0) idle_.notify_all();
+    --live_;
+    if (live_ == waiting_) idle_.notify_all();
+  }
+
+  // Waits until no call that arrived is still in progress, or until `deadline`.
+  void WaitNoneInProgress(std::chrono::steady_clock::time_point deadline) {
+    std::unique_lock lock(mu_);
+    idle_.wait_until(lock, deadline, [this] { return live_ == waiting_; });
   }
 
   // Once grpc::Server::Shutdown has returned: requests no more calls, waits for every
@@ -163,7 +179,8 @@ class Queues {
   std::mutex mu_;
   std::condition_variable idle_;
   bool open_ = true;  // guarded by mu_
-  int live_ = 0;      // guarded by mu_
+  int live_ = 0;      // guarded by mu_: requested and not ended
+  int waiting_ = 0;   // guarded by mu_: requested and not arrived
 };
 
 // One unary RPC of Service: requested on a queue, handled on that queue's thread when it
@@ -231,6 +248,7 @@ class UnaryCall {
   }
 
   void Arrived(bool ok) {
+    queues_->Arrived();
     if (!ok) {  // the server is shutting down; the call never began
       Queues* queues = queues_;
       delete this;

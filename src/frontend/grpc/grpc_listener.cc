@@ -3,8 +3,12 @@
 #include <fcntl.h>
 #include <grpcpp/server.h>
 #include <grpcpp/server_posix.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 
 #include <boost/asio/post.hpp>
+#include <iterator>
 
 #include "fastpath/common/thread_name.h"
 
@@ -12,6 +16,22 @@ namespace fastpath::frontend::grpc_internal {
 
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
+
+namespace {
+
+// The socket's cookie, or 0 when `fd` is no socket (or the kernel predates SO_COOKIE).
+uint64_t SocketCookie(int fd) {
+#ifdef SO_COOKIE
+  uint64_t cookie = 0;
+  socklen_t length = sizeof(cookie);
+  if (getsockopt(fd, SOL_SOCKET, SO_COOKIE, &cookie, &length) == 0) return cookie;
+#else
+  (void)fd;
+#endif
+  return 0;
+}
+
+}  // namespace
 
 StatusOr<std::unique_ptr<GrpcListener>> GrpcListener::Listen(const std::string& address, int port) {
   boost::system::error_code ec;
@@ -77,10 +97,35 @@ void GrpcListener::Accept() {
     if (fd >= 0) {
       // gRPC's endpoint expects a non-blocking socket, as its own accept4 makes one.
       fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+      if (const uint64_t cookie = SocketCookie(fd); cookie != 0) {
+        std::lock_guard lock(handed_mu_);
+        handed_[fd] = cookie;
+      }
       grpc::AddInsecureChannelFromFd(server_, fd);  // takes the descriptor
     }
     Accept();
   });
+}
+
+void GrpcListener::WaitDelivered(std::chrono::steady_clock::time_point deadline) {
+  std::lock_guard lock(handed_mu_);
+  // Closed since (by the client, or idle): the number names another file, or none.
+  for (auto it = handed_.begin(); it != handed_.end();) {
+    it = SocketCookie(it->first) == it->second ? std::next(it) : handed_.erase(it);
+  }
+  while (std::chrono::steady_clock::now() < deadline) {
+    bool delivered = true;
+    for (const auto& [fd, cookie] : handed_) {
+      int unacknowledged = 0;
+      if (ioctl(fd, SIOCOUTQ, &unacknowledged) == 0 && unacknowledged > 0 &&
+          SocketCookie(fd) == cookie) {
+        delivered = false;
+        break;
+      }
+    }
+    if (delivered) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
 }
 
 }  // namespace fastpath::frontend::grpc_internal

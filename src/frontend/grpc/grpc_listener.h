@@ -11,9 +11,13 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 
 #include "fastpath/common/open_files.h"
 #include "fastpath/common/status.h"
@@ -43,6 +47,14 @@ class GrpcListener {
   // still in the listen queue are reset. Idempotent.
   void Stop();
 
+  // Shutdown's step before gRPC's own (GrpcServer::Shutdown): waits until every connection
+  // handed over and still open has had each byte sent acknowledged by its client, or until
+  // `deadline`. gRPC closes a connection the moment its last call ends after its GOAWAY,
+  // shutting the socket while the client's last frames (a window update, a ping's answer)
+  // still come in: the kernel answers those with a reset and throws away what was still
+  // queued to send, the last answers with it. Once delivered, they are safe from that.
+  void WaitDelivered(std::chrono::steady_clock::time_point deadline);
+
  private:
   GrpcListener() = default;
   void Accept();
@@ -54,6 +66,11 @@ class GrpcListener {
   grpc::Server* server_ = nullptr;
   int port_ = 0;
   std::thread thread_;
+  // Each descriptor handed over, with its socket's cookie (SO_COOKIE, unique while the
+  // system runs): after gRPC closes it the number may name another file, which the cookie
+  // tells apart. A number reused by a new connection replaces its entry.
+  std::mutex handed_mu_;
+  std::unordered_map<int, uint64_t> handed_;  // guarded by handed_mu_
 };
 
 }  // namespace fastpath::frontend::grpc_internal

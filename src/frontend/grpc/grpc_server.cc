@@ -121,6 +121,13 @@ void GrpcServer::Shutdown(std::chrono::milliseconds grace) {
   // Streams first: gRPC's Shutdown waits for every open call, and an idle stream never
   // ends by itself. A stream opened between these two lines is drained as it opens.
   service_->DrainStreams();
+  // The facade has answered every request it accepted (serve drains it first): let the
+  // calls in progress end and their answers reach the clients before gRPC's GOAWAY closes
+  // the connections, which can reset one and lose what it still had to send (see
+  // GrpcListener::WaitDelivered). A call that arrives meanwhile is refused at once.
+  const auto settle_by = std::chrono::steady_clock::now() + std::min(grace, kCloseLinger);
+  queues_->WaitNoneInProgress(settle_by);
+  listener_->WaitDelivered(settle_by);
   // Refuses new calls at once; calls in flight run until the deadline, then gRPC
   // cancels them. The queues' threads go on running their tags meanwhile.
   server_->Shutdown(std::chrono::system_clock::now() + std::max(grace, kMinShutdownGrace));

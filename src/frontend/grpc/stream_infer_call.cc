@@ -107,6 +107,7 @@ void StreamInferCall::Unref() {
 }
 
 void StreamInferCall::Arrived(bool ok) {
+  queues_->Arrived();
   if (!ok) {  // the server is shutting down; the call never began (no "done" comes)
     Unref();
     return;
