@@ -129,6 +129,7 @@ void StreamInferCall::Arrived(bool ok) {
 
 void StreamInferCall::ReadDone(bool ok) {
   enum class Take { kNothing, kDispatch, kRefuse } take = Take::kNothing;
+  uint64_t sequence = 0;
   {
     std::lock_guard lock(mu_);
     if (!ok) {
@@ -138,6 +139,7 @@ void StreamInferCall::ReadDone(bool ok) {
     } else if (!finished_) {
       take = draining_ ? Take::kRefuse : Take::kDispatch;
       ++in_flight_;  // under the lock that read draining_: see in_flight_
+      sequence = next_read_++;
     }
     // After Finish (a drain ended the call with this read outstanding) the request is
     // dropped: the client learns from the call's UNAVAILABLE status.
@@ -149,11 +151,13 @@ void StreamInferCall::ReadDone(bool ok) {
     inference::ModelInferRequest request;
     if (!grpc::SerializationTraits<inference::ModelInferRequest>::Deserialize(&read_buf_, &request)
              .ok()) {
-      Complete(ErrorResponse({}, Service::NotParsed(request.GetDescriptor()->full_name())));
+      Complete(sequence,
+               ErrorResponse({}, Service::NotParsed(request.GetDescriptor()->full_name())));
     } else if (take == Take::kDispatch) {
-      Dispatch(std::move(request));
+      Dispatch(sequence, std::move(request));
     } else {
-      Complete(ErrorResponse({request.model_name(), request.model_version(), request.id()},
+      Complete(sequence,
+               ErrorResponse({request.model_name(), request.model_version(), request.id()},
                              kShuttingDown));
     }
   }
@@ -168,7 +172,7 @@ void StreamInferCall::ReadDone(bool ok) {
   Unref();  // the read's
 }
 
-void StreamInferCall::Dispatch(inference::ModelInferRequest request) {
+void StreamInferCall::Dispatch(uint64_t sequence, inference::ModelInferRequest request) {
   RequestEcho echo{request.model_name(), request.model_version(), request.id()};
   StatusOr<InferRequest> parsed = Internal("request not parsed");
   const grpc::Status net = Guarded([&] {
@@ -177,7 +181,7 @@ void StreamInferCall::Dispatch(inference::ModelInferRequest request) {
   });
   if (!net.ok()) parsed = Internal(net.error_message());
   if (!parsed.ok()) {
-    Complete(ErrorResponse(echo, parsed.status().message()));
+    Complete(sequence, ErrorResponse(echo, parsed.status().message()));
     return;
   }
   parsed->deadline = SteadyDeadline(context_.deadline());
@@ -187,20 +191,29 @@ void StreamInferCall::Dispatch(inference::ModelInferRequest request) {
   // model. The call outlives the hand-over: in_flight_ counts this request until Complete,
   // and the call does not finish before. The callback may run right here, before
   // InferAsync returns; then the answer is made at once (it only takes mu_, not held now).
-  server_.InferAsync(std::move(parsed).value(), [this, echo = std::move(echo)](
+  server_.InferAsync(std::move(parsed).value(), [this, sequence, echo = std::move(echo)](
                                                     StatusOr<InferResponse> result) mutable {
-    queues_->RunOn(cq_, [this, echo = std::move(echo), result = std::move(result)]() mutable {
-      Complete(Answer(std::move(result), echo));
-    });
+    queues_->RunOn(cq_,
+                   [this, sequence, echo = std::move(echo), result = std::move(result)]() mutable {
+                     Complete(sequence, Answer(std::move(result), echo));
+                   });
   });
 }
 
-void StreamInferCall::Complete(std::unique_ptr<ModelStreamInferResponse> response) {
+void StreamInferCall::Complete(uint64_t sequence,
+                               std::unique_ptr<ModelStreamInferResponse> response) {
   Actions actions;
   {
     std::lock_guard lock(mu_);
     --in_flight_;
-    if (!broken_) writes_.push_back(std::move(response));
+    if (!broken_) {
+      // Written in the order the requests came: an answer waits for those read before it.
+      held_.emplace(sequence, std::move(response));
+      for (auto next = held_.begin(); next != held_.end() && next->first == next_write_;
+           next = held_.erase(next), ++next_write_) {
+        writes_.push_back(std::move(next->second));
+      }
+    }
     actions = NextActionsLocked();
   }
   // `response`, if not queued, is freed here, before Run: after a Finish nothing of this
@@ -219,6 +232,7 @@ void StreamInferCall::WriteDone(bool ok) {
       // delivered. Reads fail too, so the call still ends through NextActionsLocked.
       broken_ = true;
       writes_.clear();
+      held_.clear();
     }
     actions = NextActionsLocked();
   }
@@ -253,7 +267,8 @@ StreamInferCall::Actions StreamInferCall::NextActionsLocked() {
     writing_ = true;
     actions.write = writes_.front().get();
   }
-  const int outstanding = in_flight_ + static_cast<int>(writes_.size());
+  const int outstanding =
+      in_flight_ + static_cast<int>(held_.size()) + static_cast<int>(writes_.size());
   // Reading goes on while draining: a request read then is refused inline, and a
   // half-close is seen, so that a client that had finished gets OK.
   if (!reading_ && !read_starting_ && !reads_done_ && outstanding < kMaxOutstanding) {
@@ -263,8 +278,8 @@ StreamInferCall::Actions StreamInferCall::NextActionsLocked() {
   }
   // A drain does not wait for the client to half-close, nor for an outstanding read:
   // Finish makes that read complete with ok=false.
-  if ((reads_done_ || draining_) && in_flight_ == 0 && writes_.empty() && !writing_ &&
-      !read_starting_) {
+  if ((reads_done_ || draining_) && in_flight_ == 0 && held_.empty() && writes_.empty() &&
+      !writing_ && !read_starting_) {
     finished_ = true;
     actions.finish = true;
     actions.finish_ok = reads_done_;

@@ -1,9 +1,11 @@
 // One ModelStreamInfer call, on gRPC's async API (see async_call.h). Requests are read
 // one after another and each is handed to the facade as soon as it arrives, so several
-// run at once; responses are made and written on the call's queue thread (Queues::RunOn)
-// in the order they complete, through a queue (gRPC allows one write in flight). A failed request is answered with error_message and the
-// stream goes on. The call ends with OK once the client has half-closed and every
-// response has been written.
+// run at once; responses are made on the call's queue thread (Queues::RunOn) and written in
+// the order the requests came, as Triton's are for a model that is not decoupled (a client
+// may pair them by position): one that completes early waits for those read before it,
+// then goes through a queue (gRPC allows one write in flight). A failed request is answered
+// with error_message, in its place, and the stream goes on. The call ends with OK once the client
+// has half-closed and every response has been written.
 //
 // Backpressure: at most kMaxOutstanding requests are in the facade or waiting to be
 // written; past that the call stops reading until a response has gone out, so a client
@@ -27,6 +29,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <unordered_set>
@@ -107,9 +110,10 @@ class StreamInferCall {
   void Ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
   void Unref();
 
-  void Dispatch(inference::ModelInferRequest request);
-  // Queues the answer to one request counted in in_flight_, and uncounts it.
-  void Complete(std::unique_ptr<inference::ModelStreamInferResponse> response);
+  void Dispatch(uint64_t sequence, inference::ModelInferRequest request);
+  // Queues the answer to the request read `sequence`-th (from 0), counted in in_flight_, and
+  // uncounts it.
+  void Complete(uint64_t sequence, std::unique_ptr<inference::ModelStreamInferResponse> response);
   // Decides the follow-up operations; requires mu_.
   Actions NextActionsLocked();
   // Starts them; the last thing a reaction does, since once Finish is started the queue's
@@ -140,7 +144,12 @@ class StreamInferCall {
   std::mutex mu_;
   // Responses waiting to be written; the front one is being written when writing_.
   std::deque<std::unique_ptr<inference::ModelStreamInferResponse>> writes_;  // guarded by mu_
-  bool writing_ = false;  // guarded by mu_
+  // Answers that came before an answer to a request read earlier, by their request's place
+  // in the stream; next_write_ is the place whose answer goes next. Guarded by mu_.
+  std::map<uint64_t, std::unique_ptr<inference::ModelStreamInferResponse>> held_;
+  uint64_t next_read_ = 0;   // guarded by mu_
+  uint64_t next_write_ = 0;  // guarded by mu_
+  bool writing_ = false;     // guarded by mu_
   // Requests read and not yet queued as answers: in the facade, or between ReadDone
   // and the facade. Counted under the same lock that checks draining_, so a drain never
   // finishes the call under a request about to be dispatched. Guarded by mu_.
