@@ -394,6 +394,14 @@ int Serve(const std::vector<std::string>& args) {
   UseHelpLayout(app, "usage: fastpath serve --model-repository DIR [options]");
   DefineServeOptions(app, flags);
   if (auto exit_code = ParseCommandLine(app, args)) return *exit_code;
+  // Triton serves every --model-repository it is given as one; an option given twice here
+  // keeps its last value, which would drop the others' models without a word.
+  if (const size_t given = app.get_option("--model-repository")->count(); given > 1) {
+    return UsageError(app, "--model-repository is given " + std::to_string(given) +
+                               " times: fastpath serves one repository (Triton's several are "
+                               "not supported); merge them into one folder, or run a server "
+                               "for each");
+  }
   if (Status s = CheckServeFlags(flags); !s.ok()) return UsageError(app, s.message());
   flags.logging.name = "fastpath serve";
   log::Configure(flags.logging);

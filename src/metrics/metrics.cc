@@ -20,6 +20,7 @@
 #include "fastpath/common/log.h"
 #include "fastpath/common/open_files.h"
 #include "fastpath/common/thread_name.h"
+#include "fastpath/common/utf8.h"
 
 namespace fastpath::metrics {
 namespace {
@@ -444,6 +445,15 @@ std::vector<MetricFamily> ServerCollector::Collect() const {
     for (MetricFamily& f : GpuFamilies(report)) out.push_back(std::move(f));
     for (MetricFamily& f : HeapFamilies(ReadHeapStatistics())) out.push_back(std::move(f));
     for (MetricFamily& f : ProcessFamilies(ReadProcessStatistics())) out.push_back(std::move(f));
+    // A label value that is not UTF-8 fails the whole scrape in Prometheus: one that quotes
+    // other bytes (a model folder's name) shows each as U+FFFD.
+    for (MetricFamily& family : out) {
+      for (prometheus::ClientMetric& metric : family.metric) {
+        for (prometheus::ClientMetric::Label& label : metric.label) {
+          if (!IsValidUtf8(label.value)) label.value = ToValidUtf8(label.value);
+        }
+      }
+    }
     return out;
   } catch (const std::exception& e) {
     log::Error(std::string("metrics collection failed: ") + e.what());

@@ -92,17 +92,9 @@ std::vector<std::string> ModelRepository::ModelFolders() const {
   std::vector<std::string> names;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(options_.root, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (!entry.is_directory(ec) || name[0] == '.') continue;
-    if (Status s = CheckModelName(name); !s.ok()) {
-      std::lock_guard lock(refused_mu_);
-      if (refused_folders_.insert(name).second) {
-        log::Error("the folder " + ToValidUtf8((options_.root / name).string()) +
-                   " is not loaded: " + s.message());
-      }
-      continue;
+    if (entry.is_directory(ec) && entry.path().filename().string()[0] != '.') {
+      names.push_back(entry.path().filename().string());
     }
-    names.push_back(name);
   }
   std::sort(names.begin(), names.end());
   return names;
@@ -252,9 +244,11 @@ ModelRepository::ModelState ModelRepository::LoadFromDisk(const std::string& nam
 
   auto fail = [&](const Status& status) {
     state.reason = status.message();
-    log::Error("model '" + name + "' failed to load: " + state.reason);
+    log::Error("model '" + ToValidUtf8(name) + "' failed to load: " + state.reason);
     return state;
   };
+  // Listed UNAVAILABLE with the reason, never served: its name could not be quoted.
+  if (Status valid = CheckModelName(name); !valid.ok()) return fail(valid);
 
   inference::ModelConfig config;
   config::ParseDetails details;
@@ -452,7 +446,11 @@ void ModelRepository::LoadStartupModels(const std::vector<std::string>& explicit
 }
 
 Status ModelRepository::Load(const std::string& name) {
-  FASTPATH_RETURN_IF_ERROR(CheckModelName(name));
+  // Not a folder's name at all; one that is not UTF-8 fails in LoadFromDisk, listed with
+  // the reason.
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) {
+    return CheckModelName(name);
+  }
   std::lock_guard load_lock(load_mu_);
   std::set<std::string> touched;
   return LoadLocked(name, /*load_missing_steps=*/true, &touched);

@@ -137,6 +137,8 @@ TEST(CommandLine, BadCommandLinesExitTwoNamingTheOption) {
       {{"serve", "--model-repository", "/tmp", "--no-such-option", "1"},
        "fastpath serve: unknown flag --no-such-option"},
       {{"serve", "--http-port", "0"}, "fastpath serve: --model-repository is required"},
+      {{"serve", "--model-repository", "/tmp", "--model-repository", "/var"},
+       "--model-repository is given 2 times: fastpath serves one repository"},
       {{"serve", "--model-repository"}, "--model-repository"},
       {{"doctor", "--diff", "a.json"}, "--diff"},
       {{"doctor", "stray"}, "fastpath doctor: unexpected argument 'stray'"},

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "fakes/fake_inference_server.h"
+#include "fastpath/common/utf8.h"
 #include "prometheus/promtool_lint.h"
 
 namespace fastpath::metrics {
@@ -213,6 +214,24 @@ TEST(ServerCollectorTest, ReadsTheFacadeOnEveryScrape) {
   more.inference_stats.success.count = 6;
   fake.SetStatistics(std::vector<ModelStatistics>{more});
   EXPECT_EQ(Parse(RenderText(collector)).Get(Key("nv_inference_request_success")), 6);
+}
+
+// Prometheus refuses a whole scrape over one label value that is not UTF-8: a model folder
+// named with such a byte shows it as U+FFFD.
+TEST(ServerCollectorTest, LabelValuesAreUtf8WhateverTheyQuote) {
+  StatsServer fake;
+  ServerCollector collector(fake);
+  auto stats = SampleStats();
+  stats.name =
+      "bad\xff"
+      "name";
+  fake.SetStatistics(std::vector<ModelStatistics>{stats});
+  const std::string text = RenderText(collector);
+  EXPECT_TRUE(IsValidUtf8(text));
+  EXPECT_NE(text.find("model=\"bad\xef\xbf\xbd"
+                      "name\""),
+            std::string::npos)
+      << text;
 }
 
 admission::AdmissionReport SampleAdmission() {

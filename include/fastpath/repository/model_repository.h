@@ -267,7 +267,6 @@ class ModelRepository {
   // models serving now, and publishes it whether or not it validates.
   void Revalidate(const std::string& ensemble, std::set<std::string>* touched);
   std::string Fingerprint(const std::string& name) const;
-  // The folders of the root that can be models (CheckModelName); any other is logged once.
   std::vector<std::string> ModelFolders() const;
   static void StopVersions(const ModelState& state);  // its canary phase's stable load too
   // Versions replaced or unloaded: they stop (draining) after kRetireGrace, so that a
@@ -303,8 +302,6 @@ class ModelRepository {
   std::condition_variable poll_cv_;
   bool poll_stop_ = false;  // guarded by poll_mu_
   std::thread poll_thread_;
-  mutable std::mutex refused_mu_;
-  mutable std::set<std::string> refused_folders_;  // guarded by refused_mu_: logged once
 };
 
 }  // namespace fastpath::repository
