@@ -110,6 +110,10 @@ std::string ModelRepository::Fingerprint(const std::string& name) const {
   constexpr int kMaxEntries = 100000;
   std::ostringstream out;
   std::error_code ec;
+  // The model folder itself may be the link that was swapped.
+  if (fs::is_symlink(options_.root / name, ec)) {
+    out << "->" << fs::read_symlink(options_.root / name, ec).string() << '\n';
+  }
   int entries = 0;
   for (auto it = fs::recursive_directory_iterator(options_.root / name,
                                                   fs::directory_options::follow_directory_symlink |
@@ -431,9 +435,13 @@ void ModelRepository::LoadStartupModels(const std::vector<std::string>& explicit
   names = all ? ModelFolders() : explicit_models;
   for (const auto& name : names) {
     {
-      // Already loaded as the step of an ensemble loaded before it.
+      // Already loaded as the step of an ensemble loaded before it: named here, it is the
+      // user's too (unload_dependents leaves it).
       std::lock_guard lock(mu_);
-      if (models_.count(name) > 0) continue;
+      if (auto it = models_.find(name); it != models_.end()) {
+        it->second.loaded_as_step = false;
+        continue;
+      }
     }
     // A model that fails to load is logged with its reason and never stops the others.
     if (Status s = Load(name); !s.ok() && s.code() != StatusCode::kUnavailable) {
@@ -536,7 +544,10 @@ Status ModelRepository::Publish(const std::string& name, ModelState fresh, bool 
 }
 
 Status ModelRepository::Unload(const std::string& name, bool unload_dependents) {
-  FASTPATH_RETURN_IF_ERROR(CheckModelName(name));
+  // As Load: a name that is not UTF-8 may be a folder's, listed with its failure.
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) {
+    return CheckModelName(name);
+  }
   std::lock_guard load_lock(load_mu_);
   return UnloadLocked(name, unload_dependents);
 }

@@ -316,5 +316,16 @@ TEST_F(EnsembleRepositoryTest, UnloadDependentsTakesTheStepsItsLoadBroughtIn) {
   EXPECT_TRUE(Ready(*repo, "add_one", false));
 }
 
+// --load-model a_pipeline --load-model add_one: add_one is the user's, although the ensemble
+// (first) loaded it.
+TEST_F(EnsembleRepositoryTest, AStartUpModelAnEnsembleLoadedFirstIsTheUsers) {
+  auto repo = Make(ControlMode::kExplicit);
+  repo->LoadStartupModels({"a_pipeline", "add_one"});
+  ASSERT_TRUE(Ready(*repo, "a_pipeline", false));
+  ASSERT_TRUE(repo->Unload("a_pipeline", /*unload_dependents=*/true).ok());
+  EXPECT_TRUE(Ready(*repo, "add_one", false));
+  EXPECT_EQ(repo->IsReady("double", "").status().code(), StatusCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace fastpath::repository

@@ -115,6 +115,10 @@ TEST_F(ModelRepositoryTest, BadModelsAreUnavailableWithTheirReasonAndOthersServe
   EXPECT_EQ(bad_name->state, ModelState::kUnavailable);
   EXPECT_NE(bad_name->reason.find("is not valid UTF-8"), std::string::npos) << bad_name->reason;
   EXPECT_EQ(repo->FindReady("bad\xffname", "").status().code(), StatusCode::kUnavailable);
+  // And once its folder is gone, a poll unloads it like any other.
+  repo_.Remove("bad\xffname");
+  repo->Poll();
+  EXPECT_EQ(Entry(repo->Index(false), "bad\xffname", ""), nullptr);
 
   EXPECT_EQ(repo->FindReady("corrupt", "").status().code(), StatusCode::kUnavailable);
   EXPECT_EQ(repo->FindReady("nope", "").status().code(), StatusCode::kNotFound);
@@ -219,6 +223,31 @@ TEST_F(ModelRepositoryTest, PollFollowsSymbolicLinks) {
   std::filesystem::rename(repo_.root() / "linked" / "1.new", repo_.root() / "linked" / "1");
   repo->Poll();
   EXPECT_EQ(input_type(), inference::TYPE_FP32);
+
+  // The model folder itself a link, swapped to a copy whose names, sizes and times are the
+  // same (rsync -a, cp -p): where it points is the change.
+  for (const char* batch : {"4", "8"}) {
+    const std::filesystem::path copy = store / (std::string("m") + batch);
+    std::filesystem::create_directories(copy / "1");
+    std::filesystem::copy_file(std::filesystem::path(FASTPATH_TEST_MODELS_DIR) / "simple.onnx",
+                               copy / "1" / "model.onnx");
+    std::ofstream(copy / "config.pbtxt") << "max_batch_size: " << batch << "\n";
+    const auto when = std::filesystem::file_time_type::clock::now() - std::chrono::hours(1);
+    for (const char* file : {"config.pbtxt", "1/model.onnx", "1", "."}) {
+      std::filesystem::last_write_time(copy / file, when);
+    }
+  }
+  std::filesystem::create_directory_symlink(store / "m4", repo_.root() / "swapped");
+  repo->Poll();
+  const auto batch = [&] {
+    auto found = repo->FindReady("swapped", "");
+    return found.ok() ? (*found)->config.max_batch_size() : -1;
+  };
+  ASSERT_EQ(batch(), 4);
+  std::filesystem::create_directory_symlink(store / "m8", repo_.root() / "swapped.new");
+  std::filesystem::rename(repo_.root() / "swapped.new", repo_.root() / "swapped");
+  repo->Poll();
+  EXPECT_EQ(batch(), 8);
 
   // A file replaced inside the folder the link points to.
   std::filesystem::copy_file(std::filesystem::path(FASTPATH_TEST_MODELS_DIR) / "simple.onnx",

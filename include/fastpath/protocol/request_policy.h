@@ -23,6 +23,7 @@
 //   load   "config", "file:<path>"    Unimplemented: models load from the repository only
 //   load   anything else              InvalidArgument naming it
 //   unload "unload_dependents" (bool) also unloads the step models an ensemble's load brought
+//                                     in, unless the user loaded them or a loaded model uses them
 //   unload anything else              InvalidArgument naming it
 #pragma once
 

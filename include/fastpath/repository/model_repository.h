@@ -169,7 +169,8 @@ class ModelRepository {
   Status Load(const std::string& name);
   // Stops serving the model; requests already accepted are answered first. Ensembles
   // that use it are re-validated, and so become UNAVAILABLE with the reason. A model with
-  // a folder that is not loaded is OK, as Triton answers; one without is NotFound. With
+  // a folder that is not loaded is OK, as Triton answers; one without is NotFound (and a name
+  // with a slash InvalidArgument). With
   // `unload_dependents` (Triton's model_repository(unload_dependents)), the step models an
   // ensemble's load brought in go too, unless the user loaded them or a loaded model
   // still uses them.

@@ -116,6 +116,9 @@ void GrpcListener::WaitDelivered(std::chrono::steady_clock::time_point deadline)
   while (std::chrono::steady_clock::now() < deadline) {
     bool delivered = true;
     for (const auto& [fd, cookie] : handed_) {
+      // gRPC may close it meanwhile and the number name another file: looked at only while
+      // it is the same socket, before and after.
+      if (SocketCookie(fd) != cookie) continue;
       int unacknowledged = 0;
       if (ioctl(fd, SIOCOUTQ, &unacknowledged) == 0 && unacknowledged > 0 &&
           SocketCookie(fd) == cookie) {

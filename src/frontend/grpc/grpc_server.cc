@@ -37,14 +37,17 @@ void LogThroughProcessLogger(gpr_log_func_args* args) {
   }
 }
 
-// protobuf's own lines likewise: parsing a request whose string holds bytes that are not
+// protobuf's own lines likewise. Parsing a request whose string holds bytes that are not
 // UTF-8 writes one ("String field ... contains invalid UTF-8 data") before the call is
-// answered INVALID_ARGUMENT. A client's mistake, so at most a warning.
+// answered INVALID_ARGUMENT: a client's mistake, so a warning. Its other errors (an answer
+// over 2 GiB) stay errors.
 void LogProtobufThroughProcessLogger(google::protobuf::LogLevel level, const char* filename,
                                      int line, const std::string& message) {
   try {
-    const log::Level ours = level >= google::protobuf::LOGLEVEL_ERROR     ? log::Level::kWarn
-                            : level == google::protobuf::LOGLEVEL_WARNING ? log::Level::kWarn
+    const bool clients_text = message.find("invalid UTF-8") != std::string::npos;
+    const log::Level ours = level >= google::protobuf::LOGLEVEL_ERROR && !clients_text
+                                ? log::Level::kError
+                            : level >= google::protobuf::LOGLEVEL_WARNING ? log::Level::kWarn
                                                                           : log::Level::kDebug;
     if (!log::Enabled(ours)) return;
     const std::string_view file = filename != nullptr ? filename : "";
@@ -117,6 +120,9 @@ void GrpcServer::Shutdown(std::chrono::milliseconds grace) {
   std::lock_guard lock(shutdown_mu_);
   if (shut_down_ || server_ == nullptr) return;
   shut_down_ = true;
+  // One end for the whole shutdown, the settling below included: past the grace a pod is
+  // killed.
+  const auto end = std::chrono::system_clock::now() + std::max(grace, kMinShutdownGrace);
   listener_->Stop();  // no connection is handed to the server once it shuts down
   // Streams first: gRPC's Shutdown waits for every open call, and an idle stream never
   // ends by itself. A stream opened between these two lines is drained as it opens.
@@ -130,7 +136,7 @@ void GrpcServer::Shutdown(std::chrono::milliseconds grace) {
   listener_->WaitDelivered(settle_by);
   // Refuses new calls at once; calls in flight run until the deadline, then gRPC
   // cancels them. The queues' threads go on running their tags meanwhile.
-  server_->Shutdown(std::chrono::system_clock::now() + std::max(grace, kMinShutdownGrace));
+  server_->Shutdown(end);
   // Waits for every call that arrived to end, which the facade guarantees (each accepted
   // request is answered), then stops the threads.
   queues_->Close();

@@ -275,6 +275,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       return Close();
     }
     idle_ = false;
+    head_ = false;  // until this request's header says so
     BeginRequest();
     const auto& req = parser_->get();
     version_ = req.version() == 10 ? 10 : 11;
@@ -284,13 +285,20 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       return Close();  // the connection failed; there is no one to answer
     }
     keep_alive_ = req.keep_alive();
-    // HEAD is GET without the content (RFC 9110 §9.3.2: every server supports both).
-    head_ = req.method() == bhttp::verb::head;
+    // HEAD is GET without the content (RFC 9110 §9.3.2: every server supports both), but
+    // for the rollout verdict, whose GET runs a measurement of seconds.
+    head_ = req.method() == bhttp::verb::head &&
+            !req.target().starts_with(beast::string_view("/v2/rollout/"));
     if (head_) parser_->get().method(bhttp::verb::get);
-    if (auto codings = req.find(bhttp::field::transfer_encoding);
-        codings != req.end() && version_ == 11) {
+    if (auto [first, last] = req.equal_range(bhttp::field::transfer_encoding); first != last) {
+      // An HTTP/1.0 message with one has faulty framing (RFC 9112 §6.1).
+      if (version_ == 10) return Reject(400, "Transfer-Encoding in an HTTP/1.0 request");
+      std::string codings;  // every field line, as one list
+      for (auto field = first; field != last; ++field) {
+        codings += (codings.empty() ? "" : ", ") + std::string(field->value());
+      }
       unsigned status = 400;
-      const std::string why = TransferEncodingRefusal(codings->value(), &status);
+      const std::string why = TransferEncodingRefusal(codings, &status);
       if (!why.empty()) return Reject(status, why);
     }
     if (auto origin = OriginForm(req.target())) parser_->get().target(*origin);

@@ -605,6 +605,21 @@ TEST_F(HttpFrontendTest, TransferCodingsOtherThanChunkedAreRefusedAndTheConnecti
   EXPECT_THAT(ErrorOf(r), HasSubstr("Transfer-Encoding 'gzip' does not end in chunked"));
   EXPECT_TRUE(smuggled.ServerClosed());  // and no second answer
 
+  TestClient two_lines(server_->port());  // the field's lines are one list: gzip, chunked
+  r = two_lines.Raw(RawRequest("POST", "/v2/models/simple/infer",
+                               {{"Transfer-Encoding", "gzip"}, {"Transfer-Encoding", "chunked"}},
+                               "0\r\n\r\n"));
+  EXPECT_EQ(r.status, 501);
+  TestClient http10(server_->port());  // faulty framing in HTTP/1.0 (RFC 9112 §6.1)
+  ASSERT_TRUE(
+      http10.Write("POST /v2/repository/index HTTP/1.0\r\nConnection: keep-alive\r\n"
+                   "Transfer-Encoding: gzip\r\n\r\n" +
+                   RawRequest("GET", "/v2/models/simple", {}, "")));
+  r = http10.Read();
+  EXPECT_EQ(r.status, 400);
+  EXPECT_THAT(ErrorOf(r), HasSubstr("Transfer-Encoding in an HTTP/1.0 request"));
+  EXPECT_TRUE(http10.ServerClosed());
+
   TestClient gzip_chunked(server_->port());
   r = gzip_chunked.Raw(RawRequest("POST", "/v2/models/simple/infer",
                                   {{"Transfer-Encoding", "gzip, chunked"}}, "0\r\n\r\n"));
@@ -631,6 +646,14 @@ TEST_F(HttpFrontendTest, HeadIsGetWithoutTheContent) {
   const Reply live = c.Read();
   EXPECT_EQ(live.status, 200) << live.error;
   EXPECT_EQ(live.body, "");
+  // What follows a HEAD is not one: a refusal after it carries its body.
+  ASSERT_TRUE(c.Write(
+      RawRequest("HEAD", "/v2/health/live", {}, "") +
+      RawRequest("POST", "/v2/models/simple/infer", {{"Content-Length", "100000000"}}, "")));
+  EXPECT_EQ(c.Read(/*head=*/true).status, 200);
+  const Reply refused = c.Read();
+  EXPECT_EQ(refused.status, 413);
+  EXPECT_THAT(ErrorOf(refused), HasSubstr("exceeds the limit"));
 }
 
 // RFC 9112 §3.2.2: a target in absolute form, as a client configured for a proxy sends it.
