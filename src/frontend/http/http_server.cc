@@ -285,6 +285,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       return Close();  // the connection failed; there is no one to answer
     }
     keep_alive_ = req.keep_alive();
+    if (auto origin = OriginForm(req.target())) parser_->get().target(*origin);
     // HEAD is GET without the content (RFC 9110 §9.3.2: every server supports both), but
     // for the rollout verdict, whose GET runs a measurement of seconds.
     head_ = req.method() == bhttp::verb::head &&
@@ -301,7 +302,6 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       const std::string why = TransferEncodingRefusal(codings, &status);
       if (!why.empty()) return Reject(status, why);
     }
-    if (auto origin = OriginForm(req.target())) parser_->get().target(*origin);
     if (auto length = parser_->content_length(); length && *length > core_->options.max_body_bytes) {
       return RejectTooLarge();  // decided on the header alone: the body is never read
     }
