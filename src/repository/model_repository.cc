@@ -51,8 +51,17 @@ std::vector<int64_t> VersionFolders(const fs::path& dir) {
 
 }  // namespace
 
+namespace {
+
+// Whether `name` can be a folder of the root at all (its bytes aside).
+bool NamesAFolder(std::string_view name) {
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string_view::npos;
+}
+
+}  // namespace
+
 Status CheckModelName(std::string_view name) {
-  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string_view::npos) {
+  if (!NamesAFolder(name)) {
     return InvalidArgument("'" + std::string(name) +
                            "' is not a model name (the name of a folder in the repository)");
   }
@@ -456,9 +465,7 @@ void ModelRepository::LoadStartupModels(const std::vector<std::string>& explicit
 Status ModelRepository::Load(const std::string& name) {
   // Not a folder's name at all; one that is not UTF-8 fails in LoadFromDisk, listed with
   // the reason.
-  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) {
-    return CheckModelName(name);
-  }
+  if (!NamesAFolder(name)) return CheckModelName(name);
   std::lock_guard load_lock(load_mu_);
   std::set<std::string> touched;
   return LoadLocked(name, /*load_missing_steps=*/true, &touched);
@@ -545,9 +552,7 @@ Status ModelRepository::Publish(const std::string& name, ModelState fresh, bool 
 
 Status ModelRepository::Unload(const std::string& name, bool unload_dependents) {
   // As Load: a name that is not UTF-8 may be a folder's, listed with its failure.
-  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) {
-    return CheckModelName(name);
-  }
+  if (!NamesAFolder(name)) return CheckModelName(name);
   std::lock_guard load_lock(load_mu_);
   return UnloadLocked(name, unload_dependents);
 }
