@@ -1,8 +1,13 @@
 #include "fastpath/protocol/request_policy.h"
 
+#include <absl/strings/escaping.h>
+
+#include <algorithm>
 #include <array>
 #include <string>
 #include <string_view>
+
+#include "fastpath/common/utf8.h"
 
 namespace fastpath::protocol {
 namespace {
@@ -43,6 +48,36 @@ Status CheckTensorParameters(std::string_view kind, const std::string& name,
   return Status::Ok();
 }
 
+constexpr std::string_view kFilePrefix = "file:";
+
+// A load's file path: relative, within the model's folder, one file. `key` is the
+// parameter, for the message.
+Status CheckFilePath(const std::string& key, std::string_view path) {
+  const auto refuse = [&](const std::string& why) {
+    return InvalidArgument("load parameter '" + ToValidUtf8(key) + "': " + why);
+  };
+  if (path.empty()) return refuse("names no file (give e.g. 'file:1/model.onnx')");
+  if (!IsValidUtf8(path) || path.find('\0') != std::string_view::npos) {
+    return refuse("the path is not UTF-8 text");
+  }
+  if (path.front() == '/') return refuse("the path must be relative to the model's folder");
+  size_t begin = 0;
+  while (begin <= path.size()) {
+    const size_t end = std::min(path.find('/', begin), path.size());
+    const std::string_view part = path.substr(begin, end - begin);
+    if (part.empty() || part == "." || part == "..") {
+      return refuse("'" + std::string(part) +
+                    "' is not a folder or file name: the path must stay within the model's "
+                    "folder, with no empty, '.' or '..' part");
+    }
+    begin = end + 1;
+  }
+  if (path == "config.pbtxt") {
+    return refuse("give the configuration as the 'config' parameter (JSON), not as a file");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status CheckRequestParameters(const Parameters& parameters) {
@@ -61,14 +96,49 @@ Status CheckOutputParameters(const std::string& output, const Parameters& parame
   return CheckTensorParameters("output", output, parameters);
 }
 
-Status CheckLoadParameters(const Parameters& parameters) {
+Status CheckLoadParameters(const Parameters& parameters, FileEncoding encoding,
+                           LoadOverride* load) {
+  *load = LoadOverride();
   for (const auto& [key, value] : parameters) {
-    if (key == "config" || key.rfind("file:", 0) == 0) {
-      return Unimplemented("load parameter '" + key +
-                           "' is not supported: fastpath loads models from the repository only");
+    const bool is_file = key.rfind(kFilePrefix, 0) == 0;
+    if (key != "config" && !is_file) {
+      return InvalidArgument("unknown load parameter '" + key +
+                             "'; a model load takes 'config' and 'file:<path>'");
     }
-    return InvalidArgument("unknown load parameter '" + key +
-                           "'; fastpath's model load takes none");
+    const std::string* text = std::get_if<std::string>(&value);
+    if (text == nullptr) {
+      return InvalidArgument(
+          "load parameter '" + key + "' must be a string" +
+          (is_file && encoding == FileEncoding::kBase64 ? " (the file's contents in base64)" : ""));
+    }
+    if (!is_file) {
+      if (text->empty()) return InvalidArgument("load parameter 'config' is empty");
+      load->config_json = *text;
+      continue;
+    }
+    const std::string path = key.substr(kFilePrefix.size());
+    FASTPATH_RETURN_IF_ERROR(CheckFilePath(key, path));
+    std::string& contents = load->files[path];
+    if (encoding == FileEncoding::kRaw) {
+      contents = *text;
+    } else if (!absl::Base64Unescape(*text, &contents)) {
+      return InvalidArgument("load parameter '" + key + "' is not base64");
+    }
+  }
+  // A file where another one needs a folder ("1/model.onnx" and "1/model.onnx/x").
+  for (const auto& [path, contents] : load->files) {
+    const std::string folder = path + "/";
+    auto inside = load->files.lower_bound(folder);
+    if (inside != load->files.end() && inside->first.compare(0, folder.size(), folder) == 0) {
+      return InvalidArgument("load parameters 'file:" + path + "' and 'file:" + inside->first +
+                             "' contradict each other: the first is a file, the second needs a "
+                             "folder there");
+    }
+  }
+  if (!load->files.empty() && load->config_json.empty()) {
+    return InvalidArgument("load parameter 'file:" + load->files.begin()->first +
+                           "' needs the 'config' parameter too: the files replace the model's "
+                           "folder, config.pbtxt included");
   }
   return Status::Ok();
 }

@@ -1,7 +1,11 @@
 #include "fastpath/repository/model_repository.h"
 
+#include <stdlib.h>  // mkdtemp
+
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -50,6 +54,49 @@ std::vector<int64_t> VersionFolders(const fs::path& dir) {
 }
 
 }  // namespace
+
+class LoadFolder {
+ public:
+  // Writes `files` into a new folder under `parent` (empty: the system's temporary folder).
+  static StatusOr<std::shared_ptr<const LoadFolder>> Write(
+      fs::path parent, const std::string& model, const std::map<std::string, std::string>& files) {
+    std::error_code ec;
+    if (parent.empty()) parent = fs::temp_directory_path(ec);
+    if (ec) return Internal("no temporary folder for the load's files: " + ec.message());
+    // The model's name helps whoever lists the folder; cut, so that it fits a file name.
+    std::string pattern = (parent / ("fastpath-load-" + model.substr(0, 64) + "-XXXXXX")).string();
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      return Internal("cannot make a folder for the load's files in " + parent.string() + ": " +
+                      std::strerror(errno));
+    }
+    std::shared_ptr<const LoadFolder> folder(new LoadFolder(pattern));
+    for (const auto& [path, contents] : files) {
+      const fs::path file = folder->path_ / path;
+      fs::create_directories(file.parent_path(), ec);
+      std::ofstream out(file, std::ios::binary | std::ios::trunc);
+      out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
+      out.close();
+      if (ec || !out) {
+        return Internal("cannot write the load's file '" + path + "' into " + pattern +
+                        (ec ? ": " + ec.message() : std::string(" (disk full?)")));
+      }
+    }
+    return folder;
+  }
+  ~LoadFolder() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+    if (ec) log::Warn("cannot remove " + path_.string() + ", a load's files: " + ec.message());
+  }
+  LoadFolder(const LoadFolder&) = delete;
+  LoadFolder& operator=(const LoadFolder&) = delete;
+
+  const fs::path& path() const { return path_; }
+
+ private:
+  explicit LoadFolder(fs::path path) : path_(std::move(path)) {}
+  fs::path path_;
+};
 
 namespace {
 
@@ -142,11 +189,11 @@ std::string ModelRepository::Fingerprint(const std::string& name) const {
 }
 
 StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadVersion(
-    const std::string& name, int64_t version, const inference::ModelConfig& base,
-    const config::CompletionOptions& completion) const {
+    const std::string& name, const fs::path& dir, int64_t version,
+    const inference::ModelConfig& base, const config::CompletionOptions& completion) const {
   const std::string file_name =
       base.default_model_filename().empty() ? kDefaultModelFile : base.default_model_filename();
-  const fs::path file = options_.root / name / std::to_string(version) / file_name;
+  const fs::path file = dir / std::to_string(version) / file_name;
   std::error_code ec;
   if (!fs::is_regular_file(file, ec)) return NotFound("model file " + file.string() + " is missing");
 
@@ -160,7 +207,7 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadVersion(
   // What an instance answers after it runs out of memory before it serves again.
   std::optional<scheduler::RecoveryProbe> probe;
   if (options_.recovery_probe) {
-    auto made = options_.recovery_probe(options_.root / name, runtime->config);
+    auto made = options_.recovery_probe(dir, runtime->config);
     if (made.ok()) {
       probe = std::move(made).value();
     } else {
@@ -250,10 +297,28 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadVersion(
   return runtime;
 }
 
-ModelRepository::ModelState ModelRepository::LoadFromDisk(const std::string& name) const {
+StatusOr<ModelRepository::Override> ModelRepository::ReadOverride(const std::string& name,
+                                                                  const LoadOverride& load) const {
+  FASTPATH_RETURN_IF_ERROR(CheckModelName(name));
+  Override out;
+  FASTPATH_ASSIGN_OR_RETURN(
+      out.config, config::ParseModelConfigJson(load.config_json, "load parameter 'config'",
+                                               &out.parse_details));
+  if (!load.files.empty()) {
+    FASTPATH_ASSIGN_OR_RETURN(out.folder,
+                              LoadFolder::Write(options_.load_files_root, name, load.files));
+  }
+  return out;
+}
+
+ModelRepository::ModelState ModelRepository::LoadFromDisk(const std::string& name,
+                                                          const Override* override) const {
   ModelState state;
-  state.fingerprint = Fingerprint(name);
-  const fs::path dir = options_.root / name;
+  if (override != nullptr) state.folder = override->folder;
+  state.dir = state.folder ? state.folder->path() : options_.root / name;
+  // A load's own files are the server's: nothing else writes them while they are read.
+  if (!state.folder) state.fingerprint = Fingerprint(name);
+  const fs::path& dir = state.dir;
 
   auto fail = [&](const Status& status) {
     state.reason = status.message();
@@ -266,7 +331,10 @@ ModelRepository::ModelState ModelRepository::LoadFromDisk(const std::string& nam
   inference::ModelConfig config;
   config::ParseDetails details;
   std::error_code ec;
-  if (fs::exists(dir / kConfigFile, ec)) {
+  if (override != nullptr) {
+    config = override->config;
+    details = override->parse_details;
+  } else if (fs::exists(dir / kConfigFile, ec)) {
     if (!fs::is_regular_file(dir / kConfigFile, ec)) {
       return fail(InvalidArgument((dir / kConfigFile).string() + " is not a file"));
     }
@@ -280,18 +348,26 @@ ModelRepository::ModelState ModelRepository::LoadFromDisk(const std::string& nam
     state.step_models.push_back(step.model_name());
   }
   if (!config.name().empty() && config.name() != name) {
-    return fail(InvalidArgument("config.pbtxt names the model '" + config.name() +
-                                "' but its folder is '" + name + "'"));
+    return fail(InvalidArgument((override != nullptr
+                                     ? "the load's config names the model '" + config.name() +
+                                           "' but the request loads '" + name + "'"
+                                     : "config.pbtxt names the model '" + config.name() +
+                                           "' but its folder is '" + name + "'")));
   }
   config.set_name(name);
   if (Status s = config::ValidateModelConfig(config); !s.ok()) return fail(s);
 
   const std::vector<int64_t> available = VersionFolders(dir);
   if (available.empty()) {
-    return fail(NotFound("no numeric version folder in " + dir.string() +
-                         (config::IsEnsemble(config)
-                              ? " (an ensemble needs an empty one, e.g. " + name + "/1/)"
-                              : "")));
+    const bool ensemble = config::IsEnsemble(config);
+    return fail(NotFound(
+        state.folder
+            ? "no numeric version folder among the load's files (give e.g. " +
+                  std::string(ensemble ? "'file:1/.keep': an ensemble's may hold anything"
+                                       : "'file:1/model.onnx'") +
+                  ")"
+            : "no numeric version folder in " + dir.string() +
+                  (ensemble ? " (an ensemble needs an empty one, e.g. " + name + "/1/)" : "")));
   }
   auto selected = config::SelectVersions(config.version_policy(), available);
   if (!selected.ok()) return fail(selected.status());
@@ -306,15 +382,16 @@ ModelRepository::ModelState ModelRepository::LoadFromDisk(const std::string& nam
 void ModelRepository::LoadVersions(const std::string& name, const std::vector<int64_t>& selected,
                                    ModelState& state) const {
   const inference::ModelConfig& config = *state.config;
-  const fs::path dir = options_.root / name;
+  const fs::path& dir = state.dir;
   for (int64_t v : selected) {
     VersionStatus vs;
     vs.version = v;
     auto runtime =
         config::IsEnsemble(config)
             ? LoadEnsembleVersion(name, v, config)
-            : LoadVersion(name, v, config,
+            : LoadVersion(name, dir, v, config,
                           {.max_batch_size_set = state.parse_details.max_batch_size_set});
+    if (runtime.ok()) (*runtime)->load_folder = state.folder;
     if (runtime.ok() && options_.admit) {
       // Admission before publication: a refused version is never READY, not even briefly.
       if (Status s = options_.admit(dir, **runtime); !s.ok()) runtime = s;
@@ -462,24 +539,46 @@ void ModelRepository::LoadStartupModels(const std::vector<std::string>& explicit
   }
 }
 
-Status ModelRepository::Load(const std::string& name) {
+Status ModelRepository::Load(const std::string& name, const LoadOverride& load) {
   // Not a folder's name at all; one that is not UTF-8 fails in LoadFromDisk, listed with
   // the reason.
   if (!NamesAFolder(name)) return CheckModelName(name);
+  // Read and written before anything changes: a config that does not parse is refused
+  // with the model as it was.
+  std::optional<Override> override;
+  if (!load.empty()) {
+    auto read = ReadOverride(name, load);
+    if (!read.ok()) return read.status();
+    override = std::move(read).value();
+  }
   std::lock_guard load_lock(load_mu_);
   std::set<std::string> touched;
-  return LoadLocked(name, /*load_missing_steps=*/true, &touched);
+  return LoadLocked(name, /*load_missing_steps=*/true, &touched, /*as_step=*/false,
+                    override ? &*override : nullptr);
 }
 
 Status ModelRepository::LoadLocked(const std::string& name, bool load_missing_steps,
-                                   std::set<std::string>* touched, bool as_step) {
+                                   std::set<std::string>* touched, bool as_step,
+                                   const Override* override) {
   touched->insert(name);
   std::error_code ec;
-  if (!fs::is_directory(options_.root / name, ec)) {
-    return NotFound("no model folder '" + name + "' in " + options_.root.string());
+  const bool own_files = override != nullptr && override->folder;
+  if (!own_files && !fs::is_directory(options_.root / name, ec)) {
+    return NotFound("no model folder '" + name + "' in " + options_.root.string() +
+                    (override != nullptr ? " (a load's config without files uses the folder's "
+                                           "version folders)"
+                                         : ""));
   }
   if (load_missing_steps) {
-    for (const auto& step : StepModelsOnDisk(name)) {
+    std::vector<std::string> steps;
+    if (override != nullptr) {
+      for (const auto& step : override->config.ensemble_scheduling().step()) {
+        steps.push_back(step.model_name());
+      }
+    } else {
+      steps = StepModelsOnDisk(name);
+    }
+    for (const auto& step : steps) {
       if (touched->count(step) > 0 || !fs::is_directory(options_.root / step, ec)) continue;
       bool loaded = false;
       {
@@ -490,8 +589,8 @@ Status ModelRepository::LoadLocked(const std::string& name, bool load_missing_st
       if (!loaded) (void)LoadLocked(step, true, touched, /*as_step=*/true);
     }
   }
-  ModelState fresh = LoadFromDisk(name);
-  if (fresh.fingerprint != Fingerprint(name)) {
+  ModelState fresh = LoadFromDisk(name, override);
+  if (!fresh.folder && fresh.fingerprint != Fingerprint(name)) {
     // Written while it was read (a copy in progress): nothing of it is published, and the
     // old fingerprint stays, so that the next poll reads the folder again.
     StopVersions(fresh);

@@ -95,6 +95,8 @@ void ModelRepository::Revalidate(const std::string& ensemble, std::set<std::stri
     auto it = models_.find(ensemble);
     if (it == models_.end() || !it->second.config) return;
     const ModelState& loaded = it->second;
+    fresh.dir = loaded.dir;
+    fresh.folder = loaded.folder;
     fresh.config = loaded.config;
     fresh.parse_details = loaded.parse_details;
     fresh.fingerprint = loaded.fingerprint;

@@ -276,12 +276,12 @@ std::vector<RepositoryEntry> Server::RepositoryIndex(bool ready_only) const {
   return repository_->Index(ready_only);
 }
 
-Status Server::LoadModel(const std::string& name) {
+Status Server::LoadModel(const std::string& name, const LoadOverride& load) {
   if (repository_->options().mode != repository::ControlMode::kExplicit) {
     return FailedPrecondition("explicit model load/unload is not allowed: the server runs with "
                               "--model-control-mode other than explicit");
   }
-  return repository_->Load(name);
+  return repository_->Load(name, load);
 }
 
 Status Server::UnloadModel(const std::string& name, bool unload_dependents) {
@@ -292,9 +292,13 @@ Status Server::UnloadModel(const std::string& name, bool unload_dependents) {
   return repository_->Unload(name, unload_dependents);
 }
 
-void Server::LoadModelAsync(const std::string& name, ControlCallback done) {
+void Server::LoadModelAsync(const std::string& name, LoadOverride load, ControlCallback done) {
   control_.Submit(
-      "loading model '" + name + "'", [this, name] { return LoadModel(name); }, std::move(done));
+      "loading model '" + name + "'",
+      [this, name, load = std::make_shared<const LoadOverride>(std::move(load))] {
+        return LoadModel(name, *load);
+      },
+      std::move(done));
 }
 
 void Server::UnloadModelAsync(const std::string& name, bool unload_dependents,

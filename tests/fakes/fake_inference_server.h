@@ -101,8 +101,18 @@ class FakeInferenceServer : public server::InferenceServer {
   }
   // Answered on the caller's thread, before returning: the front ends must cope with that
   // as with the real server's immediate refusals.
-  void LoadModelAsync(const std::string& name, server::ControlCallback done) override {
+  void LoadModelAsync(const std::string& name, LoadOverride load,
+                      server::ControlCallback done) override {
+    {
+      std::lock_guard lock(mu_);
+      last_load_ = std::move(load);
+    }
     done(LoadModel(name));
+  }
+  // The config and files the last load carried, as the front end decoded them.
+  LoadOverride last_load() const {
+    std::lock_guard lock(mu_);
+    return last_load_;
   }
   void UnloadModelAsync(const std::string& name, bool unload_dependents,
                         server::ControlCallback done) override {
@@ -170,6 +180,7 @@ class FakeInferenceServer : public server::InferenceServer {
   Handler handler_;
   InferRequest last_request_;
   std::vector<std::string> load_calls_;
+  LoadOverride last_load_;
   std::atomic<int> infer_calls_{0};
   std::atomic<bool> async_{false};
   std::atomic<bool> ready_{true};

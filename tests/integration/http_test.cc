@@ -1,6 +1,12 @@
 // Every HTTP/REST endpoint of the KServe v2 protocol, and inference with JSON, binary
 // and mixed tensor encodings, against the real binary.
+#include <absl/strings/escaping.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 
 #include "integration_fixture.h"
 
@@ -394,6 +400,99 @@ TEST_F(HttpExplicitTest, LoadAndUnload) {
   EXPECT_EQ(unknown.status, 404) << unknown.Describe();
   EXPECT_NE(ErrorMessage(unknown.body), "");
   EXPECT_EQ(http().Get("/v2/models/simple/ready").status, 200);
+}
+
+// A load request's body with Triton's override parameters, as tritonclient's
+// load_model(config=..., files=...) sends it: each file's contents in base64.
+std::string LoadBody(const std::string& config, const std::map<std::string, std::string>& files) {
+  rapidjson::StringBuffer out;
+  rapidjson::Writer<rapidjson::StringBuffer> w(out);
+  w.StartObject();
+  w.Key("parameters");
+  w.StartObject();
+  w.Key("config");
+  w.String(config.data(), static_cast<rapidjson::SizeType>(config.size()));
+  for (const auto& [path, contents] : files) {
+    w.Key(("file:" + path).c_str());
+    w.String(absl::Base64Escape(contents).c_str());
+  }
+  w.EndObject();
+  w.EndObject();
+  return out.GetString();
+}
+
+std::string TestModelBytes(const std::string& name) {
+  std::ifstream in(std::filesystem::path(FASTPATH_TEST_MODELS_DIR) / (name + ".onnx"),
+                   std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// What GET .../config answers, edited and sent back as the load's config, loads: the
+// round trip a tritonclient user makes to change a model's instances.
+TEST_F(HttpExplicitTest, ALoadTakesTheConfigTheServerShows) {
+  HttpResponse shown = http().Get("/v2/models/simple/config");
+  ASSERT_EQ(shown.status, 200) << shown.Describe();
+  auto config = ParseJson(shown.body);
+  ASSERT_TRUE(config.HasMember("instance_group")) << shown.body;
+  config["instance_group"][0]["count"].SetInt(2);
+  rapidjson::StringBuffer edited;
+  rapidjson::Writer<rapidjson::StringBuffer> w(edited);
+  config.Accept(w);
+
+  HttpResponse load =
+      http().Post("/v2/repository/models/simple/load", LoadBody(edited.GetString(), {}));
+  ASSERT_EQ(load.status, 200) << load.Describe();
+  auto after = ParseJson(http().Get("/v2/models/simple/config").body);
+  EXPECT_EQ(after["instance_group"][0]["count"].GetInt(), 2);
+  HttpResponse infer =
+      http().Post("/v2/models/simple/infer", SimpleJsonRequest(Iota(0, 16), Iota(1, 16), "r"));
+  ASSERT_EQ(infer.status, 200) << infer.Describe();
+
+  // A config that does not parse changes nothing, and says what is wrong.
+  HttpResponse bad = http().Post("/v2/repository/models/simple/load",
+                                 LoadBody(R"({"instance_group": [{"kind": 9}]})", {}));
+  EXPECT_EQ(bad.status, 400) << bad.Describe();
+  EXPECT_EQ(ErrorMessage(bad.body),
+            "load parameter 'config': 'instance_group[0].kind' is not a Kind (one of KIND_AUTO, "
+            "KIND_GPU, KIND_CPU, KIND_MODEL)");
+  EXPECT_EQ(
+      ParseJson(http().Get("/v2/models/simple/config").body)["instance_group"][0]["count"].GetInt(),
+      2);
+}
+
+// A model the repository does not hold, sent whole in the load request: it serves, is
+// listed, and goes with its unload.
+TEST_F(HttpExplicitTest, ALoadTakesTheModelsFiles) {
+  const std::string body =
+      LoadBody(R"({"max_batch_size": 8})", {{"1/model.onnx", TestModelBytes("simple")}});
+  HttpResponse load = http().Post("/v2/repository/models/uploaded/load", body);
+  ASSERT_EQ(load.status, 200) << load.Describe();
+  HttpResponse infer =
+      http().Post("/v2/models/uploaded/infer", SimpleJsonRequest(Iota(0, 16), Iota(1, 16), "u"));
+  ASSERT_EQ(infer.status, 200) << infer.Describe();
+  ExpectSimpleJsonResponse(infer.body, Iota(0, 16), Iota(1, 16));
+  const auto listed = [&] {
+    for (const auto& m : ParseJson(http().Post("/v2/repository/index", "").body).GetArray()) {
+      if (std::string(m["name"].GetString()) == "uploaded") return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(listed());
+
+  HttpResponse broken = http().Post("/v2/repository/models/uploaded/load",
+                                    LoadBody("{}", {{"1/model.onnx", "not a model"}}));
+  EXPECT_EQ(broken.status, 503) << broken.Describe();
+  EXPECT_NE(ErrorMessage(broken.body).find("the previous load keeps serving"), std::string::npos)
+      << broken.Describe();
+  EXPECT_EQ(http()
+                .Post("/v2/models/uploaded/infer", SimpleJsonRequest(Iota(0, 16), Iota(1, 16), "u"))
+                .status,
+            200);
+
+  HttpResponse unload = http().Post("/v2/repository/models/uploaded/unload", "");
+  ASSERT_EQ(unload.status, 200) << unload.Describe();
+  EXPECT_FALSE(listed());
+  EXPECT_EQ(http().Get("/v2/models/uploaded/ready").status, 404);
 }
 
 }  // namespace

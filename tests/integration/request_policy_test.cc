@@ -205,7 +205,7 @@ TEST_F(RequestPolicyTest, HttpAndGrpcDecideEveryCaseAlike) {
 }
 
 // Model control: the same refusals on both protocols, decided before the control mode
-// (this server's is none) is even looked at.
+// (this server's is none) is even looked at; a well-formed load then meets that.
 TEST_F(RequestPolicyTest, LoadAndUnloadParametersAlike) {
   struct ControlCase {
     bool load;
@@ -215,14 +215,22 @@ TEST_F(RequestPolicyTest, LoadAndUnloadParametersAlike) {
     std::string message;
   };
   const std::vector<ControlCase> cases = {
-      {true, "config", std::string("{}"), StatusCode::kUnimplemented,
-       "load parameter 'config' is not supported: fastpath loads models from the repository "
-       "only"},
-      {true, "file:1/model.onnx", std::string("x"), StatusCode::kUnimplemented,
-       "load parameter 'file:1/model.onnx' is not supported: fastpath loads models from the "
-       "repository only"},
+      {true, "config", int64_t{1}, StatusCode::kInvalidArgument,
+       "load parameter 'config' must be a string"},
+      {true, "file:1/model.onnx", std::string("eA=="), StatusCode::kInvalidArgument,
+       "load parameter 'file:1/model.onnx' needs the 'config' parameter too: the files replace "
+       "the model's folder, config.pbtxt included"},
+      {true, "file:1/../../x", std::string("eA=="), StatusCode::kInvalidArgument,
+       "load parameter 'file:1/../../x': '..' is not a folder or file name: the path must stay "
+       "within the model's folder, with no empty, '.' or '..' part"},
       {true, "colour", true, StatusCode::kInvalidArgument,
-       "unknown load parameter 'colour'; fastpath's model load takes none"},
+       "unknown load parameter 'colour'; a model load takes 'config' and 'file:<path>'"},
+      {true, "file:/etc/passwd", std::string("eA=="), StatusCode::kInvalidArgument,
+       "load parameter 'file:/etc/passwd': the path must be relative to the model's folder"},
+      // Well-formed: refused by this server's control mode, alike.
+      {true, "config", std::string("{}"), StatusCode::kFailedPrecondition,
+       "explicit model load/unload is not allowed: the server runs with --model-control-mode "
+       "other than explicit"},
       {false, "colour", true, StatusCode::kInvalidArgument,
        "unknown unload parameter 'colour'; fastpath's model unload takes only "
        "'unload_dependents'"},

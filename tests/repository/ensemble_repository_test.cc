@@ -184,6 +184,40 @@ TEST_F(EnsembleRepositoryTest, MissingStepModelMakesItUnavailableWithTheReason) 
       << found.status().ToString();
 }
 
+// An ensemble loaded with a load request's config and files: the steps that config names
+// are loaded first, whatever the folder's config.pbtxt says (here it does not parse).
+TEST_F(EnsembleRepositoryTest, ALoadsConfigNamesTheStepsToLoad) {
+  repo_.WriteConfig("a_pipeline", "not a config");
+  auto repo = Make(ControlMode::kExplicit);
+  LoadOverride load;
+  load.config_json = R"({
+    "platform": "ensemble", "max_batch_size": 8,
+    "input": [{"name": "X", "data_type": "TYPE_FP32", "dims": [16]}],
+    "output": [{"name": "Y", "data_type": "TYPE_FP32", "dims": [16]}],
+    "ensemble_scheduling": {"step": [
+      {"model_name": "add_one", "model_version": -1,
+       "input_map": {"INPUT0": "X"}, "output_map": {"OUTPUT0": "t"}},
+      {"model_name": "double", "model_version": -1,
+       "input_map": {"INPUT0": "t"}, "output_map": {"OUTPUT0": "Y"}}]}
+  })";
+  load.files["1/.keep"] = "";
+  ASSERT_TRUE(repo->Load("a_pipeline", load).ok());
+  EXPECT_TRUE(Ready(*repo, "add_one", false));
+  EXPECT_TRUE(Ready(*repo, "double", false));
+  auto result = Run(*repo, std::vector<float>(16, 1.0f));
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  float y = 0;
+  std::memcpy(&y, result->outputs[0].data.data(), sizeof y);
+  EXPECT_EQ(y, 4.0f);  // (1 + 1) * 2
+
+  // A step's reload re-validates it from the config it was loaded with.
+  ASSERT_TRUE(repo->Load("double").ok());
+  EXPECT_TRUE(Ready(*repo, "a_pipeline", false));
+  // unload_dependents takes the steps its load brought in.
+  ASSERT_TRUE(repo->Unload("a_pipeline", /*unload_dependents=*/true).ok());
+  EXPECT_FALSE(Ready(*repo, "add_one", false));
+}
+
 TEST_F(EnsembleRepositoryTest, EnsembleNeedsAVersionFolder) {
   repo_.WriteConfig("c_no_version", kPipeline);
   auto repo = Make();

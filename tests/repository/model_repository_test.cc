@@ -30,6 +30,7 @@ class ModelRepositoryTest : public ::testing::Test {
     RepositoryOptions options;
     options.root = repo_.root();
     options.mode = mode;
+    options.load_files_root = load_files_.root();
     return std::make_unique<ModelRepository>(options, backend_.get());
   }
   const server::RepositoryEntry* Entry(const std::vector<server::RepositoryEntry>& index,
@@ -40,7 +41,26 @@ class ModelRepositoryTest : public ::testing::Test {
     return nullptr;
   }
 
+  // The folders a load request's files are written into, one per load.
+  size_t LoadFolders() const {
+    return std::distance(std::filesystem::directory_iterator(load_files_.root()),
+                         std::filesystem::directory_iterator());
+  }
+  // Waits for the retire grace to pass and the load folders to go down to `n`.
+  bool LoadFoldersBecome(size_t n) const {
+    for (int i = 0; i < 500 && LoadFolders() != n; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return LoadFolders() == n;
+  }
+  static std::string TestModel(const std::string& name) {
+    std::ifstream in(std::filesystem::path(FASTPATH_TEST_MODELS_DIR) / (name + ".onnx"),
+                     std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
   TempRepository repo_{FASTPATH_TEST_MODELS_DIR};
+  TempRepository load_files_{FASTPATH_TEST_MODELS_DIR};  // used as a plain temporary folder
   std::unique_ptr<backend::Backend> backend_;
 };
 
@@ -179,6 +199,124 @@ TEST_F(ModelRepositoryTest, AFailedReloadReportsItsReason) {
   Status s = repo->Load("simple");
   EXPECT_EQ(s.code(), StatusCode::kUnavailable);
   EXPECT_NE(s.message().find("max_batch_size"), std::string::npos) << s.message();
+}
+
+// Triton's load parameter "config": used instead of config.pbtxt for this load only; a
+// load without it reads the folder again.
+TEST_F(ModelRepositoryTest, ALoadsConfigIsUsedInsteadOfConfigPbtxt) {
+  repo_.AddVersion("simple", 1, "simple");
+  repo_.WriteConfig("simple", kSimpleConfig);
+  auto repo = Make(ControlMode::kExplicit);
+  ASSERT_TRUE(repo->Load("simple").ok());
+  EXPECT_EQ((*repo->FindReady("simple", ""))->config.max_batch_size(), 8);
+
+  LoadOverride load;
+  load.config_json =
+      R"({"max_batch_size": 0, "instance_group": [{"kind": "KIND_CPU", "count": 2}]})";
+  ASSERT_TRUE(repo->Load("simple", load).ok());
+  auto v = repo->FindReady("simple", "");
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ((*v)->config.max_batch_size(), 0);  // written as 0: never batch
+  EXPECT_EQ((*v)->config.instance_group(0).count(), 2);
+  EXPECT_EQ((*v)->config.input(0).name(), "INPUT0");  // completed from the model
+  EXPECT_EQ(LoadFolders(), 0u);                       // no files: the repository's folder
+
+  ASSERT_TRUE(repo->Load("simple").ok());
+  EXPECT_EQ((*repo->FindReady("simple", ""))->config.max_batch_size(), 8);
+
+  // Without files, the repository's folder must hold the versions.
+  load.config_json = "{}";
+  const Status absent = repo->Load("absent", load);
+  EXPECT_EQ(absent.code(), StatusCode::kNotFound);
+  EXPECT_NE(absent.message().find("a load's config without files"), std::string::npos)
+      << absent.message();
+}
+
+// Triton's "file:<path>" parameters: the model's folder, written by the server, read
+// instead of the repository's (which need not exist), and removed when the load goes.
+TEST_F(ModelRepositoryTest, ALoadsFilesAreTheModelsFolderUntilItGoes) {
+  auto repo = Make(ControlMode::kExplicit);
+  LoadOverride load;
+  load.config_json = R"({"name": "uploaded", "max_batch_size": 8})";
+  load.files["1/model.onnx"] = TestModel("simple");
+  load.files["3/model.onnx"] = TestModel("simple");
+  load.files["labels/names.txt"] = "a\nb\n";
+  ASSERT_TRUE(repo->Load("uploaded", load).ok());
+  {
+    auto v = repo->FindReady("uploaded", "");
+    ASSERT_TRUE(v.ok()) << v.status().ToString();
+    EXPECT_EQ((*v)->version, 3);
+    EXPECT_NE((*v)->load_folder, nullptr);  // held by the version, as here
+  }
+  EXPECT_EQ(LoadFolders(), 1u);
+  const auto index = repo->Index(false);
+  ASSERT_NE(Entry(index, "uploaded", "3"), nullptr);
+  EXPECT_EQ(Entry(index, "uploaded", "3")->state, ModelState::kReady);
+
+  // A reload with other files replaces the folder; the old one goes with its versions.
+  load.files.erase("3/model.onnx");
+  ASSERT_TRUE(repo->Load("uploaded", load).ok());
+  EXPECT_EQ((*repo->FindReady("uploaded", ""))->version, 1);
+  EXPECT_TRUE(LoadFoldersBecome(1));
+
+  // A load without them reads the repository, which has no such folder: what serves stays.
+  EXPECT_EQ(repo->Load("uploaded").code(), StatusCode::kNotFound);
+  EXPECT_TRUE(repo->FindReady("uploaded", "").ok());
+
+  ASSERT_TRUE(repo->Unload("uploaded").ok());
+  EXPECT_TRUE(LoadFoldersBecome(0));
+  EXPECT_EQ(repo->FindReady("uploaded", "").status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(ModelRepositoryTest, ALoadsBadConfigOrFilesFailAndWhatServesStays) {
+  repo_.AddVersion("simple", 1, "simple");
+  auto repo = Make(ControlMode::kExplicit);
+  ASSERT_TRUE(repo->Load("simple").ok());
+  const auto still_serving = [&] {
+    auto v = repo->FindReady("simple", "1");
+    return v.ok() && (*v)->load_folder == nullptr;
+  };
+
+  // Not a config: refused before anything changes, and no folder is written.
+  LoadOverride load;
+  load.config_json = R"({"max_batch_size": 8, "maxBatchSize": 4})";
+  load.files["1/model.onnx"] = TestModel("simple");
+  Status s = repo->Load("simple", load);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "load parameter 'config': field 'max_batch_size' is written twice");
+  EXPECT_TRUE(still_serving());
+  EXPECT_EQ(LoadFolders(), 0u);
+
+  struct Case {
+    std::string config;
+    std::map<std::string, std::string> files;
+    std::string reason;
+  };
+  const std::vector<Case> cases = {
+      {R"({"name": "other"})",
+       {{"1/model.onnx", TestModel("simple")}},
+       "the load's config names the model 'other' but the request loads 'simple'"},
+      {"{}",
+       {{"labels.txt", "a"}},
+       "no numeric version folder among the load's files (give e.g. "
+       "'file:1/model.onnx')"},
+      {"{}", {{"1/model.onnx", "not a model"}}, "version 1:"},
+      {R"({"max_batch_size": 8, "input": [{"name": "INPUT0", "data_type": "TYPE_FP32"}]})",
+       {{"1/model.onnx", TestModel("simple")}},
+       "INPUT0"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.reason);
+    load.config_json = c.config;
+    load.files = c.files;
+    s = repo->Load("simple", load);
+    EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+    EXPECT_NE(s.message().find(c.reason), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("the previous load keeps serving"), std::string::npos)
+        << s.message();
+    EXPECT_TRUE(still_serving());
+    EXPECT_TRUE(LoadFoldersBecome(0));  // the failed load's files are gone with it
+  }
 }
 
 TEST_F(ModelRepositoryTest, PollPicksUpNewChangedAndRemovedModels) {

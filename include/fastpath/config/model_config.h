@@ -60,6 +60,13 @@ StatusOr<inference::ModelConfig> ParseModelConfig(std::string_view text,
 StatusOr<inference::ModelConfig> ParseModelConfig(std::string_view text,
                                                   std::string_view source_name,
                                                   ParseDetails* details);
+// The same config as JSON (protobuf's mapping of ModelConfig, proto or JSON field names),
+// as a load request's "config" parameter gives it. Refused alike: an unsupported field
+// (named with its path), a field or map key written twice, an enum number outside its
+// enum. Errors are InvalidArgument starting with `source_name`.
+StatusOr<inference::ModelConfig> ParseModelConfigJson(std::string_view json,
+                                                      std::string_view source_name,
+                                                      ParseDetails* details);
 
 // Semantic checks that need no model file, on the config as written: what
 // CompleteAndValidate would fill from the model (an entry's data_type or dims, a

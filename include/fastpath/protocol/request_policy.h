@@ -20,13 +20,18 @@
 //                                                             backends (fastpath's take none)
 //
 // Model repository control:
-//   load   "config", "file:<path>"    Unimplemented: models load from the repository only
+//   load   "config" (string)          the model configuration as JSON, used instead of
+//                                     config.pbtxt (Triton's load API)
+//   load   "file:<path>" (string,     the model folder's files, which then replace the
+//          base64 over HTTP, bytes    repository's folder; only with "config". The path
+//          over gRPC)                 stays inside the folder (no '..', not absolute)
 //   load   anything else              InvalidArgument naming it
 //   unload "unload_dependents" (bool) also unloads the step models an ensemble's load brought
 //                                     in, unless the user loaded them or a loaded model uses them
 //   unload anything else              InvalidArgument naming it
 #pragma once
 
+#include "fastpath/common/load_override.h"
 #include "fastpath/common/status.h"
 #include "fastpath/common/tensor.h"
 
@@ -37,7 +42,12 @@ namespace fastpath::protocol {
 [[nodiscard]] Status CheckRequestParameters(const Parameters& parameters);
 [[nodiscard]] Status CheckInputParameters(const std::string& input, const Parameters& parameters);
 [[nodiscard]] Status CheckOutputParameters(const std::string& output, const Parameters& parameters);
-[[nodiscard]] Status CheckLoadParameters(const Parameters& parameters);
+// How a front end carries a load's "file:<path>" contents: HTTP's JSON in base64, gRPC
+// as bytes.
+enum class FileEncoding { kBase64, kRaw };
+// Decodes a load's parameters into `*load` (empty when there are none).
+[[nodiscard]] Status CheckLoadParameters(const Parameters& parameters, FileEncoding encoding,
+                                         LoadOverride* load);
 // Sets *unload_dependents (false when the parameter is absent).
 [[nodiscard]] Status CheckUnloadParameters(const Parameters& parameters, bool* unload_dependents);
 

@@ -22,6 +22,7 @@
 
 #include "fastpath/backend/backend.h"
 #include "fastpath/common/clock.h"
+#include "fastpath/common/load_override.h"
 #include "fastpath/common/status.h"
 #include "fastpath/config/model_config.h"
 #include "fastpath/scheduler/ensemble_scheduler.h"
@@ -39,6 +40,11 @@ StatusOr<ControlMode> ParseControlMode(const std::string& text);  // "none" | "e
 // or holding a '/') whose name is UTF-8, since model names go into JSON answers, Prometheus
 // labels and protobuf strings. Otherwise InvalidArgument saying why.
 Status CheckModelName(std::string_view name);
+
+// A folder the repository wrote a load request's files into (LoadOverride::files); it is
+// removed when the last state or version loaded from it goes, since an instance rebuilt
+// after running out of memory reads its model file again. Defined in model_repository.cc.
+class LoadFolder;
 
 // One loaded, runnable version of a model. Shared by the repository and by the requests
 // in flight on it, so that an unload or a reload never pulls it from under a request.
@@ -82,6 +88,8 @@ struct ModelVersion {
     std::chrono::seconds duration{0};
   };
   CanaryPlan canary_plan;
+  // The load request's files it was loaded from; null when from the repository's folder.
+  std::shared_ptr<const LoadFolder> load_folder;
 };
 
 // A canary phase (issue 12 §2): a new load published in place of the one that served gets
@@ -128,6 +136,9 @@ struct RepositoryOptions {
   // quota); 0: unknown. A model that does not set intra_op_thread_count shares them among
   // its CPU instances (at least one thread each); GPU instances keep one.
   uint32_t usable_cpu_cores = 0;
+  // Where a load request's files (LoadOverride::files) are written, each load in a folder
+  // of its own; empty: the system's temporary folder ($TMPDIR, else /tmp).
+  std::filesystem::path load_files_root;
   // Where the CPU instances of a model that sets no thread count run (serve's
   // --ort-thread-pool, config::ThreadPoolMode): pools of their own, or the backend's
   // process-wide pool, which the backend must then have been created with.
@@ -166,7 +177,12 @@ class ModelRepository {
   // changes while it is read is not published; the next poll reads it again.
   // An ensemble first loads the step models that are not loaded yet (as Triton does in
   // explicit mode). Loading any model re-validates the loaded ensembles that use it.
-  Status Load(const std::string& name);
+  // `load`, a load request's parameters (Triton's): its config is used instead of
+  // config.pbtxt, and its files, when it has any, instead of the repository's folder, which
+  // then need not exist; a later load without them reads the repository again. A config
+  // that does not parse, or files that cannot be written, are refused before anything
+  // changes (InvalidArgument, Internal); the rest fails as a load from disk does.
+  Status Load(const std::string& name, const LoadOverride& load = {});
   // Stops serving the model; requests already accepted are answered first. Ensembles
   // that use it are re-validated, and so become UNAVAILABLE with the reason. A model with
   // a folder that is not loaded is OK, as Triton answers; one without is NotFound (and a name
@@ -211,6 +227,8 @@ class ModelRepository {
  private:
   struct ModelState {
     std::string reason;  // model-level failure (config, versions); empty otherwise
+    std::filesystem::path dir;  // where its files were read: <root>/<model> or `folder`'s
+    std::shared_ptr<const LoadFolder> folder;  // a load request's files; null: the repository's
     std::vector<VersionStatus> versions;
     std::string fingerprint;  // what was on disk when it was loaded (poll mode)
     // Why the last reload was not published while this state kept serving; empty when it was.
@@ -240,14 +258,22 @@ class ModelRepository {
   // load moves from `given_up` into the phase, so that it is not retired.
   void StartCanary(const std::string& name, ModelState& given_up, ModelState& fresh) const;
 
-  // Builds the model's state from disk without touching the map.
-  ModelState LoadFromDisk(const std::string& name) const;
+  // A load request's config (parsed) and files (written), ready to load from.
+  struct Override {
+    inference::ModelConfig config;
+    config::ParseDetails parse_details;
+    std::shared_ptr<const LoadFolder> folder;  // null: the repository's folder
+  };
+  StatusOr<Override> ReadOverride(const std::string& name, const LoadOverride& load) const;
+  // Builds the model's state from disk without touching the map; from what `override`
+  // gives instead, when set.
+  ModelState LoadFromDisk(const std::string& name, const Override* override = nullptr) const;
   // Loads and admits the `selected` versions of state.config into state.versions.
   void LoadVersions(const std::string& name, const std::vector<int64_t>& selected,
                     ModelState& state) const;
   StatusOr<std::shared_ptr<ModelVersion>> LoadVersion(
-      const std::string& name, int64_t version, const inference::ModelConfig& config,
-      const config::CompletionOptions& completion) const;
+      const std::string& name, const std::filesystem::path& dir, int64_t version,
+      const inference::ModelConfig& config, const config::CompletionOptions& completion) const;
   // Ensembles (model_repository_ensemble.cc).
   StatusOr<std::shared_ptr<ModelVersion>> LoadEnsembleVersion(
       const std::string& name, int64_t version, const inference::ModelConfig& config) const;
@@ -256,7 +282,8 @@ class ModelRepository {
   // Load with load_mu_ held. `touched` collects the models (re)loaded by this operation,
   // so that ensembles depending on each other end the recursion.
   Status LoadLocked(const std::string& name, bool load_missing_steps,
-                    std::set<std::string>* touched, bool as_step = false);
+                    std::set<std::string>* touched, bool as_step = false,
+                    const Override* override = nullptr);
   Status UnloadLocked(const std::string& name, bool unload_dependents);
   // Puts `fresh` in the map (with load_mu_ held), keeping what serves where it failed when
   // `keep_serving`, then re-validates the ensembles that use the model.

@@ -15,9 +15,10 @@
 
 #include "fastpath/admission/admission_report.h"
 #include "fastpath/admission/rollout_gate.h"
+#include "fastpath/common/load_override.h"
+#include "fastpath/common/statistics.h"
 #include "fastpath/common/status.h"
 #include "fastpath/common/tensor.h"
-#include "fastpath/common/statistics.h"
 #include "model_config.pb.h"  // inference::ModelConfig, Triton's field names and numbers
 
 namespace fastpath::server {
@@ -144,7 +145,8 @@ class InferenceServer {
   // exactly once: when the model is READY (OK) or failed to load (the reason), or gone.
   // The operation runs on the server's one bounded pool (control_pool.h), never on the
   // caller's thread; a full pool or a server shutting down answers Unavailable at once.
-  virtual void LoadModelAsync(const std::string& name, ControlCallback done) = 0;
+  // `load`: the request's config and files in place of the repository's (ModelRepository::Load).
+  virtual void LoadModelAsync(const std::string& name, LoadOverride load, ControlCallback done) = 0;
   // `unload_dependents`: ModelRepository::Unload's.
   virtual void UnloadModelAsync(const std::string& name, bool unload_dependents,
                                 ControlCallback done) = 0;

@@ -116,11 +116,11 @@ class Server final : public InferenceServer {
       const std::string& name, const std::string& version) const override;
   std::vector<RepositoryEntry> RepositoryIndex(bool ready_only) const override;
   StatusOr<std::vector<RolloutDecision>> RolloutHistory(const std::string& name) const override;
-  void LoadModelAsync(const std::string& name, ControlCallback done) override;
+  void LoadModelAsync(const std::string& name, LoadOverride load, ControlCallback done) override;
   void UnloadModelAsync(const std::string& name, bool unload_dependents,
                         ControlCallback done) override;
   // The same, blocking the caller (what the pool runs).
-  Status LoadModel(const std::string& name);
+  Status LoadModel(const std::string& name, const LoadOverride& load = {});
   Status UnloadModel(const std::string& name, bool unload_dependents = false);
   void InferAsync(InferRequest request, InferCallback done) override;
 

@@ -262,8 +262,10 @@ void GrpcInferenceServiceImpl::RepositoryControl(Call<Request, Response>& call, 
   // sends unload_dependents, which an unload accepts).
   const Parameters parameters = RepositoryParameters(request.parameters());
   bool unload_dependents = false;
-  if (Status s = load ? protocol::CheckLoadParameters(parameters)
-                      : protocol::CheckUnloadParameters(parameters, &unload_dependents);
+  LoadOverride override;
+  if (Status s =
+          load ? protocol::CheckLoadParameters(parameters, protocol::FileEncoding::kRaw, &override)
+               : protocol::CheckUnloadParameters(parameters, &unload_dependents);
       !s.ok()) {
     call.Finish(ToGrpcStatus(s));
     return;
@@ -271,7 +273,7 @@ void GrpcInferenceServiceImpl::RepositoryControl(Call<Request, Response>& call, 
   // The facade's control pool runs it, off this thread.
   auto answer = [&call](Status s) { call.Finish(ToGrpcStatus(s)); };
   if (load) {
-    server_.LoadModelAsync(request.model_name(), std::move(answer));
+    server_.LoadModelAsync(request.model_name(), std::move(override), std::move(answer));
   } else {
     server_.UnloadModelAsync(request.model_name(), unload_dependents, std::move(answer));
   }

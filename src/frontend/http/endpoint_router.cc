@@ -415,7 +415,9 @@ void EndpointRouter::HandleRepositoryControl(Request& request, const std::string
   }
   // What a load or unload may ask is decided below both front ends.
   bool unload_dependents = false;
-  if (Status s = load ? protocol::CheckLoadParameters(parameters)
+  LoadOverride override;
+  if (Status s = load ? protocol::CheckLoadParameters(parameters, protocol::FileEncoding::kBase64,
+                                                      &override)
                       : protocol::CheckUnloadParameters(parameters, &unload_dependents);
       !s.ok()) {
     return reply(ErrorReply(s));
@@ -423,7 +425,7 @@ void EndpointRouter::HandleRepositoryControl(Request& request, const std::string
   // The facade's control pool runs it, off the event loop.
   auto answer = [reply](Status s) { reply(s.ok() ? JsonReply(200, "") : ErrorReply(s)); };
   if (load) {
-    server_.LoadModelAsync(model, std::move(answer));
+    server_.LoadModelAsync(model, std::move(override), std::move(answer));
   } else {
     server_.UnloadModelAsync(model, unload_dependents, std::move(answer));
   }

@@ -369,16 +369,27 @@ TEST_F(GrpcFrontendTest, RepositoryLoadAndUnload) {
   EXPECT_EQ(unload("identity").error_code(), grpc::StatusCode::FAILED_PRECONDITION);
 }
 
-TEST_F(GrpcFrontendTest, RepositoryLoadRefusesOverrides) {
+// Triton's overrides: a file's contents travel as bytes (tritonclient's bytes_param), as is.
+TEST_F(GrpcFrontendTest, RepositoryLoadPassesItsConfigAndFiles) {
   grpc::ClientContext context;
   inference::RepositoryModelLoadRequest request;
   request.set_model_name("identity");
-  (*request.mutable_parameters())["config"].set_string_param("{}");
+  (*request.mutable_parameters())["config"].set_string_param(R"({"max_batch_size":0})");
+  (*request.mutable_parameters())["file:1/model.onnx"].set_bytes_param(std::string("\0\x01", 2));
   inference::RepositoryModelLoadResponse response;
   const grpc::Status status = stub_->RepositoryModelLoad(&context, request, &response);
-  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED);
-  EXPECT_THAT(status.error_message(), HasSubstr("'config'"));
-  EXPECT_TRUE(fake_.load_calls().empty());
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_THAT(fake_.load_calls(), ElementsAre("load:identity"));
+  const LoadOverride sent = fake_.last_load();
+  EXPECT_EQ(sent.config_json, R"({"max_batch_size":0})");
+  EXPECT_EQ(sent.files,
+            (std::map<std::string, std::string>{{"1/model.onnx", std::string("\0\x01", 2)}}));
+
+  grpc::ClientContext again;
+  request.mutable_parameters()->erase("config");
+  const grpc::Status alone = stub_->RepositoryModelLoad(&again, request, &response);
+  EXPECT_EQ(alone.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(alone.error_message(), HasSubstr("needs the 'config' parameter too"));
 }
 
 // ---------------------------------------------------------------- ModelInfer

@@ -302,9 +302,20 @@ TEST_F(HttpFrontendTest, LoadAndUnload) {
   EXPECT_EQ(fake_.load_calls(), (std::vector<std::string>{"load:unbatched", "unload:unbatched",
                                                           "unload+dependents:unbatched"}));
   EXPECT_EQ(Post("/v2/repository/models/nope/load", "").status, 404);
-  auto config = Post("/v2/repository/models/simple/load", R"({"parameters":{"config":"{}"}})");
-  EXPECT_EQ(config.status, 501);
-  EXPECT_THAT(ErrorOf(config), HasSubstr("'config'"));
+  // Triton's overrides: a file's contents travel in base64, and reach the server decoded.
+  auto config = Post("/v2/repository/models/simple/load",
+                     R"({"parameters":{"config":"{\"max_batch_size\":0}",)"
+                     R"("file:1/model.onnx":"AAEC/w==","file:labels.txt":"YQpi"}})");
+  EXPECT_EQ(config.status, 200) << config.body;
+  const LoadOverride sent = fake_.last_load();
+  EXPECT_EQ(sent.config_json, R"({"max_batch_size":0})");
+  EXPECT_EQ(sent.files,
+            (std::map<std::string, std::string>{
+                {"1/model.onnx", std::string("\x00\x01\x02\xff", 4)}, {"labels.txt", "a\nb"}}));
+  auto not_base64 = Post("/v2/repository/models/simple/load",
+                         R"({"parameters":{"config":"{}","file:1/model.onnx":"a!b="}})");
+  EXPECT_EQ(not_base64.status, 400);
+  EXPECT_EQ(ErrorOf(not_base64), "load parameter 'file:1/model.onnx' is not base64");
   fake_.SetExplicitControl(false);
   auto refused = Post("/v2/repository/models/simple/load", "");
   EXPECT_EQ(refused.status, 400);
