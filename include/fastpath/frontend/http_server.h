@@ -77,7 +77,8 @@ class HttpServer {
   int port() const;
 
   // Closes the listener: new connections are refused. Requests already received, and
-  // requests that arrive on open connections, are still answered.
+  // requests that arrive on open connections, are still answered, each with
+  // Connection: close (the connection closes after it).
   void StopAccepting();
 
   // Stops accepting, closes idle connections, waits until every request in flight has

@@ -139,7 +139,7 @@ struct ServerCore {
 
   const HttpOptions options;
   std::unique_ptr<http::EndpointRouter> router;  // set once before the first accept
-  std::atomic<bool> draining{false};             // Shutdown has begun: no more keep-alive
+  std::atomic<bool> draining{false};             // StopAccepting or Shutdown began: no keep-alive
   std::atomic<uint64_t> next_session_id{1};
 
   void AddSession(uint64_t id, const std::shared_ptr<HttpSession>& s) {
@@ -627,6 +627,9 @@ class HttpServerImpl {
   void StopAccepting() {
     std::lock_guard lock(lifecycle_mu_);
     StopAcceptingLocked();
+    // What is answered from now on carries Connection: close, so that a client takes its next
+    // request to a server that still accepts, instead of meeting this one's refusals.
+    core_->draining = true;
   }
 
   void Shutdown(std::chrono::milliseconds grace) {

@@ -965,7 +965,11 @@ TEST_F(HttpFrontendTest, StopAcceptingKeepsOpenConnectionsServed) {
   TestClient c(server_->port());
   ASSERT_EQ(c.Get("/v2").status, 200);
   server_->StopAccepting();
-  EXPECT_EQ(c.Get("/v2/health/live").status, 200);
+  // Answered, and told to go elsewhere for the next one.
+  const auto reply = c.Get("/v2/health/live");
+  EXPECT_EQ(reply.status, 200);
+  EXPECT_EQ(reply.Header("Connection"), "close");
+  EXPECT_TRUE(c.ServerClosed());
 }
 
 // The idle timeout: a connection that sends nothing, or stops halfway through a header,
