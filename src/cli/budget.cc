@@ -216,7 +216,7 @@ int Budget(const std::vector<std::string>& args) {
 
   const gpu::CapabilitySnapshot snapshot = gpu::TakeNodeSnapshot(FASTPATH_VERSION);
   server::ServerOptions options;
-  options.repository.root = flags.repository;
+  options.repository.roots = {flags.repository};
   options.repository.mode = repository::ControlMode::kExplicit;
   options.startup_models = flags.models.empty() ? std::vector<std::string>{"*"} : flags.models;
   options.policy.profile = admission::Profile::kDev;  // report what is over, rather than refuse

@@ -363,7 +363,7 @@ int Preflight(const std::vector<std::string>& args) {
   admission::AdmissionReport report;
   {
     server::ServerOptions options;
-    options.repository.root = flags.repository;
+    options.repository.roots = {flags.repository};
     options.repository.mode = repository::ControlMode::kExplicit;
     options.startup_models = {"*"};
     options.policy.profile = admission::Profile::kDev;

@@ -63,11 +63,13 @@ struct ServeFlags {
 
 // Binds every option of `fastpath serve` to `flags`, whose values are the defaults shown.
 void DefineServeOptions(CLI::App& app, ServeFlags& flags) {
-  AddValue(app, "--model-repository", "DIR", "Triton-layout model repository", "",
-           [&flags](const std::string& value) {
-             flags.server.repository.root = value;
-             return Status::Ok();
-           })
+  AddRepeatedValue(app, "--model-repository", "DIR",
+                   "Triton-layout model repository; given again, each one more, served as one "
+                   "(a model name must be unique across them)",
+                   [&flags](const std::string& value) {
+                     flags.server.repository.roots.push_back(value);
+                     return Status::Ok();
+                   })
       ->required();
   AddValue(app, "--profile", "production|dev",
            "production: any degradation is fatal (exit 22, 23) and the CPU never runs a GPU "
@@ -82,9 +84,10 @@ void DefineServeOptions(CLI::App& app, ServeFlags& flags) {
   AddText(app, "--version-lock", "FILE", &flags.version_lock,
           "refuse to start (exit 20) unless this node matches the lock written by `fastpath "
           "doctor --lock`");
-  AddText(app, "--engine-cache", "DIR", &flags.engine_cache,
-          "TensorRT engine cache root, keyed per model version (default: .engine-cache in the "
-          "repository; see build-engines)");
+  AddText(
+      app, "--engine-cache", "DIR", &flags.engine_cache,
+      "TensorRT engine cache root, keyed per model version (default: .engine-cache in the first "
+      "repository; see build-engines)");
   AddInt(app, "--http-port", "N", &flags.http.port, 0, 65535,
          "KServe v2 HTTP/REST port; 0 picks a free port");
   AddInt(app, "--grpc-port", "N", &flags.grpc.port, 0, 65535,
@@ -240,17 +243,33 @@ Status CheckServeFlags(const ServeFlags& flags) {
   // Triton refuses to start without a model it was asked for; here a name that cannot load
   // is refused before anything loads, rather than logged once under a server that never
   // turns ready.
-  const std::filesystem::path& root = flags.server.repository.root;
+  const std::vector<std::filesystem::path>& roots = flags.server.repository.roots;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      std::error_code ec;
+      if (std::filesystem::equivalent(roots[i], roots[j], ec)) {
+        return InvalidArgument("--model-repository " + roots[i].string() + " is given twice (as " +
+                               roots[j].string() + ")");
+      }
+    }
+  }
   for (const std::string& model : flags.server.startup_models) {
     if (model == "*") continue;
     if (Status name = repository::CheckModelName(model); !name.ok()) {
       return InvalidArgument("--load-model " + name.message());
     }
-    std::error_code ec;
-    if (std::filesystem::is_directory(root, ec) &&
-        !std::filesystem::is_directory(root / model, ec)) {
+    std::string where;
+    bool found = false;
+    bool all_folders = true;  // a missing root fails with its own message later
+    for (const auto& root : roots) {
+      std::error_code ec;
+      all_folders = all_folders && std::filesystem::is_directory(root, ec);
+      found = found || std::filesystem::is_directory(root / model, ec);
+      where += (where.empty() ? "" : ", ") + root.string();
+    }
+    if (all_folders && !found) {
       return InvalidArgument("--load-model '" + model + "': no model folder '" + model + "' in " +
-                             root.string());
+                             where);
     }
   }
   if (const std::string& records = flags.rollout_verdict.records; !records.empty()) {
@@ -270,7 +289,7 @@ int AdmitNode(ServeFlags* flags) {
   flags->server.capability_snapshot_json = gpu::SnapshotToJson(snapshot, findings);
   flags->server.device_memory_bytes = DeviceMemoryTotals(snapshot);
   flags->server.repository.usable_cpu_cores = gpu::UsableCores(snapshot.container);
-  SetEngineCacheFromSnapshot(snapshot, flags->server.repository.root, flags->engine_cache,
+  SetEngineCacheFromSnapshot(snapshot, flags->server.repository.roots.front(), flags->engine_cache,
                              &flags->server.repository);
   const admission::Policy& policy = flags->server.policy;
   log::Info(std::string("profile ") + admission::ProfileName(policy.profile) +
@@ -394,14 +413,6 @@ int Serve(const std::vector<std::string>& args) {
   UseHelpLayout(app, "usage: fastpath serve --model-repository DIR [options]");
   DefineServeOptions(app, flags);
   if (auto exit_code = ParseCommandLine(app, args)) return *exit_code;
-  // Triton serves every --model-repository it is given as one; an option given twice here
-  // keeps its last value, which would drop the others' models without a word.
-  if (const size_t given = app.get_option("--model-repository")->count(); given > 1) {
-    return UsageError(app, "--model-repository is given " + std::to_string(given) +
-                               " times: fastpath serves one repository (Triton's several are "
-                               "not supported); merge them into one folder, or run a server "
-                               "for each");
-  }
   if (Status s = CheckServeFlags(flags); !s.ok()) return UsageError(app, s.message());
   flags.logging.name = "fastpath serve";
   log::Configure(flags.logging);

@@ -145,15 +145,32 @@ ModelRepository::ModelRepository(RepositoryOptions options, backend::Backend* ba
 ModelRepository::~ModelRepository() { StopAll(); }
 
 std::vector<std::string> ModelRepository::ModelFolders() const {
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(options_.root, ec)) {
-    if (entry.is_directory(ec) && entry.path().filename().string()[0] != '.') {
-      names.push_back(entry.path().filename().string());
+  std::set<std::string> names;
+  for (const fs::path& root : options_.roots) {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(root, ec)) {
+      if (entry.is_directory(ec) && entry.path().filename().string()[0] != '.') {
+        names.insert(entry.path().filename().string());
+      }
     }
   }
-  std::sort(names.begin(), names.end());
-  return names;
+  return {names.begin(), names.end()};
+}
+
+std::vector<fs::path> ModelRepository::FoldersOf(const std::string& name) const {
+  std::vector<fs::path> folders;
+  for (const fs::path& root : options_.roots) {
+    std::error_code ec;
+    if (fs::is_directory(root / name, ec)) folders.push_back(root / name);
+  }
+  return folders;
+}
+
+std::string ModelRepository::NoFolder(const std::string& name) const {
+  std::string where;
+  for (const fs::path& root : options_.roots) where += (where.empty() ? "" : ", ") + root.string();
+  return "no model folder '" + name + "' in " + (options_.roots.size() > 1 ? "any of " : "") +
+         where;
 }
 
 std::string ModelRepository::Fingerprint(const std::string& name) const {
@@ -161,29 +178,31 @@ std::string ModelRepository::Fingerprint(const std::string& name) const {
   // and any copy of a new model file or config changes it. Symbolic links are followed, and
   // where each one points is part of it: a version folder that is a link swapped to another
   // checkout (git-sync, a ConfigMap's ..data) is a change even when the files look alike.
-  // Bounded, so that a link loop cannot make a poll endless.
+  // Bounded, so that a link loop cannot make a poll endless. With several roots, the
+  // folder of each that has one: a second folder of the name appearing is a change too.
   constexpr int kMaxDepth = 8;
   constexpr int kMaxEntries = 100000;
   std::ostringstream out;
-  std::error_code ec;
-  // The model folder itself may be the link that was swapped.
-  if (fs::is_symlink(options_.root / name, ec)) {
-    out << "->" << fs::read_symlink(options_.root / name, ec).string() << '\n';
-  }
-  int entries = 0;
-  for (auto it = fs::recursive_directory_iterator(options_.root / name,
-                                                  fs::directory_options::follow_directory_symlink |
-                                                      fs::directory_options::skip_permission_denied,
-                                                  ec);
-       !ec && it != fs::recursive_directory_iterator() && ++entries <= kMaxEntries;
-       it.increment(ec)) {
-    out << it->path().string() << ':';
-    if (it->is_symlink(ec)) out << "->" << fs::read_symlink(it->path(), ec).string() << ':';
-    if (it->is_regular_file(ec)) {
-      out << it->file_size(ec) << ':' << it->last_write_time(ec).time_since_epoch().count();
+  for (const fs::path& folder : FoldersOf(name)) {
+    std::error_code ec;
+    // The model folder itself may be the link that was swapped.
+    if (fs::is_symlink(folder, ec)) out << "->" << fs::read_symlink(folder, ec).string() << '\n';
+    int entries = 0;
+    for (auto it =
+             fs::recursive_directory_iterator(folder,
+                                              fs::directory_options::follow_directory_symlink |
+                                                  fs::directory_options::skip_permission_denied,
+                                              ec);
+         !ec && it != fs::recursive_directory_iterator() && ++entries <= kMaxEntries;
+         it.increment(ec)) {
+      out << it->path().string() << ':';
+      if (it->is_symlink(ec)) out << "->" << fs::read_symlink(it->path(), ec).string() << ':';
+      if (it->is_regular_file(ec)) {
+        out << it->file_size(ec) << ':' << it->last_write_time(ec).time_since_epoch().count();
+      }
+      out << '\n';
+      if (it.depth() >= kMaxDepth) it.disable_recursion_pending();
     }
-    out << '\n';
-    if (it.depth() >= kMaxDepth) it.disable_recursion_pending();
   }
   return out.str();
 }
@@ -315,7 +334,8 @@ ModelRepository::ModelState ModelRepository::LoadFromDisk(const std::string& nam
                                                           const Override* override) const {
   ModelState state;
   if (override != nullptr) state.folder = override->folder;
-  state.dir = state.folder ? state.folder->path() : options_.root / name;
+  const std::vector<fs::path> folders = state.folder ? std::vector<fs::path>{} : FoldersOf(name);
+  state.dir = state.folder ? state.folder->path() : folders.empty() ? fs::path() : folders[0];
   // A load's own files are the server's: nothing else writes them while they are read.
   if (!state.folder) state.fingerprint = Fingerprint(name);
   const fs::path& dir = state.dir;
@@ -327,6 +347,12 @@ ModelRepository::ModelState ModelRepository::LoadFromDisk(const std::string& nam
   };
   // Listed UNAVAILABLE with the reason, never served: its name could not be quoted.
   if (Status valid = CheckModelName(name); !valid.ok()) return fail(valid);
+  if (folders.size() > 1) {
+    std::string where;
+    for (const fs::path& folder : folders) where += (where.empty() ? "" : ", ") + folder.string();
+    return fail(FailedPrecondition("the model name is not unique across the repositories: " +
+                                   where + " (rename or remove all but one)"));
+  }
 
   inference::ModelConfig config;
   config::ParseDetails details;
@@ -561,13 +587,12 @@ Status ModelRepository::LoadLocked(const std::string& name, bool load_missing_st
                                    std::set<std::string>* touched, bool as_step,
                                    const Override* override) {
   touched->insert(name);
-  std::error_code ec;
   const bool own_files = override != nullptr && override->folder;
-  if (!own_files && !fs::is_directory(options_.root / name, ec)) {
-    return NotFound("no model folder '" + name + "' in " + options_.root.string() +
-                    (override != nullptr ? " (a load's config without files uses the folder's "
-                                           "version folders)"
-                                         : ""));
+  if (!own_files && FoldersOf(name).empty()) {
+    return NotFound(NoFolder(name) + (override != nullptr
+                                          ? " (a load's config without files uses the folder's "
+                                            "version folders)"
+                                          : ""));
   }
   if (load_missing_steps) {
     std::vector<std::string> steps;
@@ -579,7 +604,7 @@ Status ModelRepository::LoadLocked(const std::string& name, bool load_missing_st
       steps = StepModelsOnDisk(name);
     }
     for (const auto& step : steps) {
-      if (touched->count(step) > 0 || !fs::is_directory(options_.root / step, ec)) continue;
+      if (touched->count(step) > 0 || FoldersOf(step).empty()) continue;
       bool loaded = false;
       {
         std::lock_guard lock(mu_);
@@ -663,9 +688,8 @@ Status ModelRepository::UnloadLocked(const std::string& name, bool unload_depend
     auto it = models_.find(name);
     if (it == models_.end()) {
       // As Triton: unloading what is not loaded changes nothing and succeeds.
-      std::error_code ec;
-      if (fs::is_directory(options_.root / name, ec)) return Status::Ok();
-      return NotFound("no model folder '" + name + "' in " + options_.root.string());
+      if (!FoldersOf(name).empty()) return Status::Ok();
+      return NotFound(NoFolder(name));
     }
     old = std::move(it->second);
     models_.erase(it);

@@ -49,7 +49,9 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadEnsembleVersion(
 }
 
 std::vector<std::string> ModelRepository::StepModelsOnDisk(const std::string& name) const {
-  std::ifstream in(options_.root / name / "config.pbtxt", std::ios::binary);
+  const std::vector<fs::path> folders = FoldersOf(name);
+  if (folders.size() != 1) return {};  // none, or not unique: it fails its own load
+  std::ifstream in(folders[0] / "config.pbtxt", std::ios::binary);
   if (!in) return {};
   std::ostringstream text;
   text << in.rdbuf();

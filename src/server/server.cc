@@ -112,9 +112,11 @@ Server::Server(ServerOptions options, std::shared_ptr<backend::Backend> backend)
 StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options,
                                                  std::shared_ptr<backend::Backend> backend) {
   std::error_code ec;
-  if (!std::filesystem::is_directory(options.repository.root, ec)) {
-    return NotFound("model repository " + options.repository.root.string() +
-                    " is not a directory");
+  if (options.repository.roots.empty()) return InvalidArgument("no model repository");
+  for (const auto& root : options.repository.roots) {
+    if (!std::filesystem::is_directory(root, ec)) {
+      return NotFound("model repository " + root.string() + " is not a directory");
+    }
   }
   if (!backend) return InvalidArgument("no backend");
   std::unique_ptr<Server> server(new Server(std::move(options), std::move(backend)));

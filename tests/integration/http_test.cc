@@ -402,6 +402,27 @@ TEST_F(HttpExplicitTest, LoadAndUnload) {
   EXPECT_EQ(http().Get("/v2/models/simple/ready").status, 200);
 }
 
+// Two --model-repository folders served as one, as Triton serves them.
+class HttpSeveralRepositoriesTest : public ServerTest {
+ protected:
+  HttpSeveralRepositoriesTest() { second_.AddVersion("identity_int32", 1, "identity_int32"); }
+  std::vector<std::string> Models() override { return {"simple"}; }
+  std::vector<std::string> ExtraArgs() override {
+    return {"--model-repository", second_.root().string()};
+  }
+  testing::TempRepository second_{FASTPATH_TEST_MODELS_DIR};
+};
+
+TEST_F(HttpSeveralRepositoriesTest, ServesTheModelsOfEach) {
+  EXPECT_EQ(http().Get("/v2/models/simple/ready").status, 200);
+  EXPECT_EQ(http().Get("/v2/models/identity_int32/ready").status, 200);
+  HttpResponse infer = http().Post(
+      "/v2/models/identity_int32/infer",
+      R"({"inputs":[{"name":"INPUT0","datatype":"INT32","shape":[1,3],"data":[4,5,6]}]})");
+  ASSERT_EQ(infer.status, 200) << infer.Describe();
+  EXPECT_EQ(http().Get("/v2/health/ready").status, 200);
+}
+
 // A load request's body with Triton's override parameters, as tritonclient's
 // load_model(config=..., files=...) sends it: each file's contents in base64.
 std::string LoadBody(const std::string& config, const std::map<std::string, std::string>& files) {

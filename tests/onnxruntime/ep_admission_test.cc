@@ -381,7 +381,7 @@ TEST(EpAdmissionTest, RepositoryMarksARefusedGpuModelUnavailable) {
   files.AddVersion("mlp_cpu", 1, "mlp");
   files.WriteConfig("mlp_cpu", "backend: \"onnxruntime\"\ninstance_group [ { kind: KIND_CPU } ]\n");
   repository::RepositoryOptions options;
-  options.root = files.root();
+  options.roots = {files.root()};
   repository::ModelRepository repo(options, backend.get());
   repo.LoadStartupModels({});
 

@@ -65,7 +65,7 @@ class EnsembleRepositoryTest : public ::testing::Test {
   // A step runner standing in for the server: the step model's scheduler, no checks.
   std::unique_ptr<ModelRepository> Make(ControlMode mode = ControlMode::kNone) {
     RepositoryOptions options;
-    options.root = repo_.root();
+    options.roots = {repo_.root()};
     options.mode = mode;
     auto runner = [this](InferRequest request, std::function<void(StatusOr<InferResponse>)> done) {
       if (request.model_name == fail_step_) return done(Unavailable("injected failure"));

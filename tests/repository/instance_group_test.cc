@@ -106,7 +106,7 @@ class InstanceGroupTest : public ::testing::Test {
     repo_.AddVersion("simple", 1, "simple");
     repo_.WriteConfig("simple", std::string(kSimpleIo) + extra);
     RepositoryOptions options;
-    options.root = repo_.root();
+    options.roots = {repo_.root()};
     repository_ = std::make_unique<ModelRepository>(options, backend_.get());
     EXPECT_TRUE(repository_->Load("simple").ok());
     auto v = repository_->FindReady("simple", "");

@@ -28,7 +28,7 @@ class ModelRepositoryTest : public ::testing::Test {
   }
   std::unique_ptr<ModelRepository> Make(ControlMode mode = ControlMode::kNone) {
     RepositoryOptions options;
-    options.root = repo_.root();
+    options.roots = {repo_.root()};
     options.mode = mode;
     options.load_files_root = load_files_.root();
     return std::make_unique<ModelRepository>(options, backend_.get());
@@ -319,6 +319,62 @@ TEST_F(ModelRepositoryTest, ALoadsBadConfigOrFilesFailAndWhatServesStays) {
   }
 }
 
+// Several roots served as one, as Triton serves a repeated --model-repository; a name
+// with a folder in two is refused, saying where, and whatever served keeps serving.
+TEST_F(ModelRepositoryTest, SeveralRootsServeAsOneAndANameInTwoIsRefused) {
+  TempRepository second{FASTPATH_TEST_MODELS_DIR};
+  repo_.AddVersion("simple", 1, "simple");
+  second.AddVersion("simple_fp32", 1, "simple_fp32");
+  repo_.AddVersion("twice", 1, "simple");
+  second.AddVersion("twice", 1, "simple");
+  RepositoryOptions options;
+  options.roots = {repo_.root(), second.root()};
+  options.mode = ControlMode::kPoll;
+  ModelRepository repo(options, backend_.get());
+  repo.Poll();
+  EXPECT_TRUE(repo.FindReady("simple", "").ok());
+  EXPECT_TRUE(repo.FindReady("simple_fp32", "").ok());
+  const std::string where =
+      (repo_.root() / "twice").string() + ", " + (second.root() / "twice").string();
+  auto twice = repo.FindReady("twice", "");
+  EXPECT_EQ(twice.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(twice.status().message().find("the model name is not unique across the repositories: " +
+                                          where),
+            std::string::npos)
+      << twice.status().message();
+  const auto* listed = Entry(repo.Index(false), "twice", "");
+  ASSERT_NE(listed, nullptr);
+  EXPECT_EQ(listed->state, ModelState::kUnavailable);
+
+  second.Remove("twice");  // now unique: the next poll loads it
+  repo.Poll();
+  EXPECT_TRUE(repo.FindReady("twice", "").ok());
+
+  // A second folder for a model that serves: the reload fails and the load serves on.
+  repo_.AddVersion("simple_fp32", 1, "simple_fp32");
+  repo.Poll();
+  EXPECT_TRUE(repo.FindReady("simple_fp32", "").ok());
+  const auto* kept = Entry(repo.Index(false), "simple_fp32", "1");
+  ASSERT_NE(kept, nullptr);
+  EXPECT_NE(kept->reason.find("not unique"), std::string::npos) << kept->reason;
+}
+
+TEST_F(ModelRepositoryTest, AnExplicitLoadFindsItsFolderInAnyRoot) {
+  TempRepository second{FASTPATH_TEST_MODELS_DIR};
+  second.AddVersion("simple_fp32", 1, "simple_fp32");
+  RepositoryOptions options;
+  options.roots = {repo_.root(), second.root()};
+  options.mode = ControlMode::kExplicit;
+  ModelRepository repo(options, backend_.get());
+  EXPECT_TRUE(repo.Unload("simple_fp32").ok());  // a folder, not loaded: nothing to do
+  ASSERT_TRUE(repo.Load("simple_fp32").ok());
+  EXPECT_TRUE(repo.FindReady("simple_fp32", "").ok());
+  const Status absent = repo.Load("nowhere");
+  EXPECT_EQ(absent.code(), StatusCode::kNotFound);
+  EXPECT_EQ(absent.message(), "no model folder 'nowhere' in any of " + repo_.root().string() +
+                                  ", " + second.root().string());
+}
+
 TEST_F(ModelRepositoryTest, PollPicksUpNewChangedAndRemovedModels) {
   repo_.AddVersion("simple", 1, "simple");
   auto repo = Make(ControlMode::kPoll);
@@ -474,7 +530,7 @@ TEST_F(ModelRepositoryTest, AReplacedVersionServesWhatFoundItUntilItsGraceEnds) 
   repo_.AddVersion("simple", 1, "simple");
   fastpath::testing::ManualClock clock;
   RepositoryOptions options;
-  options.root = repo_.root();
+  options.roots = {repo_.root()};
   options.mode = ControlMode::kExplicit;
   options.clock = &clock;
   ModelRepository repo(options, backend_.get());

@@ -34,7 +34,7 @@ class CanaryTest : public ::testing::Test {
     repo_.WriteConfig("bad", bad);
     Prepare();
     ServerOptions options;
-    options.repository.root = repo_.root();
+    options.repository.roots = {repo_.root()};
     options.clock = &clock_;
     options.memory_sample_interval = std::chrono::milliseconds(0);
     options.drift_sample_interval = std::chrono::milliseconds(0);

@@ -54,7 +54,7 @@ class DriftWatchTest : public ::testing::TestWithParam<Case> {
     config.replace(config.find("KIND_CPU"), 8, "KIND_GPU");
     repo_.WriteConfig("simple", config);
     ServerOptions options;
-    options.repository.root = repo_.root();
+    options.repository.roots = {repo_.root()};
     options.clock = &clock_;
     options.memory_sample_interval = std::chrono::milliseconds(0);
     options.gpu_source = gpu_;

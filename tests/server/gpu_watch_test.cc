@@ -106,7 +106,7 @@ TEST(GpuWatchTest, AnUncorrectedEccErrorDrainsTheGpuAndKeepsTheCpuServing) {
   healthy.ecc_uncorrected_volatile = 0;
   source->Set(healthy);
   ServerOptions options;
-  options.repository.root = repo.root();
+  options.repository.roots = {repo.root()};
   options.clock = &clock;
   options.memory_sample_interval = std::chrono::milliseconds(0);
   options.gpu_source = source;

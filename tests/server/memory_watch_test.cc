@@ -76,7 +76,7 @@ TEST(MemoryWatchTest, ALeakingInstanceIsCaughtWithinOneWindowAndASteadyOneIsNot)
   repo.AddVersion("steady", 1, "simple");
   testing::ManualClock clock;
   ServerOptions options;
-  options.repository.root = repo.root();
+  options.repository.roots = {repo.root()};
   options.clock = &clock;
   options.memory_sample_interval = std::chrono::milliseconds(0);  // the test samples
   options.leak_detector.window = std::chrono::seconds(60);

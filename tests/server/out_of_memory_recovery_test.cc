@@ -92,7 +92,7 @@ TEST(OutOfMemoryRecoveryTest, ABrokenInstanceIsRebuiltAndTheModelIsUnavailableUn
   testing::ManualClock clock;
   Faults faults;
   ServerOptions options;
-  options.repository.root = repo.root();
+  options.repository.roots = {repo.root()};
   options.clock = &clock;
   options.memory_sample_interval = std::chrono::milliseconds(0);
   auto backend = onnxruntime::CreateOrtBackend();

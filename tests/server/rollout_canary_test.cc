@@ -38,7 +38,7 @@ class RolloutCanaryTest : public ::testing::Test {
     repo_.AddVersion("simple", 1, "simple");
     repo_.WriteConfig("simple", std::string(testing::kSimpleConfig) + kCanaryRollout);
     ServerOptions options;
-    options.repository.root = repo_.root();
+    options.repository.roots = {repo_.root()};
     options.repository.mode = repository::ControlMode::kExplicit;
     options.startup_models = {"simple"};
     options.clock = &clock_;

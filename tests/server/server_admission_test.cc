@@ -47,7 +47,7 @@ class ServerAdmissionTest : public ::testing::Test {
     repo_.AddVersion("simple", 1, "simple");
     repo_.WriteConfig("simple", kBudgetedSimple);
     ServerOptions options;
-    options.repository.root = repo_.root();
+    options.repository.roots = {repo_.root()};
     options.policy.profile = profile;
     options.capability_snapshot_json = R"({"ort_version": "test"})";
     clock_ = std::make_unique<testing::ManualClock>(step);
@@ -136,7 +136,7 @@ parameters { key: "fastpath.accuracy.tolerance" value { string_value: ")" +
                                   tolerance + R"(" } }
 )");
     ServerOptions options;
-    options.repository.root = repo_.root();
+    options.repository.roots = {repo_.root()};
     options.policy.profile = profile;
     auto backend = onnxruntime::CreateOrtBackend();
     EXPECT_TRUE(backend.ok());

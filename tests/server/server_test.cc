@@ -35,7 +35,7 @@ class ServerTest : public ::testing::Test {
     repo_.AddVersion("simple", 1, "simple");
     repo_.WriteConfig("simple", kSimpleConfig);
     ServerOptions options;
-    options.repository.root = repo_.root();
+    options.repository.roots = {repo_.root()};
     auto backend = onnxruntime::CreateOrtBackend();
     ASSERT_TRUE(backend.ok());
     auto server = Server::Create(options, std::move(backend).value());
@@ -275,7 +275,7 @@ TEST_F(ServerTest, CancelledWhileQueuedInTheDynamicBatcherNeverRunsAndIsCounted)
   server_.reset();
   repo_.WriteConfig("simple", std::string(kSimpleConfig) + "dynamic_batching { }\n");
   ServerOptions options;
-  options.repository.root = repo_.root();
+  options.repository.roots = {repo_.root()};
   auto backend = onnxruntime::CreateOrtBackend();
   ASSERT_TRUE(backend.ok());
   auto server = Server::Create(options, std::move(backend).value());

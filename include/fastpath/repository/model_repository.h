@@ -114,7 +114,10 @@ struct VersionStatus {
 };
 
 struct RepositoryOptions {
-  std::filesystem::path root;
+  // The repositories served as one, as Triton serves several --model-repository: a model
+  // is a folder of any of them. A name with a folder in two is refused (UNAVAILABLE, saying
+  // where), as Triton refuses a name that is not unique across its repositories.
+  std::vector<std::filesystem::path> roots;
   ControlMode mode = ControlMode::kNone;
   size_t max_queue_size = 1024;  // per model version
   std::chrono::milliseconds poll_interval{15000};
@@ -191,7 +194,7 @@ class ModelRepository {
   // ensemble's load brought in go too, unless the user loaded them or a loaded model
   // still uses them.
   Status Unload(const std::string& name, bool unload_dependents = false);
-  // Rescans the root: loads new or changed models, unloads removed ones.
+  // Rescans the roots: loads new or changed models, unloads removed ones.
   void Poll();
   // Stops every scheduler, draining what was accepted. Lookups fail afterwards.
   void StopAll();
@@ -295,7 +298,12 @@ class ModelRepository {
   // models serving now, and publishes it whether or not it validates.
   void Revalidate(const std::string& ensemble, std::set<std::string>* touched);
   std::string Fingerprint(const std::string& name) const;
+  // Every model folder's name, across the roots, sorted, each once.
   std::vector<std::string> ModelFolders() const;
+  // <root>/<name> for each root that has that folder, in the roots' order.
+  std::vector<std::filesystem::path> FoldersOf(const std::string& name) const;
+  // "no model folder 'x' in A" (or "in any of A, B").
+  std::string NoFolder(const std::string& name) const;
   static void StopVersions(const ModelState& state);  // its canary phase's stable load too
   // Versions replaced or unloaded: they stop (draining) after kRetireGrace, so that a
   // request that found one just before the swap still runs on it instead of meeting a
