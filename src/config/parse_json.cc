@@ -11,6 +11,7 @@
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
 
+#include <algorithm>
 #include <set>
 #include <string>
 
@@ -22,6 +23,19 @@ namespace {
 namespace pb = google::protobuf;
 
 constexpr size_t kMaxConfigJsonBytes = 4 << 20;  // as config.pbtxt's bound
+
+// An integer map key as protobuf reads it ("01" and "+1" are 1); unchanged if not one.
+std::string CanonicalInteger(const std::string& key) {
+  std::string_view digits = key;
+  const bool negative = !digits.empty() && digits.front() == '-';
+  if (!digits.empty() && (digits.front() == '-' || digits.front() == '+')) digits.remove_prefix(1);
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos) {
+    return key;
+  }
+  const size_t first = std::min(digits.find_first_not_of('0'), digits.size() - 1);
+  digits.remove_prefix(first);
+  return (negative && digits != "0" ? "-" : "") + std::string(digits);
+}
 
 const pb::FieldDescriptor* FindField(const pb::Descriptor* message, std::string_view key) {
   for (int i = 0; i < message->field_count(); ++i) {
@@ -64,10 +78,14 @@ Status CheckMessage(const rapidjson::Value& object, const pb::Descriptor* messag
     if (field->is_map()) {
       if (!member.value.IsObject()) continue;
       const pb::FieldDescriptor* value_field = field->message_type()->map_value();
+      const bool integer_keys =
+          field->message_type()->map_key()->cpp_type() != pb::FieldDescriptor::CPPTYPE_STRING &&
+          field->message_type()->map_key()->cpp_type() != pb::FieldDescriptor::CPPTYPE_BOOL;
       std::set<std::string> keys;
       for (const auto& entry : member.value.GetObject()) {
         const std::string map_key(entry.name.GetString(), entry.name.GetStringLength());
-        if (!keys.insert(map_key).second) {
+        // "1" and "01" are one integer key; what is not an integer protobuf refuses.
+        if (!keys.insert(integer_keys ? CanonicalInteger(map_key) : map_key).second) {
           return InvalidArgument(std::string(source) + ": key '" + map_key +
                                  "' appears twice in '" + at + "'");
         }
@@ -77,6 +95,12 @@ Status CheckMessage(const rapidjson::Value& object, const pb::Descriptor* messag
     } else if (field->is_repeated() && member.value.IsArray()) {
       int i = 0;
       for (const auto& element : member.value.GetArray()) {
+        // protobuf's parser flattens a list in a list, which would take its elements past
+        // this walk; no config needs one.
+        if (element.IsArray()) {
+          return InvalidArgument(std::string(source) + ": '" + at + "[" + std::to_string(i) +
+                                 "]' is a list in a list");
+        }
         FASTPATH_RETURN_IF_ERROR(
             CheckValue(element, field, at + "[" + std::to_string(i++) + "]", source));
       }
@@ -120,7 +144,10 @@ StatusOr<inference::ModelConfig> ParseModelConfigJson(std::string_view json,
                            std::to_string(kMaxConfigJsonBytes) + ")");
   }
   rapidjson::Document doc;
-  doc.Parse<rapidjson::kParseValidateEncodingFlag>(json.data(), json.size());
+  // Iterative: a deeply nested document cannot overflow the stack (rapidjson's recursive
+  // parser does at a depth that fits well within the size bound).
+  doc.Parse<rapidjson::kParseValidateEncodingFlag | rapidjson::kParseIterativeFlag>(json.data(),
+                                                                                    json.size());
   if (doc.HasParseError()) {
     return InvalidArgument(source +
                            ": not JSON: " + rapidjson::GetParseError_En(doc.GetParseError()) +
@@ -136,7 +163,10 @@ StatusOr<inference::ModelConfig> ParseModelConfigJson(std::string_view json,
   options.ignore_unknown_fields = false;
   if (auto status = pb::util::JsonStringToMessage(std::string(json), &config, options);
       !status.ok()) {
-    return InvalidArgument(source + ": " + std::string(status.message()));
+    // protobuf starts its message with the field's path, or with ": " when there is none.
+    std::string_view message(status.message().data(), status.message().size());
+    if (message.substr(0, 2) == ": ") message.remove_prefix(2);
+    return InvalidArgument(source + ": " + std::string(message));
   }
   if (details != nullptr) {
     // Written, under either of its names (null reads as absent, as protobuf takes it).

@@ -49,6 +49,10 @@ Status CheckTensorParameters(std::string_view kind, const std::string& name,
 }
 
 constexpr std::string_view kFilePrefix = "file:";
+// What Linux file systems take for one name (NAME_MAX), and a bound on a whole path that
+// leaves room for the folder the server writes it into (PATH_MAX is 4096).
+constexpr size_t kMaxFileNameBytes = 255;
+constexpr size_t kMaxFilePathBytes = 1024;
 
 // A load's file path: relative, within the model's folder, one file. `key` is the
 // parameter, for the message.
@@ -57,8 +61,11 @@ Status CheckFilePath(const std::string& key, std::string_view path) {
     return InvalidArgument("load parameter '" + ToValidUtf8(key) + "': " + why);
   };
   if (path.empty()) return refuse("names no file (give e.g. 'file:1/model.onnx')");
-  if (!IsValidUtf8(path) || path.find('\0') != std::string_view::npos) {
-    return refuse("the path is not UTF-8 text");
+  if (!IsValidUtf8(path)) return refuse("the path is not UTF-8 text");
+  if (path.find('\0') != std::string_view::npos) return refuse("the path holds a NUL byte");
+  if (path.size() > kMaxFilePathBytes) {
+    return refuse("the path is " + std::to_string(path.size()) + " bytes, more than " +
+                  std::to_string(kMaxFilePathBytes));
   }
   if (path.front() == '/') return refuse("the path must be relative to the model's folder");
   size_t begin = 0;
@@ -69,6 +76,11 @@ Status CheckFilePath(const std::string& key, std::string_view path) {
       return refuse("'" + std::string(part) +
                     "' is not a folder or file name: the path must stay within the model's "
                     "folder, with no empty, '.' or '..' part");
+    }
+    if (part.size() > kMaxFileNameBytes) {
+      return refuse("a name in the path is " + std::to_string(part.size()) +
+                    " bytes, more than a file system takes (" + std::to_string(kMaxFileNameBytes) +
+                    ")");
     }
     begin = end + 1;
   }

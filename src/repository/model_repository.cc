@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -62,9 +63,17 @@ class LoadFolder {
       fs::path parent, const std::string& model, const std::map<std::string, std::string>& files) {
     std::error_code ec;
     if (parent.empty()) parent = fs::temp_directory_path(ec);
-    if (ec) return Internal("no temporary folder for the load's files: " + ec.message());
-    // The model's name helps whoever lists the folder; cut, so that it fits a file name.
-    std::string pattern = (parent / ("fastpath-load-" + model.substr(0, 64) + "-XXXXXX")).string();
+    if (ec) {
+      const char* tmpdir = std::getenv("TMPDIR");
+      return Internal("no temporary folder for the load's files (TMPDIR is " +
+                      (tmpdir != nullptr ? "'" + std::string(tmpdir) + "'" : std::string("unset")) +
+                      "): " + ec.message());
+    }
+    // The model's name helps whoever lists the folder; cut (at a character's end), so that
+    // it fits a file name.
+    const std::string cut = model.substr(0, 64);
+    std::string pattern =
+        (parent / ("fastpath-load-" + cut.substr(0, Utf8ValidPrefix(cut)) + "-XXXXXX")).string();
     if (::mkdtemp(pattern.data()) == nullptr) {
       return Internal("cannot make a folder for the load's files in " + parent.string() + ": " +
                       std::strerror(errno));
@@ -342,6 +351,7 @@ ModelRepository::ModelState ModelRepository::LoadFromDisk(const std::string& nam
 
   auto fail = [&](const Status& status) {
     state.reason = status.message();
+    state.folder.reset();  // nothing was loaded from it
     log::Error("model '" + ToValidUtf8(name) + "' failed to load: " + state.reason);
     return state;
   };
@@ -402,6 +412,12 @@ ModelRepository::ModelState ModelRepository::LoadFromDisk(const std::string& nam
   state.config = config;
   state.parse_details = details;
   LoadVersions(name, *selected, state);
+  // A load's files that nothing loaded from go now, not with the failed state: every load
+  // with files writes a folder of its own, so none is read again.
+  if (std::none_of(state.versions.begin(), state.versions.end(),
+                   [](const VersionStatus& v) { return v.runtime != nullptr; })) {
+    state.folder.reset();
+  }
   return state;
 }
 
@@ -615,7 +631,7 @@ Status ModelRepository::LoadLocked(const std::string& name, bool load_missing_st
     }
   }
   ModelState fresh = LoadFromDisk(name, override);
-  if (!fresh.folder && fresh.fingerprint != Fingerprint(name)) {
+  if (!own_files && fresh.fingerprint != Fingerprint(name)) {
     // Written while it was read (a copy in progress): nothing of it is published, and the
     // old fingerprint stays, so that the next poll reads the folder again.
     StopVersions(fresh);

@@ -70,6 +70,43 @@ TEST(ParseModelConfigJsonTest, AMapKeyWrittenTwiceIsRefused) {
             "load parameter 'config': key 'x' appears twice in 'parameters'");
 }
 
+// Integer keys as protobuf reads them: "1" and "01" are one key.
+TEST(ParseModelConfigJsonTest, AnIntegerMapKeyWrittenTwiceInTwoSpellingsIsRefused) {
+  EXPECT_EQ(Error(R"({"dynamic_batching": {"priority_queue_policy": {)"
+                  R"("1": {"max_queue_size": 1}, "01": {"max_queue_size": 2}}}})"),
+            "load parameter 'config': key '01' appears twice in 'dynamic_batching."
+            "priority_queue_policy'");
+  EXPECT_TRUE(Parse(R"({"dynamic_batching": {"priority_queue_policy": {)"
+                    R"("1": {"max_queue_size": 1}, "10": {"max_queue_size": 2}}}})")
+                  .ok());
+}
+
+// A document nested far deeper than any config is refused, never a stack overflow.
+TEST(ParseModelConfigJsonTest, DeepNestingIsRefused) {
+  constexpr int kDepth = 300000;
+  EXPECT_EQ(Error(std::string(kDepth, '[') + std::string(kDepth, ']')),
+            "load parameter 'config': not a JSON object");
+  EXPECT_EQ(Error(R"({"input": [)" + std::string(kDepth, '[') + std::string(kDepth, ']') + "]}"),
+            "load parameter 'config': 'input[0]' is a list in a list");
+  std::string objects;
+  for (int i = 0; i < kDepth / 10; ++i) objects += R"({"a":)";
+  objects += "1" + std::string(kDepth / 10, '}');
+  EXPECT_THAT(Error(R"({"input": [{"name": "x", "dims": [)" + objects + "]}]}"),
+              HasSubstr("load parameter 'config': "));
+}
+
+// protobuf's parser would flatten it, and the element inside would escape the checks.
+TEST(ParseModelConfigJsonTest, AListInAListIsRefused) {
+  EXPECT_EQ(Error(R"({"input": [[{"name": "a", "name": "b"}]]})"),
+            "load parameter 'config': 'input[0]' is a list in a list");
+}
+
+TEST(ParseModelConfigJsonTest, ProtobufsOwnErrorsReadWell) {
+  const std::string message = Error(R"({"version_policy": {"latest": {}, "all": {}}})");
+  EXPECT_THAT(message, ::testing::StartsWith("load parameter 'config': "));
+  EXPECT_THAT(message, ::testing::Not(HasSubstr(": :"))) << message;
+}
+
 TEST(ParseModelConfigJsonTest, AnUnsupportedFieldIsNamedWithItsPath) {
   const std::string message = Error(R"({"sequence_batching": {}})");
   EXPECT_THAT(message, HasSubstr("load parameter 'config': unsupported field 'sequence_batching' "

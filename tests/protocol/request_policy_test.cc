@@ -58,6 +58,17 @@ TEST(CheckLoadParametersTest, APathMustStayInTheModelsFolder) {
             "parameter (JSON), not as a file");
   EXPECT_THAT(Error({{"config", std::string("{}")}, {"file:1/\xff", std::string("eA==")}}),
               HasSubstr("the path is not UTF-8 text"));
+  EXPECT_THAT(
+      Error({{"config", std::string("{}")}, {std::string("file:1/a\0b", 11), std::string("eA==")}}),
+      HasSubstr("the path holds a NUL byte"));
+  // What a file system cannot take is the client's to fix (a 400), not a failed write.
+  EXPECT_THAT(
+      Error({{"config", std::string("{}")}, {"file:1/" + std::string(256, 'a'), std::string("")}}),
+      HasSubstr("a name in the path is 256 bytes, more than a file system takes (255)"));
+  std::string deep = "file:1";
+  while (deep.size() < 1100) deep += "/" + std::string(100, 'd');
+  EXPECT_THAT(Error({{"config", std::string("{}")}, {deep, std::string("")}}),
+              HasSubstr("more than 1024"));
   // Dotted names are names.
   EXPECT_TRUE(Load({{"config", std::string("{}")}, {"file:1/.keep", std::string("")}}).ok());
 }

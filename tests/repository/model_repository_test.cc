@@ -309,6 +309,10 @@ TEST_F(ModelRepositoryTest, ALoadsBadConfigOrFilesFailAndWhatServesStays) {
     SCOPED_TRACE(c.reason);
     load.config_json = c.config;
     load.files = c.files;
+    // A new name: nothing serves, and the failed model is listed; its files go at once.
+    const Status fresh = repo->Load("fresh", load);
+    EXPECT_EQ(fresh.code(), StatusCode::kUnavailable) << fresh.ToString();
+    EXPECT_EQ(LoadFolders(), 0u);
     s = repo->Load("simple", load);
     EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
     EXPECT_NE(s.message().find(c.reason), std::string::npos) << s.message();

@@ -813,6 +813,8 @@ Status DecodeParameters(const Value& v, const std::string& where, Parameters* ou
   for (const auto& m : v.GetObject()) {
     std::string key(StringOf(m.name));
     const Value& p = m.value;
+    // Which of two would count is a guess (a later one, for most JSON readers): refused.
+    if (out->contains(key)) return InvalidArgument(where + ": '" + key + "' is given twice");
     if (p.IsBool()) {
       (*out)[key] = p.GetBool();
     } else if (p.IsInt64()) {

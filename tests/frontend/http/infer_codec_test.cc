@@ -64,6 +64,17 @@ TEST(InferCodecDecode, FlatAndNestedJsonDataAreRowMajor) {
   EXPECT_EQ(nested->request.inputs.at(0).data, t.data);
 }
 
+// Which of two values a reader keeps is a guess: a parameter given twice is refused, on
+// the fast path and the fallback alike.
+TEST(InferCodecDecode, AParameterGivenTwiceIsRefused) {
+  ExpectError(R"({"parameters":{"priority":1,"priority":2},)"
+              R"("inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1.5]}]})",
+              StatusCode::kInvalidArgument, "'parameters': 'priority' is given twice");
+  ExpectError(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1.5]}],)"
+              R"("outputs":[{"name":"a","parameters":{"binary_data":true,"binary_data":false}}]})",
+              StatusCode::kInvalidArgument, "'binary_data' is given twice");
+}
+
 TEST(InferCodecDecode, IdParametersAndOutputs) {
   auto r = Decode(R"({"id":"req-7","parameters":{"binary_data_output":true,"priority":3,"s":"v","f":0.5},
       "inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1.5]}],
