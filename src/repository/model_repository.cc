@@ -392,6 +392,16 @@ ModelRepository::ModelState ModelRepository::LoadFromDisk(const std::string& nam
   }
   config.set_name(name);
   if (Status s = config::ValidateModelConfig(config); !s.ok()) return fail(s);
+  // As Triton, which reads them at load: a label file named but absent is a typo to fix now,
+  // not at the first classification.
+  for (const auto& output : config.output()) {
+    if (output.label_filename().empty()) continue;
+    if (!fs::is_regular_file(dir / output.label_filename(), ec)) {
+      return fail(NotFound("output '" + output.name() + "': label_filename '" +
+                           output.label_filename() + "' is not a file in " +
+                           (state.folder ? std::string("the load's files") : dir.string())));
+    }
+  }
 
   const std::vector<int64_t> available = VersionFolders(dir);
   if (available.empty()) {

@@ -323,6 +323,22 @@ TEST_F(ModelRepositoryTest, ALoadsBadConfigOrFilesFailAndWhatServesStays) {
   }
 }
 
+// As Triton, which reads a label file at load: one named but absent fails the load.
+TEST_F(ModelRepositoryTest, ALabelFileNamedButAbsentFailsTheLoad) {
+  repo_.AddVersion("labelled", 1, "simple");
+  repo_.WriteConfig("labelled", R"(output [ { name: "OUTPUT0" label_filename: "labels.txt" } ])");
+  auto repo = Make(ControlMode::kExplicit);
+  const Status absent = repo->Load("labelled");
+  EXPECT_EQ(absent.code(), StatusCode::kUnavailable);
+  EXPECT_NE(
+      absent.message().find("output 'OUTPUT0': label_filename 'labels.txt' is not a file in " +
+                            (repo_.root() / "labelled").string()),
+      std::string::npos)
+      << absent.message();
+  std::ofstream(repo_.root() / "labelled" / "labels.txt") << "a\nb\n";
+  EXPECT_TRUE(repo->Load("labelled").ok());
+}
+
 // Several roots served as one, as Triton serves a repeated --model-repository; a name
 // with a folder in two is refused, saying where, and whatever served keeps serving.
 TEST_F(ModelRepositoryTest, SeveralRootsServeAsOneAndANameInTwoIsRefused) {
