@@ -1,6 +1,8 @@
 // Every RPC of inference.GRPCInferenceService against the real binary, over a real
 // channel with raised message-size limits, as tritonclient uses it.
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 
 #include "integration_fixture.h"
 
@@ -407,6 +409,32 @@ TEST_F(GrpcExplicitTest, LoadAndUnload) {
     EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << Describe(s);
   }
   EXPECT_TRUE(ready("simple"));
+}
+
+// tritonclient's load_model(config=..., files=...) over gRPC: the config as a string, each
+// file as bytes, for a model the repository does not hold.
+TEST_F(GrpcExplicitTest, ALoadTakesItsConfigAndFiles) {
+  std::ifstream in(std::filesystem::path(FASTPATH_TEST_MODELS_DIR) / "simple.onnx",
+                   std::ios::binary);
+  const std::string model((std::istreambuf_iterator<char>(in)), {});
+  ASSERT_FALSE(model.empty());
+  grpc::ClientContext ctx;
+  inference::RepositoryModelLoadRequest request;
+  request.set_model_name("uploaded");
+  (*request.mutable_parameters())["config"].set_string_param(R"({"max_batch_size": 8})");
+  (*request.mutable_parameters())["file:1/model.onnx"].set_bytes_param(model);
+  inference::RepositoryModelLoadResponse response;
+  grpc::Status s = grpc().RepositoryModelLoad(&ctx, request, &response);
+  ASSERT_TRUE(s.ok()) << Describe(s);
+
+  grpc::ClientContext infer_ctx;
+  inference::ModelInferRequest infer = SimpleGrpcRequest(Iota(0, 16), Iota(1, 16), "up");
+  infer.set_model_name("uploaded");
+  inference::ModelInferResponse answer;
+  s = grpc().ModelInfer(&infer_ctx, infer, &answer);
+  ASSERT_TRUE(s.ok()) << Describe(s);
+  EXPECT_EQ(answer.model_name(), "uploaded");
+  EXPECT_EQ(answer.outputs_size(), 2);
 }
 
 }  // namespace
