@@ -3,6 +3,7 @@
 // checksum (a later candidate is compared only on the same request) and its outputs whole
 // (base64; the gate compares them element by element, which a checksum alone could not),
 // and the server's capability snapshot.
+#include <absl/strings/escaping.h>
 #include <rapidjson/document.h>
 #include <rapidjson/prettywriter.h>
 #include <rapidjson/stringbuffer.h>
@@ -18,65 +19,6 @@ namespace fastpath::cli::gate {
 namespace {
 
 constexpr int kRecordFormat = 1;
-constexpr const char* kBase64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-std::string Base64Encode(const std::string& in) {
-  std::string out;
-  out.reserve((in.size() + 2) / 3 * 4);
-  size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    const uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) | uint8_t(in[i + 2]);
-    for (int s = 18; s >= 0; s -= 6) out += kBase64[(v >> s) & 63];
-  }
-  if (i < in.size()) {
-    uint32_t v = uint8_t(in[i]) << 16;
-    if (i + 1 < in.size()) v |= uint8_t(in[i + 1]) << 8;
-    out += kBase64[(v >> 18) & 63];
-    out += kBase64[(v >> 12) & 63];
-    out += i + 1 < in.size() ? kBase64[(v >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
-
-bool Base64Decode(const std::string& in, std::string* out) {
-  int8_t value[256];
-  std::fill(std::begin(value), std::end(value), int8_t{-1});
-  for (int i = 0; i < 64; ++i) value[uint8_t(kBase64[i])] = static_cast<int8_t>(i);
-  if (in.size() % 4 != 0) return false;
-  out->clear();
-  uint32_t bits = 0;
-  int count = 0;
-  size_t padding = 0;
-  for (size_t i = 0; i < in.size(); ++i) {
-    const char c = in[i];
-    if (c == '=') {
-      if (i + 2 < in.size() || ++padding > 2) return false;
-      continue;
-    }
-    if (padding > 0) return false;  // padding only at the end
-    const int8_t v = value[uint8_t(c)];
-    if (v < 0) return false;
-    bits = (bits << 6) | static_cast<uint32_t>(v);
-    if (++count == 4) {
-      out->push_back(static_cast<char>((bits >> 16) & 0xff));
-      out->push_back(static_cast<char>((bits >> 8) & 0xff));
-      out->push_back(static_cast<char>(bits & 0xff));
-      bits = 0;
-      count = 0;
-    }
-  }
-  if (count == 3) {
-    out->push_back(static_cast<char>((bits >> 10) & 0xff));
-    out->push_back(static_cast<char>((bits >> 2) & 0xff));
-  } else if (count == 2) {
-    out->push_back(static_cast<char>((bits >> 4) & 0xff));
-  } else if (count == 1) {
-    return false;
-  }
-  return true;
-}
-
 using Writer = rapidjson::PrettyWriter<rapidjson::StringBuffer>;
 
 void Str(Writer& w, const char* key, const std::string& value) {
@@ -133,7 +75,7 @@ std::string RecordToJson(const GateRecord& record) {
       for (const int64_t d : t.shape) w.Int64(d);
       w.EndArray();
       Str(w, "checksum", Checksum(t.data));
-      Str(w, "data_base64", Base64Encode(t.data));
+      Str(w, "data_base64", absl::Base64Escape(t.data));
       w.EndObject();
     }
     w.EndArray();
@@ -220,7 +162,7 @@ StatusOr<GateRecord> RecordFromJson(const std::string& text, const std::string& 
         if (!d.IsInt64()) return bad("output '" + t.name + "' has a bad shape");
         t.shape.push_back(d.GetInt64());
       }
-      if (!Base64Decode(data, &t.data)) return bad("output '" + t.name + "': bad base64");
+      if (!absl::Base64Unescape(data, &t.data)) return bad("output '" + t.name + "': bad base64");
       if (string(o, "checksum", &checksum) && checksum != Checksum(t.data)) {
         return bad("output '" + t.name + "': its data does not match its checksum");
       }
