@@ -159,8 +159,9 @@ BenchOptions DefineBenchOptions(CLI::App& app, BenchFlags& f) {
   app.option_defaults()->group("in-process ceiling");
   CLI::Option* in_process = AddSwitch(app, "--in-process", &f.in_process,
                                       "also run the model directly on ONNX Runtime (no server)");
-  CLI::Option* repository = AddText(app, "--model-repository", "DIR", &f.model_repository,
-                                    "where MODEL/<version>/model.onnx is (needed by --in-process)");
+  CLI::Option* repository =
+      OnlyOnce(AddText(app, "--model-repository", "DIR", &f.model_repository,
+                       "where MODEL/<version>/model.onnx is (needed by --in-process)"));
   AddParsed<std::vector<int64_t>>(
       app, "--batch-sizes", "LIST", "in-process batch sizes", JoinInts(f.batch_sizes),
       &f.batch_sizes,

@@ -35,12 +35,12 @@ struct BudgetFlags {
 };
 
 void DefineBudgetOptions(CLI::App& app, BudgetFlags& flags) {
-  AddValue(app, "--model-repository", "DIR", "Triton-layout model repository", "",
-           [&flags](const std::string& value) -> Status {
-             if (value.empty()) return InvalidArgument("--model-repository needs a value");
-             flags.repository = value;
-             return Status::Ok();
-           })
+  OnlyOnce(AddValue(app, "--model-repository", "DIR", "Triton-layout model repository", "",
+                    [&flags](const std::string& value) -> Status {
+                      if (value.empty()) return InvalidArgument("--model-repository needs a value");
+                      flags.repository = value;
+                      return Status::Ok();
+                    }))
       ->required();
   AddRepeatedValue(app, "--model", "NAME", "only this model (repeatable; default: every model)",
                    [&flags](const std::string& value) -> Status {

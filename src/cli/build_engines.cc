@@ -43,8 +43,8 @@ CLI::Option* AddNonEmpty(CLI::App& app, const std::string& name, const std::stri
 }
 
 void DefineBuildOptions(CLI::App& app, BuildFlags& flags) {
-  AddNonEmpty(app, "--model-repository", "DIR", "Triton-layout model repository",
-              [&flags](const std::string& value) { flags.repository = value; })
+  OnlyOnce(AddNonEmpty(app, "--model-repository", "DIR", "Triton-layout model repository",
+                       [&flags](const std::string& value) { flags.repository = value; }))
       ->required();
   AddNonEmpty(app, "--model", "NAME", "only this model (default: every model)",
               [&flags](const std::string& value) { flags.model = value; });

@@ -1,6 +1,7 @@
 #include "command_line.h"
 
 #include <charconv>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -122,6 +123,14 @@ CLI::Option* LastWins(CLI::Option* option) {
   return option->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
 }
 
+}  // namespace
+
+CLI::Option* OnlyOnce(CLI::Option* option) {
+  return option->multi_option_policy(CLI::MultiOptionPolicy::Throw);
+}
+
+namespace {
+
 // How a message names the option: its first long name ("-p,--measurement-interval-ms" is
 // --measurement-interval-ms).
 std::string MessageName(const std::string& names) {
@@ -163,6 +172,17 @@ std::optional<int> ParseCommandLine(CLI::App& app, const std::vector<std::string
   } catch (const CLI::CallForVersion& e) {
     std::cout << e.what() << "\n";
     return kExitOk;
+  } catch (const CLI::ArgumentMismatch& e) {
+    // An OnlyOnce option given again: CLI11 says "--x: At Most 1 required but received 2".
+    const std::string what = e.what();
+    if (const size_t at = what.find(": At Most 1 required but received ");
+        at != std::string::npos) {
+      return UsageError(app,
+                        what.substr(0, at) + " is given " +
+                            what.substr(at + std::strlen(": At Most 1 required but received ")) +
+                            " times; " + app.get_name() + " takes it once");
+    }
+    return UsageError(app, what);
   } catch (const CLI::ParseError& e) {
     return UsageError(app, e.what());
   }

@@ -44,6 +44,10 @@ int UsageError(const CLI::App& app, std::string_view message);
 CLI::Option* AddValue(CLI::App& app, const std::string& names, const std::string& value_name,
                       const std::string& help, const std::string& default_text,
                       std::function<Status(const std::string&)> apply);
+// An option whose repeat is refused (a usage error) rather than the last one kept: for a
+// --model-repository that `serve` takes several of, where another command keeping only
+// the last would drop the others' models without a word.
+CLI::Option* OnlyOnce(CLI::Option* option);
 // The same for a repeatable option: `apply` runs once per occurrence, in order.
 CLI::Option* AddRepeatedValue(CLI::App& app, const std::string& names,
                               const std::string& value_name, const std::string& help,

@@ -53,12 +53,12 @@ struct PreflightFlags {
 };
 
 void DefinePreflightOptions(CLI::App& app, PreflightFlags& flags) {
-  AddValue(app, "--model-repository", "DIR", "Triton-layout model repository to check", "",
-           [&flags](const std::string& value) -> Status {
-             if (value.empty()) return InvalidArgument("--model-repository needs a value");
-             flags.repository = value;
-             return Status::Ok();
-           })
+  OnlyOnce(AddValue(app, "--model-repository", "DIR", "Triton-layout model repository to check", "",
+                    [&flags](const std::string& value) -> Status {
+                      if (value.empty()) return InvalidArgument("--model-repository needs a value");
+                      flags.repository = value;
+                      return Status::Ok();
+                    }))
       ->required();
   AddText(app, "--soak-report", "FILE", &flags.soak_report,
           "the JSON report of `fastpath bench --soak 30m --json FILE` (item 4: a soak of at "

@@ -259,17 +259,23 @@ Status CheckServeFlags(const ServeFlags& flags) {
       return InvalidArgument("--load-model " + name.message());
     }
     std::string where;
-    bool found = false;
+    std::vector<std::string> found;
     bool all_folders = true;  // a missing root fails with its own message later
     for (const auto& root : roots) {
       std::error_code ec;
       all_folders = all_folders && std::filesystem::is_directory(root, ec);
-      found = found || std::filesystem::is_directory(root / model, ec);
+      if (std::filesystem::is_directory(root / model, ec)) found.push_back((root / model).string());
       where += (where.empty() ? "" : ", ") + root.string();
     }
-    if (all_folders && !found) {
+    if (all_folders && found.empty()) {
       return InvalidArgument("--load-model '" + model + "': no model folder '" + model + "' in " +
                              where);
+    }
+    if (found.size() > 1) {
+      return InvalidArgument("--load-model '" + model +
+                             "': the name is not unique across the "
+                             "repositories: " +
+                             found[0] + ", " + found[1] + (found.size() > 2 ? ", ..." : ""));
     }
   }
   if (const std::string& records = flags.rollout_verdict.records; !records.empty()) {

@@ -111,7 +111,8 @@ namespace {
 
 // Whether `name` can be a folder of the root at all (its bytes aside).
 bool NamesAFolder(std::string_view name) {
-  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string_view::npos;
+  return !name.empty() && name != "." && name != ".." &&
+         name.find_first_of(std::string_view("/\0", 2)) == std::string_view::npos;
 }
 
 }  // namespace
@@ -153,15 +154,18 @@ ModelRepository::ModelRepository(RepositoryOptions options, backend::Backend* ba
 
 ModelRepository::~ModelRepository() { StopAll(); }
 
-std::vector<std::string> ModelRepository::ModelFolders() const {
+std::vector<std::string> ModelRepository::ModelFolders(std::vector<std::string>* unreadable) const {
   std::set<std::string> names;
   for (const fs::path& root : options_.roots) {
     std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(root, ec)) {
-      if (entry.is_directory(ec) && entry.path().filename().string()[0] != '.') {
-        names.insert(entry.path().filename().string());
+    fs::directory_iterator it(root, ec);
+    for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+      std::error_code entry_ec;
+      if (it->is_directory(entry_ec) && it->path().filename().string()[0] != '.') {
+        names.insert(it->path().filename().string());
       }
     }
+    if (ec && unreadable != nullptr) unreadable->push_back(root.string() + ": " + ec.message());
   }
   return {names.begin(), names.end()};
 }
@@ -357,6 +361,8 @@ ModelRepository::ModelState ModelRepository::LoadFromDisk(const std::string& nam
   };
   // Listed UNAVAILABLE with the reason, never served: its name could not be quoted.
   if (Status valid = CheckModelName(name); !valid.ok()) return fail(valid);
+  // Gone since the load looked (moved away while its steps loaded): never a relative path.
+  if (!state.folder && folders.empty()) return fail(NotFound(NoFolder(name)));
   if (folders.size() > 1) {
     std::string where;
     for (const fs::path& folder : folders) where += (where.empty() ? "" : ", ") + folder.string();
@@ -744,7 +750,12 @@ Status ModelRepository::UnloadLocked(const std::string& name, bool unload_depend
 }
 
 void ModelRepository::Poll() {
-  const std::vector<std::string> on_disk = ModelFolders();
+  std::vector<std::string> unreadable;
+  const std::vector<std::string> on_disk = ModelFolders(&unreadable);
+  for (const std::string& why : unreadable) {
+    log::Warn("cannot list the model repository " + why +
+              "; its models keep serving as they were loaded until it can be read");
+  }
   // Read the disk before taking the lock: lookups on the request path wait on it.
   std::map<std::string, std::string> fingerprints;
   for (const auto& name : on_disk) fingerprints[name] = Fingerprint(name);
@@ -759,7 +770,11 @@ void ModelRepository::Poll() {
       if (std::find(on_disk.begin(), on_disk.end(), name) == on_disk.end()) to_unload.push_back(name);
     }
   }
-  for (const auto& name : to_unload) (void)Unload(name, /*unload_dependents=*/false);
+  // A root that cannot be listed (a volume that went away) is no sign that its models were
+  // removed: none is unloaded until every root reads again.
+  if (unreadable.empty()) {
+    for (const auto& name : to_unload) (void)Unload(name, /*unload_dependents=*/false);
+  }
   for (const auto& name : to_load) (void)Load(name);
 }
 

@@ -143,6 +143,10 @@ TEST(CommandLine, BadCommandLinesExitTwoNamingTheOption) {
         "explicit", "--load-model", "fastpath-no-such-model"},
        "--load-model 'fastpath-no-such-model': no model folder 'fastpath-no-such-model' in /tmp, "
        "/var"},
+      {{"preflight", "--model-repository", "/tmp", "--model-repository", "/var"},
+       "--model-repository is given 2 times; fastpath preflight takes it once"},
+      {{"budget", "--model-repository", "/tmp", "--model-repository", "/var"},
+       "--model-repository is given 2 times; fastpath budget takes it once"},
       {{"serve", "--model-repository"}, "--model-repository"},
       {{"doctor", "--diff", "a.json"}, "--diff"},
       {{"doctor", "stray"}, "fastpath doctor: unexpected argument 'stray'"},

@@ -189,6 +189,9 @@ TEST_F(ModelRepositoryTest, ExplicitModeLoadsOnlyWhatIsAsked) {
   EXPECT_EQ(repo->Unload("../etc").code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(repo->Load("absent").code(), StatusCode::kNotFound);
   EXPECT_EQ(repo->Load("../etc").code(), StatusCode::kInvalidArgument);
+  // Cut at the NUL, the name would be another folder's.
+  EXPECT_EQ(repo->Load(std::string("simple\0x", 8)).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(repo->Unload(std::string("simple\0x", 8)).code(), StatusCode::kInvalidArgument);
 }
 
 TEST_F(ModelRepositoryTest, AFailedReloadReportsItsReason) {
@@ -377,6 +380,25 @@ TEST_F(ModelRepositoryTest, SeveralRootsServeAsOneAndANameInTwoIsRefused) {
   const auto* kept = Entry(repo.Index(false), "simple_fp32", "1");
   ASSERT_NE(kept, nullptr);
   EXPECT_NE(kept->reason.find("not unique"), std::string::npos) << kept->reason;
+}
+
+// A root that cannot be listed (a volume gone) is no sign its models were removed.
+TEST_F(ModelRepositoryTest, ARootThatCannotBeListedUnloadsNothing) {
+  auto second = std::make_unique<TempRepository>(FASTPATH_TEST_MODELS_DIR);
+  repo_.AddVersion("simple", 1, "simple");
+  second->AddVersion("simple_fp32", 1, "simple_fp32");
+  RepositoryOptions options;
+  options.roots = {repo_.root(), second->root()};
+  options.mode = ControlMode::kPoll;
+  ModelRepository repo(options, backend_.get());
+  repo.Poll();
+  ASSERT_TRUE(repo.FindReady("simple_fp32", "").ok());
+  second.reset();  // the whole root goes
+  repo.Poll();
+  EXPECT_TRUE(repo.FindReady("simple_fp32", "").ok());
+  repo_.Remove("simple");  // and nothing else is unloaded meanwhile either
+  repo.Poll();
+  EXPECT_TRUE(repo.FindReady("simple", "").ok());
 }
 
 TEST_F(ModelRepositoryTest, AnExplicitLoadFindsItsFolderInAnyRoot) {

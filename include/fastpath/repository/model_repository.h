@@ -298,8 +298,9 @@ class ModelRepository {
   // models serving now, and publishes it whether or not it validates.
   void Revalidate(const std::string& ensemble, std::set<std::string>* touched);
   std::string Fingerprint(const std::string& name) const;
-  // Every model folder's name, across the roots, sorted, each once.
-  std::vector<std::string> ModelFolders() const;
+  // Every model folder's name, across the roots, sorted, each once. A root that cannot be
+  // listed adds "<root>: <why>" to `unreadable` when given.
+  std::vector<std::string> ModelFolders(std::vector<std::string>* unreadable = nullptr) const;
   // <root>/<name> for each root that has that folder, in the roots' order.
   std::vector<std::filesystem::path> FoldersOf(const std::string& name) const;
   // "no model folder 'x' in A" (or "in any of A, B").

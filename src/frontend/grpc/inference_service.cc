@@ -173,8 +173,8 @@ GrpcInferenceServiceImpl::GrpcInferenceServiceImpl(server::InferenceServer& serv
   AddUnary<RepositoryIndexRequest, RepositoryIndexResponse>(
       "RepositoryIndex", 1, false,
       now([this](const RepositoryIndexRequest& request, RepositoryIndexResponse* response) {
-        // repository_name: fastpath serves one repository, and Triton too answers for all
-        // of its repositories whatever the name, so it does not narrow anything here.
+        // repository_name: Triton answers for all of its repositories whatever the name,
+        // and so does fastpath (its repositories are served as one).
         // A folder's name can be any bytes, and a reason can quote it; protobuf's strings
         // must be UTF-8, or the client cannot read the whole answer.
         for (const auto& e : server_.RepositoryIndex(request.ready())) {

@@ -85,7 +85,7 @@ Status ParseOptionalObject(std::string& body, std::string_view endpoint, rapidjs
     return InvalidArgument(DescribeJsonError(*error, where));
   }
   if (!doc->IsObject()) return InvalidArgument(where + " must be a JSON object");
-  return Status::Ok();
+  return CheckMembersUnique(*doc, where);
 }
 
 // Content-Encoding gzip or deflate (zlib), as tritonclient's request compression sends.
@@ -261,13 +261,19 @@ void EndpointRouter::Route(Request& request, const ReplyFn& reply, const ClientG
   }
 
   if (s[1] == "repository") {
-    if (s.size() == 3 && s[2] == "index") {
+    // Triton's paths take an optional repository name, /v2/repository[/NAME]/index and
+    // /v2/repository[/NAME]/models/M/load, and answer for all repositories whatever it is:
+    // so does fastpath, whose repositories are served as one.
+    const size_t at =
+        (s.size() == 4 && s[3] == "index") || (s.size() == 6 && s[3] == "models") ? 3 : 2;
+    if (s.size() == at + 1 && s[at] == "index") {
       if (!post) return reply(MethodNotAllowedReply());
       return HandleRepositoryIndex(request, reply);
     }
-    if (s.size() == 5 && s[2] == "models" && !s[3].empty() && (s[4] == "load" || s[4] == "unload")) {
+    if (s.size() == at + 3 && s[at] == "models" && !s[at + 1].empty() &&
+        (s[at + 2] == "load" || s[at + 2] == "unload")) {
       if (!post) return reply(MethodNotAllowedReply());
-      return HandleRepositoryControl(request, s[3], s[4] == "load", reply);
+      return HandleRepositoryControl(request, s[at + 1], s[at + 2] == "load", reply);
     }
     return reply(NotFoundReply());
   }

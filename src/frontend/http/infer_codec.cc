@@ -213,6 +213,7 @@ Status DecodeInput(const Value& input, size_t index, std::string_view binary,
                    Tensor* tensor) {
   std::string what = "input " + std::to_string(index);
   if (!input.IsObject()) return InvalidArgument(what + " must be an object, got " + JsonTypeName(input));
+  FASTPATH_RETURN_IF_ERROR(CheckMembersUnique(input, what));
 
   auto name_it = input.FindMember("name");
   if (name_it == input.MemberEnd()) return InvalidArgument(what + ": missing 'name'");
@@ -297,6 +298,7 @@ Status DecodeOutputs(const Value& outputs, DecodedInferRequest* decoded) {
   for (const Value& output : outputs.GetArray()) {
     std::string what = "output " + std::to_string(index++);
     if (!output.IsObject()) return InvalidArgument(what + " must be an object, got " + JsonTypeName(output));
+    FASTPATH_RETURN_IF_ERROR(CheckMembersUnique(output, what));
     auto name_it = output.FindMember("name");
     if (name_it == output.MemberEnd()) return InvalidArgument(what + ": missing 'name'");
     if (!name_it->value.IsString()) return InvalidArgument(what + ": 'name' must be a string");
@@ -808,6 +810,18 @@ void WriteParameters(JsonWriter& w, const Parameters& params) {
 
 }  // namespace
 
+Status CheckMembersUnique(const Value& object, const std::string& where) {
+  if (!object.IsObject() || object.MemberCount() < 2) return Status::Ok();
+  std::vector<std::string_view> names;
+  names.reserve(object.MemberCount());
+  for (const auto& m : object.GetObject()) names.push_back(StringOf(m.name));
+  std::sort(names.begin(), names.end());
+  if (auto twice = std::adjacent_find(names.begin(), names.end()); twice != names.end()) {
+    return InvalidArgument(where + ": '" + std::string(*twice) + "' is given twice");
+  }
+  return Status::Ok();
+}
+
 Status DecodeParameters(const Value& v, const std::string& where, Parameters* out) {
   if (!v.IsObject()) return InvalidArgument(where + " must be an object, got " + JsonTypeName(v));
   for (const auto& m : v.GetObject()) {
@@ -868,6 +882,7 @@ StatusOr<DecodedInferRequest> internal::DecodeInferRequest(std::string& body, st
     return InvalidArgument(message);
   }
   if (!doc.IsObject()) return InvalidArgument("the request JSON must be an object, got " + std::string(JsonTypeName(doc)));
+  FASTPATH_RETURN_IF_ERROR(CheckMembersUnique(doc, "the request JSON"));
 
   DecodedInferRequest decoded;
   InferRequest& request = decoded.request;

@@ -86,6 +86,10 @@ struct EncodedInferResponse {
   bool has_binary = false; // true when any byte follows the JSON
 };
 
+// InvalidArgument naming `where` and the key when `object` has a member twice: which of
+// two a reader keeps is a guess (the first, for FindMember; the last, for most readers).
+[[nodiscard]] Status CheckMembersUnique(const rapidjson::Value& object, const std::string& where);
+
 // A KServe "parameters" object: bool, integer, number and string values; anything else is
 // InvalidArgument naming `where` and the key.
 [[nodiscard]] Status DecodeParameters(const rapidjson::Value& v, const std::string& where,

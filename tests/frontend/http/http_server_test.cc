@@ -301,6 +301,16 @@ TEST_F(HttpFrontendTest, LoadAndUnload) {
   EXPECT_EQ(unload.status, 200) << unload.body;
   EXPECT_EQ(fake_.load_calls(), (std::vector<std::string>{"load:unbatched", "unload:unbatched",
                                                           "unload+dependents:unbatched"}));
+  // Triton's optional repository name in the path answers for all repositories.
+  EXPECT_EQ(Post("/v2/repository/any/models/unbatched/load", "").status, 200);
+  EXPECT_EQ(Post("/v2/repository/models/index", "").status, 200);  // a repository named so
+  EXPECT_EQ(Post("/v2/repository/any/index", "").status, 200);
+  EXPECT_EQ(Post("/v2/repository/any/models/unbatched/reload", "").status, 404);
+  // A member given twice: which one counts would be a guess.
+  auto twice = Post("/v2/repository/models/unbatched/load",
+                    R"({"parameters":{"config":"{}"},"parameters":{}})");
+  EXPECT_EQ(twice.status, 400);
+  EXPECT_EQ(ErrorOf(twice), "the model load request body: 'parameters' is given twice");
   EXPECT_EQ(Post("/v2/repository/models/nope/load", "").status, 404);
   // Triton's overrides: a file's contents travel in base64, and reach the server decoded.
   auto config = Post("/v2/repository/models/simple/load",

@@ -73,6 +73,15 @@ TEST(InferCodecDecode, AParameterGivenTwiceIsRefused) {
   ExpectError(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1.5]}],)"
               R"("outputs":[{"name":"a","parameters":{"binary_data":true,"binary_data":false}}]})",
               StatusCode::kInvalidArgument, "'binary_data' is given twice");
+  // Any member, at any level a decoder reads by name.
+  ExpectError(R"({"parameters":{},"parameters":{},)"
+              R"("inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1.5]}]})",
+              StatusCode::kInvalidArgument, "the request JSON: 'parameters' is given twice");
+  ExpectError(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1.5],"data":[2]}]})",
+              StatusCode::kInvalidArgument, "input 0: 'data' is given twice");
+  ExpectError(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1.5]}],)"
+              R"("outputs":[{"name":"a","name":"b"}]})",
+              StatusCode::kInvalidArgument, "output 0: 'name' is given twice");
 }
 
 TEST(InferCodecDecode, IdParametersAndOutputs) {
