@@ -356,16 +356,13 @@ bool DynamicBatchScheduler::Execute(backend::ModelInstance* instance, Batch& bat
     return held.code() == StatusCode::kResourceExhausted;
   }
 
-  StatsRecorder::Timings timings;
-  uint64_t queue_ns = 0;
+  StatsRecorder::Timings timings;  // the execution's; each request's queue time is its own
   std::vector<uint64_t> rows;
   std::vector<Job*> jobs;
   for (Entry* e : live) {
-    queue_ns += Nanoseconds(start - e->job.arrival);
     rows.push_back(BatchOf(e->job));
     jobs.push_back(&e->job);
   }
-  timings.queue_ns = queue_ns / live.size();
 
   // One request: its tensors go to the model as they are.
   std::vector<Tensor> inputs;
@@ -431,23 +428,22 @@ bool DynamicBatchScheduler::Execute(backend::ModelInstance* instance, Batch& bat
 
   const Clock::time_point end = clock_->Now();
   timings.compute_output_ns = Nanoseconds(end - ran);
-  // Canaries are counted apart: the execution is recorded with the user requests in it.
-  uint64_t request_ns = 0;
+  // Canaries are counted apart: the execution is recorded with the user requests in it,
+  // each with its own times.
+  std::vector<StatsRecorder::RequestTimes> requests;
+  requests.reserve(live.size());
   uint64_t elements = 0;
   uint64_t canary_rows = 0;
-  uint64_t requests = 0;
   for (size_t i = 0; i < live.size(); ++i) {
     elements += rows[i];
     if (jobs[i]->canary) {
       canary_rows += rows[i];
       continue;
     }
-    request_ns += Nanoseconds(end - jobs[i]->arrival);
-    ++requests;
+    requests.push_back(
+        {Nanoseconds(end - jobs[i]->arrival), Nanoseconds(start - jobs[i]->arrival)});
   }
-  if (requests > 0) {
-    stats_->RecordSuccess(requests, elements, timings, request_ns / requests, canary_rows);
-  }
+  if (!requests.empty()) stats_->RecordSuccess(requests, elements, timings, canary_rows);
 
   for (size_t i = 0; i < live.size(); ++i) {
     InferResponse response;

@@ -20,24 +20,32 @@ uint64_t NowMsSinceEpoch() {
 
 void StatsRecorder::RecordSuccess(uint64_t requests, uint64_t batch_size, const Timings& t,
                                   uint64_t request_ns, uint64_t canary_rows) {
+  RecordSuccess(std::vector<RequestTimes>(requests, {request_ns, t.queue_ns}), batch_size, t,
+                canary_rows);
+}
+
+void StatsRecorder::RecordSuccess(const std::vector<RequestTimes>& requests, uint64_t batch_size,
+                                  const Timings& t, uint64_t canary_rows) {
   std::lock_guard lock(mu_);
   auto& s = stats_.inference_stats;
-  // Per-request figures: every request of the execution spent these durations.
-  Add(&s.success, request_ns * requests, requests);
-  Add(&s.queue, t.queue_ns * requests, requests);
-  Add(&s.compute_input, t.compute_input_ns * requests, requests);
-  Add(&s.compute_infer, t.compute_infer_ns * requests, requests);
-  Add(&s.compute_output, t.compute_output_ns * requests, requests);
-  stats_.request_latency.Observe(request_ns, requests);
-  for (uint64_t i = 0; i < requests && kept_capacity_ > 0; ++i) {
+  const uint64_t n = requests.size();
+  for (const RequestTimes& r : requests) {
+    Add(&s.success, r.request_ns);
+    Add(&s.queue, r.queue_ns);
+    stats_.request_latency.Observe(r.request_ns);
+    stats_.queue_latency.Observe(r.queue_ns);
+    if (kept_capacity_ == 0) continue;
     if (kept_ns_.size() < kept_capacity_) {
-      kept_ns_.push_back(request_ns);
+      kept_ns_.push_back(r.request_ns);
     } else {
-      kept_ns_[kept_next_] = request_ns;
+      kept_ns_[kept_next_] = r.request_ns;
       kept_next_ = (kept_next_ + 1) % kept_capacity_;
     }
   }
-  stats_.queue_latency.Observe(t.queue_ns, requests);
+  // The execution's figures: every request of it spent these.
+  Add(&s.compute_input, t.compute_input_ns * n, n);
+  Add(&s.compute_infer, t.compute_infer_ns * n, n);
+  Add(&s.compute_output, t.compute_output_ns * n, n);
   stats_.compute_infer_latency.Observe(t.compute_infer_ns);
   stats_.inference_count += batch_size - canary_rows;
   stats_.execution_count += 1;

@@ -310,6 +310,31 @@ TEST_F(DynamicBatchSchedulerTest, RequestNeverWaitsLongerThanItsWindow) {
   EXPECT_EQ(s.inference_stats.success.count, 2u);
 }
 
+// One batch, two waits: each request is observed with its own (100 ms and 1 ms), not
+// with their average, which would put both in the slower one's bucket.
+TEST_F(DynamicBatchSchedulerTest, EachRequestOfABatchIsTimedOnItsOwn) {
+  Start(Options(8, milliseconds(100)));
+  Enqueue(MakeJob(1));
+  Advance(milliseconds(99));
+  Enqueue(MakeJob(2));
+  Advance(milliseconds(1));
+  model_.WaitRuns(1);
+  model_.Open();
+  ExpectOk(1);
+  ExpectOk(2);
+  const auto s = stats_.Snapshot("m", "1");
+  const auto bucket = [](uint64_t us) {
+    return static_cast<size_t>(
+        std::find(kLatencyBucketBoundsUs.begin(), kLatencyBucketBoundsUs.end(), us) -
+        kLatencyBucketBoundsUs.begin());
+  };
+  EXPECT_EQ(s.queue_latency.buckets[bucket(100'000)], 1u);  // (50, 100] ms
+  EXPECT_EQ(s.queue_latency.buckets[bucket(1'000)], 1u);    // (0.5, 1] ms
+  EXPECT_EQ(s.request_latency.buckets[bucket(100'000)], 1u);
+  EXPECT_EQ(s.request_latency.buckets[bucket(1'000)], 1u);
+  EXPECT_EQ(s.inference_stats.queue.ns, 101'000'000u);
+}
+
 TEST_F(DynamicBatchSchedulerTest, BatchesNeverExceedMaxBatchSize) {
   Start(Options(4, milliseconds(100)));
   for (int id = 1; id <= 10; ++id) Enqueue(MakeJob(id));

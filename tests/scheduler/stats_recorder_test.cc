@@ -81,6 +81,28 @@ TEST(StatsRecorderTest, FailuresAreCountedByReason) {
   EXPECT_EQ(s.inference_stats.success.count, 0u);
 }
 
+// The requests of one batch waited differently: each is observed with its own times, so
+// that the histograms keep the tail (an average of 300 and 48 ms is neither).
+TEST(StatsRecorderTest, EachRequestOfABatchKeepsItsOwnTimes) {
+  StatsRecorder recorder;
+  recorder.KeepLatencies(8);
+  StatsRecorder::Timings compute{0, 1'000, 2'000'000, 3'000};
+  recorder.RecordSuccess({{302'000'000, 300'000'000}, {48'000'000, 46'000'000}}, 2, compute);
+  const ModelStatistics s = recorder.Snapshot("m", "1");
+  EXPECT_EQ(s.inference_stats.success.count, 2u);
+  EXPECT_EQ(s.inference_stats.success.ns, 350'000'000u);
+  EXPECT_EQ(s.inference_stats.queue.ns, 346'000'000u);
+  EXPECT_EQ(s.inference_stats.compute_infer.ns, 4'000'000u);    // the execution's, each request's
+  EXPECT_EQ(s.request_latency.buckets[BucketOf(500'000)], 1u);  // 302 ms: in (250, 500] ms
+  EXPECT_EQ(s.request_latency.buckets[BucketOf(50'000)], 1u);   // 48 ms: in (25, 50] ms
+  EXPECT_EQ(s.queue_latency.buckets[BucketOf(500'000)], 1u);
+  EXPECT_EQ(s.queue_latency.buckets[BucketOf(50'000)], 1u);
+  EXPECT_EQ(s.compute_infer_latency.count, 1u);  // once per execution
+  std::vector<double> kept = recorder.KeptLatenciesMs();
+  std::sort(kept.begin(), kept.end());
+  EXPECT_EQ(kept, (std::vector<double>{48.0, 302.0}));
+}
+
 TEST(StatsRecorderTest, KeepsTheLatestLatenciesOnlyWhenAsked) {
   StatsRecorder recorder;
   recorder.RecordSuccess(1, 1, {}, 1'000'000);

@@ -20,11 +20,22 @@ class StatsRecorder {
     uint64_t compute_infer_ns = 0;
     uint64_t compute_output_ns = 0;
   };
-  // One successful model execution of `requests` requests holding `batch_size` batch
-  // elements in all (Triton's inference_count counts elements, success counts requests).
-  // `request_ns` is per request. Also feeds the latency histograms (request and queue
-  // once per request, compute_infer once per execution). `canary_rows` of the batch belong
-  // to canaries (not among `requests`): left out of inference_count.
+  // One request's own times: end to end in the server, and in the queue.
+  struct RequestTimes {
+    uint64_t request_ns = 0;
+    uint64_t queue_ns = 0;
+  };
+  // One successful model execution of `requests`, holding `batch_size` batch elements in all
+  // (Triton's inference_count counts elements, success counts requests). Each request's
+  // own times feed the sums and the latency histograms (a batch's requests waited
+  // differently: an average would flatten the tail); `timings`' compute figures are the
+  // execution's, every request's (compute_infer's histogram once per execution), and its
+  // queue_ns is not read. `canary_rows` of the batch belong to canaries (not among
+  // `requests`): left out of inference_count.
+  void RecordSuccess(const std::vector<RequestTimes>& requests, uint64_t batch_size,
+                     const Timings& timings, uint64_t canary_rows = 0);
+  // The same for `requests` requests that each took `request_ns`, and timings.queue_ns in
+  // the queue.
   void RecordSuccess(uint64_t requests, uint64_t batch_size, const Timings& timings,
                      uint64_t request_ns, uint64_t canary_rows = 0);
   // A request that failed at any stage (rejected, timed out, or failed in the model);
