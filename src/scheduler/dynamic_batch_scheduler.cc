@@ -17,7 +17,7 @@ QueuePolicy FromProto(const inference::ModelQueuePolicy& p) {
   out.timeout_action = p.timeout_action() == inference::ModelQueuePolicy::DELAY
                            ? QueuePolicy::TimeoutAction::kDelay
                            : QueuePolicy::TimeoutAction::kReject;
-  out.default_timeout = std::chrono::microseconds(p.default_timeout_microseconds());
+  out.default_timeout = WaitOf(p.default_timeout_microseconds());
   out.allow_timeout_override = p.allow_timeout_override();
   out.max_queue_size = p.max_queue_size();
   return out;
@@ -44,7 +44,7 @@ StatusOr<DynamicBatchOptions> DynamicBatchOptionsFromConfig(const inference::Mod
     }
     out.preferred_batch_sizes.push_back(static_cast<uint64_t>(size));
   }
-  out.max_queue_delay = std::chrono::microseconds(db.max_queue_delay_microseconds());
+  out.max_queue_delay = WaitOf(db.max_queue_delay_microseconds());
   out.preserve_ordering = db.preserve_ordering();
   out.priority_levels = db.priority_levels();
   out.default_priority_level = db.default_priority_level();

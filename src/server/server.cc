@@ -4,6 +4,7 @@
 #include "fastpath/admission/memory_budget.h"
 #include "fastpath/admission/self_test.h"
 #include "fastpath/config/model_config.h"
+#include "fastpath/scheduler/dynamic_batch_scheduler.h"
 #include "fastpath/server/server_impl.h"
 
 namespace fastpath::server {
@@ -88,7 +89,7 @@ Status ReadSchedulingParameters(const Parameters& parameters, scheduler::Job* jo
   uint64_t timeout_us = 0;
   FASTPATH_RETURN_IF_ERROR(read("priority", &job->priority));
   FASTPATH_RETURN_IF_ERROR(read("timeout", &timeout_us));
-  job->timeout = std::chrono::microseconds(timeout_us);
+  job->timeout = scheduler::WaitOf(timeout_us);
   return Status::Ok();
 }
 

@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <set>
@@ -866,6 +867,40 @@ TEST(DynamicBatchOptionsTest, ReadFromConfig) {
   EXPECT_EQ(o->priority_queue_policies.at(1).max_queue_size, 3u);
   EXPECT_TRUE(o->priority_queue_policies.at(1).allow_timeout_override);
   EXPECT_EQ(o->default_max_queue_size, 99u);
+}
+
+// Microseconds up to 2^64 do not fit the clock's int64 nanoseconds: beyond ten years they
+// are ten years (never, in practice), not a wrap into "at once".
+TEST(DynamicBatchOptionsTest, AnEndlessWaitIsTenYearsNotAWrap) {
+  auto config = config::ParseModelConfig(
+      R"pb(
+        max_batch_size: 16
+        dynamic_batching {
+          max_queue_delay_microseconds: 18446744073709551615
+          default_queue_policy { default_timeout_microseconds: 10000000000000000 }
+        }
+      )pb",
+      "config.pbtxt");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  auto o = DynamicBatchOptionsFromConfig(*config, 99);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->max_queue_delay, kLongestWait);
+  EXPECT_EQ(o->default_queue_policy.default_timeout, kLongestWait);
+  EXPECT_EQ(WaitOf(std::numeric_limits<int64_t>::max()), kLongestWait);  // a request's "never"
+  EXPECT_EQ(WaitOf(1000), microseconds(1000));
+}
+
+TEST_F(DynamicBatchSchedulerTest, AnEndlessTimeoutNeverExpires) {
+  DynamicBatchOptions o = Options(1);
+  o.default_queue_policy.default_timeout = WaitOf(std::numeric_limits<uint64_t>::max());
+  Start(o);
+  Enqueue(MakeJob(100));
+  model_.WaitRuns(1);
+  Enqueue(MakeJob(1));
+  Advance(std::chrono::hours(24));
+  EXPECT_FALSE(answers_.Has(1)) << "waits behind the run, as with no timeout";
+  model_.Open();
+  ExpectOk(1);
 }
 
 TEST(DynamicBatchOptionsTest, CreateRefusesContradictions) {

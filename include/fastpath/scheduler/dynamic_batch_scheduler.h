@@ -7,6 +7,7 @@
 // back so that every request gets exactly its own rows.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -22,8 +23,8 @@
 #include <vector>
 
 #include "fastpath/backend/backend.h"
-#include "fastpath/common/status.h"
 #include "fastpath/common/clock.h"
+#include "fastpath/common/status.h"
 #include "fastpath/scheduler/scheduler.h"
 #include "fastpath/scheduler/stats_recorder.h"
 #include "model_config.pb.h"
@@ -32,6 +33,15 @@ namespace fastpath::scheduler {
 
 class CallerRunEstimate;
 class InstanceHealth;
+
+// The longest wait a queue honours, ten years: a timeout or a batching window given in
+// microseconds beyond it (a uint64 up to 2^64, which the clock's int64 nanoseconds could
+// not add, and would wrap into "at once") is taken as this, which is never in practice.
+inline constexpr std::chrono::microseconds kLongestWait = std::chrono::hours(24 * 365 * 10);
+inline std::chrono::microseconds WaitOf(uint64_t microseconds) {
+  return std::chrono::microseconds(
+      std::min<uint64_t>(microseconds, static_cast<uint64_t>(kLongestWait.count())));
+}
 
 // Triton's ModelQueuePolicy.
 struct QueuePolicy {
