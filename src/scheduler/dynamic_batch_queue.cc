@@ -84,9 +84,10 @@ std::optional<DynamicBatchScheduler::Batch> DynamicBatchScheduler::CutBatchLocke
   const BatchSignature* sig = nullptr;
   BatchSignature first_sig;
   uint64_t total = 0;
-  size_t best_preferred = 0;  // picks that make the largest preferred size reachable
+  // Picks that make the largest preferred size reachable; or, once the next request would
+  // go past the largest preferred size, the picks before it (Triton's saturated batch).
+  size_t best_preferred = 0;
   bool send_now = false;
-  bool overflow = false;
   Clock::time_point oldest = Clock::time_point::max();
   const auto is_preferred = [&](uint64_t size) {
     return std::find(options_.preferred_batch_sizes.begin(), options_.preferred_batch_sizes.end(),
@@ -99,17 +100,18 @@ std::optional<DynamicBatchScheduler::Batch> DynamicBatchScheduler::CutBatchLocke
         if (sig == nullptr) {
           first_sig = BatchSignature::Of(e.job);
           sig = &first_sig;
-        } else if (total + rows > max_cut_size_) {
-          send_now = overflow = true;
-        } else if (!sig->Accepts(e.job)) {
-          send_now = true;  // the batch cannot grow past an incompatible request
+        } else {
+          if (total + rows > max_preferred_ && best_preferred == 0) best_preferred = walked.size();
+          if (total + rows > options_.max_batch_size || !sig->Accepts(e.job)) {
+            send_now = true;  // the batch cannot grow past this request
+            break;
+          }
         }
-        if (send_now) break;
         walked.push_back({list});
         total += rows;
         oldest = std::min(oldest, e.enqueued);
         if (is_preferred(total)) best_preferred = walked.size();
-        if (total >= max_cut_size_ || !sig->batchable) {
+        if (total >= options_.max_batch_size || !sig->batchable) {
           send_now = true;
           break;
         }
@@ -120,14 +122,14 @@ std::optional<DynamicBatchScheduler::Batch> DynamicBatchScheduler::CutBatchLocke
   }
   if (walked.empty()) return std::nullopt;
 
+  // As Triton's GetDynamicBatch: within the window a preferred size is sent at once; once
+  // the window is over (or the server stops) everything taken goes as it is.
+  const bool window = options_.max_queue_delay.count() > 0;
+  const bool delay_exceeded = stopping_ || (window && now >= oldest + options_.max_queue_delay);
   size_t count = walked.size();
-  if (send_now) {
-    // Past the largest size allowed, prefer the largest preferred size reached (Triton).
-    if (overflow && best_preferred > 0) count = best_preferred;
-  } else if (best_preferred > 0) {
-    count = best_preferred;  // a preferred size is reachable now: no reason to wait
-  } else if (!stopping_ && options_.max_queue_delay.count() > 0 &&
-             now < oldest + options_.max_queue_delay) {
+  if (best_preferred > 0 && !delay_exceeded) {
+    count = best_preferred;
+  } else if (!send_now && total < max_preferred_ && window && !delay_exceeded) {
     *wake = oldest + options_.max_queue_delay;
     return std::nullopt;
   }

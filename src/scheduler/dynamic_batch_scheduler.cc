@@ -102,10 +102,10 @@ DynamicBatchScheduler::DynamicBatchScheduler(
       clock_(OrSteadyClock(options_.clock)),
       health_(std::make_unique<InstanceHealth>(instances_.size(), clock_)) {
   caller_estimate_ = std::make_unique<CallerRunEstimate>(options_.caller_run_limit);
-  max_cut_size_ = options_.max_batch_size;
+  max_preferred_ = options_.max_batch_size;
   if (!options_.preferred_batch_sizes.empty()) {
-    max_cut_size_ = *std::max_element(options_.preferred_batch_sizes.begin(),
-                                      options_.preferred_batch_sizes.end());
+    max_preferred_ = *std::max_element(options_.preferred_batch_sizes.begin(),
+                                       options_.preferred_batch_sizes.end());
   }
   const uint64_t levels = std::max<uint64_t>(1, options_.priority_levels);
   queues_.resize(levels);

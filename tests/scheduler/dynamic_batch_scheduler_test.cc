@@ -421,8 +421,8 @@ TEST_F(DynamicBatchSchedulerTest, PreferredSizeIsSentWithoutWaiting) {
   Enqueue(MakeJob(2));              // 2 is
   EXPECT_EQ(sched_->Queued(), 0u);
   model_.WaitRuns(1);
-  // While the instance is busy, five arrive: the largest preferred size (4) goes next,
-  // never more (Triton caps dynamic batches at the largest preferred size).
+  // While the instance is busy, five arrive: within their window the largest preferred
+  // size (4) goes next, never more (as Triton).
   for (int id = 3; id <= 7; ++id) Enqueue(MakeJob(id));
   model_.Release(1);
   model_.Release(2);
@@ -435,6 +435,22 @@ TEST_F(DynamicBatchSchedulerTest, PreferredSizeIsSentWithoutWaiting) {
   model_.WaitRuns(3);
   EXPECT_EQ(BatchSizes(), (std::vector<size_t>{2, 4, 1}));
   for (int id = 1; id <= 7; ++id) ExpectOk(id);
+}
+
+// Once the oldest request has waited its window, Triton sends the batch "as is": all that
+// is queued, up to max_batch_size, not cut down to a preferred size.
+TEST_F(DynamicBatchSchedulerTest, PastTheWindowTheBatchIsNotCutToAPreferredSize) {
+  DynamicBatchOptions o = Options(32, milliseconds(100));
+  o.preferred_batch_sizes = {4, 8};
+  Start(o);
+  Enqueue(MakeJob(100, /*rows=*/8));  // preferred: runs at once and holds the instance
+  model_.WaitRuns(1);
+  for (int id = 1; id <= 20; ++id) Enqueue(MakeJob(id));
+  Advance(milliseconds(100));  // every one of them has waited its window
+  model_.Open();
+  model_.WaitRuns(2);
+  EXPECT_EQ(BatchSizes(), (std::vector<size_t>{8, 20}));
+  for (int id = 1; id <= 20; ++id) ExpectOk(id);
 }
 
 TEST_F(DynamicBatchSchedulerTest, PreferredSizeReachableWithinTheQueueIsCutEarly) {

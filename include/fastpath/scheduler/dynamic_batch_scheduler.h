@@ -1,8 +1,10 @@
 // The dynamic batcher: Triton's `dynamic_batching` semantics behind the Scheduler
 // interface. Requests wait in per-priority queues; whenever an instance is free, the
-// batcher cuts the longest compatible run of queued requests (up to the largest preferred
-// batch size, else max_batch_size) and sends it at once when it is full or at a preferred
-// size, otherwise when the oldest queued request has waited max_queue_delay. The batch's
+// batcher takes the longest compatible run of queued requests (up to max_batch_size). Within
+// the window it sends at once the largest preferred size that run reaches (or, past the
+// largest preferred size, what fits under it), and a run that reaches none waits; once the
+// oldest request has waited max_queue_delay, the whole run goes, as Triton sends the batch
+// "as is" when the delay is exceeded. The batch's
 // inputs are concatenated along dim 0, the instance runs once, and the outputs are split
 // back so that every request gets exactly its own rows.
 #pragma once
@@ -175,7 +177,7 @@ class DynamicBatchScheduler final : public Scheduler {
   StatsRecorder* stats_;
   DynamicBatchOptions options_;
   Clock* clock_;
-  uint64_t max_cut_size_;  // the largest preferred size, else max_batch_size (as Triton)
+  uint64_t max_preferred_;  // the largest preferred size, else max_batch_size (as Triton)
   std::unique_ptr<InstanceHealth> health_;
 
   mutable std::mutex mu_;
