@@ -493,7 +493,8 @@ TEST_F(HttpExplicitTest, ALoadTakesTheModelsFiles) {
   ASSERT_EQ(infer.status, 200) << infer.Describe();
   ExpectSimpleJsonResponse(infer.body, Iota(0, 16), Iota(1, 16));
   const auto listed = [&] {
-    for (const auto& m : ParseJson(http().Post("/v2/repository/index", "").body).GetArray()) {
+    const auto index = ParseJson(http().Post("/v2/repository/index", "").body);
+    for (const auto& m : index.GetArray()) {
       if (std::string(m["name"].GetString()) == "uploaded") return true;
     }
     return false;

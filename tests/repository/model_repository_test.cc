@@ -365,7 +365,8 @@ TEST_F(ModelRepositoryTest, SeveralRootsServeAsOneAndANameInTwoIsRefused) {
                                           where),
             std::string::npos)
       << twice.status().message();
-  const auto* listed = Entry(repo.Index(false), "twice", "");
+  const auto index = repo.Index(false);
+  const auto* listed = Entry(index, "twice", "");
   ASSERT_NE(listed, nullptr);
   EXPECT_EQ(listed->state, ModelState::kUnavailable);
 
@@ -377,7 +378,8 @@ TEST_F(ModelRepositoryTest, SeveralRootsServeAsOneAndANameInTwoIsRefused) {
   repo_.AddVersion("simple_fp32", 1, "simple_fp32");
   repo.Poll();
   EXPECT_TRUE(repo.FindReady("simple_fp32", "").ok());
-  const auto* kept = Entry(repo.Index(false), "simple_fp32", "1");
+  const auto index_after = repo.Index(false);
+  const auto* kept = Entry(index_after, "simple_fp32", "1");
   ASSERT_NE(kept, nullptr);
   EXPECT_NE(kept->reason.find("not unique"), std::string::npos) << kept->reason;
 }
