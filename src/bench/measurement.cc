@@ -128,16 +128,27 @@ StatusOr<std::vector<int64_t>> ParseRangeSpec(std::string_view spec, std::string
                              std::string(parts[2]) + "'");
     }
   }
+  const auto too_many = [&] {
+    return InvalidArgument(f + ": '" + std::string(spec) + "' gives more than " +
+                           std::to_string(kMaxRangeValues) + " values");
+  };
+  // Each step checked before it is taken: near INT64_MAX the next value would wrap.
   if (geometric) {
-    for (int64_t v = start; v < end; v *= step) values.push_back(v);
+    for (int64_t v = start; v < end;) {
+      values.push_back(v);
+      if (values.size() > kMaxRangeValues) return too_many();
+      if (v > end / step) break;
+      v *= step;
+    }
     values.push_back(end);
   } else {
-    if ((end - start) / step + 1 > static_cast<int64_t>(kMaxRangeValues)) {
-      return InvalidArgument(f + ": '" + std::string(spec) + "' gives more than " +
-                             std::to_string(kMaxRangeValues) + " values");
+    if ((end - start) / step + 1 > static_cast<int64_t>(kMaxRangeValues)) return too_many();
+    for (int64_t v = start;; v += step) {
+      values.push_back(v);
+      if (end - v < step) break;
     }
-    for (int64_t v = start; v <= end; v += step) values.push_back(v);
   }
+  if (values.size() > kMaxRangeValues) return too_many();
   return values;
 }
 

@@ -91,6 +91,22 @@ struct BenchOptions {
   CLI::Option* metrics_interval = nullptr;
 };
 
+// Each connection is a socket and each scheduled request a timer: past these a point is a
+// mistake in the spec (a range written to INT64_MAX), not a load to generate.
+constexpr int64_t kMaxConcurrency = 65536;
+constexpr int64_t kMaxRequestRate = 10'000'000;
+
+StatusOr<std::vector<int64_t>> AtMost(const std::string& spec, const char* flag, int64_t most) {
+  FASTPATH_ASSIGN_OR_RETURN(std::vector<int64_t> values, bench::ParseRangeSpec(spec, flag));
+  for (const int64_t v : values) {
+    if (v > most) {
+      return InvalidArgument(std::string(flag) + ": " + std::to_string(v) + " is more than " +
+                             std::to_string(most));
+    }
+  }
+  return values;
+}
+
 BenchOptions DefineBenchOptions(CLI::App& app, BenchFlags& f) {
   BenchOptions o;
   app.option_defaults()->group("target");
@@ -128,11 +144,11 @@ BenchOptions DefineBenchOptions(CLI::App& app, BenchFlags& f) {
       app, "--concurrency,--concurrency-range", "SPEC",
       "closed loop: 16 | 1,8,16,32 | 1:32:4 (linear) | 1:32:2x (32 with --calibrate-batching)",
       JoinInts(f.concurrency), &f.concurrency,
-      [](const std::string& v) { return bench::ParseRangeSpec(v, "--concurrency"); });
+      [](const std::string& v) { return AtMost(v, "--concurrency", kMaxConcurrency); });
   CLI::Option* request_rate = AddParsed<std::vector<int64_t>>(
       app, "--request-rate,--request-rate-range", "SPEC",
       "open loop at R requests/s instead (same SPEC forms)", "", &f.request_rates,
-      [](const std::string& v) { return bench::ParseRangeSpec(v, "--request-rate"); });
+      [](const std::string& v) { return AtMost(v, "--request-rate", kMaxRequestRate); });
   AddParsed<bench::RequestDistribution>(
       app, "--request-distribution", "constant|poisson", "request-rate mode: arrival times",
       bench::RequestDistributionName(f.measure.distribution), &f.measure.distribution,

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 namespace fastpath::bench {
@@ -71,6 +72,15 @@ TEST(RangeSpecTest, GeometricLinearListAndSingle) {
   EXPECT_EQ(*ParseRangeSpec("1:32:2x", "--concurrency"), (std::vector<int64_t>{1, 2, 4, 8, 16, 32}));
   EXPECT_EQ(*ParseRangeSpec("1:32:4", "--concurrency"), (std::vector<int64_t>{1, 5, 9, 13, 17, 21, 25, 29}));
   EXPECT_EQ(*ParseRangeSpec("4:16", "--concurrency"), (std::vector<int64_t>{4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}));
+  // Near INT64_MAX the next step would wrap: it is never taken.
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  const auto geometric = ParseRangeSpec("1:9223372036854775807:2x", "--concurrency");
+  ASSERT_TRUE(geometric.ok()) << geometric.status().ToString();
+  EXPECT_EQ(geometric->back(), kMax);
+  EXPECT_EQ((*geometric)[geometric->size() - 2], int64_t{1} << 62);
+  const auto stepped = ParseRangeSpec("9223372036854775800:9223372036854775807:5", "--concurrency");
+  ASSERT_TRUE(stepped.ok()) << stepped.status().ToString();
+  EXPECT_EQ(*stepped, (std::vector<int64_t>{kMax - 7, kMax - 2}));
   EXPECT_EQ(*ParseRangeSpec("1,8,16,32", "--concurrency"), (std::vector<int64_t>{1, 8, 16, 32}));
   EXPECT_EQ(*ParseRangeSpec("16", "--concurrency"), (std::vector<int64_t>{16}));
   // The end of a geometric range is always measured, even off the progression.

@@ -155,6 +155,8 @@ TEST(CommandLine, BadCommandLinesExitTwoNamingTheOption) {
        "--concurrency excludes --request-rate"},
       {{"bench", "-m", "m", "--append"}, "--append needs --json or --csv"},
       {{"bench", "-m", "a/b"}, "--model 'a/b' is not a model name"},
+      {{"bench", "-m", "m", "--concurrency", "1:9223372036854775807:2x"},
+       "--concurrency: 131072 is more than 65536"},
       {{"bench", "-m", "m", "--shape", "x:1", "--shape", "x:2"},
        "--shape given twice for input 'x'"},
       {{"bench", "plot", "a.json"}, "fastpath bench plot: --svg is required"},
