@@ -782,6 +782,22 @@ int Bench(const std::vector<std::string>& args) {
   std::cout << std::flush;
   Status s = WriteOutputs(flags, report);
   if (!s.ok()) return fail(s);
+  // Errors at a point are reported, not fatal; a point where nothing succeeded measured
+  // nothing (its latencies read 0), and a script must not take it for a fast one.
+  // (Calibration judges its candidates itself.)
+  for (const bench::BenchPoint& p : report.points) {
+    if (flags.calibrate || p.requests > 0 || p.errors == 0) continue;
+    const std::string at =
+        p.mode == "request_rate"
+            ? "request rate " + std::to_string(static_cast<int64_t>(p.request_rate))
+            : "concurrency " + std::to_string(p.concurrency);
+    std::string first;
+    if (!p.error_samples.empty()) {
+      first = "; " + p.error_samples.begin()->first + ": " + p.error_samples.begin()->second;
+    }
+    return fail(Unavailable("no request succeeded at " + at + " (" + std::to_string(p.errors) +
+                            " errors" + first + ")"));
+  }
   return kExitOk;
 }
 

@@ -270,6 +270,21 @@ TEST_F(BenchTest, InProcessThreadsFlag) {
       << r.out;
 }
 
+// Errors at a point are reported, not fatal; but a point where nothing succeeded measured
+// nothing, and its zero latencies must not pass for a fast point: exit 1 saying so.
+TEST_F(BenchTest, APointWhereNothingSucceededFails) {
+  auto args = Short();
+  for (const std::string& a :
+       std::vector<std::string>{"-u", "127.0.0.1:" + std::to_string(server().http_port()), "-b",
+                                "64", "--concurrency", "1"}) {
+    args.push_back(a);
+  }
+  BenchRun r = Run(args);
+  EXPECT_EQ(r.exit_code, 1) << r.err << r.out;
+  EXPECT_NE(r.err.find("no request succeeded at concurrency 1 ("), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("http_400"), std::string::npos) << r.err;
+}
+
 TEST_F(BenchTest, Grpc) {
   auto args = Short();
   for (const std::string& a :
