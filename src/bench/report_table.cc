@@ -73,7 +73,14 @@ std::string RenderTable(const BenchReport& r) {
       out << "  cpu-time ceiling " << Fmt("%.1f", *p.cpu_ceiling_ips) << " infer/s";
     }
     if (!p.stable) out << "  (not stable after " << p.trials << " windows)";
-    if (p.late_sends > 0) out << "  (" << p.late_sends << " sends late: raise --max-threads)";
+    if (p.mode == "request_rate" && p.throughput_rps < 0.95 * p.request_rate) {
+      // Behind the schedule: the server (or this client) could not keep the rate, and the
+      // latencies, timed from each send, leave out the wait behind the backlog.
+      out << "  (the rate was not reached: " << p.late_sends
+          << " sends late; latencies omit the backlog's wait)";
+    } else if (p.late_sends > 0) {
+      out << "  (" << p.late_sends << " sends late: raise --max-threads)";
+    }
     out << "\n";
   };
   auto point_name = [](const BenchPoint& p) {

@@ -486,6 +486,27 @@ TEST(TableTest, ShowsPointsSplitErrorsAndEfficiency) {
   EXPECT_EQ(table.find("own setting"), std::string::npos) << table;
 }
 
+// Behind its schedule, a rate point says the rate was not reached, not "raise
+// --max-threads": more threads do not make a slow server keep the rate.
+TEST(TableTest, ARatePointBehindItsScheduleSaysTheRateWasNotReached) {
+  BenchReport r;
+  r.model = "m";
+  BenchPoint behind = Point(64, 1662, 20'000, 55'800);
+  behind.mode = "request_rate";
+  behind.request_rate = 3000;
+  behind.late_sends = 4989;
+  BenchPoint kept = behind;
+  kept.request_rate = 1700;  // reached within 5%: only some sends were late
+  kept.late_sends = 3;
+  r.points = {behind, kept};
+  const std::string table = RenderTable(r);
+  EXPECT_NE(table.find("(the rate was not reached: 4989 sends late; latencies omit the backlog's "
+                       "wait)"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("(3 sends late: raise --max-threads)"), std::string::npos) << table;
+}
+
 TEST(TableTest, ShowsEachGpuOfAPointAndWhyAPointHasNone) {
   const std::string table = RenderTable(GpuMetricsReport());
   EXPECT_NE(table.find("  c=1 GPU 0 (GPU-aa): utilization 0.87 avg, power 312.5 W avg, memory "
