@@ -149,12 +149,15 @@ BenchOptions DefineBenchOptions(CLI::App& app, BenchFlags& f) {
       app, "--request-rate,--request-rate-range", "SPEC",
       "open loop at R requests/s instead (same SPEC forms)", "", &f.request_rates,
       [](const std::string& v) { return AtMost(v, "--request-rate", kMaxRequestRate); });
+  // What only a mode reads needs it: given without it, it would be ignored without a word.
   AddParsed<bench::RequestDistribution>(
       app, "--request-distribution", "constant|poisson", "request-rate mode: arrival times",
       bench::RequestDistributionName(f.measure.distribution), &f.measure.distribution,
-      [](const std::string& v) { return bench::ParseRequestDistribution(v); });
+      [](const std::string& v) { return bench::ParseRequestDistribution(v); })
+      ->needs(request_rate);
   AddInt(app, "--max-threads", "N", &f.measure.max_threads, 1, 1024,
-         "request-rate mode: sending threads");
+         "request-rate mode: sending threads")
+      ->needs(request_rate);
 
   app.option_defaults()->group("measurement");
   AddInt(
@@ -178,7 +181,7 @@ BenchOptions DefineBenchOptions(CLI::App& app, BenchFlags& f) {
   CLI::Option* repository =
       OnlyOnce(AddText(app, "--model-repository", "DIR", &f.model_repository,
                        "where MODEL/<version>/model.onnx is (needed by --in-process)"));
-  AddParsed<std::vector<int64_t>>(
+  CLI::Option* batch_sizes = AddParsed<std::vector<int64_t>>(
       app, "--batch-sizes", "LIST", "in-process batch sizes", JoinInts(f.batch_sizes),
       &f.batch_sizes,
       [](const std::string& v) { return bench::ParseRangeSpec(v, "--batch-sizes"); });
@@ -197,6 +200,7 @@ BenchOptions DefineBenchOptions(CLI::App& app, BenchFlags& f) {
         return counts;
       });
   in_process_threads->needs(in_process);
+  batch_sizes->needs(in_process);
   AddSwitch(app, "--no-server", &f.no_server, "only the in-process measurement")->needs(in_process);
   in_process->needs(repository);
 
@@ -213,16 +217,20 @@ BenchOptions DefineBenchOptions(CLI::App& app, BenchFlags& f) {
                  f.slo_p99_ms = v;
                  return Status::Ok();
                });
-  AddParsed<std::vector<int64_t>>(
+  CLI::Option* queue_delays = AddParsed<std::vector<int64_t>>(
       app, "--queue-delays-us", "LIST", "candidates", JoinInts(f.queue_delays_us),
       &f.queue_delays_us,
       [](const std::string& v) { return bench::ParseIntList(v, "--queue-delays-us"); });
-  AddParsed<std::vector<int64_t>>(
+  CLI::Option* max_batch_sizes = AddParsed<std::vector<int64_t>>(
       app, "--max-batch-sizes", "LIST", "candidates", JoinInts(f.max_batch_sizes),
       &f.max_batch_sizes,
       [](const std::string& v) { return bench::ParseRangeSpec(v, "--max-batch-sizes"); });
-  AddSwitch(app, "--skip-baseline", &f.skip_baseline,
-            "do not measure the configuration without dynamic batching");
+  CLI::Option* skip_baseline =
+      AddSwitch(app, "--skip-baseline", &f.skip_baseline,
+                "do not measure the configuration without dynamic batching");
+  for (CLI::Option* candidate : {queue_delays, max_batch_sizes, skip_baseline}) {
+    candidate->needs(calibrate);
+  }
   calibrate->needs(slo)->needs(repository)->excludes(request_rate)->excludes(url);
   slo->needs(calibrate);
   o.concurrency->excludes(request_rate);
@@ -297,6 +305,14 @@ Status CheckBenchFlags(const BenchOptions& options, BenchFlags& f) {
     if (f.concurrency.size() != 1) {
       return InvalidArgument("--calibrate-batching takes one --concurrency value");
     }
+  }
+  if (!f.model_repository.empty() && !f.in_process && !f.calibrate) {
+    return InvalidArgument(
+        "--model-repository is read by --in-process and --calibrate-batching "
+        "only");
+  }
+  if (f.transport == bench::Transport::kGrpc && f.encoding == bench::Encoding::kJson) {
+    return InvalidArgument("--encoding json is HTTP's: gRPC carries tensors as raw bytes");
   }
   if (f.append && f.json_path.empty() && f.csv_path.empty()) {
     return InvalidArgument("--append needs --json or --csv");
