@@ -172,7 +172,15 @@ StatusOr<std::vector<Tensor>> MakeInputs(const ModelMetadata& metadata,
     if (auto it = shapes.find(in.name); it != shapes.end()) {
       if (it->second.size() == in.dims.size()) {
         t.shape = it->second;
-        if (batched) t.shape[0] = batch_size;
+        // The leading dynamic dim is where -b goes: a different value there would be
+        // replaced without a word.
+        if (batched && t.shape[0] != batch_size) {
+          return InvalidArgument("--shape " + in.name + ": the first dim of the model's shape " +
+                                 ShapeToString(in.dims) + " is the batch, which -b sets (" +
+                                 std::to_string(batch_size) + "), not " +
+                                 std::to_string(t.shape[0]) + ": give -b " +
+                                 std::to_string(t.shape[0]) + ", or the dims after the batch");
+        }
       } else if (batched && it->second.size() + 1 == in.dims.size()) {
         t.shape = {batch_size};
         t.shape.insert(t.shape.end(), it->second.begin(), it->second.end());

@@ -642,10 +642,17 @@ TEST(InputsTest, DeterministicFromTheSeedWithShapesFromMetadataAndOverrides) {
     EXPECT_GE(v, -1.0f);
     EXPECT_LT(v, 1.0f);
   }
-  // Full-rank override: the batch dim still comes from the batch size.
-  auto full = MakeInputs(Mlp(), {{"ids", {1, 7}}}, 3, 1, 0);
+  // Full-rank override: its batch dim must be the batch size, which -b sets; another value
+  // would be replaced without a word.
+  auto full = MakeInputs(Mlp(), {{"ids", {3, 7}}}, 3, 1, 0);
   ASSERT_TRUE(full.ok());
   EXPECT_EQ((*full)[1].shape, (std::vector<int64_t>{3, 7}));
+  auto other_batch = MakeInputs(Mlp(), {{"ids", {5, 7}}}, 3, 1, 0);
+  ASSERT_FALSE(other_batch.ok());
+  EXPECT_NE(
+      other_batch.status().message().find("is the batch, which -b sets (3), not 5: give -b 5"),
+      std::string::npos)
+      << other_batch.status().message();
 }
 
 TEST(InputsTest, ClearErrors) {
