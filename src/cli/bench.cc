@@ -477,6 +477,34 @@ Status RunInProcess(const BenchFlags& flags, ProgressLine& progress, bench::Benc
   return Status::Ok();
 }
 
+// What WriteOutputs will need, checked before measuring, so that a run (a soak of hours)
+// is never lost to a path it cannot write at the end: each folder exists and is writable,
+// and a file appended to reads as bench's.
+Status CheckOutputs(const BenchFlags& flags) {
+  for (const std::string* path : {&flags.json_path, &flags.csv_path, &flags.svg_path}) {
+    if (path->empty()) continue;
+    const fs::path parent =
+        fs::path(*path).parent_path().empty() ? fs::path(".") : fs::path(*path).parent_path();
+    std::error_code ec;
+    if (!fs::is_directory(parent, ec)) {
+      return Unavailable("cannot write " + *path + ": no folder " + parent.string());
+    }
+    if (::access(parent.c_str(), W_OK) != 0) {
+      return Unavailable("cannot write " + *path + ": " + parent.string() + " is not writable");
+    }
+  }
+  std::error_code ec;
+  if (flags.append && !flags.json_path.empty() && fs::exists(flags.json_path, ec)) {
+    FASTPATH_ASSIGN_OR_RETURN(std::string text, ReadTextFile(flags.json_path));
+    FASTPATH_RETURN_IF_ERROR(bench::ReadReportsJson(text, flags.json_path).status());
+  }
+  if (flags.append && !flags.csv_path.empty() && fs::exists(flags.csv_path, ec)) {
+    FASTPATH_ASSIGN_OR_RETURN(const std::string existing, ReadTextFile(flags.csv_path));
+    FASTPATH_RETURN_IF_ERROR(bench::AppendCsvRows(existing, bench::BenchReport{}).status());
+  }
+  return Status::Ok();
+}
+
 Status WriteOutputs(const BenchFlags& flags, const bench::BenchReport& report) {
   std::vector<bench::BenchReport> runs;
   if (!flags.json_path.empty()) {
@@ -741,6 +769,7 @@ int Bench(const std::vector<std::string>& args) {
     std::cerr << "fastpath bench: " << s.message() << "\n";
     return s.code() == StatusCode::kInvalidArgument ? kExitUsage : kExitRuntime;
   };
+  if (Status s = CheckOutputs(flags); !s.ok()) return fail(s);
 
   if (flags.calibrate) {
     report.transport = bench::TransportName(flags.transport);

@@ -285,6 +285,36 @@ TEST_F(BenchTest, APointWhereNothingSucceededFails) {
   EXPECT_NE(r.err.find("http_400"), std::string::npos) << r.err;
 }
 
+// Outputs are checked before measuring: a run (a soak of hours) is never lost to a path it
+// cannot write at the end.
+TEST_F(BenchTest, AnOutputItCannotWriteIsRefusedBeforeMeasuring) {
+  auto args = Short();
+  for (const std::string& a :
+       std::vector<std::string>{"-u", "127.0.0.1:" + std::to_string(server().http_port()), "--json",
+                                Path("no-such-folder/out.json")}) {
+    args.push_back(a);
+  }
+  BenchRun r = Run(args);
+  EXPECT_EQ(r.exit_code, 1) << r.err << r.out;
+  EXPECT_NE(r.err.find("cannot write " + Path("no-such-folder/out.json") + ": no folder"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out.find("c=1"), std::string::npos) << "measured anyway: " << r.out;
+
+  std::ofstream(Path("foreign.csv")) << "a,b\n1,2\n";
+  args = Short();
+  for (const std::string& a :
+       std::vector<std::string>{"-u", "127.0.0.1:" + std::to_string(server().http_port()), "--csv",
+                                Path("foreign.csv"), "--append"}) {
+    args.push_back(a);
+  }
+  r = Run(args);
+  EXPECT_EQ(r.exit_code, 2) << r.err << r.out;
+  EXPECT_NE(r.err.find("the CSV file's header is not fastpath bench's"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out.find("c=1"), std::string::npos) << "measured anyway: " << r.out;
+}
+
 TEST_F(BenchTest, Grpc) {
   auto args = Short();
   for (const std::string& a :
