@@ -143,6 +143,7 @@ class GrpcClosedLoop : public ClosedLoop {
     // Nothing back for this long once stopping: the server is stuck, and what is still in
     // flight is cancelled rather than waited for.
     constexpr auto kPatience = std::chrono::seconds(1);
+    constexpr auto kReconnectPause = std::chrono::milliseconds(20);
     size_t in_flight = 0;
     size_t next = 0;
     auto start = [&](size_t slot) {
@@ -161,11 +162,29 @@ class GrpcClosedLoop : public ClosedLoop {
     for (size_t slot = 0; slot < calls_.size(); ++slot) start(slot);
     Clock::time_point last_answer = Clock::now();
     bool cancelled = false;
-    while (in_flight > 0) {
+    // Slots whose call found no server (UNAVAILABLE) start again after a pause, as HTTP's
+    // reconnect does: at once, a lost server is asked tens of thousands of times a second.
+    std::vector<std::pair<Clock::time_point, size_t>> paused;
+    while (in_flight > 0 || (!paused.empty() && !stop.load())) {
+      auto wait = Clock::now() + std::chrono::milliseconds(100);
+      for (auto it = paused.begin(); it != paused.end();) {
+        if (stop.load()) {
+          it = paused.erase(it);
+        } else if (it->first <= Clock::now()) {
+          start(it->second);
+          it = paused.erase(it);
+        } else {
+          wait = std::min(wait, it->first);
+          ++it;
+        }
+      }
+      if (in_flight == 0 && paused.empty()) break;
       void* tag = nullptr;
       bool ok = false;
       const auto got = cq_.AsyncNext(
-          &tag, &ok, std::chrono::system_clock::now() + std::chrono::milliseconds(100));
+          &tag, &ok,
+          std::chrono::system_clock::now() +
+              std::chrono::duration_cast<std::chrono::system_clock::duration>(wait - Clock::now()));
       if (got == grpc::CompletionQueue::SHUTDOWN) break;
       if (got == grpc::CompletionQueue::TIMEOUT) {
         if (stop.load() && !cancelled && Clock::now() - last_answer > kPatience) {
@@ -194,7 +213,12 @@ class GrpcClosedLoop : public ClosedLoop {
         on_answer(outcome,
                   std::chrono::duration_cast<std::chrono::nanoseconds>(answered - c.sent).count());
       }
-      if (!stop.load()) start(slot);
+      if (stop.load()) continue;
+      if (outcome.kind == "grpc_UNAVAILABLE") {
+        paused.emplace_back(answered + kReconnectPause, slot);
+      } else {
+        start(slot);
+      }
     }
   }
 
