@@ -97,6 +97,8 @@ class GrpcSession : public InferSession {
 
   InferOutcome Infer(size_t index) override {
     grpc::ClientContext context;
+    // As HTTP's: a server that stops answering fails the call, never holds bench.
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
     grpc::ByteBuffer response;
     grpc::Status status;
     // The buffer's slices are shared, not copied.

@@ -196,19 +196,20 @@ class HttpConnection {
     http::request<http::empty_body> req{verb, target, 11};
     req.set(http::field::host, host_header_);
     req.keep_alive(true);
-    beast::error_code ec;
-    http::write(socket_, req, ec);
+    const beast::error_code ec = WithDeadline(
+        kControlDeadline, [&](auto done) { http::async_write(socket_, req, std::move(done)); });
     if (ec) return Failed("writing the request", ec);
-    return Read(status, response_body);
+    return Read(kControlDeadline, status, response_body);
   }
 
   // Sends a prepared request (WireRequest) and reads the whole response.
   InferOutcome Send(const std::string& wire, int* status, std::string* response_body) {
     if (InferOutcome o = Connect(); !o.ok) return o;
-    beast::error_code ec;
-    asio::write(socket_, asio::buffer(wire), ec);
+    const beast::error_code ec = WithDeadline(kInferDeadline, [&](auto done) {
+      asio::async_write(socket_, asio::buffer(wire), std::move(done));
+    });
     if (ec) return Failed("writing the request", ec);
-    return Read(status, response_body);
+    return Read(kInferDeadline, status, response_body);
   }
 
  private:
@@ -226,10 +227,33 @@ class HttpConnection {
     return {};
   }
 
-  InferOutcome Read(int* status, std::string* response_body) {
-    beast::error_code ec;
+  // A server that stops answering must not hold bench forever: each write and read of an
+  // inference gets this long, and of a control request (metadata, statistics) as long as
+  // gRPC's control calls; then it fails as a timeout (an "io" error naming it).
+  static constexpr auto kInferDeadline = std::chrono::seconds(60);
+  static constexpr auto kControlDeadline = std::chrono::seconds(10);
+
+  // Starts an asynchronous operation on socket_ (`start` gets its completion handler) and
+  // runs it on this connection's own io_context for at most `deadline`.
+  template <typename Start>
+  beast::error_code WithDeadline(std::chrono::seconds deadline, Start start) {
+    std::optional<beast::error_code> result;
+    start([&result](beast::error_code ec, std::size_t) { result = ec; });
+    io_.restart();
+    io_.run_for(deadline);
+    if (result) return *result;
+    beast::error_code ignored;
+    socket_.cancel(ignored);  // the handler runs with operation_aborted
+    io_.restart();
+    io_.run();
+    return asio::error::timed_out;
+  }
+
+  InferOutcome Read(std::chrono::seconds deadline, int* status, std::string* response_body) {
     PrepareParser(parser_);
-    http::read(socket_, buffer_, *parser_, ec);
+    const beast::error_code ec = WithDeadline(deadline, [&](auto done) {
+      http::async_read(socket_, buffer_, *parser_, std::move(done));
+    });
     if (ec) return Failed("reading the response", ec);
     auto& res = parser_->get();
     *status = static_cast<int>(res.result_int());
