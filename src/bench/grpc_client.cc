@@ -284,6 +284,16 @@ class GrpcTarget : public Target {
     };
     FASTPATH_RETURN_IF_ERROR(convert(response.inputs(), &m.inputs));
     FASTPATH_RETURN_IF_ERROR(convert(response.outputs(), &m.outputs));
+    // The config extension, where the server has it (Triton's and fastpath's do).
+    grpc::ClientContext config_context;
+    config_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    inference::ModelConfigRequest config_request;
+    config_request.set_name(model_);
+    config_request.set_version(version_);
+    inference::ModelConfigResponse config;
+    if (control_->ModelConfig(&config_context, config_request, &config).ok()) {
+      m.max_batch_size = config.config().max_batch_size();
+    }
     metadata_ = m;
     return m;
   }

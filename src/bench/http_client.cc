@@ -508,6 +508,20 @@ class HttpTarget : public Target {
     }
     FASTPATH_ASSIGN_OR_RETURN(m.inputs, JsonTensorList(doc, "inputs"));
     FASTPATH_ASSIGN_OR_RETURN(m.outputs, JsonTensorList(doc, "outputs"));
+    // The config extension, where the server has it (Triton's and fastpath's do).
+    int config_status = 0;
+    if (auto config = Get(ModelPath() + "/config", &config_status);
+        config.ok() && config_status == 200) {
+      rapidjson::Document c;
+      c.Parse(config->data(), config->size());
+      if (!c.HasParseError() && c.IsObject()) {
+        if (auto it = c.FindMember("max_batch_size"); it != c.MemberEnd() && it->value.IsInt64()) {
+          m.max_batch_size = it->value.GetInt64();
+        } else {
+          m.max_batch_size = 0;  // proto3's JSON leaves a 0 out
+        }
+      }
+    }
     metadata_ = m;
     return m;
   }

@@ -702,6 +702,12 @@ void ProgressLine::EndPoint() {
 
 Status PrepareRequests(bench::Target& target, const BenchFlags& flags, int64_t batch_size) {
   FASTPATH_ASSIGN_OR_RETURN(bench::ModelMetadata metadata, target.Metadata());
+  // perf_analyzer refuses this too: the rows would be one request's dim, and infer/s would
+  // count each request batch_size times.
+  if (batch_size > 1 && metadata.max_batch_size == 0) {
+    return InvalidArgument("-b " + std::to_string(batch_size) + ": model '" + flags.model +
+                           "' does not batch (its config's max_batch_size is 0), so -b must be 1");
+  }
   std::vector<std::vector<Tensor>> requests;
   for (int64_t i = 0; i < flags.request_pool; ++i) {
     FASTPATH_ASSIGN_OR_RETURN(auto inputs,

@@ -315,6 +315,36 @@ TEST_F(BenchTest, AnOutputItCannotWriteIsRefusedBeforeMeasuring) {
   EXPECT_EQ(r.out.find("c=1"), std::string::npos) << "measured anyway: " << r.out;
 }
 
+// A model that does not batch (max_batch_size 0, a leading -1 of its own): -b would count
+// each request's rows as inferences. Refused over both protocols, as perf_analyzer does.
+class NoBatchingBenchTest : public BenchTest {
+ protected:
+  std::vector<std::string> Models() override { return {}; }
+  void PrepareRepository(testing::TempRepository& repo) override {
+    repo.WriteConfig("simple",
+                     "max_batch_size: 0\n"
+                     "input [ { name: \"INPUT0\" data_type: TYPE_INT32 dims: [ -1, 16 ] },\n"
+                     "        { name: \"INPUT1\" data_type: TYPE_INT32 dims: [ -1, 16 ] } ]\n");
+    repo.AddVersion("simple", 1, "simple");
+  }
+};
+
+TEST_F(NoBatchingBenchTest, BatchSizeIsRefused) {
+  for (const std::vector<std::string>& transport :
+       {std::vector<std::string>{"-u", "127.0.0.1:" + std::to_string(server().http_port())},
+        std::vector<std::string>{"-i", "grpc", "-u", server().grpc_target()}}) {
+    auto args = Short();
+    args.insert(args.end(), transport.begin(), transport.end());
+    args.push_back("-b");
+    args.push_back("8");
+    BenchRun r = Run(args);
+    EXPECT_EQ(r.exit_code, 2) << r.err << r.out;
+    EXPECT_NE(r.err.find("-b 8: model 'simple' does not batch (its config's max_batch_size is 0)"),
+              std::string::npos)
+        << r.err;
+  }
+}
+
 TEST_F(BenchTest, Grpc) {
   auto args = Short();
   for (const std::string& a :

@@ -35,6 +35,9 @@ struct ModelMetadata {
   std::vector<std::string> versions;
   std::vector<backend::TensorSpec> inputs;
   std::vector<backend::TensorSpec> outputs;
+  // From the model's config, where the server gives it: 0 means the model does not batch
+  // (a leading -1 in its shapes is then a dim of its own, not the batch). Unknown: unset.
+  std::optional<int64_t> max_batch_size;
 };
 
 // What one request came back as: ok, or an error kind ("http_503", "grpc_UNAVAILABLE",
