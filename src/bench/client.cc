@@ -3,6 +3,7 @@
 // file: http_client.cc, grpc_client.cc, in_process_client.cc.
 #include "fastpath/bench/client.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "client_internal.h"
@@ -101,6 +102,20 @@ namespace internal {
 std::string Truncate(std::string s, size_t n) {
   if (s.size() > n) s = s.substr(0, n) + "...";
   return s;
+}
+
+std::chrono::nanoseconds Patience(std::chrono::nanoseconds slowest) {
+  return std::clamp<std::chrono::nanoseconds>(2 * slowest, std::chrono::seconds(1),
+                                              std::chrono::minutes(1));
+}
+
+InferOutcome Unanswered(std::chrono::nanoseconds waited, std::chrono::nanoseconds patience) {
+  using Ms = std::chrono::milliseconds;
+  return {false, kUnanswered,
+          "no answer " + std::to_string(std::chrono::duration_cast<Ms>(waited).count()) +
+              " ms after it was sent, and nothing came back for " +
+              std::to_string(std::chrono::duration_cast<Ms>(patience).count()) +
+              " ms once the run ended: the server stopped answering"};
 }
 
 }  // namespace internal

@@ -2,6 +2,7 @@
 // in_process_client.cc, http_once.cc); not part of fastpath::bench's interface.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -14,6 +15,13 @@ namespace fastpath::bench::internal {
 
 // `s` cut to `n` characters and marked "...": a server's error text as an error sample.
 std::string Truncate(std::string s, size_t n = 300);
+
+// How long a stopped closed loop waits with nothing coming back before it gives up on what
+// is in flight (ClosedLoop::Run): twice `slowest`, the slowest answer of the run, within
+// [1 s, 1 min].
+std::chrono::nanoseconds Patience(std::chrono::nanoseconds slowest);
+// The kUnanswered outcome of a request given up on `waited` after it was sent.
+InferOutcome Unanswered(std::chrono::nanoseconds waited, std::chrono::nanoseconds patience);
 
 // A KServe v2 inference request body: `inputs`, and `outputs` asked for by name. With
 // Encoding::kBinary the tensors travel in the binary tensor extension and `json_length` is

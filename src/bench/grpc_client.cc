@@ -142,9 +142,6 @@ class GrpcClosedLoop : public ClosedLoop {
 
   void Run(const std::atomic<bool>& stop, const OnAnswer& on_answer) override {
     using Clock = std::chrono::steady_clock;
-    // Nothing back for this long once stopping: the server is stuck, and what is still in
-    // flight is cancelled rather than waited for.
-    constexpr auto kPatience = std::chrono::seconds(1);
     constexpr auto kReconnectPause = std::chrono::milliseconds(20);
     size_t in_flight = 0;
     size_t next = 0;
@@ -163,6 +160,7 @@ class GrpcClosedLoop : public ClosedLoop {
     };
     for (size_t slot = 0; slot < calls_.size(); ++slot) start(slot);
     Clock::time_point last_answer = Clock::now();
+    Clock::duration slowest{0};
     bool cancelled = false;
     // Slots whose call found no server (UNAVAILABLE) start again after a pause, as HTTP's
     // reconnect does: at once, a lost server is asked tens of thousands of times a second.
@@ -189,9 +187,17 @@ class GrpcClosedLoop : public ClosedLoop {
               std::chrono::duration_cast<std::chrono::system_clock::duration>(wait - Clock::now()));
       if (got == grpc::CompletionQueue::SHUTDOWN) break;
       if (got == grpc::CompletionQueue::TIMEOUT) {
-        if (stop.load() && !cancelled && Clock::now() - last_answer > kPatience) {
+        // Nothing back for this long once stopping: the server is stuck, and what is still
+        // in flight is reported unanswered and cancelled rather than waited for.
+        const auto now = Clock::now();
+        const auto patience = internal::Patience(slowest);
+        if (stop.load() && !cancelled && now - last_answer > patience) {
           for (Call& c : calls_) {
-            if (c.context) c.context->TryCancel();
+            if (!c.context) continue;
+            const auto waited = now - c.sent;
+            on_answer(internal::Unanswered(waited, patience),
+                      std::chrono::duration_cast<std::chrono::nanoseconds>(waited).count());
+            c.context->TryCancel();
           }
           cancelled = true;
         }
@@ -202,6 +208,7 @@ class GrpcClosedLoop : public ClosedLoop {
       --in_flight;
       const auto slot = reinterpret_cast<size_t>(tag);
       Call& c = calls_[slot];
+      slowest = std::max(slowest, answered - c.sent);
       InferOutcome outcome;
       if (!ok) {
         outcome = {false, "grpc_INTERNAL", "the completion queue failed"};
@@ -211,7 +218,7 @@ class GrpcClosedLoop : public ClosedLoop {
       }
       c.reader.reset();
       c.context.reset();
-      if (!cancelled) {
+      if (!cancelled) {  // once cancelled, what is left was reported unanswered
         on_answer(outcome,
                   std::chrono::duration_cast<std::chrono::nanoseconds>(answered - c.sent).count());
       }

@@ -321,6 +321,7 @@ class HttpClosedLoop : public ClosedLoop {
     on_answer_ = &on_answer;
     abandoned_ = false;
     last_answer_ = Clock::now();
+    slowest_ = Clock::duration(0);
     io_.restart();
     for (Conn& c : conns_) Start(c);
     Tick();
@@ -329,9 +330,6 @@ class HttpClosedLoop : public ClosedLoop {
 
  private:
   using Clock = std::chrono::steady_clock;
-  // Nothing back for this long once stopping: the server is stuck, and what is still in
-  // flight is abandoned (its connection closed) rather than waited for.
-  static constexpr auto kPatience = std::chrono::seconds(1);
   // After a failed connect, as the thread-per-session workers pause.
   static constexpr auto kReconnectPause = std::chrono::milliseconds(20);
 
@@ -400,6 +398,7 @@ class HttpClosedLoop : public ClosedLoop {
     if (abandoned_) return;  // closed by Tick: not an answer
     const auto answered = Clock::now();
     last_answer_ = answered;
+    slowest_ = std::max(slowest_, answered - c.sent);
     (*on_answer_)(outcome,
                   std::chrono::duration_cast<std::chrono::nanoseconds>(answered - c.sent).count());
     if (!outcome.ok && outcome.kind == "connect") {
@@ -416,8 +415,9 @@ class HttpClosedLoop : public ClosedLoop {
     c.buffer.clear();
   }
 
-  // Every 100 ms: once stopping, ends the run when nothing is in flight, and abandons what is
-  // when nothing came back for kPatience.
+  // Every 100 ms: once stopping, ends the run when nothing is in flight; when nothing came back
+  // for internal::Patience, reports what is in flight unanswered and abandons it (closes its
+  // connection) rather than waiting for it.
   void Tick() {
     tick_.expires_after(std::chrono::milliseconds(100));
     tick_.async_wait([this](const beast::error_code&) {
@@ -428,9 +428,17 @@ class HttpClosedLoop : public ClosedLoop {
           for (Conn& c : conns_) c.pause.cancel();
           return;
         }
-        if (!abandoned_ && Clock::now() - last_answer_ > kPatience) {
+        const auto now = Clock::now();
+        const auto patience = internal::Patience(slowest_);
+        if (!abandoned_ && now - last_answer_ > patience) {
           abandoned_ = true;
-          for (Conn& c : conns_) Close(c);
+          for (Conn& c : conns_) {
+            if (!c.busy) continue;
+            const auto waited = now - c.sent;
+            (*on_answer_)(internal::Unanswered(waited, patience),
+                          std::chrono::duration_cast<std::chrono::nanoseconds>(waited).count());
+            Close(c);
+          }
         }
       }
       Tick();
@@ -447,6 +455,7 @@ class HttpClosedLoop : public ClosedLoop {
   const std::atomic<bool>* stop_ = nullptr;
   const OnAnswer* on_answer_ = nullptr;
   Clock::time_point last_answer_ = Clock::now();
+  Clock::duration slowest_{0};  // the slowest answer of the run
   bool abandoned_ = false;
 };
 

@@ -267,6 +267,13 @@ StatusOr<BenchPoint> Measure(Target& target, const MeasureOptions& options, bool
     }
   }
   run.Stop();
+  // What failed after the last window, while the run stopped: chiefly requests a stuck server
+  // never answered (kUnanswered), which no window saw end. They count against the point, so
+  // that a server that stopped answering does not read as a quiet one. Latencies that came
+  // back late are not the windows' and stay out.
+  Window tail = run.Collect();
+  for (const auto& [k, n] : tail.errors) windows.back().errors[k] += n;
+  for (const auto& [k, m] : tail.samples) windows.back().samples.emplace(k, m);
 
   point.trials = static_cast<int>(windows.size());
   const size_t used = std::min<size_t>(3, windows.size());

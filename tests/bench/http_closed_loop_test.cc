@@ -2,7 +2,8 @@
 // request in flight) against a scripted HTTP/1.1 server: every answer reported once and
 // replaced by the next request on the same connection, an error status reported with the
 // server's text, a reconnect when the server closes, a port with nothing behind it, and a
-// server that never answers, which must not keep the loop from returning once stopped.
+// server that never answers, which must not keep the loop from returning once stopped and
+// whose unanswered requests are reported, and one that answers slowly, which is waited for.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "fastpath/bench/client.h"
+#include "fastpath/bench/load_generator.h"
 
 namespace fastpath::bench {
 namespace {
@@ -30,7 +32,8 @@ class ScriptedServer {
     kOk,           // 200, keep-alive
     kUnavailable,  // 503 with a text, keep-alive
     kOkThenClose,  // 200 with "Connection: close", then closes
-    kSilent,       // reads, never answers
+    kSilent,       // reads, never answers an inference (a GET, such as statistics, gets 404)
+    kSlow,         // 200, keep-alive, 1.2 s after each request
   };
 
   explicit ScriptedServer(Mode mode) : mode_(mode) {
@@ -88,7 +91,13 @@ class ScriptedServer {
                                 ? 0
                                 : std::stoul(in.substr(cl + std::strlen("Content-Length: ")));
         if (in.size() >= head_end + 4 + body) {
+          const bool get = in.starts_with("GET ");
           in.erase(0, head_end + 4 + body);
+          if (get) {
+            const std::string not_found = "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";
+            if (write(fd, not_found.data(), not_found.size()) < 0) return;
+            continue;
+          }
           ++requests_;
           if (!Answer(fd)) return;
           continue;
@@ -117,6 +126,10 @@ class ScriptedServer {
         break;
       case Mode::kSilent:
         return true;
+      case Mode::kSlow:
+        std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+        out = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}";
+        break;
     }
     if (write(fd, out.data(), out.size()) != static_cast<ssize_t>(out.size())) return false;
     if (mode_ == Mode::kOkThenClose) {
@@ -214,8 +227,8 @@ TEST(HttpClosedLoopTest, NothingListeningIsAConnectErrorNamingTheAddress) {
 }
 
 // Stopped while every request waits on a server that never answers: the loop gives up on
-// them (after a second with nothing back) and returns, reporting none of them.
-TEST(HttpClosedLoopTest, RequestsAServerNeverAnswersAreAbandonedOnceStopped) {
+// them (after a second with nothing back) and returns, reporting each as unanswered.
+TEST(HttpClosedLoopTest, RequestsAServerNeverAnswersAreReportedUnansweredOnceStopped) {
   ScriptedServer server(ScriptedServer::Mode::kSilent);
   auto target = MakeHttpTarget({"127.0.0.1", server.port()}, Encoding::kBinary, "m", "");
   ASSERT_TRUE(target.ok());
@@ -224,15 +237,69 @@ TEST(HttpClosedLoopTest, RequestsAServerNeverAnswersAreAbandonedOnceStopped) {
   auto loop = (*target)->NewClosedLoop(2);
   ASSERT_TRUE(loop.ok());
   std::atomic<bool> stop{false};
-  int reported = 0;
+  std::vector<InferOutcome> reported;
   std::thread stopper([&] {
     while (server.requests() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     stop = true;
   });
-  (*loop)->Run(stop, [&](const InferOutcome&, int64_t) { ++reported; });
+  (*loop)->Run(stop, [&](const InferOutcome& outcome, int64_t) { reported.push_back(outcome); });
   stopper.join();
-  EXPECT_EQ(reported, 0);
+  ASSERT_EQ(reported.size(), 2u);
+  for (const InferOutcome& outcome : reported) {
+    EXPECT_FALSE(outcome.ok);
+    EXPECT_EQ(outcome.kind, kUnanswered);
+    EXPECT_NE(outcome.message.find("stopped answering"), std::string::npos) << outcome.message;
+  }
   EXPECT_EQ(server.requests(), 2);
+}
+
+// A server that answers, slowly: once stopped, the loop waits for what is in flight as long
+// as twice the slowest answer of the run, not just a second, so no answer is lost.
+TEST(HttpClosedLoopTest, AnswersSlowerThanTheBasePatienceAreWaitedFor) {
+  ScriptedServer server(ScriptedServer::Mode::kSlow);
+  auto target = MakeHttpTarget({"127.0.0.1", server.port()}, Encoding::kBinary, "m", "");
+  ASSERT_TRUE(target.ok());
+  Tensor input{"INPUT0", DataType::kFp32, {1, 4}, std::string(16, '\0')};
+  ASSERT_TRUE((*target)->Prepare({{input}}).ok());
+  auto loop = (*target)->NewClosedLoop(1);
+  ASSERT_TRUE(loop.ok());
+  std::atomic<bool> stop{false};
+  std::thread stopper([&] {
+    // The first answer is back and the second request in flight.
+    while (server.requests() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    stop = true;
+  });
+  Answers a;
+  (*loop)->Run(stop, [&](const InferOutcome& outcome, int64_t) {
+    if (outcome.ok) {
+      ++a.ok;
+    } else {
+      ++a.errors[outcome.kind];
+    }
+  });
+  stopper.join();
+  EXPECT_EQ(a.ok, 2);
+  EXPECT_TRUE(a.errors.empty());
+}
+
+// A point measured against a server that stopped answering: what it left unanswered counts
+// as errors of the point, so that it cannot read as a quiet one (no requests, no errors).
+TEST(HttpClosedLoopTest, APointAgainstAServerThatStoppedAnsweringCountsItsUnansweredRequests) {
+  ScriptedServer server(ScriptedServer::Mode::kSilent);
+  auto target = MakeHttpTarget({"127.0.0.1", server.port()}, Encoding::kBinary, "m", "");
+  ASSERT_TRUE(target.ok());
+  Tensor input{"INPUT0", DataType::kFp32, {1, 4}, std::string(16, '\0')};
+  ASSERT_TRUE((*target)->Prepare({{input}}).ok());
+  MeasureOptions options;
+  options.warmup = std::chrono::milliseconds(50);
+  options.window = std::chrono::milliseconds(100);
+  options.max_trials = 2;
+  auto point = MeasureConcurrency(**target, 3, options);
+  ASSERT_TRUE(point.ok()) << point.status().ToString();
+  EXPECT_EQ(point->requests, 0u);
+  EXPECT_EQ(point->errors, 3u);
+  EXPECT_EQ(point->errors_by_kind.at(kUnanswered), 3u);
+  EXPECT_EQ(point->error_samples.count(kUnanswered), 1u);
 }
 
 }  // namespace

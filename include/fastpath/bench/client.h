@@ -70,10 +70,16 @@ class ClosedLoop {
  public:
   virtual ~ClosedLoop() = default;
   using OnAnswer = std::function<void(const InferOutcome& outcome, int64_t latency_ns)>;
-  // Returns once `stop` is set and every request in flight has come back (or, when none
-  // comes back for a while, been cancelled).
+  // Returns once `stop` is set and every request in flight has come back. When none comes
+  // back for a while (a second, or twice the slowest answer of the run, whichever is
+  // longer, at most a minute), what is still in flight is cancelled and each is reported
+  // as an error of kind kUnanswered: a server that stopped answering must not leave a
+  // point that reads as quiet.
   virtual void Run(const std::atomic<bool>& stop, const OnAnswer& on_answer) = 0;
 };
+
+// The error kind of a request still unanswered when a closed loop gave up on it.
+inline constexpr char kUnanswered[] = "unanswered";
 
 class Target {
  public:
