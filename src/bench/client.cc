@@ -183,7 +183,9 @@ StatusOr<std::vector<Tensor>> MakeInputs(const ModelMetadata& metadata,
     t.name = in.name;
     t.dtype = in.dtype;
     t.shape = in.dims;
-    const bool batched = !t.shape.empty() && t.shape[0] == -1;
+    // A leading -1 is the batch, unless the config says the model does not batch: then it is
+    // a dim of its own, which --shape gives.
+    const bool batched = metadata.max_batch_size != 0 && !t.shape.empty() && t.shape[0] == -1;
     if (auto it = shapes.find(in.name); it != shapes.end()) {
       if (it->second.size() == in.dims.size()) {
         t.shape = it->second;
@@ -219,8 +221,9 @@ StatusOr<std::vector<Tensor>> MakeInputs(const ModelMetadata& metadata,
     for (int64_t d : t.shape) {
       if (d < 0) {
         return InvalidArgument("input '" + in.name + "' has shape " + ShapeToString(in.dims) +
-                               " with a dynamic dim besides the batch: give it with --shape " +
-                               in.name + ":D1,D2,...");
+                               (batched ? " with a dynamic dim besides the batch"
+                                        : " with a dynamic dim (the model does not batch)") +
+                               ": give it with --shape " + in.name + ":D1,D2,...");
       }
     }
     FASTPATH_ASSIGN_OR_RETURN(int64_t count, ElementCount(t.shape, kMaxRequestElements));

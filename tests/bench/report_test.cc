@@ -667,6 +667,31 @@ TEST(InputsTest, ClearErrors) {
   EXPECT_NE(fixed.status().message().find("fixed at 64"), std::string::npos) << fixed.status().message();
 }
 
+// A model that does not batch (max_batch_size 0): its leading -1 is a dim of its own, which
+// --shape must give in full; -b does not fill it.
+TEST(InputsTest, ALeadingDynamicDimOfAModelThatDoesNotBatchIsNotTheBatch) {
+  ModelMetadata m;
+  m.name = "tokens";
+  m.inputs = {{"ids", DataType::kInt64, {-1, 8}}};
+  m.max_batch_size = 0;
+  auto missing = MakeInputs(m, {}, 1, 0, 0);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("--shape ids"), std::string::npos)
+      << missing.status().message();
+  auto full = MakeInputs(m, {{"ids", {5, 8}}}, 1, 0, 0);
+  ASSERT_TRUE(full.ok()) << full.status().message();
+  EXPECT_EQ((*full)[0].shape, (std::vector<int64_t>{5, 8}));
+  auto short_shape = MakeInputs(m, {{"ids", {8}}}, 1, 0, 0);
+  ASSERT_FALSE(short_shape.ok());
+  EXPECT_NE(short_shape.status().message().find("give 2 dims"), std::string::npos)
+      << short_shape.status().message();
+  // Unknown (a server that does not give its config): as before, the batch.
+  m.max_batch_size.reset();
+  auto unknown = MakeInputs(m, {}, 3, 0, 0);
+  ASSERT_TRUE(unknown.ok()) << unknown.status().message();
+  EXPECT_EQ((*unknown)[0].shape, (std::vector<int64_t>{3, 8}));
+}
+
 TEST(FlagsTest, AddressesAndShapes) {
   auto a = ParseAddress("localhost", 8000);
   ASSERT_TRUE(a.ok());
