@@ -4,6 +4,8 @@
 #include <rapidjson/prettywriter.h>
 #include <rapidjson/stringbuffer.h>
 
+#include "fastpath/common/json.h"
+
 namespace fastpath::admission {
 namespace {
 
@@ -31,7 +33,7 @@ void OptDouble(Writer& w, const std::optional<double>& value) {
 // empty or unparsable, so one bad producer never breaks the report.
 void Embedded(Writer& w, const std::string& json) {
   rapidjson::Document doc;
-  if (json.empty() || doc.Parse(json.c_str(), json.size()).HasParseError()) {
+  if (json.empty() || !json::ParseBounded(&doc, json).empty()) {
     w.Null();
     return;
   }

@@ -8,6 +8,8 @@
 #include <map>
 #include <utility>
 
+#include "fastpath/common/json.h"
+
 namespace fastpath::admission {
 namespace {
 
@@ -52,11 +54,8 @@ void Flatten(const rapidjson::Value& value, const std::string& path, Leaves* out
 
 StatusOr<Leaves> Parse(const std::string& text, const std::string& name) {
   rapidjson::Document doc;
-  doc.Parse(text.c_str(), text.size());
-  if (doc.HasParseError()) {
-    return InvalidArgument(
-        name + " is not valid JSON: " + rapidjson::GetParseError_En(doc.GetParseError()) +
-        " (at byte " + std::to_string(doc.GetErrorOffset()) + ")");
+  if (const std::string error = json::ParseBounded(&doc, text); !error.empty()) {
+    return InvalidArgument(name + " is not valid JSON: " + error);
   }
   if (!doc.IsObject())
     return InvalidArgument(name +

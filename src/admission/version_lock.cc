@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "fastpath/common/json.h"
+
 namespace fastpath::admission {
 namespace {
 
@@ -118,11 +120,8 @@ std::string LockToJson(const VersionLock& lock) {
 
 StatusOr<VersionLock> ParseLock(const std::string& text, const std::string& source) {
   rapidjson::Document doc;
-  doc.Parse(text.c_str(), text.size());
-  if (doc.HasParseError()) {
-    return InvalidArgument("version lock " + source + " is not valid JSON: " +
-                           rapidjson::GetParseError_En(doc.GetParseError()) + " (at byte " +
-                           std::to_string(doc.GetErrorOffset()) + ")");
+  if (const std::string error = json::ParseBounded(&doc, text); !error.empty()) {
+    return InvalidArgument("version lock " + source + " is not valid JSON: " + error);
   }
   if (!doc.IsObject()) return InvalidArgument("version lock " + source + " must be a JSON object");
   auto format = doc.FindMember(kFormatKey);

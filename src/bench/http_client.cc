@@ -21,6 +21,7 @@
 #include "client_internal.h"
 #include "fastpath/bench/client.h"
 #include "fastpath/bench/http_once.h"
+#include "fastpath/common/json.h"
 
 namespace fastpath::bench {
 namespace {
@@ -505,8 +506,7 @@ class HttpTarget : public Target {
                          Truncate(body));
     }
     rapidjson::Document doc;
-    doc.Parse(body.data(), body.size());
-    if (doc.HasParseError() || !doc.IsObject())
+    if (!json::ParseBounded(&doc, body).empty() || !doc.IsObject())
       return Internal("GET " + ModelPath() + " did not return a JSON object");
     ModelMetadata m;
     m.name = JsonString(doc, "name");
@@ -542,8 +542,9 @@ class HttpTarget : public Target {
     if (status != 200)
       return Unavailable("GET " + ModelPath() + "/stats answered " + std::to_string(status));
     rapidjson::Document doc;
-    doc.Parse(body.data(), body.size());
-    if (doc.HasParseError() || !doc.IsObject()) return std::optional<ModelStatsSnapshot>();
+    if (!json::ParseBounded(&doc, body).empty() || !doc.IsObject()) {
+      return std::optional<ModelStatsSnapshot>();
+    }
     auto stats = doc.FindMember("model_stats");
     if (stats == doc.MemberEnd() || !stats->value.IsArray() || stats->value.Empty()) {
       return std::optional<ModelStatsSnapshot>();

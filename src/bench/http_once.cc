@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "client_internal.h"
+#include "fastpath/common/json.h"
 
 namespace fastpath::bench {
 namespace {
@@ -99,9 +100,8 @@ StatusOr<std::vector<Tensor>> DecodeOutputs(const std::string& where, const Answ
     return Internal(where + ": Inference-Header-Content-Length is past the body's end");
   }
   rapidjson::Document doc;
-  doc.Parse(body.data(), header_length);
-  if (doc.HasParseError() || !doc.IsObject() || !doc.HasMember("outputs") ||
-      !doc["outputs"].IsArray()) {
+  if (!json::ParseBounded(&doc, std::string_view(body).substr(0, header_length)).empty() ||
+      !doc.IsObject() || !doc.HasMember("outputs") || !doc["outputs"].IsArray()) {
     return Internal(where + ": the answer is not a KServe v2 response: " +
                     internal::Truncate(body.substr(0, header_length)));
   }

@@ -10,6 +10,7 @@
 
 #include "fastpath/bench/report.h"
 #include "fastpath/bench/soak.h"
+#include "fastpath/common/json.h"
 
 namespace fastpath::bench {
 namespace {
@@ -548,10 +549,8 @@ std::string ReportsToJson(const std::vector<BenchReport>& reports) {
 StatusOr<std::vector<BenchReport>> ReadReportsJson(std::string_view text, std::string_view source) {
   const std::string src(source);
   rapidjson::Document doc;
-  doc.Parse(text.data(), text.size());
-  if (doc.HasParseError()) {
-    return InvalidArgument(src + ": not JSON (" + rapidjson::GetParseError_En(doc.GetParseError()) +
-                           " at offset " + std::to_string(doc.GetErrorOffset()) + ")");
+  if (const std::string error = json::ParseBounded(&doc, text); !error.empty()) {
+    return InvalidArgument(src + ": not JSON (" + error + ")");
   }
   if (!doc.IsObject() || !doc.HasMember("runs") || !doc["runs"].IsArray()) {
     return InvalidArgument(src + ": not a fastpath bench report (no \"runs\" array)");

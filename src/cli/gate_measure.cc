@@ -15,6 +15,7 @@
 #include "fastpath/admission/accuracy_guard.h"
 #include "fastpath/admission/self_test.h"
 #include "fastpath/bench/http_once.h"
+#include "fastpath/common/json.h"
 
 namespace fastpath::cli::gate {
 namespace {
@@ -136,8 +137,7 @@ std::string GateServer::CapabilitySnapshot() {
   auto body = bench::GetOnce(spec_.http, "/v2/health/admission", kGetTimeout);
   if (!body.ok()) return "";
   rapidjson::Document doc;
-  doc.Parse(body->data(), body->size());
-  if (doc.HasParseError() || !doc.IsObject()) return "";
+  if (!json::ParseBounded(&doc, *body).empty() || !doc.IsObject()) return "";
   const auto it = doc.FindMember("capability_snapshot");
   if (it == doc.MemberEnd() || !it->value.IsObject()) return "";
   rapidjson::StringBuffer buffer;

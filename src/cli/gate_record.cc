@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <iterator>
 
+#include "fastpath/common/json.h"
 #include "gate_measure.h"
 
 namespace fastpath::cli::gate {
@@ -87,8 +88,7 @@ std::string RecordToJson(const GateRecord& record) {
     w.Null();
   } else {
     rapidjson::Document snapshot;
-    snapshot.Parse(record.side.snapshot_json.c_str());
-    if (snapshot.HasParseError()) {
+    if (!json::ParseBounded(&snapshot, record.side.snapshot_json).empty()) {
       w.Null();
     } else {
       snapshot.Accept(w);
@@ -103,8 +103,10 @@ StatusOr<GateRecord> RecordFromJson(const std::string& text, const std::string& 
     return InvalidArgument(path + " is not a `fastpath gate --record` file: " + what);
   };
   rapidjson::Document doc;
-  doc.Parse(text.data(), text.size());
-  if (doc.HasParseError() || !doc.IsObject()) return bad("not a JSON object");
+  if (const std::string error = json::ParseBounded(&doc, text); !error.empty()) {
+    return bad("not JSON: " + error);
+  }
+  if (!doc.IsObject()) return bad("not a JSON object");
   const auto format = doc.FindMember("fastpath_gate_record");
   if (format == doc.MemberEnd() || !format->value.IsInt()) {
     return bad("no \"fastpath_gate_record\" member");

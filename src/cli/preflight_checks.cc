@@ -17,6 +17,7 @@
 #include "fastpath/bench/report.h"
 #include "fastpath/bench/soak.h"
 #include "fastpath/common/duration.h"
+#include "fastpath/common/json.h"
 #include "fastpath/config/ensemble_config.h"
 #include "fastpath/config/model_config.h"
 #include "rules_yaml.h"
@@ -656,9 +657,9 @@ Item CheckMetricsCollected(const std::string& prometheus, const StatusOr<std::st
     return item;
   }
   rapidjson::Document doc;
-  doc.Parse(answer->data(), answer->size());
-  if (doc.HasParseError() || !doc.IsObject() || !doc.HasMember("data") || !doc["data"].IsObject() ||
-      !doc["data"].HasMember("result") || !doc["data"]["result"].IsArray()) {
+  if (!json::ParseBounded(&doc, *answer).empty() || !doc.IsObject() || !doc.HasMember("data") ||
+      !doc["data"].IsObject() || !doc["data"].HasMember("result") ||
+      !doc["data"]["result"].IsArray()) {
     item.summary = prometheus +
                    " answered the query without a data.result list: not "
                    "Prometheus' HTTP API";

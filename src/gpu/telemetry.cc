@@ -14,6 +14,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "fastpath/common/json.h"
+
 namespace fastpath::gpu {
 namespace {
 
@@ -239,10 +241,8 @@ StatusOr<std::unique_ptr<GpuSource>> OpenTraceSource(const std::filesystem::path
                              ": " + why);
     };
     rapidjson::Document doc;
-    doc.Parse(text.c_str(), text.size());
-    if (doc.HasParseError()) {
-      return bad(std::string("not JSON: ") + rapidjson::GetParseError_En(doc.GetParseError()) +
-                 " at column " + std::to_string(doc.GetErrorOffset() + 1));
+    if (const std::string error = json::ParseBounded(&doc, text); !error.empty()) {
+      return bad("not JSON: " + error);
     }
     if (!doc.IsObject()) return bad("not a JSON object");
     TraceLine line;

@@ -60,5 +60,16 @@ TEST(SnapshotDiff, InvalidJsonNamesTheFile) {
   EXPECT_THAT(changes.status().message(), HasSubstr("new.json is not a JSON object"));
 }
 
+// A document nested a million deep is refused with a reason; parsed or walked recursively, it
+// overflowed the stack (exit 139).
+TEST(SnapshotDiff, ADeepDocumentIsRefusedNotACrash) {
+  const std::string deep =
+      "{\"runs\":" + std::string(1'000'000, '[') + std::string(1'000'000, ']') + "}";
+  auto changes = DiffSnapshots(deep, "deep.json", kToday, "new.json");
+  ASSERT_FALSE(changes.ok());
+  EXPECT_THAT(changes.status().message(),
+              HasSubstr("deep.json is not valid JSON: nested deeper than 256 levels"));
+}
+
 }  // namespace
 }  // namespace fastpath::admission
