@@ -109,13 +109,18 @@ std::chrono::nanoseconds Patience(std::chrono::nanoseconds slowest) {
                                               std::chrono::minutes(1));
 }
 
-InferOutcome Unanswered(std::chrono::nanoseconds waited, std::chrono::nanoseconds patience) {
-  using Ms = std::chrono::milliseconds;
-  return {false, kUnanswered,
-          "no answer " + std::to_string(std::chrono::duration_cast<Ms>(waited).count()) +
-              " ms after it was sent, and nothing came back for " +
-              std::to_string(std::chrono::duration_cast<Ms>(patience).count()) +
-              " ms once the run ended: the server stopped answering"};
+std::optional<InferOutcome> GiveUp(std::chrono::steady_clock::time_point sent,
+                                   std::chrono::steady_clock::time_point stopped,
+                                   std::chrono::steady_clock::time_point now,
+                                   std::chrono::nanoseconds patience) {
+  if (stopped - sent <= patience) return std::nullopt;
+  auto ms = [](auto d) {
+    return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
+  };
+  return InferOutcome{false, kUnanswered,
+                      "no answer " + ms(now - sent) + " ms after it was sent (" +
+                          ms(stopped - sent) + " ms of them before the run ended): the server " +
+                          "stopped answering"};
 }
 
 }  // namespace internal

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,8 +21,13 @@ std::string Truncate(std::string s, size_t n = 300);
 // is in flight (ClosedLoop::Run): twice `slowest`, the slowest answer of the run, within
 // [1 s, 1 min].
 std::chrono::nanoseconds Patience(std::chrono::nanoseconds slowest);
-// The kUnanswered outcome of a request given up on `waited` after it was sent.
-InferOutcome Unanswered(std::chrono::nanoseconds waited, std::chrono::nanoseconds patience);
+// What a stopped closed loop reports of a request still in flight when it gives up on it
+// (ClosedLoop::Run): its kUnanswered outcome when it was sent more than `patience` before the
+// run stopped, else nothing.
+std::optional<InferOutcome> GiveUp(std::chrono::steady_clock::time_point sent,
+                                   std::chrono::steady_clock::time_point stopped,
+                                   std::chrono::steady_clock::time_point now,
+                                   std::chrono::nanoseconds patience);
 
 // A KServe v2 inference request body: `inputs`, and `outputs` asked for by name. With
 // Encoding::kBinary the tensors travel in the binary tensor extension and `json_length` is

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <optional>
 
 #include "client_internal.h"
 #include "fastpath/bench/client.h"
@@ -161,6 +162,7 @@ class GrpcClosedLoop : public ClosedLoop {
     for (size_t slot = 0; slot < calls_.size(); ++slot) start(slot);
     Clock::time_point last_answer = Clock::now();
     Clock::duration slowest{0};
+    std::optional<Clock::time_point> stopped;  // when this loop first saw `stop`
     bool cancelled = false;
     // Slots whose call found no server (UNAVAILABLE) start again after a pause, as HTTP's
     // reconnect does: at once, a lost server is asked tens of thousands of times a second.
@@ -188,15 +190,17 @@ class GrpcClosedLoop : public ClosedLoop {
       if (got == grpc::CompletionQueue::SHUTDOWN) break;
       if (got == grpc::CompletionQueue::TIMEOUT) {
         // Nothing back for this long once stopping: the server is stuck, and what is still
-        // in flight is reported unanswered and cancelled rather than waited for.
+        // in flight is cancelled rather than waited for (and reported, when long stuck).
         const auto now = Clock::now();
+        if (stop.load() && !stopped) stopped = now;
         const auto patience = internal::Patience(slowest);
-        if (stop.load() && !cancelled && now - last_answer > patience) {
+        if (stopped && !cancelled && now - last_answer > patience) {
           for (Call& c : calls_) {
             if (!c.context) continue;
-            const auto waited = now - c.sent;
-            on_answer(internal::Unanswered(waited, patience),
-                      std::chrono::duration_cast<std::chrono::nanoseconds>(waited).count());
+            if (auto outcome = internal::GiveUp(c.sent, *stopped, now, patience)) {
+              on_answer(*outcome,
+                        std::chrono::duration_cast<std::chrono::nanoseconds>(now - c.sent).count());
+            }
             c.context->TryCancel();
           }
           cancelled = true;
@@ -218,7 +222,7 @@ class GrpcClosedLoop : public ClosedLoop {
       }
       c.reader.reset();
       c.context.reset();
-      if (!cancelled) {  // once cancelled, what is left was reported unanswered
+      if (!cancelled) {  // once cancelled, what is left was given up on
         on_answer(outcome,
                   std::chrono::duration_cast<std::chrono::nanoseconds>(answered - c.sent).count());
       }

@@ -323,6 +323,7 @@ class HttpClosedLoop : public ClosedLoop {
     abandoned_ = false;
     last_answer_ = Clock::now();
     slowest_ = Clock::duration(0);
+    stopped_.reset();
     io_.restart();
     for (Conn& c : conns_) Start(c);
     Tick();
@@ -417,8 +418,8 @@ class HttpClosedLoop : public ClosedLoop {
   }
 
   // Every 100 ms: once stopping, ends the run when nothing is in flight; when nothing came back
-  // for internal::Patience, reports what is in flight unanswered and abandons it (closes its
-  // connection) rather than waiting for it.
+  // for internal::Patience, abandons what is in flight (closes its connection) rather than
+  // waiting for it, reporting what was long stuck (internal::GiveUp).
   void Tick() {
     tick_.expires_after(std::chrono::milliseconds(100));
     tick_.async_wait([this](const beast::error_code&) {
@@ -430,14 +431,17 @@ class HttpClosedLoop : public ClosedLoop {
           return;
         }
         const auto now = Clock::now();
+        if (!stopped_) stopped_ = now;
         const auto patience = internal::Patience(slowest_);
         if (!abandoned_ && now - last_answer_ > patience) {
           abandoned_ = true;
           for (Conn& c : conns_) {
             if (!c.busy) continue;
-            const auto waited = now - c.sent;
-            (*on_answer_)(internal::Unanswered(waited, patience),
-                          std::chrono::duration_cast<std::chrono::nanoseconds>(waited).count());
+            if (auto outcome = internal::GiveUp(c.sent, *stopped_, now, patience)) {
+              (*on_answer_)(
+                  *outcome,
+                  std::chrono::duration_cast<std::chrono::nanoseconds>(now - c.sent).count());
+            }
             Close(c);
           }
         }
@@ -457,6 +461,7 @@ class HttpClosedLoop : public ClosedLoop {
   const OnAnswer* on_answer_ = nullptr;
   Clock::time_point last_answer_ = Clock::now();
   Clock::duration slowest_{0};  // the slowest answer of the run
+  std::optional<Clock::time_point> stopped_;  // when Tick first saw the stop
   bool abandoned_ = false;
 };
 

@@ -71,10 +71,12 @@ class ClosedLoop {
   virtual ~ClosedLoop() = default;
   using OnAnswer = std::function<void(const InferOutcome& outcome, int64_t latency_ns)>;
   // Returns once `stop` is set and every request in flight has come back. When none comes
-  // back for a while (a second, or twice the slowest answer of the run, whichever is
-  // longer, at most a minute), what is still in flight is cancelled and each is reported
-  // as an error of kind kUnanswered: a server that stopped answering must not leave a
-  // point that reads as quiet.
+  // back for a while (the patience: a second, or twice the slowest answer of the run,
+  // whichever is longer, at most a minute), what is still in flight is cancelled. Each one
+  // that was already outstanding for longer than the patience when `stop` was set is
+  // reported as an error of kind kUnanswered: a server that stopped answering must not
+  // leave a point that reads as quiet. Younger ones are not: a batcher may hold them for
+  // company that the stopped run no longer sends.
   virtual void Run(const std::atomic<bool>& stop, const OnAnswer& on_answer) = 0;
 };
 
