@@ -62,10 +62,7 @@ struct DeviceTotal {
 };
 
 // A model of the repository that was not among --model's: explicit mode leaves it unloaded.
-bool NotAsked(const admission::ModelAdmission& m) {
-  return m.state == admission::AdmissionState::kUnavailable && m.reasons.size() == 1 &&
-         m.reasons[0] == "unloaded";
-}
+bool NotAsked(const admission::ModelAdmission& m) { return m.unloaded; }
 
 std::string Pad(std::string text, size_t width) {
   if (text.size() < width) text.append(width - text.size(), ' ');

@@ -376,10 +376,7 @@ int JudgeStartup(const admission::AdmissionReport& report) {
     if (m.state == admission::AdmissionState::kDegraded) {
       for (const std::string& r : m.reasons) log::Warn("!!! " + what + " is DEGRADED: " + r);
     }
-    if (m.state != admission::AdmissionState::kUnavailable ||
-        (m.reasons.size() == 1 && m.reasons[0] == "unloaded")) {
-      continue;
-    }
+    if (m.state != admission::AdmissionState::kUnavailable || m.unloaded) continue;
     refused += "  " + what + ": " + (m.reasons.empty() ? "UNAVAILABLE" : m.reasons.front()) + "\n";
     if (m.self_test && !m.self_test->passed()) {
       missed_budget = true;

@@ -197,6 +197,8 @@ std::vector<MetricFamily> AdmissionFamilies(const admission::AdmissionReport& re
                               "its proven fast path, UNAVAILABLE), 0 for the others",
                               MetricType::Gauge);
   for (const admission::ModelAdmission& model : report.models) {
+    // Not loaded by choice: nothing for the UNAVAILABLE alert to fire on.
+    if (model.unloaded) continue;
     for (const auto candidate :
          {admission::AdmissionState::kReady, admission::AdmissionState::kDegraded,
           admission::AdmissionState::kUnavailable}) {

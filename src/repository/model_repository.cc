@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "fastpath/backend/placement.h"
 #include "fastpath/common/log.h"
 #include "fastpath/common/utf8.h"
 #include "fastpath/config/ensemble_config.h"
@@ -52,6 +53,13 @@ std::vector<int64_t> VersionFolders(const fs::path& dir) {
   }
   std::sort(versions.begin(), versions.end());
   return versions;
+}
+
+// Whether a GPU instance computes on its GPU: some node placed on a provider other than the
+// CPU's. Unknown (a backend that does not audit): taken at its config's word.
+bool RunsOnItsGpu(const backend::PlacementAudit* placement) {
+  return placement == nullptr ||
+         placement->NodesOn(backend::kCpuProviderName) < placement->total_nodes;
 }
 
 }  // namespace
@@ -267,13 +275,8 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadVersion(
   std::vector<std::unique_ptr<backend::ModelInstance>> instances;
   for (const auto& group : runtime->config.instance_group()) {
     std::vector<int> devices = {0};
-    if (group.kind() == inference::ModelInstanceGroup::KIND_GPU) {
-      if (group.gpus_size() > 0) devices.assign(group.gpus().begin(), group.gpus().end());
-      for (int gpu : devices) {
-        auto at = std::lower_bound(runtime->gpus.begin(), runtime->gpus.end(), gpu);
-        if (at == runtime->gpus.end() || *at != gpu) runtime->gpus.insert(at, gpu);
-      }
-    }
+    const bool on_gpu = group.kind() == inference::ModelInstanceGroup::KIND_GPU;
+    if (on_gpu && group.gpus_size() > 0) devices.assign(group.gpus().begin(), group.gpus().end());
     for (int device : devices) {
       FASTPATH_ASSIGN_OR_RETURN(
           backend::InstanceOptions options,
@@ -304,6 +307,12 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadVersion(
                     backend::PlacementSummary(*placement));
           runtime->placements.push_back(*placement);
           runtime->audited_instances.push_back(instance.get());
+        }
+        // A GPU instance whose every node fell back to the CPU (served DEGRADED in the dev
+        // profile) computes nothing on its GPU: that GPU's health is not this model's.
+        if (on_gpu && RunsOnItsGpu(instance->placement())) {
+          auto at = std::lower_bound(runtime->gpus.begin(), runtime->gpus.end(), device);
+          if (at == runtime->gpus.end() || *at != device) runtime->gpus.insert(at, device);
         }
         instances.push_back(std::move(instance));
       }
@@ -908,7 +917,7 @@ std::vector<server::RepositoryEntry> ModelRepository::Index(bool ready_only) con
     // Folders that are present but not loaded (explicit mode, or unloaded).
     for (const auto& name : on_disk) {
       if (models_.count(name) == 0) {
-        out.push_back({name, "", server::ModelState::kUnavailable, "unloaded"});
+        out.push_back({name, "", server::ModelState::kUnavailable, server::kUnloadedReason});
       }
     }
     std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {

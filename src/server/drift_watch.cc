@@ -26,12 +26,12 @@ DriftWatch::DriftWatch(ListFn list, GpuFn gpus, Clock* clock, admission::DriftOp
 void DriftWatch::SampleNow() {
   // One pass at a time, so that observations reach each detector in time order.
   std::lock_guard pass(pass_mu_);
-  const std::vector<std::shared_ptr<repository::ModelVersion>> versions = list_();
+  const std::vector<Watched> watched = list_();
   const std::vector<gpu::GpuStatus> statuses = gpus_ ? gpus_() : std::vector<gpu::GpuStatus>();
   const Clock::time_point now = clock_->Now();
   std::lock_guard lock(mu_);
   std::set<std::pair<std::string, int64_t>> seen;
-  for (const auto& version : versions) {
+  for (const auto& [version, gpus] : watched) {
     const auto key = std::make_pair(version->model_name, version->version);
     seen.insert(key);
     auto it = entries_.find(key);
@@ -41,12 +41,12 @@ void DriftWatch::SampleNow() {
     }
     std::vector<admission::GpuReading> readings;
     for (const gpu::GpuStatus& s : statuses) {
-      if (!std::binary_search(version->gpus.begin(), version->gpus.end(), s.gpu)) continue;
+      if (!std::binary_search(gpus.begin(), gpus.end(), s.gpu)) continue;
       readings.push_back({s.gpu, s.cause_seconds, s.last.sm_clock_mhz});
     }
     Entry& entry = it->second;
     entry.detector.Observe(now, version->stats.Snapshot(version->model_name, "").batch_stats,
-                           !version->gpus.empty(), std::move(readings));
+                           !gpus.empty(), std::move(readings));
     const bool was = entry.verdict.alert;
     admission::DriftVerdict verdict = entry.detector.Judge();
     // A window too quiet to judge keeps the last verdict (an alert does not flap with

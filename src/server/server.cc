@@ -1,8 +1,10 @@
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "fastpath/admission/memory_budget.h"
 #include "fastpath/admission/self_test.h"
+#include "fastpath/config/ensemble_config.h"
 #include "fastpath/config/model_config.h"
 #include "fastpath/scheduler/dynamic_batch_scheduler.h"
 #include "fastpath/server/server_impl.h"
@@ -53,15 +55,6 @@ Status CheckMemoryEstimate(const repository::ModelVersion& version,
 
 // Unavailable (HTTP 503) when `version` runs on a GPU in quarantine: the hardware announced
 // it is failing, so nothing new runs on it (requests in flight finish).
-Status CheckGpusHealthy(const repository::ModelVersion& version, const GpuWatch& gpus) {
-  const int gpu = gpus.FirstQuarantined(version.gpus);
-  if (gpu < 0) return Status::Ok();
-  return Unavailable("model '" + version.model_name + "' version " +
-                     std::to_string(version.version) + " runs on GPU " + std::to_string(gpu) +
-                     ", which is quarantined: " + gpus.Quarantined(gpu) +
-                     "; send this request to another server");
-}
-
 // The model sees `reshape` where the protocol shows `dims`.
 Status ReshapeInputs(const inference::ModelConfig& config, std::vector<Tensor>* inputs) {
   for (auto& tensor : *inputs) {
@@ -168,8 +161,17 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options,
     server->gpu_watch_->Start();
   }
   server->drift_watch_ = std::make_unique<DriftWatch>(
-      [raw] { return raw->ServingVersions(); },
-      [raw] { return raw->gpu_watch_ ? raw->gpu_watch_->Statuses() : std::vector<gpu::GpuStatus>(); },
+      [raw] {
+        std::vector<DriftWatch::Watched> watched;
+        for (auto& version : raw->ServingVersions()) {
+          std::vector<int> gpus = raw->GpusOf(*version);
+          watched.push_back({std::move(version), std::move(gpus)});
+        }
+        return watched;
+      },
+      [raw] {
+        return raw->gpu_watch_ ? raw->gpu_watch_->Statuses() : std::vector<gpu::GpuStatus>();
+      },
       server->clock_, server->options_.drift,
       server->options_.drift_sample_interval.value_or(
           DriftWatch::IntervalFor(server->options_.drift.window)));
@@ -194,6 +196,39 @@ std::vector<std::shared_ptr<repository::ModelVersion>> Server::ServingVersions()
     if (runtime.ok()) versions.push_back(std::move(runtime).value());
   }
   return versions;
+}
+
+std::vector<int> Server::GpusOf(const repository::ModelVersion& version) const {
+  std::set<int> gpus(version.gpus.begin(), version.gpus.end());
+  // Ensembles nest (a step may be an ensemble); the repository refuses cycles, and the
+  // depth bound keeps a walk finite whatever it meets.
+  std::vector<std::pair<const inference::ModelConfig*, int>> pending;
+  std::vector<std::shared_ptr<repository::ModelVersion>> held;  // keeps the configs alive
+  if (config::IsEnsemble(version.config)) pending.emplace_back(&version.config, 0);
+  while (!pending.empty()) {
+    const auto [config, depth] = pending.back();
+    pending.pop_back();
+    if (depth >= 16) continue;
+    for (const auto& step : config->ensemble_scheduling().step()) {
+      auto found = repository_->FindReady(
+          step.model_name(), step.model_version() < 0 ? "" : std::to_string(step.model_version()));
+      if (!found.ok()) continue;  // a missing step makes the ensemble unavailable anyway
+      gpus.insert((*found)->gpus.begin(), (*found)->gpus.end());
+      if (config::IsEnsemble((*found)->config)) pending.emplace_back(&(*found)->config, depth + 1);
+      held.push_back(std::move(found).value());
+    }
+  }
+  return {gpus.begin(), gpus.end()};
+}
+
+Status Server::CheckGpusHealthy(const repository::ModelVersion& version) const {
+  if (!gpu_watch_ || !gpu_watch_->AnyQuarantined()) return Status::Ok();
+  const int gpu = gpu_watch_->FirstQuarantined(GpusOf(version));
+  if (gpu < 0) return Status::Ok();
+  return Unavailable("model '" + version.model_name + "' version " +
+                     std::to_string(version.version) + " runs on GPU " + std::to_string(gpu) +
+                     ", which is quarantined: " + gpu_watch_->Quarantined(gpu) +
+                     "; send this request to another server");
 }
 
 bool Server::IsLive() const { return true; }
@@ -231,7 +266,7 @@ StatusOr<bool> Server::IsModelReady(const std::string& name, const std::string& 
   if (shutting_down_) return false;
   if (gpu_watch_ && gpu_watch_->AnyQuarantined()) {
     auto runtime = repository_->FindReady(name, version);
-    if (runtime.ok() && gpu_watch_->FirstQuarantined((*runtime)->gpus) >= 0) return false;
+    if (runtime.ok() && !CheckGpusHealthy(**runtime).ok()) return false;
   }
   return repository_->IsReady(name, version);
 }
@@ -276,7 +311,24 @@ StatusOr<std::vector<ModelStatistics>> Server::GetModelStatistics(const std::str
 }
 
 std::vector<RepositoryEntry> Server::RepositoryIndex(bool ready_only) const {
-  return repository_->Index(ready_only);
+  std::vector<RepositoryEntry> index = repository_->Index(ready_only);
+  if (!gpu_watch_ || !gpu_watch_->AnyQuarantined()) return index;
+  // Loaded, but refusing every request: as /v2/models/M/ready says, not READY.
+  std::vector<RepositoryEntry> out;
+  for (RepositoryEntry& entry : index) {
+    if (entry.state == ModelState::kReady) {
+      auto runtime = repository_->FindReady(entry.name, entry.version);
+      if (runtime.ok()) {
+        if (Status healthy = CheckGpusHealthy(**runtime); !healthy.ok()) {
+          if (ready_only) continue;
+          entry.state = ModelState::kUnavailable;
+          entry.reason = healthy.message();
+        }
+      }
+    }
+    out.push_back(std::move(entry));
+  }
+  return out;
 }
 
 Status Server::LoadModel(const std::string& name, const LoadOverride& load) {
@@ -339,15 +391,14 @@ void Server::RunOnModel(InferRequest request, InferCallback done, bool canary) {
                       : repository_->Route(request.model_name, request.model_version);
   if (!found.ok()) return fail(found.status());
   std::shared_ptr<repository::ModelVersion> runtime = std::move(found).value();
-  if (gpu_watch_ && gpu_watch_->AnyQuarantined()) {
-    if (Status s = CheckGpusHealthy(*runtime, *gpu_watch_); !s.ok()) return fail(s);
-  }
   const inference::ModelConfig& config = runtime->config;
   // A request the model's config refuses counts as a failure of that model.
-  auto reject = [&](const Status& status) {
-    if (!canary) runtime->stats.RecordFailure(0, FailureReason::kOther);
+  auto reject = [&](const Status& status, FailureReason reason = FailureReason::kOther) {
+    if (!canary) runtime->stats.RecordFailure(0, reason);
     fail(status);
   };
+  // Refused before it reaches the model, as a full queue refuses it.
+  if (Status s = CheckGpusHealthy(*runtime); !s.ok()) return reject(s, FailureReason::kRejected);
 
   if (Status s = config::ValidateInferInputs(config, request.inputs, options_.max_tensor_elements);
       !s.ok()) {

@@ -524,13 +524,21 @@ admission::AdmissionReport Server::Admission() const {
         m.state = admission::AdmissionState::kDegraded;
         m.reasons = record->degradations;
       }
+      // Loaded, but refusing every request: it runs on a quarantined GPU.
+      if (runtime.ok()) {
+        if (Status healthy = CheckGpusHealthy(**runtime); !healthy.ok()) {
+          m.state = admission::AdmissionState::kUnavailable;
+          m.reasons.insert(m.reasons.begin(), healthy.message());
+        }
+      }
       // A refused reload (the rollout gate, a broken file) leaves this load serving.
       if (!entry.reason.empty()) m.reasons.push_back(entry.reason);
     } else {
       if (record != nullptr && record->refused != entry.reason) record = nullptr;
       m.state = admission::AdmissionState::kUnavailable;
       m.reasons.push_back(entry.reason.empty() ? ModelStateName(entry.state) : entry.reason);
-      if (entry.reason != "unloaded") {
+      m.unloaded = entry.reason == kUnloadedReason;
+      if (!m.unloaded) {
         add_reason("model '" + entry.name + "'" +
                        (entry.version.empty() ? "" : " version " + entry.version) +
                        " is not READY: " + m.reasons.front(),

@@ -1,4 +1,5 @@
-// ORT on the CPU whatever the config asks for (a KIND_GPU model too), each run taking
+// ORT on the CPU whatever the config asks for (a KIND_GPU model too, whose instances say
+// their nodes are on the GPU, as the quarantine and the drift watch go by), each run taking
 // exactly `cost_us` of a manual clock, so that tests of what the server makes of compute
 // times (drift, canaries) are deterministic. With `corrupt` set, every run's first output
 // has its first byte changed, as a silently different engine would answer. Hold() makes
@@ -7,13 +8,16 @@
 // others: with faulty_fail every run fails, and with faulty_cost_us > 0 each takes that long.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "fakes/manual_clock.h"
 #include "fastpath/backend/backend.h"
+#include "fastpath/backend/placement.h"
 
 namespace fastpath::testing {
 
@@ -27,12 +31,14 @@ class TimedBackend final : public backend::Backend {
   }
   StatusOr<std::unique_ptr<backend::ModelInstance>> CreateInstance(
       const std::filesystem::path& file, const backend::InstanceOptions& options) override {
+    const bool gpu = std::any_of(options.providers.begin(), options.providers.end(),
+                                 [](auto p) { return p != backend::ExecutionProvider::kCpu; });
     backend::InstanceOptions cpu = options;
     cpu.providers = {backend::ExecutionProvider::kCpu};
     cpu.provider_options.clear();
     FASTPATH_ASSIGN_OR_RETURN(auto instance, inner_->CreateInstance(file, cpu));
     return std::unique_ptr<backend::ModelInstance>(
-        std::make_unique<Instance>(std::move(instance), this, instances_created++));
+        std::make_unique<Instance>(std::move(instance), this, instances_created++, gpu));
   }
 
   std::atomic<int64_t> cost_us{1000};
@@ -58,8 +64,14 @@ class TimedBackend final : public backend::Backend {
  private:
   class Instance final : public backend::ModelInstance {
    public:
-    Instance(std::unique_ptr<backend::ModelInstance> inner, TimedBackend* backend, int serial)
-        : inner_(std::move(inner)), backend_(backend), serial_(serial) {}
+    Instance(std::unique_ptr<backend::ModelInstance> inner, TimedBackend* backend, int serial,
+             bool gpu)
+        : inner_(std::move(inner)), backend_(backend), serial_(serial) {
+      if (gpu && inner_->placement() != nullptr) {
+        placement_ = *inner_->placement();
+        for (auto& p : placement_->providers) p.provider = backend::kCudaProviderName;
+      }
+    }
     StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& inputs,
                                       const std::vector<std::string>& names) override {
       ++backend_->runs_entered;
@@ -79,10 +91,13 @@ class TimedBackend final : public backend::Backend {
       }
       return outputs;
     }
-    const backend::PlacementAudit* placement() const override { return inner_->placement(); }
+    const backend::PlacementAudit* placement() const override {
+      return placement_ ? &*placement_ : inner_->placement();
+    }
 
    private:
     std::unique_ptr<backend::ModelInstance> inner_;
+    std::optional<backend::PlacementAudit> placement_;  // a GPU instance's, on the GPU
     TimedBackend* backend_;
     int serial_;
   };

@@ -262,6 +262,22 @@ TEST(AdmissionFamiliesTest, OneStateGaugePerModelWithTheCurrentStateAtOne) {
   EXPECT_EQ(e.Get("fastpath_model_state{model=\"cnn\",version=\"\",state=\"READY\"}"), 0);
 }
 
+// A model left unloaded by choice (explicit mode) has no state series: the UNAVAILABLE alert
+// must not fire for every model an operator did not load.
+TEST(AdmissionFamiliesTest, AModelUnloadedByChoiceHasNoStateSeries) {
+  admission::AdmissionReport report = SampleAdmission();
+  admission::ModelAdmission idle;
+  idle.name = "idle";
+  idle.state = admission::AdmissionState::kUnavailable;
+  idle.reasons = {"unloaded"};
+  idle.unloaded = true;
+  report.models.push_back(idle);
+  prometheus::TextSerializer serializer;
+  const Exposition e = Parse(serializer.Serialize(AdmissionFamilies(report)));
+  EXPECT_FALSE(e.Has("fastpath_model_state{model=\"idle\",version=\"\",state=\"UNAVAILABLE\"}"));
+  EXPECT_EQ(e.Get("fastpath_model_state{model=\"cnn\",version=\"\",state=\"UNAVAILABLE\"}"), 1);
+}
+
 TEST(AdmissionFamiliesTest, RolloutDecisionsAreCountedByModelAndOutcome) {
   admission::AdmissionReport report = SampleAdmission();
   report.rollout_decisions = {{"mlp", "passed", 2}, {"mlp", "refused", 1}};

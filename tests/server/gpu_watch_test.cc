@@ -1,8 +1,10 @@
 // The GPU watch in the server (issue 14 §5) with scripted samples: a GPU that reports an
 // uncorrected ECC error is quarantined. Readiness turns off with the reason, liveness stays
 // on, a request already running on that GPU finishes, new requests for a model on it are
-// refused with 503 and the reason, and a model on the CPU keeps serving. The instances of
-// "ongpu" are real ORT CPU instances that say their memory is on gpu0.
+// refused with 503 and the reason (and counted as refused), an ensemble with a step on it is
+// not ready either, the index and the admission report call both UNAVAILABLE, and a model on
+// the CPU keeps serving. The instances of "ongpu" are real ORT CPU instances that say their
+// nodes and memory are on gpu0.
 #include <gtest/gtest.h>
 
 #include <future>
@@ -21,7 +23,12 @@ class GpuInstance final : public backend::ModelInstance {
  public:
   GpuInstance(std::unique_ptr<backend::ModelInstance> inner, std::shared_future<void>* gate,
               std::promise<void>* entered)
-      : inner_(std::move(inner)), gate_(gate), entered_(entered) {}
+      : inner_(std::move(inner)), gate_(gate), entered_(entered) {
+    // Every node on the GPU: what the quarantine goes by.
+    placement_.total_nodes = inner_->placement() ? inner_->placement()->total_nodes : 1;
+    placement_.providers.push_back(
+        {std::string(backend::kCudaProviderName), placement_.total_nodes, 0, {}, {}});
+  }
   StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& inputs,
                                     const std::vector<std::string>& names) override {
     if (gate_->valid()) {
@@ -30,10 +37,11 @@ class GpuInstance final : public backend::ModelInstance {
     }
     return inner_->Run(inputs, names);
   }
-  const backend::PlacementAudit* placement() const override { return inner_->placement(); }
+  const backend::PlacementAudit* placement() const override { return &placement_; }
 
  private:
   std::unique_ptr<backend::ModelInstance> inner_;
+  backend::PlacementAudit placement_;
   std::shared_future<void>* gate_;
   std::promise<void>* entered_;
 };
@@ -99,6 +107,31 @@ TEST(GpuWatchTest, AnUncorrectedEccErrorDrainsTheGpuAndKeepsTheCpuServing) {
   on_gpu.replace(on_gpu.find("KIND_CPU"), 8, "KIND_GPU");
   repo.WriteConfig("ongpu", on_gpu);
   repo.AddVersion("oncpu", 1, "simple");
+  // KIND_GPU too, but every node of it on the CPU (the dev profile's fallback): the GPU's
+  // health is not its own.
+  repo.AddVersion("fellback", 1, "simple");
+  std::string fell_back = testing::kSimpleConfig;
+  fell_back.replace(fell_back.find("\"simple\""), 8, "\"fellback\"");
+  fell_back.replace(fell_back.find("KIND_CPU"), 8, "KIND_GPU");
+  repo.WriteConfig("fellback", fell_back);
+  // An ensemble whose one step runs on the GPU.
+  std::filesystem::create_directories(repo.root() / "ens" / "1");
+  repo.WriteConfig("ens", R"(
+name: "ens"
+platform: "ensemble"
+max_batch_size: 8
+input [
+  { name: "A" data_type: TYPE_INT32 dims: [ 16 ] },
+  { name: "B" data_type: TYPE_INT32 dims: [ 16 ] }
+]
+output [ { name: "SUM" data_type: TYPE_INT32 dims: [ 16 ] } ]
+ensemble_scheduling { step [ {
+  model_name: "ongpu" model_version: -1
+  input_map { key: "INPUT0" value: "A" }
+  input_map { key: "INPUT1" value: "B" }
+  output_map { key: "OUTPUT0" value: "SUM" }
+} ] }
+)");
   testing::ManualClock clock;
   auto source = std::make_shared<ScriptedSource>();
   gpu::GpuSample healthy;
@@ -131,14 +164,14 @@ TEST(GpuWatchTest, AnUncorrectedEccErrorDrainsTheGpuAndKeepsTheCpuServing) {
   };
   ASSERT_TRUE(server.IsReady());
   ASSERT_TRUE(infer("ongpu").ok());
+  ASSERT_TRUE(*server.IsModelReady("ens", ""));
 
   // A request is running on the GPU when the error comes.
   std::promise<void> open;
   backend->gate = open.get_future().share();
   std::promise<StatusOr<InferResponse>> in_flight;
-  server.InferAsync(SimpleRequest("ongpu"), [&in_flight](StatusOr<InferResponse> r) {
-    in_flight.set_value(std::move(r));
-  });
+  server.InferAsync(SimpleRequest("ongpu"),
+                    [&in_flight](StatusOr<InferResponse> r) { in_flight.set_value(std::move(r)); });
   backend->entered.get_future().wait();
 
   gpu::GpuSample failing = healthy;
@@ -160,6 +193,40 @@ TEST(GpuWatchTest, AnUncorrectedEccErrorDrainsTheGpuAndKeepsTheCpuServing) {
             std::string::npos)
       << refused.status().message();
   EXPECT_TRUE(infer("oncpu").ok()) << "the CPU model is not on the failing GPU";
+  EXPECT_TRUE(*server.IsModelReady("fellback", ""));
+  EXPECT_TRUE(infer("fellback").ok()) << "its nodes all run on the CPU";
+  // Refused before the model, as a full queue refuses: counted, so that failure rates show it.
+  const auto stats = server.GetModelStatistics("ongpu", "");
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ((*stats)[0].failures[static_cast<size_t>(FailureReason::kRejected)], 1u);
+  // An ensemble looks up its steps per request: one on the GPU makes it not ready.
+  EXPECT_FALSE(*server.IsModelReady("ens", ""));
+  InferRequest to_ensemble;
+  to_ensemble.model_name = "ens";
+  for (const char* name : {"A", "B"}) {
+    to_ensemble.inputs.push_back(Tensor{name, DataType::kInt32, {1, 16}, std::string(64, '\1')});
+  }
+  std::promise<StatusOr<InferResponse>> ensemble_answer;
+  server.InferAsync(std::move(to_ensemble),
+                    [&](StatusOr<InferResponse> r) { ensemble_answer.set_value(std::move(r)); });
+  EXPECT_EQ(ensemble_answer.get_future().get().status().code(), StatusCode::kUnavailable);
+  // The index and the admission report (and so fastpath_model_state) say what readiness says.
+  for (const RepositoryEntry& entry : server.RepositoryIndex(/*ready_only=*/false)) {
+    if (entry.name == "oncpu" || entry.name == "fellback") {
+      EXPECT_EQ(entry.state, ModelState::kReady);
+    } else {
+      EXPECT_EQ(entry.state, ModelState::kUnavailable) << entry.name;
+      EXPECT_NE(entry.reason.find("runs on GPU 0, which is quarantined"), std::string::npos)
+          << entry.reason;
+    }
+  }
+  EXPECT_EQ(server.RepositoryIndex(/*ready_only=*/true).size(), 2u);
+  for (const admission::ModelAdmission& m : server.Admission().models) {
+    EXPECT_EQ(m.state, m.name == "oncpu" || m.name == "fellback"
+                           ? admission::AdmissionState::kReady
+                           : admission::AdmissionState::kUnavailable)
+        << m.name;
+  }
 
   open.set_value();
   EXPECT_TRUE(in_flight.get_future().get().ok()) << "what was running finishes";

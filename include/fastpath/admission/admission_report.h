@@ -52,6 +52,9 @@ struct ModelAdmission {
   std::string version;  // empty for a model that failed before any version
   AdmissionState state = AdmissionState::kUnavailable;
   std::vector<std::string> reasons;  // why DEGRADED or UNAVAILABLE
+  // UNAVAILABLE by choice, with nothing wrong: not loaded in explicit mode, or unloaded.
+  // Readiness, the start-up verdict and the model-state metric leave it out.
+  bool unloaded = false;
   std::optional<SelfTestReport> self_test;
   // The placement audit of issue 4 §3 as a JSON object (nodes per execution provider);
   // empty until the backend records one, rendered as null.

@@ -64,8 +64,9 @@ struct ModelVersion {
   // The instances whose audits those are, in the same order; owned by `scheduler`, so
   // valid as long as this version. For live figures such as staged_runs().
   std::vector<const backend::ModelInstance*> audited_instances;
-  // The GPUs (CUDA ordinals) its KIND_GPU instances were created on, ascending; empty for a
-  // model on the CPU. What the GPU quarantine and the drift watch go by.
+  // The GPUs (CUDA ordinals) its KIND_GPU instances compute on, ascending; empty for a model
+  // on the CPU, an ensemble (its steps' are theirs), and a GPU instance whose every node fell
+  // back to the CPU. What the GPU quarantine and the drift watch go by.
   std::vector<int> gpus;
   scheduler::StatsRecorder stats;
   std::unique_ptr<scheduler::Scheduler> scheduler;  // owns the model instances

@@ -1,5 +1,5 @@
 // The drift watch (issue 14 §4): a thread of its own observes every READY version's batch
-// statistics, and the GPU watch's readings of the GPUs it runs on (ModelVersion::gpus), every
+// statistics, and the GPU watch's readings of the GPUs it runs on (an ensemble: its steps'), every
 // interval (the server's: window / 30, from 100 ms to 60 s), and judges each for throughput drift
 // (admission/drift_detector.h). A drift first seen, and its end, are logged with the cause
 // and what to fix; the verdicts show in /v2/health/admission and on /metrics. Time is the
@@ -24,7 +24,12 @@ namespace fastpath::server {
 
 class DriftWatch {
  public:
-  using ListFn = std::function<std::vector<std::shared_ptr<repository::ModelVersion>>()>;
+  // A READY version, held, and the GPUs it computes on (Server::GpusOf).
+  struct Watched {
+    std::shared_ptr<repository::ModelVersion> version;
+    std::vector<int> gpus;
+  };
+  using ListFn = std::function<std::vector<Watched>()>;
   using GpuFn = std::function<std::vector<gpu::GpuStatus>()>;  // empty: no GPU telemetry
 
   // Observes every `interval` (0: only when SampleNow() is called).

@@ -63,6 +63,8 @@ struct RepositoryEntry {
   ModelState state = ModelState::kUnknown;
   std::string reason;   // why it is not READY; empty when READY
 };
+// The reason of a model UNAVAILABLE by choice: not loaded in explicit mode, or unloaded.
+inline constexpr char kUnloadedReason[] = "unloaded";
 
 // One decision of the rollout gate (admission/rollout_gate.h): a candidate version of a
 // model that declares fastpath.rollout.gate, compared with the version it would take

@@ -135,6 +135,12 @@ class Server final : public InferenceServer {
   void Finish();  // one request left the server
   // The READY versions, each held: what the memory and drift watches observe.
   std::vector<std::shared_ptr<repository::ModelVersion>> ServingVersions() const;
+  // The GPUs `version` computes on, ascending: its own (ModelVersion::gpus) or, for an
+  // ensemble, its steps' as they are now (steps are looked up per request), nested
+  // ensembles included.
+  std::vector<int> GpusOf(const repository::ModelVersion& version) const;
+  // Unavailable, naming the GPU and why, when `version` computes on a quarantined GPU.
+  Status CheckGpusHealthy(const repository::ModelVersion& version) const;
   // Admission (server_admission.cc): the repository's hook. Runs the version's start-up
   // self-test through its scheduler and judges it under the profile.
   Status Admit(const std::filesystem::path& model_dir, repository::ModelVersion& version);
