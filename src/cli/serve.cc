@@ -2,6 +2,8 @@
 #include <arpa/inet.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -57,6 +59,7 @@ struct ServeFlags {
   std::string version_lock;
   std::string engine_cache;
   std::string gpu_trace;
+  bool body_bytes_in_flight_given = false;  // else a quarter of the process's memory
   RolloutVerdictOptions rollout_verdict;  // /v2/rollout/verdict: off unless given
   log::Options logging;
 };
@@ -149,6 +152,17 @@ void DefineServeOptions(CLI::App& app, ServeFlags& flags) {
                  int64_t bytes, ParseInt("--max-request-bytes", value, 1024, int64_t{1} << 31));
              flags.http.max_body_bytes = static_cast<size_t>(bytes);
              flags.grpc.max_message_bytes = static_cast<int>(std::min<int64_t>(bytes, INT32_MAX));
+             return Status::Ok();
+           });
+  AddValue(app, "--max-request-bytes-in-flight", "N",
+           "HTTP request bodies read or served at once, all connections together; past it, "
+           "503 with Retry-After (default: a quarter of the memory the process may use, the "
+           "least of the host's, the cgroup limit and ulimit -v, at least --max-request-bytes)",
+           "", [&flags](const std::string& value) {
+             FASTPATH_ASSIGN_OR_RETURN(int64_t bytes, ParseInt("--max-request-bytes-in-flight",
+                                                               value, 1024, int64_t{1} << 50));
+             flags.http.max_body_bytes_in_flight = static_cast<size_t>(bytes);
+             flags.body_bytes_in_flight_given = true;
              return Status::Ok();
            });
   AddInt(app, "--max-queue-size", "N", &flags.server.repository.max_queue_size, 1, 1 << 24,
@@ -278,6 +292,13 @@ Status CheckServeFlags(const ServeFlags& flags) {
                              found[0] + ", " + found[1] + (found.size() > 2 ? ", ..." : ""));
     }
   }
+  if (flags.body_bytes_in_flight_given &&
+      flags.http.max_body_bytes_in_flight < flags.http.max_body_bytes) {
+    return InvalidArgument(
+        "--max-request-bytes-in-flight " + std::to_string(flags.http.max_body_bytes_in_flight) +
+        " is below --max-request-bytes " + std::to_string(flags.http.max_body_bytes) +
+        ": a request of the largest size could never be taken");
+  }
   if (const std::string& records = flags.rollout_verdict.records; !records.empty()) {
     std::error_code ec;
     if (!std::filesystem::is_directory(records, ec)) {
@@ -295,6 +316,22 @@ int AdmitNode(ServeFlags* flags) {
   flags->server.capability_snapshot_json = gpu::SnapshotToJson(snapshot, findings);
   flags->server.device_memory_bytes = DeviceMemoryTotals(snapshot);
   flags->server.repository.usable_cpu_cores = gpu::UsableCores(snapshot.container);
+  if (!flags->body_bytes_in_flight_given) {
+    uint64_t memory = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
+                      static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
+    if (snapshot.container.cgroup_memory_limit_bytes) {
+      memory = std::min(memory, *snapshot.container.cgroup_memory_limit_bytes);
+    }
+    if (rlimit as{}; getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
+      memory = std::min<uint64_t>(memory, as.rlim_cur);  // ulimit -v
+    }
+    flags->http.max_body_bytes_in_flight =
+        std::max<size_t>(flags->http.max_body_bytes, static_cast<size_t>(memory / 4));
+    log::Info("HTTP request bodies in flight: at most " +
+              std::to_string(flags->http.max_body_bytes_in_flight >> 20) +
+              " MiB, a quarter of the " + std::to_string(memory >> 20) +
+              " MiB the process may use " + "(--max-request-bytes-in-flight to choose)");
+  }
   SetEngineCacheFromSnapshot(snapshot, flags->server.repository.roots.front(), flags->engine_cache,
                              &flags->server.repository);
   const admission::Policy& policy = flags->server.policy;

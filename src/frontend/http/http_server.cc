@@ -16,6 +16,16 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <boost/asio/basic_waitable_timer.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -28,18 +38,8 @@
 #include <utility>
 #include <vector>
 
-#include <boost/asio/basic_waitable_timer.hpp>
-#include <boost/asio/dispatch.hpp>
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-
 #include "endpoint_router.h"
+#include "fastpath/common/log.h"
 #include "fastpath/common/open_files.h"
 #include "fastpath/common/thread_name.h"
 #include "infer_codec.h"
@@ -141,6 +141,21 @@ struct ServerCore {
   std::unique_ptr<http::EndpointRouter> router;  // set once before the first accept
   std::atomic<bool> draining{false};             // StopAccepting or Shutdown began: no keep-alive
   std::atomic<uint64_t> next_session_id{1};
+  std::atomic<uint64_t> body_bytes{0};  // held by requests being read or served
+
+  // Takes `bytes` of options.max_body_bytes_in_flight; false, taking nothing, when that
+  // would pass it.
+  bool HoldBody(uint64_t bytes) {
+    uint64_t held = body_bytes.load(std::memory_order_relaxed);
+    do {
+      if (bytes > options.max_body_bytes_in_flight -
+                      std::min<uint64_t>(held, options.max_body_bytes_in_flight)) {
+        return false;
+      }
+    } while (!body_bytes.compare_exchange_weak(held, held + bytes, std::memory_order_relaxed));
+    return true;
+  }
+  void ReleaseBody(uint64_t bytes) { body_bytes.fetch_sub(bytes, std::memory_order_relaxed); }
 
   void AddSession(uint64_t id, const std::shared_ptr<HttpSession>& s) {
     std::lock_guard lock(mu);
@@ -208,6 +223,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
   ~HttpSession() {
     if (request_active_) core_->EndRequest();
+    core_->ReleaseBody(body_held_);
     core_->RemoveSession(id_);
   }
 
@@ -304,6 +320,13 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     }
     if (auto length = parser_->content_length(); length && *length > core_->options.max_body_bytes) {
       return RejectTooLarge();  // decided on the header alone: the body is never read
+    }
+    // Its share of the bodies in flight, before a byte of it is read or reserved.
+    if (const uint64_t body = parser_->chunked() ? core_->options.max_body_bytes
+                                                 : parser_->content_length().value_or(0);
+        body > 0) {
+      if (!core_->HoldBody(body)) return RejectBusy(body);
+      body_held_ = body;
     }
     // An HTTP/1.0 client knows no interim response: it would take the 100 for the answer.
     auto expect = req.find(bhttp::field::expect);
@@ -413,6 +436,19 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     socket_.cancel(ignored);  // only the wait is outstanding while a reply is due
   }
 
+  void RejectBusy(uint64_t body) {
+    keep_alive_ = false;
+    http::HttpReply reply = http::ErrorReply(
+        503, "the server is reading or serving " +
+                 std::to_string(core_->body_bytes.load(std::memory_order_relaxed)) +
+                 " bytes of request bodies, and this one's " + std::to_string(body) +
+                 " would pass its limit of " +
+                 std::to_string(core_->options.max_body_bytes_in_flight) +
+                 " (--max-request-bytes-in-flight); retry");
+    reply.retry_after_s = 1;
+    OnReply(std::move(reply));
+  }
+
   void RejectTooLarge() {
     Reject(413, "request body exceeds the limit of " + std::to_string(core_->options.max_body_bytes) + " bytes");
   }
@@ -451,6 +487,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     core_->BeginRequest();
   }
   void EndRequest() {
+    core_->ReleaseBody(body_held_);
+    body_held_ = 0;
     if (!request_active_) return;
     request_active_ = false;
     core_->EndRequest();
@@ -528,6 +566,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   bool idle_ = true;             // waiting for the next request's header
   bool head_ = false;            // the request in progress is a HEAD: its reply has no content
   bool request_active_ = false;  // counted in core_->in_flight
+  uint64_t body_held_ = 0;       // its body's share of core_->body_bytes
   bool closed_ = false;
   unsigned version_ = 11;
   bool keep_alive_ = true;
@@ -616,7 +655,16 @@ class HttpServerImpl {
     for (int i = 0; i < n; ++i) {
       threads_.emplace_back([loop = iocs_[static_cast<size_t>(i)].get(), i] {
         NameThisThread("fp-http/" + std::to_string(i));
-        loop->run();
+        // A handler that throws (an allocation that failed) loses its connection, which
+        // closes as the handler's hold on it goes, not the process.
+        while (true) {
+          try {
+            loop->run();
+            return;
+          } catch (const std::exception& e) {
+            log::Error(std::string("HTTP: a connection failed and was closed: ") + e.what());
+          }
+        }
       });
     }
     running_ = true;

@@ -1,4 +1,11 @@
 // The HTTP front end over real sockets, against the scriptable fake facade.
+#include "fastpath/frontend/http_server.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <rapidjson/document.h>
+#include <zlib.h>
+
 #include <algorithm>  // before the fake, which uses std::find
 #include <atomic>
 #include <chrono>
@@ -9,13 +16,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-#include <rapidjson/document.h>
-#include <zlib.h>
-
 #include "fakes/fake_inference_server.h"
-#include "fastpath/frontend/http_server.h"
 #include "test_client.h"
 
 namespace fastpath::frontend {
@@ -51,7 +52,8 @@ rapidjson::Document Json(const std::string& s) {
 
 std::string ErrorOf(const Reply& r) {
   auto d = Json(r.body);
-  if (!d.IsObject() || !d.HasMember("error") || !d["error"].IsString()) return "<no error field: " + r.body + ">";
+  if (!d.IsObject() || !d.HasMember("error") || !d["error"].IsString())
+    return "<no error field: " + r.body + ">";
   return d["error"].GetString();
 }
 
@@ -73,7 +75,8 @@ StatusOr<InferResponse> Echo(const InferRequest& request) {
     return response;
   }
   for (const auto& requested : request.outputs) {
-    auto it = std::find_if(all.begin(), all.end(), [&](const Tensor& t) { return t.name == requested.name; });
+    auto it = std::find_if(all.begin(), all.end(),
+                           [&](const Tensor& t) { return t.name == requested.name; });
     if (it == all.end()) return NotFound("unknown output '" + requested.name + "'");
     response.outputs.push_back(*it);
   }
@@ -116,12 +119,14 @@ class HttpFrontendTest : public ::testing::Test {
   }
 
   void StartServer(size_t max_body = 1 << 20,
-                   std::chrono::seconds idle_timeout = std::chrono::seconds(300)) {
+                   std::chrono::seconds idle_timeout = std::chrono::seconds(300),
+                   size_t max_body_in_flight = size_t{1} << 30) {
     HttpOptions options;
     options.address = "127.0.0.1";
     options.port = 0;
     options.threads = 2;
     options.max_body_bytes = max_body;
+    options.max_body_bytes_in_flight = max_body_in_flight;
     options.idle_timeout = idle_timeout;
     auto started = HttpServer::Start(fake_, options);
     ASSERT_TRUE(started.ok()) << started.status().ToString();
@@ -159,7 +164,8 @@ TEST_F(HttpFrontendTest, HealthLiveAndReady) {
   fake_.SetReady(false);
   auto ready = Get("/v2/health/ready");
   EXPECT_EQ(ready.status, 503);  // not ready: retry elsewhere, with why in the body
-  EXPECT_EQ(Json(ready.body)["error"].GetString(), std::string("not ready: see /v2/health/admission"));
+  EXPECT_EQ(Json(ready.body)["error"].GetString(),
+            std::string("not ready: see /v2/health/admission"));
   EXPECT_EQ(Get("/v2/health/live").status, 200);
 }
 
@@ -234,7 +240,8 @@ TEST_F(HttpFrontendTest, ModelConfigUsesProtoNamesAndNumbers) {
 }
 
 TEST_F(HttpFrontendTest, Statistics) {
-  ASSERT_EQ(Infer(R"({"inputs":[{"name":"x","datatype":"INT32","shape":[1],"data":[5]}]})").status, 200);
+  ASSERT_EQ(Infer(R"({"inputs":[{"name":"x","datatype":"INT32","shape":[1],"data":[5]}]})").status,
+            200);
   auto all = Get("/v2/models/stats");
   ASSERT_EQ(all.status, 200);
   auto d = Json(all.body);
@@ -247,8 +254,8 @@ TEST_F(HttpFrontendTest, Statistics) {
   EXPECT_EQ(s["inference_count"].GetUint64(), 1u);
   EXPECT_EQ(s["execution_count"].GetUint64(), 1u);
   EXPECT_TRUE(s["last_inference"].IsUint64());
-  for (const char* k : {"success", "fail", "queue", "compute_input", "compute_infer", "compute_output", "cache_hit",
-                        "cache_miss"}) {
+  for (const char* k : {"success", "fail", "queue", "compute_input", "compute_infer",
+                        "compute_output", "cache_hit", "cache_miss"}) {
     ASSERT_TRUE(s["inference_stats"].HasMember(k)) << k;
     EXPECT_TRUE(s["inference_stats"][k]["count"].IsUint64());
     EXPECT_TRUE(s["inference_stats"][k]["ns"].IsUint64());
@@ -294,7 +301,8 @@ TEST_F(HttpFrontendTest, LoadAndUnload) {
   auto load = Post("/v2/repository/models/unbatched/load", "");
   EXPECT_EQ(load.status, 200) << load.body;
   EXPECT_EQ(Get("/v2/models/unbatched/ready").status, 200);
-  auto unload = Post("/v2/repository/models/unbatched/unload", R"({"parameters":{"unload_dependents":false}})");
+  auto unload = Post("/v2/repository/models/unbatched/unload",
+                     R"({"parameters":{"unload_dependents":false}})");
   EXPECT_EQ(unload.status, 200) << unload.body;
   unload = Post("/v2/repository/models/unbatched/unload",
                 R"({"parameters":{"unload_dependents":true}})");
@@ -335,8 +343,9 @@ TEST_F(HttpFrontendTest, LoadAndUnload) {
 // --- routing ---
 
 TEST_F(HttpFrontendTest, UnknownPathsAndMethods) {
-  for (const char* path : {"/", "/v1/models/simple", "/v2/", "/v2/models", "/v2/models/simple/infer/x",
-                           "/v2/models/simple/explode", "/v2/repository/models/simple/reload"}) {
+  for (const char* path :
+       {"/", "/v1/models/simple", "/v2/", "/v2/models", "/v2/models/simple/infer/x",
+        "/v2/models/simple/explode", "/v2/repository/models/simple/reload"}) {
     auto r = Get(path);
     EXPECT_EQ(r.status, 404) << path;
     EXPECT_EQ(ErrorOf(r), "Not Found") << path;
@@ -352,7 +361,8 @@ TEST_F(HttpFrontendTest, UnknownPathsAndMethods) {
 // --- inference ---
 
 TEST_F(HttpFrontendTest, JsonInferFlatAndNestedWithIdEcho) {
-  auto r = Infer(R"({"id":"my-id","inputs":[{"name":"x","datatype":"INT32","shape":[2,2],"data":[[1,2],[3,4]]},
+  auto r = Infer(
+      R"({"id":"my-id","inputs":[{"name":"x","datatype":"INT32","shape":[2,2],"data":[[1,2],[3,4]]},
                                              {"name":"y","datatype":"FP32","shape":[3],"data":[0.5,-1,1e-7]}]})");
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.Header("Content-Type"), "application/json");
@@ -411,7 +421,8 @@ TEST_F(HttpFrontendTest, MixedEncodingsPerOutput) {
       R"({"inputs":[{"name":"a","datatype":"UINT16","shape":[2],"parameters":{"binary_data_size":4}},)"
       R"({"name":"b","datatype":"INT8","shape":[2],"data":[-1,1]}],)"
       R"("outputs":[{"name":"OUT_b","parameters":{"binary_data":true}},{"name":"OUT_a","parameters":{"binary_data":false}}]})";
-  auto r = Infer(json + Bytes<uint16_t>({7, 65535}), {{"Inference-Header-Content-Length", std::to_string(json.size())}});
+  auto r = Infer(json + Bytes<uint16_t>({7, 65535}),
+                 {{"Inference-Header-Content-Length", std::to_string(json.size())}});
   ASSERT_EQ(r.status, 200) << r.body;
   const size_t header = std::stoul(*r.Header("Inference-Header-Content-Length"));
   auto d = Json(r.body.substr(0, header));
@@ -422,7 +433,8 @@ TEST_F(HttpFrontendTest, MixedEncodingsPerOutput) {
 }
 
 TEST_F(HttpFrontendTest, UnknownRequestedOutputIsTheFacadesNotFound) {
-  auto r = Infer(R"({"inputs":[{"name":"a","datatype":"INT8","shape":[1],"data":[1]}],"outputs":[{"name":"zzz"}]})");
+  auto r = Infer(
+      R"({"inputs":[{"name":"a","datatype":"INT8","shape":[1],"data":[1]}],"outputs":[{"name":"zzz"}]})");
   EXPECT_EQ(r.status, 404);
   EXPECT_THAT(ErrorOf(r), HasSubstr("zzz"));
 }
@@ -433,9 +445,11 @@ TEST_F(HttpFrontendTest, BytesBothWays) {
   AppendBytesElement(&elements, "");
   const std::string json =
       R"({"inputs":[{"name":"s","datatype":"BYTES","shape":[2],"parameters":{"binary_data_size":)" +
-      std::to_string(elements.size()) + R"(}},{"name":"t","datatype":"BYTES","shape":[1],"data":["w\u00e9"]}],)"
+      std::to_string(elements.size()) +
+      R"(}},{"name":"t","datatype":"BYTES","shape":[1],"data":["w\u00e9"]}],)"
       R"("outputs":[{"name":"OUT_s"},{"name":"OUT_t","parameters":{"binary_data":true}}]})";
-  auto r = Infer(json + elements, {{"Inference-Header-Content-Length", std::to_string(json.size())}});
+  auto r =
+      Infer(json + elements, {{"Inference-Header-Content-Length", std::to_string(json.size())}});
   ASSERT_EQ(r.status, 200) << r.body;
   const size_t header = std::stoul(*r.Header("Inference-Header-Content-Length"));
   auto d = Json(r.body.substr(0, header));
@@ -462,7 +476,8 @@ TEST_F(HttpFrontendTest, EveryDatatypeRoundTripsThroughJson) {
       {"BYTES", R"(["a","","\"q\""])"},
   };
   for (const auto& [dtype, data] : cases) {
-    auto r = Infer(R"({"inputs":[{"name":"x","datatype":")" + dtype + R"(","shape":[3],"data":)" + data + "}]}");
+    auto r = Infer(R"({"inputs":[{"name":"x","datatype":")" + dtype + R"(","shape":[3],"data":)" +
+                   data + "}]}");
     ASSERT_EQ(r.status, 200) << dtype << ": " << r.body;
     auto d = Json(r.body);
     const auto& out = d["outputs"][0];
@@ -483,13 +498,17 @@ TEST_F(HttpFrontendTest, HalfPrecisionOnlyAsBinary) {
   auto json_in = Infer(R"({"inputs":[{"name":"h","datatype":"FP16","shape":[1],"data":[1.0]}]})");
   EXPECT_EQ(json_in.status, 400);
   EXPECT_THAT(ErrorOf(json_in), HasSubstr("input 'h': FP16 data cannot be sent as JSON"));
-  const std::string json = R"({"inputs":[{"name":"h","datatype":"BF16","shape":[1],"parameters":{"binary_data_size":2}}]})";
+  const std::string json =
+      R"({"inputs":[{"name":"h","datatype":"BF16","shape":[1],"parameters":{"binary_data_size":2}}]})";
   // Binary in, JSON out: refused with a hint, like Triton.
-  auto json_out = Infer(json + "\x80\x3f", {{"Inference-Header-Content-Length", std::to_string(json.size())}});
+  auto json_out =
+      Infer(json + "\x80\x3f", {{"Inference-Header-Content-Length", std::to_string(json.size())}});
   EXPECT_EQ(json_out.status, 400);
   EXPECT_THAT(ErrorOf(json_out), HasSubstr("output 'OUT_h' is BF16"));
-  const std::string json2 = json.substr(0, json.size() - 1) + R"(,"parameters":{"binary_data_output":true}})";
-  auto binary_out = Infer(json2 + "\x80\x3f", {{"Inference-Header-Content-Length", std::to_string(json2.size())}});
+  const std::string json2 =
+      json.substr(0, json.size() - 1) + R"(,"parameters":{"binary_data_output":true}})";
+  auto binary_out = Infer(json2 + "\x80\x3f",
+                          {{"Inference-Header-Content-Length", std::to_string(json2.size())}});
   ASSERT_EQ(binary_out.status, 200) << binary_out.body;
   EXPECT_EQ(binary_out.body.substr(binary_out.body.size() - 2), "\x80\x3f");
 }
@@ -500,7 +519,8 @@ TEST_F(HttpFrontendTest, KeepAliveCarriesManyRequests) {
   TestClient c(server_->port());
   for (int i = 0; i < 5; ++i) {
     auto r = c.Post("/v2/models/simple/infer",
-                    R"({"id":")" + std::to_string(i) + R"(","inputs":[{"name":"x","datatype":"INT32","shape":[1],"data":[1]}]})");
+                    R"({"id":")" + std::to_string(i) +
+                        R"(","inputs":[{"name":"x","datatype":"INT32","shape":[1],"data":[1]}]})");
     ASSERT_EQ(r.status, 200) << r.error;
     EXPECT_TRUE(r.keep_alive);
     EXPECT_STREQ(Json(r.body)["id"].GetString(), std::to_string(i).c_str());
@@ -581,7 +601,8 @@ TEST_F(HttpFrontendTest, PostWithoutContentLengthHasAnEmptyBody) {
 }
 
 TEST_F(HttpFrontendTest, HeaderNamesAreCaseInsensitiveAndContentTypeOptional) {
-  const std::string json = R"({"inputs":[{"name":"a","datatype":"UINT8","shape":[2],"parameters":{"binary_data_size":2}}]})";
+  const std::string json =
+      R"({"inputs":[{"name":"a","datatype":"UINT8","shape":[2],"parameters":{"binary_data_size":2}}]})";
   const std::string body = json + "\x05\x06";
   TestClient c(server_->port());
   auto r = c.Raw(RawRequest("POST", "/v2/models/simple/infer",
@@ -595,8 +616,9 @@ TEST_F(HttpFrontendTest, HeaderNamesAreCaseInsensitiveAndContentTypeOptional) {
 TEST_F(HttpFrontendTest, ExpectContinue) {
   const std::string body = R"({"inputs":[{"name":"x","datatype":"INT32","shape":[1],"data":[8]}]})";
   TestClient c(server_->port());
-  ASSERT_TRUE(c.Write(RawRequest("POST", "/v2/models/simple/infer",
-                                 {{"Content-Length", std::to_string(body.size())}, {"Expect", "100-continue"}}, "")));
+  ASSERT_TRUE(c.Write(RawRequest(
+      "POST", "/v2/models/simple/infer",
+      {{"Content-Length", std::to_string(body.size())}, {"Expect", "100-continue"}}, "")));
   EXPECT_EQ(c.Read().status, 100);
   ASSERT_TRUE(c.Write(body));
   auto r = c.Read();
@@ -696,19 +718,21 @@ TEST_F(HttpFrontendTest, ChunkedRequestBody) {
     return std::string(buf);
   };
   TestClient c(server_->port());
-  auto r = c.Raw(RawRequest("POST", "/v2/models/simple/infer", {{"Transfer-Encoding", "chunked"}},
-                            hex(a.size()) + "\r\n" + a + "\r\n" + hex(b.size()) + "\r\n" + b + "\r\n0\r\n\r\n"));
+  auto r = c.Raw(RawRequest(
+      "POST", "/v2/models/simple/infer", {{"Transfer-Encoding", "chunked"}},
+      hex(a.size()) + "\r\n" + a + "\r\n" + hex(b.size()) + "\r\n" + b + "\r\n0\r\n\r\n"));
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(Json(r.body)["outputs"][0]["data"][0].GetInt(), 9);
 }
 
-const std::string kBody42 = R"({"inputs":[{"name":"x","datatype":"INT32","shape":[1],"data":[42]}]})";
+const std::string kBody42 =
+    R"({"inputs":[{"name":"x","datatype":"INT32","shape":[1],"data":[42]}]})";
 
 // A body that came with its header is parsed at once; the rest of one that did not is
 // read from the socket. Either way a malformed body is a 400 and the server goes on.
 TEST_F(HttpFrontendTest, BodyWithItsHeaderOrAfterIt) {
-  const std::string head =
-      RawRequest("POST", "/v2/models/simple/infer", {{"Content-Length", std::to_string(kBody42.size())}}, "");
+  const std::string head = RawRequest("POST", "/v2/models/simple/infer",
+                                      {{"Content-Length", std::to_string(kBody42.size())}}, "");
   TestClient split(server_->port());
   ASSERT_TRUE(split.Write(head + kBody42.substr(0, 20)));
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -718,8 +742,9 @@ TEST_F(HttpFrontendTest, BodyWithItsHeaderOrAfterIt) {
   EXPECT_EQ(Json(r.body)["outputs"][0]["data"][0].GetInt(), 42);
 
   TestClient bad_chunk(server_->port());
-  auto bad = bad_chunk.Raw(RawRequest("POST", "/v2/models/simple/infer", {{"Transfer-Encoding", "chunked"}},
-                                      "zz\r\nabc\r\n0\r\n\r\n"));
+  auto bad =
+      bad_chunk.Raw(RawRequest("POST", "/v2/models/simple/infer",
+                               {{"Transfer-Encoding", "chunked"}}, "zz\r\nabc\r\n0\r\n\r\n"));
   EXPECT_EQ(bad.status, 400);
   EXPECT_THAT(ErrorOf(bad), HasSubstr("malformed HTTP request"));
   ExpectStillServing();
@@ -772,24 +797,58 @@ TEST_F(HttpFrontendTest, BadInputsGetClearErrorsAndTheServerGoesOn) {
     int status;
     std::string fragment;
   };
-  const std::string bin = R"({"inputs":[{"name":"x","datatype":"FP32","shape":[2],"parameters":{"binary_data_size":8}}]})";
-  const std::string bytes_json = R"({"inputs":[{"name":"s","datatype":"BYTES","shape":[1],"parameters":{"binary_data_size":4}}]})";
+  const std::string bin =
+      R"({"inputs":[{"name":"x","datatype":"FP32","shape":[2],"parameters":{"binary_data_size":8}}]})";
+  const std::string bytes_json =
+      R"({"inputs":[{"name":"s","datatype":"BYTES","shape":[1],"parameters":{"binary_data_size":4}}]})";
   const std::vector<Case> cases = {
       {R"({"inputs":[{"name":"x",)", {}, 400, "malformed JSON in the request body at offset"},
-      {R"({"inputs":[{"name":"x","datatype":"FLOAT","shape":[1],"data":[1]}]})", {}, 400, "input 'x': unknown 'datatype' 'FLOAT'"},
-      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[3],"data":[1,2]}]})", {}, 400, "input 'x': 'data' has 2 elements but shape [3] needs 3"},
-      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[-3],"data":[1]}]})", {}, 400, "input 'x': shape [-3] has negative dimension"},
-      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1,1000000000000],"data":[1]}]})", {}, 413, "input 'x': shape [1,1000000000000]"},
+      {R"({"inputs":[{"name":"x","datatype":"FLOAT","shape":[1],"data":[1]}]})",
+       {},
+       400,
+       "input 'x': unknown 'datatype' 'FLOAT'"},
+      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[3],"data":[1,2]}]})",
+       {},
+       400,
+       "input 'x': 'data' has 2 elements but shape [3] needs 3"},
+      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[-3],"data":[1]}]})",
+       {},
+       400,
+       "input 'x': shape [-3] has negative dimension"},
+      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1,1000000000000],"data":[1]}]})",
+       {},
+       413,
+       "input 'x': shape [1,1000000000000]"},
       {R"({"id":"1"})", {}, 400, "missing 'inputs'"},
-      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1]},{"name":"x","datatype":"FP32","shape":[1],"data":[1]}]})", {}, 400, "input 'x' appears more than once"},
+      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1]},{"name":"x","datatype":"FP32","shape":[1],"data":[1]}]})",
+       {},
+       400,
+       "input 'x' appears more than once"},
       {R"({"inputs":[],"outputs":[{"name":5}]})", {}, 400, "output 0: 'name' must be a string"},
-      {bin + "1234", {{"Inference-Header-Content-Length", "10000"}}, 400, "Inference-Header-Content-Length is 10000 but the body has only"},
-      {bin + "1234", {{"Inference-Header-Content-Length", std::to_string(bin.size())}}, 400, "input 'x': 'binary_data_size' is 8 but only 4 bytes"},
-      {bin + "12345678", {{"Inference-Header-Content-Length", "12abc"}}, 400, "Inference-Header-Content-Length must be a non-negative integer, got '12abc'"},
-      {bin + "12345678", {{"Inference-Header-Content-Length", "-5"}}, 400, "Inference-Header-Content-Length must be a non-negative integer"},
+      {bin + "1234",
+       {{"Inference-Header-Content-Length", "10000"}},
+       400,
+       "Inference-Header-Content-Length is 10000 but the body has only"},
+      {bin + "1234",
+       {{"Inference-Header-Content-Length", std::to_string(bin.size())}},
+       400,
+       "input 'x': 'binary_data_size' is 8 but only 4 bytes"},
+      {bin + "12345678",
+       {{"Inference-Header-Content-Length", "12abc"}},
+       400,
+       "Inference-Header-Content-Length must be a non-negative integer, got '12abc'"},
+      {bin + "12345678",
+       {{"Inference-Header-Content-Length", "-5"}},
+       400,
+       "Inference-Header-Content-Length must be a non-negative integer"},
       {bytes_json + std::string("\x09\x00\x00\x00", 4),
-       {{"Inference-Header-Content-Length", std::to_string(bytes_json.size())}}, 400, "BYTES tensor 's' element 0 declares 9 bytes"},
-      {R"({"inputs":[{"name":"s","datatype":"BYTES","shape":[1],"data":[["a"],1]}]})", {}, 400, "input 's'"},
+       {{"Inference-Header-Content-Length", std::to_string(bytes_json.size())}},
+       400,
+       "BYTES tensor 's' element 0 declares 9 bytes"},
+      {R"({"inputs":[{"name":"s","datatype":"BYTES","shape":[1],"data":[["a"],1]}]})",
+       {},
+       400,
+       "input 's'"},
   };
   for (const auto& c : cases) {
     auto r = Infer(c.body, c.headers);
@@ -805,7 +864,8 @@ TEST_F(HttpFrontendTest, OversizedBodyIs413WithoutReadingIt) {
   StartServer(/*max_body=*/1000);
   TestClient c(server_->port());
   // Only the header is sent: a server that waited for the body would time out instead.
-  auto r = c.Raw(RawRequest("POST", "/v2/models/simple/infer", {{"Content-Length", "100000000"}}, ""));
+  auto r =
+      c.Raw(RawRequest("POST", "/v2/models/simple/infer", {{"Content-Length", "100000000"}}, ""));
   EXPECT_EQ(r.status, 413);
   EXPECT_THAT(ErrorOf(r), HasSubstr("exceeds the limit of 1000 bytes"));
   EXPECT_FALSE(r.keep_alive);
@@ -813,12 +873,43 @@ TEST_F(HttpFrontendTest, OversizedBodyIs413WithoutReadingIt) {
   // Chunked bodies are cut off at the limit too.
   TestClient chunked(server_->port());
   std::string big(4000, 'x');
-  auto r2 = chunked.Raw(RawRequest("POST", "/v2/models/simple/infer", {{"Transfer-Encoding", "chunked"}},
-                                   "fa0\r\n" + big + "\r\n0\r\n\r\n"));
+  auto r2 =
+      chunked.Raw(RawRequest("POST", "/v2/models/simple/infer", {{"Transfer-Encoding", "chunked"}},
+                             "fa0\r\n" + big + "\r\n0\r\n\r\n"));
   EXPECT_EQ(r2.status, 413);
   // Shapes are held to the body limit as well: 2000 elements cannot fit in 1000 bytes.
   auto r3 = Infer(R"({"inputs":[{"name":"x","datatype":"UINT8","shape":[2000],"data":[1]}]})");
   EXPECT_EQ(r3.status, 413);
+  ExpectStillServing();
+}
+
+// The bodies in flight are bounded all connections together: a request whose body would pass
+// the bound gets 503 with Retry-After before a byte of it is read (a burst of large bodies
+// ran the process out of memory: std::bad_alloc, and the server was gone), and the room
+// comes back once a held body is answered.
+TEST_F(HttpFrontendTest, BodiesInFlightPastTheirBoundAre503WithoutReadingThem) {
+  server_.reset();
+  StartServer(/*max_body=*/4000, std::chrono::seconds(300), /*max_body_in_flight=*/5000);
+  // 3000 bytes announced and 1000 sent: held while the rest comes.
+  TestClient slow(server_->port());
+  ASSERT_TRUE(
+      slow.Write(RawRequest("POST", "/v2/models/simple/infer", {{"Content-Length", "3000"}}, "") +
+                 std::string(1000, ' ')));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // its header is read
+  TestClient refused(server_->port());
+  auto r = refused.Raw(RawRequest("POST", "/v2/models/simple/infer", {{"Content-Length", "3000"}},
+                                  ""));  // the header alone: it is answered without the body
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(r.Header("Retry-After"), "1");
+  EXPECT_THAT(ErrorOf(r), HasSubstr("the server is reading or serving 3000 bytes of request "
+                                    "bodies, and this one's 3000 would pass its limit of 5000"));
+  EXPECT_TRUE(refused.ServerClosed());
+  ExpectStillServing();  // a small body fits beside the held one
+  // The held request completes (its body is no inference request: 400), and gives its room back.
+  ASSERT_TRUE(slow.Write(std::string(2000, ' ')));
+  EXPECT_EQ(slow.Read().status, 400);
+  auto again = Infer(std::string(3000, ' '));
+  EXPECT_EQ(again.status, 400) << again.body;
   ExpectStillServing();
 }
 
@@ -831,16 +922,19 @@ TEST_F(HttpFrontendTest, MalformedHttpIs400) {
 }
 
 TEST_F(HttpFrontendTest, ExceptionInAHandlerBecomes500AndTheConnectionSurvives) {
-  fake_.SetHandler([](const InferRequest&) -> StatusOr<InferResponse> { throw std::runtime_error("boom"); });
+  fake_.SetHandler(
+      [](const InferRequest&) -> StatusOr<InferResponse> { throw std::runtime_error("boom"); });
   TestClient c(server_->port());
-  auto r = c.Post("/v2/models/simple/infer", R"({"inputs":[{"name":"x","datatype":"INT32","shape":[1],"data":[1]}]})");
+  auto r = c.Post("/v2/models/simple/infer",
+                  R"({"inputs":[{"name":"x","datatype":"INT32","shape":[1],"data":[1]}]})");
   EXPECT_EQ(r.status, 500);
   EXPECT_THAT(ErrorOf(r), HasSubstr("boom"));
   EXPECT_EQ(c.Get("/v2/health/live").status, 200);
 }
 
 TEST_F(HttpFrontendTest, FacadeErrorsMapThroughHttpStatusFor) {
-  fake_.SetHandler([](const InferRequest&) -> StatusOr<InferResponse> { return Unavailable("queue full"); });
+  fake_.SetHandler(
+      [](const InferRequest&) -> StatusOr<InferResponse> { return Unavailable("queue full"); });
   auto r = Infer(R"({"inputs":[]})");
   EXPECT_EQ(r.status, 503);
   EXPECT_EQ(ErrorOf(r), "queue full");
@@ -864,7 +958,8 @@ TEST_F(HttpFrontendTest, AsyncFacadeAnswers) {
   TestClient c(server_->port());
   for (int i = 0; i < 10; ++i) {
     auto r = c.Post("/v2/models/simple/infer",
-                    R"({"inputs":[{"name":"x","datatype":"INT32","shape":[1],"data":[)" + std::to_string(i) + "]}]}");
+                    R"({"inputs":[{"name":"x","datatype":"INT32","shape":[1],"data":[)" +
+                        std::to_string(i) + "]}]}");
     ASSERT_EQ(r.status, 200) << r.body;
     EXPECT_EQ(Json(r.body)["outputs"][0]["data"][0].GetInt(), i);
   }
@@ -875,15 +970,18 @@ TEST_F(HttpFrontendTest, ManyConcurrentConnections) {
   constexpr int kClients = 32;
   constexpr int kRequests = 8;
   std::vector<std::unique_ptr<TestClient>> clients;
-  for (int i = 0; i < kClients; ++i) clients.push_back(std::make_unique<TestClient>(server_->port()));  // all open at once
+  for (int i = 0; i < kClients; ++i)
+    clients.push_back(std::make_unique<TestClient>(server_->port()));  // all open at once
   std::atomic<int> ok{0};
   std::vector<std::thread> threads;
   for (int i = 0; i < kClients; ++i) {
     threads.emplace_back([&, i] {
       for (int j = 0; j < kRequests; ++j) {
         const int v = i * 1000 + j;
-        auto r = clients[i]->Post("/v2/models/simple/infer",
-                                 R"({"inputs":[{"name":"x","datatype":"INT32","shape":[1],"data":[)" + std::to_string(v) + "]}]}");
+        auto r =
+            clients[i]->Post("/v2/models/simple/infer",
+                             R"({"inputs":[{"name":"x","datatype":"INT32","shape":[1],"data":[)" +
+                                 std::to_string(v) + "]}]}");
         if (r.status == 200 && Json(r.body)["outputs"][0]["data"][0].GetInt() == v) ++ok;
       }
     });
@@ -928,7 +1026,9 @@ TEST_F(HttpFrontendTest, ShutdownAnswersRequestsInFlight) {
   TestClient busy(server_->port());
   TestClient idle(server_->port());
   ASSERT_EQ(idle.Get("/v2/health/live").status, 200);
-  ASSERT_TRUE(busy.Write(RawRequest("POST", "/v2/models/simple/infer", {{"Content-Length", std::to_string(kBody42.size())}}, kBody42)));
+  ASSERT_TRUE(
+      busy.Write(RawRequest("POST", "/v2/models/simple/infer",
+                            {{"Content-Length", std::to_string(kBody42.size())}}, kBody42)));
   gate->AwaitWaiters(1);
   const int port = server_->port();
   std::thread stopper([&] { server_->Shutdown(std::chrono::seconds(30)); });
@@ -962,7 +1062,8 @@ TEST_F(HttpFrontendTest, LateFacadeReplyAfterShutdownIsDropped) {
     return Echo(r);
   });
   TestClient c(server_->port());
-  ASSERT_TRUE(c.Write(RawRequest("POST", "/v2/models/simple/infer", {{"Content-Length", std::to_string(kBody42.size())}}, kBody42)));
+  ASSERT_TRUE(c.Write(RawRequest("POST", "/v2/models/simple/infer",
+                                 {{"Content-Length", std::to_string(kBody42.size())}}, kBody42)));
   gate->AwaitWaiters(1);
   server_->Shutdown(std::chrono::milliseconds(50));
   server_.reset();
