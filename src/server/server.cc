@@ -35,7 +35,13 @@ Status CheckMemoryEstimate(const repository::ModelVersion& version,
                            const std::vector<Tensor>& inputs, uint64_t batch_rows) {
   const repository::ModelVersion::MemoryEstimate& e = *version.memory_estimate;
   const uint64_t elements = admission::InputElements(inputs);
-  const uint64_t smallest = batch_rows >= 2 ? (elements + 1) / 2 : elements;
+  // The retry runs rows / 2 and the rest: the larger half holds ceil(rows / 2) of them.
+  const uint64_t half_rows = (batch_rows + 1) / 2;
+  const uint64_t smallest = batch_rows >= 2
+                                ? static_cast<uint64_t>(std::ceil(static_cast<double>(elements) *
+                                                                  static_cast<double>(half_rows) /
+                                                                  static_cast<double>(batch_rows)))
+                                : elements;
   const uint64_t need =
       e.at_rest_bytes + static_cast<uint64_t>(std::ceil(e.bytes_per_input_element *
                                                         static_cast<double>(smallest)));
@@ -43,9 +49,12 @@ Status CheckMemoryEstimate(const repository::ModelVersion& version,
   return PayloadTooLarge(
       "out of memory: model '" + version.model_name + "' version " +
       std::to_string(version.version) + " would need about " + admission::FormatBytes(need) +
-      " for " + (smallest == elements ? "this request's " : "half of this request's ") +
-      std::to_string(elements) + " input elements (" +
-      admission::FormatBytes(e.at_rest_bytes) + " held at rest and " +
+      " for " +
+      (batch_rows >= 2 ? "the larger half (" + std::to_string(half_rows) + " of " +
+                             std::to_string(batch_rows) + " rows) of this request's "
+                       : "this request's ") +
+      std::to_string(elements) + " input elements (" + admission::FormatBytes(e.at_rest_bytes) +
+      " held at rest and " +
       std::to_string(static_cast<uint64_t>(std::ceil(e.bytes_per_input_element))) +
       " bytes per input element, measured at load), more than the instance's memory limit of " +
       admission::FormatBytes(e.limit_bytes) +
