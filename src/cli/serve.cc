@@ -292,6 +292,23 @@ Status CheckServeFlags(const ServeFlags& flags) {
                              found[0] + ", " + found[1] + (found.size() > 2 ? ", ..." : ""));
     }
   }
+  // Each of the leak window's buckets needs a sample (two, to not flap); fewer leave a part
+  // of every window empty, and the detector could never judge.
+  if (const auto interval = flags.server.memory_sample_interval; interval.count() > 0) {
+    const auto& leak = flags.server.leak_detector;
+    const auto bucket = std::chrono::duration_cast<std::chrono::milliseconds>(leak.window) /
+                        std::max(1, leak.buckets);
+    if (interval * 2 > bucket) {
+      return InvalidArgument(
+          "--memory-sample-interval-ms " + std::to_string(interval.count()) +
+          " is too long for --memory-leak-window-secs " +
+          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(leak.window).count()) +
+          ": each of the window's " + std::to_string(leak.buckets) +
+          " parts needs two samples, so sample every " + std::to_string(bucket.count() / 2) +
+          " ms or less, or widen the window to " +
+          std::to_string((interval.count() * 2 * leak.buckets + 999) / 1000) + " s or more");
+    }
+  }
   if (flags.body_bytes_in_flight_given &&
       flags.http.max_body_bytes_in_flight < flags.http.max_body_bytes) {
     return InvalidArgument(

@@ -139,6 +139,14 @@ TEST(CommandLine, BadCommandLinesExitTwoNamingTheOption) {
       {{"serve", "--http-port", "0"}, "fastpath serve: --model-repository is required"},
       {{"serve", "--model-repository", "/tmp", "--model-repository", "/tmp/"},
        "--model-repository /tmp/ is given twice (as /tmp)"},
+      // One sample per part of the leak window (or none) and the detector never judges.
+      {{"serve", "--model-repository", "/tmp", "--memory-leak-window-secs", "60"},
+       "--memory-sample-interval-ms 10000 is too long for --memory-leak-window-secs 60: each of "
+       "the window's 6 parts needs two samples, so sample every 5000 ms or less, or widen the "
+       "window to 120 s or more"},
+      {{"serve", "--model-repository", "/tmp", "--max-request-bytes", "100000",
+        "--max-request-bytes-in-flight", "50000"},
+       "--max-request-bytes-in-flight 50000 is below --max-request-bytes 100000"},
       {{"serve", "--model-repository", "/tmp", "--model-repository", "/var", "--model-control-mode",
         "explicit", "--load-model", "fastpath-no-such-model"},
        "--load-model 'fastpath-no-such-model': no model folder 'fastpath-no-such-model' in /tmp, "
