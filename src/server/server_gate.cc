@@ -33,7 +33,10 @@ constexpr std::chrono::milliseconds kRetryPause{100};
 double Ms(uint64_t ns) { return static_cast<double>(ns) / 1e6; }
 
 // The largest relative difference between the two sides' outputs of the same input, output
-// by output (relative to max(1, |reference|): near zero the difference is absolute).
+// by output (relative to max(1, |reference|): near zero the difference is absolute). An
+// output of the serving version that the candidate lacks, or gives in another shape or
+// datatype, changes the interface under its clients: an error, as a changed input is,
+// whatever the tolerance.
 StatusOr<std::pair<double, std::string>> Difference(const std::vector<Tensor>& candidate,
                                                     const std::vector<Tensor>& baseline) {
   double worst = 0;
@@ -44,10 +47,14 @@ StatusOr<std::pair<double, std::string>> Difference(const std::vector<Tensor>& c
       if (t.name == b.name) c = &t;
     }
     if (c == nullptr) {
-      return std::make_pair(1.0, "output '" + b.name + "' is missing from the candidate");
+      return FailedPrecondition("the candidate changes the interface: it has no output '" + b.name +
+                                "', which the serving version gives");
     }
     if (c->shape != b.shape || c->dtype != b.dtype) {
-      return std::make_pair(1.0, "output '" + b.name + "' has another shape or datatype");
+      return FailedPrecondition("the candidate changes the interface: output '" + b.name + "' is " +
+                                std::string(DataTypeName(c->dtype)) + " " +
+                                ShapeToString(c->shape) + " where the serving version's is " +
+                                std::string(DataTypeName(b.dtype)) + " " + ShapeToString(b.shape));
     }
     if (b.dtype == DataType::kBytes) {
       if (c->data != b.data) return std::make_pair(1.0, "output '" + b.name + "' differs");
