@@ -241,6 +241,7 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadVersion(
   runtime->model_name = name;
   runtime->version = version;
   runtime->config = base;
+  runtime->folder = dir / std::to_string(version);
   FASTPATH_ASSIGN_OR_RETURN(const backend::ModelSignature signature, backend_->Inspect(file));
   FASTPATH_RETURN_IF_ERROR(config::CompleteAndValidate(signature, &runtime->config, completion));
 

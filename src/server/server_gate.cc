@@ -99,10 +99,16 @@ Status Server::GateRollout(const std::filesystem::path& model_dir,
   // version READY (the one a request without a version reaches today). Only a version that
   // can serve now is a baseline: one whose instances are all out of service, or an ensemble,
   // cannot be timed, and refusing its replacement for that would keep the broken one.
+  //
+  // Nor is a version whose folder left the disk: it is being removed (a rollback from it, in
+  // poll mode), and judging the version that comes back against it would keep it serving
+  // with its files gone.
   std::shared_ptr<repository::ModelVersion> baseline;
   for (auto& ready : repository_->ReadyVersions(candidate.model_name)) {
+    std::error_code ec;
     if (!ready->scheduler || config::IsEnsemble(ready->config) ||
-        !ready->scheduler->Health().ok()) {
+        !ready->scheduler->Health().ok() ||
+        (!ready->folder.empty() && !std::filesystem::is_directory(ready->folder, ec))) {
       continue;
     }
     if (ready->version == candidate.version) {
@@ -116,8 +122,8 @@ Status Server::GateRollout(const std::filesystem::path& model_dir,
     // Recorded before the repository publishes: the load may still be dropped after this
     // (a folder that changed while it was read), so the text does not say traffic moved.
     decision.detail = "no version of '" + candidate.model_name +
-                      "' serves that can be timed: nothing to compare with; the gate lets "
-                      "version " +
+                      "' serves that can be timed and stays on disk: nothing to compare with; "
+                      "the gate lets version " +
                       std::to_string(candidate.version) + " through";
     log::Info("rollout gate: " + decision.detail);
     RecordRollout(decision);

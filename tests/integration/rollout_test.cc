@@ -5,6 +5,7 @@
 // version that loaded, and a request that found the old version just before the swap
 // still runs on it.
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -93,6 +94,40 @@ TEST_F(PollRolloutTest, AGoodVersionTwoTakesOverWithoutAFailedRequest) {
   EXPECT_EQ(load.failed(), 0) << load.first_failure() << "\nlog:\n" << server().LogTail();
   EXPECT_FALSE(IndexEntry("1").IsObject() &&
                std::string(IndexEntry("1")["state"].GetString()) == "READY");
+}
+
+// A rollback in poll mode with the rollout gate on: version 2 passes and takes over, then its
+// folder is removed. Version 1 comes back without being judged against version 2, which
+// leaves: judged against it, a slower version 1 was refused and version 2 served on from
+// memory, its files gone, with no later poll to retry.
+class PollGateRolloutTest : public PollRolloutTest {
+ protected:
+  void PrepareRepository(testing::TempRepository& repo) override {
+    repo.WriteConfig("simple", std::string(testing::kSimpleConfig) +
+                                   "parameters { key: \"fastpath.rollout.gate\" value: { "
+                                   "string_value: \"true\" } }\n");
+  }
+};
+
+TEST_F(PollGateRolloutTest, RemovingTheNewVersionBringsTheOldOneBackUnjudged) {
+  repo().AddVersion("simple", 2, "simple");
+  WaitIndex("2", [](const rapidjson::Value& e) {
+    return std::string(e["state"].GetString()) == "READY";
+  });
+  std::filesystem::remove_all(repo().root() / "simple" / "2");
+  WaitIndex("1", [](const rapidjson::Value& e) {
+    return std::string(e["state"].GetString()) == "READY";
+  });
+  EXPECT_FALSE(IndexEntry("2").IsObject() &&
+               std::string(IndexEntry("2")["state"].GetString()) == "READY");
+  const HttpResponse r = http().Get("/v2/models/simple/rollout");
+  ASSERT_EQ(r.status, 200) << r.Describe();
+  const rapidjson::Document doc = ParseJson(r.body);
+  const rapidjson::Value& decisions = doc["decisions"];
+  ASSERT_GE(decisions.Size(), 3u) << r.body;
+  const rapidjson::Value& last = decisions[decisions.Size() - 1];
+  EXPECT_EQ(last["candidate_version"].GetInt64(), 1) << r.body;
+  EXPECT_EQ(std::string(last["outcome"].GetString()), "no_baseline") << r.body;
 }
 
 class ExplicitRolloutTest : public RolloutTest {
@@ -240,12 +275,14 @@ TEST_F(GateRolloutTest, AnEqualCandidatePassesUnderLoadAndTakesOver) {
     r = http().Post("/v2/repository/models/chain/load", "{}");
     if (r.status == 200 || !kTimedVerdicts) break;
     ASSERT_NE(ErrorMessage(r.body).find("rollout gate refused"), std::string::npos)
-        << r.Describe() << "\nlog:\n" << server().LogTail();
+        << r.Describe() << "\nlog:\n"
+        << server().LogTail();
     refusals += "\n" + ErrorMessage(r.body);
   }
   if (kTimedVerdicts) {
     EXPECT_EQ(r.status, 200) << r.Describe() << "\nrefused " << attempts << " times:" << refusals
-                             << "\nlog:\n" << server().LogTail();
+                             << "\nlog:\n"
+                             << server().LogTail();
   }
   load->WaitSucceeded(100);
   load->Stop();

@@ -91,6 +91,9 @@ struct ModelVersion {
   CanaryPlan canary_plan;
   // The load request's files it was loaded from; null when from the repository's folder.
   std::shared_ptr<const LoadFolder> load_folder;
+  // Its version folder (<model folder>/<version>); empty for an ensemble. Gone from disk,
+  // the version is being removed: no rollout gate compares a candidate with it.
+  std::filesystem::path folder;
 };
 
 // A canary phase (issue 12 §2): a new load published in place of the one that served gets
