@@ -35,16 +35,22 @@ Status CheckMemoryEstimate(const repository::ModelVersion& version,
                            const std::vector<Tensor>& inputs, uint64_t batch_rows) {
   const repository::ModelVersion::MemoryEstimate& e = *version.memory_estimate;
   const uint64_t elements = admission::InputElements(inputs);
+  // A BYTES element's cost is its string's length, which no per-element figure from the
+  // warm-up's strings bounds: each byte of them counts besides.
+  uint64_t strings = 0;
+  for (const Tensor& t : inputs) {
+    if (t.dtype == DataType::kBytes) strings += t.data.size();
+  }
   // The retry runs rows / 2 and the rest: the larger half holds ceil(rows / 2) of them.
   const uint64_t half_rows = (batch_rows + 1) / 2;
-  const uint64_t smallest = batch_rows >= 2
-                                ? static_cast<uint64_t>(std::ceil(static_cast<double>(elements) *
-                                                                  static_cast<double>(half_rows) /
-                                                                  static_cast<double>(batch_rows)))
-                                : elements;
-  const uint64_t need =
-      e.at_rest_bytes + static_cast<uint64_t>(std::ceil(e.bytes_per_input_element *
-                                                        static_cast<double>(smallest)));
+  const double share =
+      batch_rows >= 2 ? static_cast<double>(half_rows) / static_cast<double>(batch_rows) : 1.0;
+  const auto part = [share](double amount) {
+    return static_cast<uint64_t>(std::ceil(amount * share));
+  };
+  const uint64_t need = e.at_rest_bytes +
+                        part(e.bytes_per_input_element * static_cast<double>(elements)) +
+                        part(static_cast<double>(strings));
   if (need <= e.limit_bytes) return Status::Ok();
   return PayloadTooLarge(
       "out of memory: model '" + version.model_name + "' version " +
@@ -56,14 +62,14 @@ Status CheckMemoryEstimate(const repository::ModelVersion& version,
       std::to_string(elements) + " input elements (" + admission::FormatBytes(e.at_rest_bytes) +
       " held at rest and " +
       std::to_string(static_cast<uint64_t>(std::ceil(e.bytes_per_input_element))) +
-      " bytes per input element, measured at load), more than the instance's memory limit of " +
+      " bytes per input element, measured at load" +
+      (strings > 0 ? ", and " + admission::FormatBytes(strings) + " of BYTES strings" : "") +
+      "), more than the instance's memory limit of " +
       admission::FormatBytes(e.limit_bytes) +
       " (parameters: fastpath.memory.limit_bytes); it can never fit: send fewer or smaller "
       "inputs");
 }
 
-// Unavailable (HTTP 503) when `version` runs on a GPU in quarantine: the hardware announced
-// it is failing, so nothing new runs on it (requests in flight finish).
 // The model sees `reshape` where the protocol shows `dims`.
 Status ReshapeInputs(const inference::ModelConfig& config, std::vector<Tensor>* inputs) {
   for (auto& tensor : *inputs) {

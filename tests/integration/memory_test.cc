@@ -1,7 +1,7 @@
 // Memory that cannot take the server down (issue 13), end to end on the real binary: a
 // model whose instance is capped by fastpath.memory.limit_bytes, under concurrent clients
-// (32 at once) mixing requests that fit with requests that cannot. Every request that fits is answered
-// right; every one that cannot gets 503 with Retry-After (gRPC RESOURCE_EXHAUSTED) and a
+// (32 at once) mixing requests that fit with requests that cannot. Every request that fits is
+// answered right; every one that cannot gets 503 with Retry-After (gRPC RESOURCE_EXHAUSTED) and a
 // message starting "out of memory"; the server stays ready, and the admission report and
 // /metrics count what ran out.
 #include <thread>
@@ -12,8 +12,8 @@
 namespace fastpath::integration {
 namespace {
 
-constexpr int64_t kSmall = 256;      // elements per request that fit: 1 KiB out
-constexpr int64_t kBig = 1 << 20;    // 4 MiB out: never fits in the 2 MiB cap
+constexpr int64_t kSmall = 256;        // elements per request that fit: 1 KiB out
+constexpr int64_t kBig = 1 << 20;      // 4 MiB out: never fits in the 2 MiB cap
 constexpr int kClients = 32;           // as the issue's "done when": concurrency 32
 constexpr int kRequestsPerClient = 4;  // every fourth one big
 
@@ -22,7 +22,7 @@ class MemoryTest : public ServerTest {
   std::vector<std::string> Models() override { return {}; }
   std::vector<std::string> ExtraArgs() override {
     return {"--model-control-mode", "explicit", "--load-model", "capped",
-            "--load-model", "budgeted"};
+            "--load-model",         "budgeted", "--load-model", "strings"};
   }
   void PrepareRepository(testing::TempRepository& repo) override {
     // add_one: OUTPUT0 = INPUT0 + 1, FP32 [batch, n].
@@ -49,6 +49,18 @@ model_warmup [ { name: "largest" batch_size: 1 inputs { key: "INPUT0" value {
   data_type: TYPE_FP32 dims: [ 16384 ] random_data: true } } } ]
 parameters { key: "fastpath.memory.limit_bytes" value { string_value: "2Mi" } }
 )");
+    // BYTES in and out, its budget measured on 16 short random strings.
+    repo.AddVersion("strings", 1, "identity_bytes");
+    repo.WriteConfig("strings", R"(
+name: "strings"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_STRING dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_STRING dims: [ -1 ] } ]
+instance_group [ { kind: KIND_CPU count: 1 } ]
+model_warmup [ { name: "w" batch_size: 1 inputs { key: "INPUT0" value {
+  data_type: TYPE_STRING dims: [ 16 ] random_data: true } } } ]
+parameters { key: "fastpath.memory.limit_bytes" value { string_value: "2Mi" } }
+)");
   }
 
   // The model's entry in /v2/health/admission.
@@ -68,11 +80,10 @@ parameters { key: "fastpath.memory.limit_bytes" value { string_value: "2Mi" } }
                      const std::string& model = "capped") {
     std::vector<float> values(static_cast<size_t>(rows * n));
     for (size_t i = 0; i < values.size(); ++i) values[i] = base + static_cast<float>(i);
-    const std::string json = R"({"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[)" +
-                             std::to_string(rows) + "," + std::to_string(n) +
-                             R"(],"parameters":{"binary_data_size":)" +
-                             std::to_string(rows * n * 4) +
-                             R"(}}],"parameters":{"binary_data_output":true}})";
+    const std::string json =
+        R"({"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[)" + std::to_string(rows) + "," +
+        std::to_string(n) + R"(],"parameters":{"binary_data_size":)" +
+        std::to_string(rows * n * 4) + R"(}}],"parameters":{"binary_data_output":true}})";
     BinaryBody body = MakeBinaryBody(json, {AsBytes(values)});
     return client.Post("/v2/models/" + model + "/infer", body.body,
                        {{"inference-header-content-length", std::to_string(body.json_length)}});
@@ -175,9 +186,10 @@ TEST_F(MemoryTest, AMeasuredBudgetRefusesWhatCanNeverFitAndHalvesWhatCan) {
   // 4 MiB of output for one row: it can never fit, and is refused before it runs.
   const HttpResponse never = Infer(http(), kBig, 0, 1, "budgeted");
   EXPECT_EQ(never.status, 413) << never.Describe();
-  EXPECT_EQ(ErrorMessage(never.body).rfind("out of memory: model 'budgeted' version 1 would "
-                                           "need about ",
-                                           0),
+  EXPECT_EQ(ErrorMessage(never.body)
+                .rfind("out of memory: model 'budgeted' version 1 would "
+                       "need about ",
+                       0),
             0u)
       << never.Describe();
   EXPECT_NE(ErrorMessage(never.body).find("it can never fit"), std::string::npos);
@@ -197,16 +209,32 @@ TEST_F(MemoryTest, AMeasuredBudgetRefusesWhatCanNeverFitAndHalvesWhatCan) {
   EXPECT_EQ(http().Get("/v2/health/ready").status, 200);
 }
 
+// A BYTES element costs its string's length, which the budget's per-element figure (from
+// short warm-up strings) cannot bound: one 3 MiB string in a 2 MiB cap ran (200) and the
+// process grew by its size. Each byte of the strings now counts.
+TEST_F(MemoryTest, ABytesStringPastTheCapIsRefusedBeforeItRuns) {
+  auto request = [](size_t length) {
+    return R"({"inputs":[{"name":"INPUT0","datatype":"BYTES","shape":[1,1],"data":[")" +
+           std::string(length, 'x') + R"("]}]})";
+  };
+  const HttpResponse big = http().Post("/v2/models/strings/infer", request(3 << 20));
+  EXPECT_EQ(big.status, 413) << big.Describe();
+  EXPECT_NE(ErrorMessage(big.body).find("and 3.0 MiB of BYTES strings"), std::string::npos)
+      << big.Describe();
+  const HttpResponse small = http().Post("/v2/models/strings/infer", request(1000));
+  EXPECT_EQ(small.status, 200) << small.Describe();
+}
+
 TEST_F(MemoryTest, BudgetCommandMeasuresWithoutServingAndExitsOneWhenAModelDoesNotFit) {
-  // The same repository as the server's: "budgeted" is measured, "capped" is not (its dim is
-  // dynamic), and both fit.
-  const auto fits = testing::RunCommand({FASTPATH_BINARY, "budget", "--model-repository",
-                                         repo().root().string(), "--json"});
+  // The same repository as the server's: "budgeted" and "strings" are measured, "capped" is
+  // not (its dim is dynamic), and all fit.
+  const auto fits = testing::RunCommand(
+      {FASTPATH_BINARY, "budget", "--model-repository", repo().root().string(), "--json"});
   ASSERT_EQ(fits.exit_code, 0) << fits.out << fits.err;
   const auto doc = ParseJson(fits.out);
   ASSERT_TRUE(doc.IsObject()) << fits.out;
   EXPECT_TRUE(doc["fits"].GetBool());
-  ASSERT_EQ(doc["models"].Size(), 2u) << fits.out;
+  ASSERT_EQ(doc["models"].Size(), 3u) << fits.out;
   const auto& budgeted = doc["models"][0];
   EXPECT_STREQ(budgeted["name"].GetString(), "budgeted");
   EXPECT_EQ(JsonUint(budgeted["memory_budget"]["limit_bytes"]), 2097152u);
@@ -248,8 +276,7 @@ parameters { key: "fastpath.memory.limit_bytes" value { string_value: "2 GB" } }
 )");
   const HttpResponse r = http().Post("/v2/repository/models/bad_limit/load", "");
   EXPECT_EQ(r.status, 503) << r.Describe();  // as every failed load (model_repository.cc)
-  EXPECT_NE(ErrorMessage(r.body).find("'fastpath.memory.limit_bytes' is '2 GB'"),
-            std::string::npos)
+  EXPECT_NE(ErrorMessage(r.body).find("'fastpath.memory.limit_bytes' is '2 GB'"), std::string::npos)
       << r.Describe();
   EXPECT_EQ(Infer(http(), kSmall, 0).status, 200);
 }
