@@ -133,7 +133,10 @@ Status Server::GateRollout(const std::filesystem::path& model_dir,
 
   admission::GateSamples samples;
   std::vector<Tensor> baseline_outputs, candidate_outputs;
-  const Clock::time_point gate_deadline = clock_->Now() + kGateBudget;
+  // The first phase must end within kGateBudget; each further one within twice as long as
+  // the first took (at least kGateBudget), so that a slow model is measured further too.
+  Clock::duration budget = kGateBudget;
+  Clock::time_point gate_deadline = clock_->Now() + budget;
   // One round: an instance of the candidate held, then one of the serving version, and on
   // that thread each side runs its inputs, an untimed run then a timed one, serving first or
   // second. Answered Unavailable (a full queue, a queue-policy timeout, an instance
@@ -217,8 +220,10 @@ Status Server::GateRollout(const std::filesystem::path& model_dir,
       const bool timed = r >= kWarmupRounds;
       if (shutting_down_) return Unavailable("the server is shutting down");
       if (clock_->Now() > gate_deadline) {
-        return DeadlineExceeded("the comparison ran past " + std::to_string(kGateBudget.count()) +
-                                " s (the serving version's queue starves it?)");
+        return DeadlineExceeded(
+            "the comparison ran past its budget of " +
+            std::to_string(std::chrono::duration_cast<std::chrono::seconds>(budget).count()) +
+            " s");
       }
       if (timed && r >= kWarmupRounds + policy.rounds && clock_->Now() - began >= kGatePhase) {
         break;
@@ -247,7 +252,9 @@ Status Server::GateRollout(const std::filesystem::path& model_dir,
     return measure(static_cast<uint32_t>(max_batch), &samples.baseline_batch_ms,
                    &samples.candidate_batch_ms);
   };
+  const Clock::time_point first_began = clock_->Now();
   if (Status s = phase(); !s.ok()) return not_measured(s.message());
+  const Clock::duration first_phase = clock_->Now() - first_began;
   auto difference = Difference(candidate_outputs, baseline_outputs);
   if (!difference.ok()) return not_measured(difference.status().message());
   samples.output_difference = difference->first;
@@ -258,10 +265,20 @@ Status Server::GateRollout(const std::filesystem::path& model_dir,
   // widens the intervals) is measured further, up to kMorePhases: more rounds narrow the
   // interval until the verdict is clear one way or the other, where passing it at once would
   // let a slower candidate through on noise.
+  // A further phase that runs out of its budget ends the measuring, not the decision: the
+  // verdict is the one the rounds in hand give (an unclear one passes, with its interval).
   for (int more = 0; more < kMorePhases && admission::GateInconclusive(policy, verdict); ++more) {
     log::Info("rollout gate: " + what + " is not clear yet, measuring further: " + verdict.summary);
-    if (Status s = phase(); !s.ok()) return not_measured(s.message());
+    budget = std::max<Clock::duration>(kGateBudget, 2 * first_phase);
+    gate_deadline = clock_->Now() + budget;
+    const Status s = phase();
     verdict = admission::JudgeGate(policy, samples);
+    if (s.code() == StatusCode::kDeadlineExceeded) {
+      log::Warn("rollout gate: " + what + ": " + s.message() +
+                "; judged on the rounds measured so far");
+      break;
+    }
+    if (!s.ok()) return not_measured(s.message());
   }
   decision.outcome =
       verdict.passed ? RolloutDecision::Outcome::kPassed : RolloutDecision::Outcome::kRefused;
