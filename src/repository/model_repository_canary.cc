@@ -47,6 +47,10 @@ void ModelRepository::StartCanary(const std::string& name, ModelState& given_up,
   canary->phase.began = clock->Now();
   canary->phase.ends = canary->phase.began + plan.duration;
   canary->phase.stable = std::move(stable);  // out of given_up: it is not retired
+  canary->phase.stable_start = canary->phase.stable->stats.Snapshot(name, "");
+  canary->phase.candidate_start = canary->phase.candidate->stats.Snapshot(name, "");
+  canary->phase.stable->stats.KeepLatencies(kCanaryKeptLatencies * (100 - plan.percent) / 100);
+  canary->phase.candidate->stats.KeepLatencies(kCanaryKeptLatencies * plan.percent / 100);
   log::Info("model '" + name + "' version " + std::to_string(next->version) +
             ": canary phase: " + std::to_string(plan.percent) + "% of its requests for " +
             std::to_string(plan.duration.count()) + " s, the previous load (version " +

@@ -12,11 +12,6 @@
 namespace fastpath::server {
 namespace {
 
-// The latest latencies kept on both sides together (StatsRecorder::KeepLatencies): enough
-// for a p95, shared in proportion to the split, so that both sides' samples cover the same
-// stretch of time (requests are split by count).
-constexpr size_t kKeptLatencies = 10000;
-
 // What a side counted since `start`.
 admission::CanaryCounts Since(const repository::ModelVersion& version,
                               const ModelStatistics& start) {
@@ -74,10 +69,6 @@ void Server::WatchRollouts() {
       watch->second.model = phase.model;
       watch->second.candidate_version = phase.candidate->version;
       watch->second.baseline_version = phase.stable->version;
-      watch->second.stable_start = phase.stable->stats.Snapshot(phase.model, "");
-      watch->second.candidate_start = phase.candidate->stats.Snapshot(phase.model, "");
-      phase.stable->stats.KeepLatencies(kKeptLatencies * (100 - phase.percent) / 100);
-      phase.candidate->stats.KeepLatencies(kKeptLatencies * phase.percent / 100);
       decision.outcome = RolloutDecision::Outcome::kCanary;
       decision.detail =
           "canary phase of " + what + ": " + std::to_string(phase.percent) +
@@ -94,8 +85,8 @@ void Server::WatchRollouts() {
         policy.ok() && policy->has_value() ? **policy : admission::GatePolicy();
     const bool final = clock_->Now() >= phase.ends;
     admission::CanaryVerdict verdict =
-        admission::JudgeCanary(gate, Since(*phase.stable, watch->second.stable_start),
-                               Since(*phase.candidate, watch->second.candidate_start), final);
+        admission::JudgeCanary(gate, Since(*phase.stable, phase.stable_start),
+                               Since(*phase.candidate, phase.candidate_start), final);
     if (verdict.call == admission::CanaryVerdict::Call::kContinue) continue;
     const bool promote = verdict.call == admission::CanaryVerdict::Call::kPromote;
     decision.detail = "canary phase of " + what + " against version " +

@@ -132,6 +132,23 @@ TEST_F(RolloutCanaryTest, ACandidateThatFailsItsShareIsRolledBackAndTheOldLoadTa
   EXPECT_EQ(stats.inference_stats.success.count, 140u);
 }
 
+// The phase counts from its first request, not from the watch's first look at it: a candidate
+// that fails only before that look (its cold start, a tick's worth) is still rolled back.
+TEST_F(RolloutCanaryTest, FailuresBeforeTheWatchFirstLooksCount) {
+  const int before = backend_->instances_created;
+  ASSERT_TRUE(server_->LoadModel("simple").ok());
+  backend_->faulty_from = before;
+  backend_->faulty_to = backend_->instances_created.load();
+  backend_->faulty_fail = true;
+  EXPECT_EQ(Send(100), 20);
+  server_->WatchRollouts();
+  ASSERT_EQ(Outcomes(),
+            (std::vector<std::string>{"no_baseline", "passed", "canary", "rolled_back"}));
+  const RolloutDecision last = server_->RolloutHistory("simple").value().back();
+  ASSERT_TRUE(last.canary.has_value());
+  EXPECT_DOUBLE_EQ(last.canary->candidate_error_rate, 1.0);
+}
+
 TEST_F(RolloutCanaryTest, ACandidateThatAnswersAsWellIsPromotedWhenThePhaseEnds) {
   const auto [from, to] = Reload();
   EXPECT_EQ(Send(100), 0);

@@ -108,7 +108,14 @@ struct CanaryPhase {
   uint32_t percent = 0;
   Clock::time_point began;
   Clock::time_point ends;
+  // Both sides' counts when the phase began, taken as it was published, so that what they
+  // count since is the phase's from its first request. From then on each side also keeps its
+  // latest latencies (StatsRecorder::KeepLatencies), kCanaryKeptLatencies between them in
+  // proportion to the split, so that both cover the same stretch of time.
+  ModelStatistics stable_start;
+  ModelStatistics candidate_start;
 };
+inline constexpr size_t kCanaryKeptLatencies = 10000;
 
 struct VersionStatus {
   int64_t version = 0;

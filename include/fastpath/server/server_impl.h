@@ -265,12 +265,12 @@ class Server final : public InferenceServer {
   std::map<std::string, std::deque<RolloutDecision>> rollouts_;  // guarded by rollout_mu_
   // Every decision since start, by (model, outcome name): never capped, for /metrics.
   std::map<std::pair<std::string, std::string>, uint64_t> rollout_counts_;  // guarded
-  // The canary phases being watched, by candidate load: both sides' counts when it began.
+  // The canary phases being watched, by candidate load (what ends one without a verdict
+  // needs to say).
   struct PhaseWatch {
     std::weak_ptr<repository::ModelVersion> candidate;  // which load the key is
     std::string model;
     int64_t candidate_version = 0, baseline_version = 0;
-    ModelStatistics stable_start, candidate_start;
   };
   std::mutex phases_mu_;                                          // held by each WatchRollouts pass
   std::map<const repository::ModelVersion*, PhaseWatch> phases_;  // guarded by phases_mu_
