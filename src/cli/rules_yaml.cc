@@ -96,6 +96,31 @@ StatusOr<YAML::Node> LoadOneDocument(std::string_view text) {
   return documents[0];
 }
 
+// Prometheus' duration: "0", or whole numbers each with a unit, largest first ("1h30m").
+bool IsPrometheusDuration(std::string_view text) {
+  if (text == "0") return true;
+  static constexpr std::string_view kUnits[] = {"y", "w", "d", "h", "m", "s", "ms"};
+  size_t next_unit = 0;  // units must come largest first, each at most once
+  size_t i = 0;
+  while (i < text.size()) {
+    const size_t digits = i;
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
+    if (i == digits) return false;
+    size_t unit = next_unit;
+    // "ms" before "m": the longer unit where both fit.
+    while (unit < std::size(kUnits)) {
+      const std::string_view u = kUnits[unit];
+      const bool longer_fits = u == "m" && text.substr(i, 2) == "ms";
+      if (!longer_fits && text.substr(i, u.size()) == u) break;
+      ++unit;
+    }
+    if (unit == std::size(kUnits)) return false;
+    i += kUnits[unit].size();
+    next_unit = unit + 1;
+  }
+  return !text.empty();
+}
+
 StatusOr<AlertRule> ReadRule(const YAML::Node& r, const std::string& group) {
   if (!r.IsMap()) {
     return ErrorAt(r.Mark(),
@@ -110,8 +135,15 @@ StatusOr<AlertRule> ReadRule(const YAML::Node& r, const std::string& group) {
   }
   (alert ? rule.name : rule.record) = ScalarOf(r, alert ? "alert" : "record");
   rule.expr = ScalarOf(r, "expr");
-  if (rule.expr.empty()) {
-    return ErrorAt(r.Mark(), "rule '" + (alert ? rule.name : rule.record) + "' has no 'expr'");
+  const std::string& name = alert ? rule.name : rule.record;
+  if (rule.expr.empty()) return ErrorAt(r.Mark(), "rule '" + name + "' has no 'expr'");
+  for (const char* key : {"for", "keep_firing_for"}) {
+    if (!r[key].IsDefined()) continue;
+    const std::string value = ScalarOf(r, key);
+    if (!IsPrometheusDuration(value)) {
+      return ErrorAt(KeyMark(r, key), "rule '" + name + "': '" + key + ": " + value +
+                                          "' is not a Prometheus duration (e.g. 5m, 1h30m)");
+    }
   }
   return rule;
 }
@@ -135,6 +167,7 @@ StatusOr<std::vector<AlertRule>> ReadRules(std::string_view text) {
                    "'groups' is " + std::string(KindName(groups)) + ", not a sequence");
   }
   std::vector<AlertRule> rules;
+  std::set<std::string> names;
   for (const YAML::Node& group : groups) {
     if (!group.IsMap()) {
       return ErrorAt(group.Mark(),
@@ -142,6 +175,15 @@ StatusOr<std::vector<AlertRule>> ReadRules(std::string_view text) {
     }
     const std::string name = ScalarOf(group, "name");
     if (name.empty()) return ErrorAt(group.Mark(), "a group without a 'name'");
+    // Prometheus refuses the whole file for it, and then none of its alerts is loaded.
+    if (!names.insert(name).second) {
+      return ErrorAt(group.Mark(), "group name '" + name + "' is repeated in the file");
+    }
+    if (group["interval"].IsDefined() && !IsPrometheusDuration(ScalarOf(group, "interval"))) {
+      return ErrorAt(KeyMark(group, "interval"),
+                     "group '" + name + "': 'interval: " + ScalarOf(group, "interval") +
+                         "' is not a Prometheus duration");
+    }
     const YAML::Node list = Get(group, "rules");
     if (!list.IsSequence()) {
       return ErrorAt(group.Mark(), "group '" + name + "' has no 'rules' sequence");

@@ -182,6 +182,26 @@ TEST(RulesYamlTest, RefusesWhatIsNotARuleFileWithItsLine) {
               HasSubstr("line 4: rule 'A' has no 'expr'"));
   EXPECT_THAT(ErrorOf("groups:\n  - name: g\n    rules:\n      - record: r\n        expr: \"\"\n"),
               HasSubstr("line 4: rule 'r' has no 'expr'"));
+  // What promtool refuses, and Prometheus with it (then none of the file's alerts loads).
+  EXPECT_THAT(ErrorOf("groups:\n  - name: g\n    rules: []\n  - name: g\n    rules: []\n"),
+              HasSubstr("line 4: group name 'g' is repeated in the file"));
+  EXPECT_THAT(ErrorOf("groups:\n  - name: g\n    rules:\n      - alert: A\n        expr: up\n"
+                      "        for: 5 minutes\n"),
+              HasSubstr("line 6: rule 'A': 'for: 5 minutes' is not a Prometheus duration"));
+  EXPECT_THAT(ErrorOf("groups:\n  - name: g\n    rules:\n      - alert: A\n        expr: up\n"
+                      "        keep_firing_for: 30m1h\n"),
+              HasSubstr("'keep_firing_for: 30m1h' is not a Prometheus duration"));
+  EXPECT_THAT(ErrorOf("groups:\n  - name: g\n    interval: 1.5m\n    rules: []\n"),
+              HasSubstr("line 3: group 'g': 'interval: 1.5m' is not a Prometheus duration"));
+}
+
+TEST(RulesYamlTest, AcceptsPrometheusDurations) {
+  for (const char* d : {"0", "5m", "1h30m", "500ms", "1m500ms", "2w", "1y2d", "90s"}) {
+    const auto rules = ParseAlertRules(
+        std::string("groups:\n  - name: g\n    interval: ") + d +
+        "\n    rules:\n      - alert: A\n        expr: up\n        for: " + d + "\n");
+    EXPECT_TRUE(rules.ok()) << d << ": " << rules.status().message();
+  }
 }
 
 }  // namespace
