@@ -63,10 +63,12 @@ int Preflight(const std::vector<std::string>& args);
 // `fastpath gate` (src/cli/gate.cc): a candidate server's model against a baseline (a live
 // server or a recorded one). Exit 0 passed, 1 refused (a regression), 2 usage, 3 nothing
 // could be judged: a server or the model unreachable, a request failed, a recorded baseline
-// unreadable or of another request. Apart from 1 so that a rollout's log tells "slower"
-// from "could not measure"; both stop an Argo analysis (any exit but 0 fails its Job).
+// unreadable or of another request, 4 judged (the report printed) but --record could not be
+// written. Apart from 1 so that a rollout's log tells "slower" from "could not measure";
+// all stop an Argo analysis (any exit but 0 fails its Job).
 constexpr int kExitGateRefused = 1;
 constexpr int kExitGateNotMeasured = 3;
+constexpr int kExitGateRecordFailed = 4;
 int Gate(const std::vector<std::string>& args);
 
 // The memory of each device this node gives instances, by MemoryStats::device name: "cpu"

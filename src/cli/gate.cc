@@ -3,7 +3,10 @@
 // --record) are sent the servers' canary request, one at a time, in alternation, at batch 1
 // and at the model's largest batch; their round trips are judged by admission::JudgeGate (the
 // same judgement as the server's in-server gate), their outputs and capability snapshots are
-// compared. Exit 0 pass, 1 refused, 2 usage, 3 nothing could be judged.
+// compared. Exit 0 pass, 1 refused, 2 usage, 3 nothing could be judged, 4 judged but --record
+// unwritten.
+#include <unistd.h>
+
 #include <ctime>
 #include <filesystem>
 #include <iostream>
@@ -82,7 +85,8 @@ int Gate(const std::vector<std::string>& args) {
   app.footer(
       "Exit codes: 0 the candidate passed, 1 refused (a regression), 2 bad command line, 3 "
       "nothing could be judged (a server or the model unreachable, a request failed, a "
-      "recorded baseline unreadable or of another request).");
+      "recorded baseline unreadable or of another request), 4 judged (the report printed) but "
+      "--record could not be written.");
   app.option_defaults()->group("servers");
   AddText(app, "-m,--model", "NAME", &o.model, "the model to compare")->required();
   AddText(app, "--baseline", "URL|FILE", &o.baseline,
@@ -158,26 +162,45 @@ int Gate(const std::vector<std::string>& args) {
     return UsageError(app, "--baseline-grpc and --candidate-grpc need --protocol grpc");
   }
 
+  // Known before minutes of measuring: a record that cannot be written.
+  if (!f.record.empty()) {
+    std::error_code ec;
+    const fs::path folder = fs::absolute(fs::path(f.record)).parent_path();
+    if (!fs::is_directory(folder, ec)) {
+      return UsageError(app, "--record '" + f.record + "': no folder " + folder.string());
+    }
+    if (access(folder.c_str(), W_OK) != 0) {
+      return UsageError(app, "--record '" + f.record + "': cannot write in " + folder.string());
+    }
+  }
+
   gate::GateRun run = gate::RunGate(o);
   if (run.end == gate::GateEnd::kBadRequest) return UsageError(app, run.error.message());
   if (run.end == gate::GateEnd::kNotMeasured) return NotMeasured(f, run.error);
   const gate::GateResult& result = run.result;
 
+  Status record_error = Status::Ok();
   if (!f.record.empty()) {
     gate::GateRecord out;
     out.model = o.model;
     out.protocol = bench::TransportName(o.transport);
     out.recorded_at = UtcNow();
     out.side = result.baseline_side;
-    if (Status s = WriteFileAtomically(f.record, gate::RecordToJson(out)); !s.ok()) {
-      std::cerr << "fastpath gate: --record: " << s.message() << "\n";
-      return kExitRuntime;
+    record_error = WriteFileAtomically(f.record, gate::RecordToJson(out));
+    if (record_error.ok()) {
+      std::cerr << "fastpath gate: recorded the baseline " << result.baseline_side.source << " ("
+                << result.rounds << " rounds per batch size) in " << f.record << "\n";
     }
-    std::cerr << "fastpath gate: recorded the baseline " << result.baseline_side.source << " ("
-              << result.rounds << " rounds per batch size) in " << f.record << "\n";
+  }
+  // What was judged is printed even when the record could not be written.
+  if (run.end != gate::GateEnd::kMeasured) {
+    std::cout << (f.json ? gate::JsonReport(result) : gate::TextReport(result)) << std::flush;
+  }
+  if (!record_error.ok()) {
+    std::cerr << "fastpath gate: --record: " << record_error.message() << "\n";
+    return kExitGateRecordFailed;
   }
   if (run.end == gate::GateEnd::kMeasured) return kExitOk;
-  std::cout << (f.json ? gate::JsonReport(result) : gate::TextReport(result));
   return result.verdict.passed ? kExitOk : kExitGateRefused;
 }
 

@@ -229,6 +229,9 @@ TEST(GateCommandLine, BadCommandLinesExit2NamingTheFlag) {
       {{"--model", "m", "--baseline", url, "--candidate", url, "--candidate-grpc", "h:1"},
        "--protocol grpc"},
       {{"--model", "m", "--baseline", url, "--candidate", url, "--bogus"}, "unknown flag --bogus"},
+      // Found before minutes of measuring, not after (it was exit 1, a refusal's code).
+      {{"--model", "m", "--baseline", url, "--record", "/no-such-folder/rec.json"},
+       "--record '/no-such-folder/rec.json': no folder /no-such-folder"},
   };
   for (const auto& [args, named] : cases) {
     const CommandRun run = Gate(args);
