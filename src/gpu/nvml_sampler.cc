@@ -195,8 +195,13 @@ std::optional<std::vector<std::string>> VisibleDevices(const ProbeEnvironment& e
 
 class NvmlSource final : public GpuSource {
  public:
-  NvmlSource(SharedLibrary lib, Api api, std::vector<nvmlDevice_t> devices, std::string driver)
-      : lib_(std::move(lib)), api_(api), devices_(std::move(devices)), driver_(std::move(driver)) {
+  NvmlSource(SharedLibrary lib, Api api, std::vector<nvmlDevice_t> devices, std::string driver,
+             std::string note)
+      : lib_(std::move(lib)),
+        api_(api),
+        devices_(std::move(devices)),
+        driver_(std::move(driver)),
+        note_(std::move(note)) {
     for (nvmlDevice_t device : devices_) {
       std::array<char, 96> uuid{};
       if (api_.uuid != nullptr &&
@@ -224,7 +229,7 @@ class NvmlSource final : public GpuSource {
   std::string Describe() const override {
     return "NVML " + driver_ + " (" + std::to_string(devices_.size()) + " GPU" +
            (devices_.size() == 1 ? "" : "s") + (xid_events_ ? ", XID events" : ", no XID events") +
-           ")";
+           (note_.empty() ? "" : "; " + note_) + ")";
   }
 
   std::vector<GpuSample> Sample(std::chrono::milliseconds /*since_start*/) override {
@@ -308,6 +313,7 @@ class NvmlSource final : public GpuSource {
   std::vector<nvmlDevice_t> devices_;
   std::vector<std::string> uuids_;
   std::string driver_;
+  std::string note_;
   nvmlEventSet_t events_ = nullptr;
   bool xid_events_ = false;
 };
@@ -334,6 +340,7 @@ StatusOr<std::unique_ptr<GpuSource>> OpenNvmlSource(const ProbeEnvironment& env)
     return fail("nvmlDeviceGetCount_v2 failed: nvmlReturn_t " + std::to_string(r));
   }
   std::vector<nvmlDevice_t> devices;
+  std::string note;  // where CUDA_VISIBLE_DEVICES was cut, and why
   if (auto visible = VisibleDevices(env)) {
     for (const std::string& item : *visible) {
       nvmlDevice_t device = nullptr;
@@ -341,14 +348,25 @@ StatusOr<std::unique_ptr<GpuSource>> OpenNvmlSource(const ProbeEnvironment& env)
           std::isdigit(static_cast<unsigned char>(item[0])) != 0
               ? api.by_index(static_cast<unsigned>(std::strtoul(item.c_str(), nullptr, 10)), &device)
               : (api.by_uuid != nullptr ? api.by_uuid(item.c_str(), &device) : 3);
+      // Like CUDA, the list ends at an item it cannot resolve: the devices before it are still
+      // the process's, and are watched. It ends too at one naming a GPU named before (two
+      // MIG slices of one board, an index and its UUID), which would be watched twice.
       if (r != kSuccess) {
-        return fail("CUDA_VISIBLE_DEVICES names " + item + ", which NVML cannot find (nvmlReturn_t " +
-                    std::to_string(r) + ")");
+        const std::string why = "CUDA_VISIBLE_DEVICES names " + item +
+                                ", which NVML cannot find (nvmlReturn_t " + std::to_string(r) + ")";
+        if (devices.empty()) return fail(why);
+        note = why + ": the list ends there, as CUDA's does";
+        break;
       }
       // A MIG device is read through its parent: the board's temperature, clocks, ECC, XIDs.
       if (nvmlDevice_t parent = nullptr; item.rfind("MIG-", 0) == 0 && api.mig_parent != nullptr &&
                                          api.mig_parent(device, &parent) == kSuccess) {
         device = parent;
+      }
+      if (std::find(devices.begin(), devices.end(), device) != devices.end()) {
+        note = "CUDA_VISIBLE_DEVICES names " + item +
+               ", a GPU named before it, which is watched once: the list ends there";
+        break;
       }
       devices.push_back(device);
     }
@@ -372,7 +390,7 @@ StatusOr<std::unique_ptr<GpuSource>> OpenNvmlSource(const ProbeEnvironment& env)
     }
   }
   return std::unique_ptr<GpuSource>(
-      new NvmlSource(std::move(lib), api, std::move(devices), std::move(driver)));
+      new NvmlSource(std::move(lib), api, std::move(devices), std::move(driver), std::move(note)));
 }
 
 }  // namespace fastpath::gpu

@@ -520,6 +520,21 @@ TEST_F(NvmlSourceTest, CudaVisibleDevicesChoosesAndOrdersTheGpus) {
   EXPECT_EQ(s[1].gpu, 1);
   EXPECT_EQ(s[1].uuid, "GPU-fake-0");
 
+  // An index or UUID NVML cannot find ends the list as CUDA's does: the GPUs before it are
+  // still the process's, and watched (it turned the telemetry and the quarantine off).
+  process_env_["CUDA_VISIBLE_DEVICES"] = "0,5,1";
+  auto cut = OpenNvmlSource(env_);
+  ASSERT_TRUE(cut.ok()) << cut.status().message();
+  ASSERT_EQ((*cut)->Sample(milliseconds(0)).size(), 1u);
+  EXPECT_THAT((*cut)->Describe(), HasSubstr("CUDA_VISIBLE_DEVICES names 5, which NVML cannot "
+                                            "find (nvmlReturn_t"));
+  // A GPU named twice is watched once (it gave each nv_gpu_* series twice, an XID on both).
+  process_env_["CUDA_VISIBLE_DEVICES"] = "0,GPU-fake-0,1";
+  auto twice = OpenNvmlSource(env_);
+  ASSERT_TRUE(twice.ok()) << twice.status().message();
+  EXPECT_EQ((*twice)->Sample(milliseconds(0)).size(), 1u);
+  EXPECT_THAT((*twice)->Describe(), HasSubstr("names GPU-fake-0, a GPU named before it"));
+  // Nothing before it: no GPU to watch.
   process_env_["CUDA_VISIBLE_DEVICES"] = "GPU-fake-9";
   EXPECT_THAT(OpenNvmlSource(env_).status().message(),
               HasSubstr("CUDA_VISIBLE_DEVICES names GPU-fake-9, which NVML cannot find"));
