@@ -121,9 +121,15 @@ DriftVerdict DriftDetector::Judge() const {
                 " SM clock " + Fixed(*now.sm_clock_mhz, 0) + " MHz (" + Fixed(clock->second, 0) +
                 " MHz at start)";
       if (cause == "not_gpu" && *now.sm_clock_mhz < 0.9 * clock->second) {
-        cause = "gpu_clocks";
-        why = "GPU " + std::to_string(now.gpu) +
-              "'s SM clock fell with no clock-event reason to say why";
+        if (now.idle) {
+          why = "GPU " + std::to_string(now.gpu) +
+                " idles (its SM clock fell as an idle GPU's does): it waits for work, so the "
+                "GPU is not the cause";
+        } else {
+          cause = "gpu_clocks";
+          why = "GPU " + std::to_string(now.gpu) +
+                "'s SM clock fell with no clock-event reason to say why";
+        }
       }
     }
   }

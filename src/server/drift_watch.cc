@@ -42,7 +42,9 @@ void DriftWatch::SampleNow() {
     std::vector<admission::GpuReading> readings;
     for (const gpu::GpuStatus& s : statuses) {
       if (!std::binary_search(gpus.begin(), gpus.end(), s.gpu)) continue;
-      readings.push_back({s.gpu, s.cause_seconds, s.last.sm_clock_mhz});
+      readings.push_back(
+          {s.gpu, s.cause_seconds, s.last.sm_clock_mhz,
+           (s.last.clocks_event_reasons.value_or(0) & gpu::GpuSample::kGpuIdle) != 0});
     }
     Entry& entry = it->second;
     entry.detector.Observe(now, version->stats.Snapshot(version->model_name, "").batch_stats,

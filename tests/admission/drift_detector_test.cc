@@ -37,6 +37,7 @@ class Timeline {
     now_ += seconds(10);
     for (const std::string& cause : gpu::ThrottleCauses(reasons)) gpu_.cause_seconds[cause] += 10;
     gpu_.sm_clock_mhz = mhz;
+    gpu_.idle = (reasons & 0x1) != 0;
     Observe();
   }
   void Observe() {
@@ -174,6 +175,18 @@ TEST(DriftDetectorTest, LowerClocksWithoutAReasonOrWithoutTelemetryAreNotBlamedO
   DriftVerdict v = t.Judge();
   EXPECT_EQ(v.cause, "gpu_clocks");
   EXPECT_THAT(v.detail, HasSubstr("GPU 0's SM clock fell with no clock-event reason"));
+
+  // A GPU that says it idles lowers its clocks waiting for work: a slow host starves it, and
+  // it is not the cause.
+  Timeline idle;
+  Start(idle);
+  for (int i = 0; i < 6; ++i) {
+    idle.Run(1, 2 * kMs, 100);
+    idle.TickMask(0x1, 210);
+  }
+  v = idle.Judge();
+  EXPECT_EQ(v.cause, "not_gpu");
+  EXPECT_THAT(v.detail, HasSubstr("GPU 0 idles"));
 
   Timeline blind;
   blind.WithoutTelemetry();

@@ -45,12 +45,16 @@ struct GpuReading {
   int gpu = 0;
   std::map<std::string, double> cause_seconds;
   std::optional<double> sm_clock_mhz;
+  // The latest sample's clock-event reasons include "GPU idle": a GPU left waiting for work
+  // lowers its clocks, and that is no cause of a slowdown, but a sign of one elsewhere.
+  bool idle = false;
 };
 
 // The causes, as fastpath_drift_alert's `cause` label shows them: a clock-event reason
 // (thermal, power, reliability); gpu_clocks when the SM clock fell by 10% or more with no
-// reason to say why; unknown when the version runs on GPUs without telemetry; not_gpu when
-// the clocks held or the version runs on no GPU.
+// reason to say why (an idle GPU's lower clock is none); unknown when the version runs on GPUs
+// without telemetry; not_gpu when the clocks held, the GPU idled, or the version runs on no
+// GPU.
 inline constexpr const char* kDriftCauses[] = {"thermal",    "power",   "reliability",
                                                "gpu_clocks", "unknown", "not_gpu"};
 

@@ -35,6 +35,7 @@ struct GpuSample {
   std::optional<double> power_w;
   std::optional<double> power_limit_w;
   std::optional<uint64_t> clocks_event_reasons;  // nvmlDeviceGetCurrentClocksEventReasons
+  static constexpr uint64_t kGpuIdle = 0x1;      // its nvmlClocksEventReasonGpuIdle bit
   std::optional<uint64_t> ecc_uncorrected_volatile;  // since the driver loaded
   std::optional<uint64_t> remapped_rows_uncorrectable;
   std::vector<uint64_t> xids;  // XID events since the previous sample, in order
