@@ -27,6 +27,8 @@ constexpr int kMorePhases = 4;
 // retries of a run answered Unavailable.
 constexpr std::chrono::seconds kRunDeadline{30};
 constexpr std::chrono::seconds kGateBudget{120};
+// The whole comparison, further phases included: the load waits for it.
+constexpr std::chrono::seconds kGateTotal{600};
 constexpr int kAttempts = 4;
 constexpr std::chrono::milliseconds kRetryPause{100};
 
@@ -100,15 +102,21 @@ Status Server::GateRollout(const std::filesystem::path& model_dir,
   // can serve now is a baseline: one whose instances are all out of service, or an ensemble,
   // cannot be timed, and refusing its replacement for that would keep the broken one.
   //
-  // Nor is a version whose folder left the disk: it is being removed (a rollback from it, in
-  // poll mode), and judging the version that comes back against it would keep it serving
-  // with its files gone.
+  // Nor is a higher version whose folder left the disk: the candidate is a rollback from it
+  // (a bad version 2 deleted in poll mode), and judging the version that comes back against
+  // the one being removed would keep that one serving with its files gone. A lower version
+  // gone from disk is still the baseline: replacing version 1's folder by version 2's is the
+  // usual way to roll forward.
   std::shared_ptr<repository::ModelVersion> baseline;
+  int64_t rolled_back_from = -1;
   for (auto& ready : repository_->ReadyVersions(candidate.model_name)) {
-    std::error_code ec;
     if (!ready->scheduler || config::IsEnsemble(ready->config) ||
-        !ready->scheduler->Health().ok() ||
-        (!ready->folder.empty() && !std::filesystem::is_directory(ready->folder, ec))) {
+        !ready->scheduler->Health().ok()) {
+      continue;
+    }
+    if (std::error_code ec; ready->version > candidate.version && !ready->folder.empty() &&
+                            !std::filesystem::is_directory(ready->folder, ec)) {
+      rolled_back_from = std::max(rolled_back_from, ready->version);
       continue;
     }
     if (ready->version == candidate.version) {
@@ -121,9 +129,12 @@ Status Server::GateRollout(const std::filesystem::path& model_dir,
     decision.outcome = RolloutDecision::Outcome::kNoBaseline;
     // Recorded before the repository publishes: the load may still be dropped after this
     // (a folder that changed while it was read), so the text does not say traffic moved.
-    decision.detail = "no version of '" + candidate.model_name +
-                      "' serves that can be timed and stays on disk: nothing to compare with; "
-                      "the gate lets version " +
+    decision.detail = "no version of '" + candidate.model_name + "' serves that can be timed" +
+                      (rolled_back_from >= 0
+                           ? " but version " + std::to_string(rolled_back_from) +
+                                 ", whose folder left the disk (a rollback from it)"
+                           : std::string()) +
+                      ": nothing to compare with; the gate lets version " +
                       std::to_string(candidate.version) + " through";
     log::Info("rollout gate: " + decision.detail);
     RecordRollout(decision);
@@ -270,7 +281,7 @@ Status Server::GateRollout(const std::filesystem::path& model_dir,
   for (int more = 0; more < kMorePhases && admission::GateInconclusive(policy, verdict); ++more) {
     log::Info("rollout gate: " + what + " is not clear yet, measuring further: " + verdict.summary);
     budget = std::max<Clock::duration>(kGateBudget, 2 * first_phase);
-    gate_deadline = clock_->Now() + budget;
+    gate_deadline = std::min(clock_->Now() + budget, first_began + kGateTotal);
     const Status s = phase();
     verdict = admission::JudgeGate(policy, samples);
     if (s.code() == StatusCode::kDeadlineExceeded) {

@@ -130,6 +130,25 @@ TEST_F(PollGateRolloutTest, RemovingTheNewVersionBringsTheOldOneBackUnjudged) {
   EXPECT_EQ(std::string(last["outcome"].GetString()), "no_baseline") << r.body;
 }
 
+// Rolling forward by replacing version 1's folder with version 2's (rsync --delete, a volume
+// swap) is still judged against version 1, which serves until then.
+TEST_F(PollGateRolloutTest, ReplacingTheOldVersionsFolderIsStillJudgedAgainstIt) {
+  std::filesystem::rename(repo().root() / "simple" / "1", repo().root() / "old-1");
+  repo().AddVersion("simple", 2, "simple");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  rapidjson::Document doc;
+  while (std::chrono::steady_clock::now() < deadline) {
+    doc = ParseJson(http().Get("/v2/models/simple/rollout").body);
+    if (doc.IsObject() && doc["decisions"].Size() >= 2) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(doc.IsObject() && doc["decisions"].Size() >= 2) << server().LogTail();
+  const rapidjson::Value& d = doc["decisions"][1];
+  EXPECT_EQ(d["candidate_version"].GetInt64(), 2) << ToJson(d);
+  EXPECT_NE(std::string(d["outcome"].GetString()), "no_baseline") << ToJson(d);
+  EXPECT_EQ(d["baseline_version"].GetInt64(), 1) << ToJson(d);
+}
+
 class ExplicitRolloutTest : public RolloutTest {
  protected:
   std::vector<std::string> ExtraArgs() override {
