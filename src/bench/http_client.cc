@@ -527,8 +527,7 @@ class HttpTarget : public Target {
     if (auto config = Get(ModelPath() + "/config", &config_status);
         config.ok() && config_status == 200) {
       rapidjson::Document c;
-      c.Parse(config->data(), config->size());
-      if (!c.HasParseError() && c.IsObject()) {
+      if (json::ParseBounded(&c, *config).empty() && c.IsObject()) {
         if (auto it = c.FindMember("max_batch_size"); it != c.MemberEnd() && it->value.IsInt64()) {
           m.max_batch_size = it->value.GetInt64();
         } else {

@@ -17,8 +17,8 @@ namespace fastpath::json {
 inline constexpr size_t kMaxDepth = 256;
 
 // Parses `text` into `doc` without recursing. Returns "" for JSON nested at most kMaxDepth
-// deep; otherwise why not ("Invalid value. (at byte 3)", "nested deeper than 256 levels"),
-// and `doc` is null.
+// deep; otherwise why not ("Invalid value. (at byte 3)", "nested deeper than 256 levels, more
+// than fastpath reads"), and `doc` is null.
 inline std::string ParseBounded(rapidjson::Document* doc, std::string_view text) {
   doc->Parse<rapidjson::kParseIterativeFlag>(text.data(), text.size());
   if (doc->HasParseError()) {
@@ -33,7 +33,8 @@ inline std::string ParseBounded(rapidjson::Document* doc, std::string_view text)
     pending.pop_back();
     if (depth > kMaxDepth) {
       doc->SetNull();  // the memory pool frees it all at once, without a recursion
-      return "nested deeper than " + std::to_string(kMaxDepth) + " levels";
+      return "nested deeper than " + std::to_string(kMaxDepth) +
+             " levels, more than fastpath reads";
     }
     if (value->IsArray()) {
       for (const auto& item : value->GetArray()) pending.emplace_back(&item, depth + 1);
