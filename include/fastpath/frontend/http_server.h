@@ -51,10 +51,11 @@ struct HttpOptions {
   // how many elements a request tensor may declare, before anything is allocated.
   size_t max_body_bytes = size_t{64} << 20;
   // The request bodies being read or served at once, all connections together: a request
-  // whose body would take the total past it gets 503 with Retry-After, its body unread, so
-  // that a burst of large requests cannot run the process out of memory. A body's share is
-  // its Content-Length (a chunked one's: max_body_bytes), held until it is answered.
-  // `fastpath serve` sets a quarter of the memory the process may use.
+  // whose body would take the total past it gets 503 with Retry-After and the connection
+  // closes, the rest of its body unread, so that a burst of large requests cannot run the
+  // process out of memory. A body is charged as its bytes arrive, not as
+  // its Content-Length announces them, and held until it is answered. `fastpath serve` sets
+  // a quarter of the memory the process may use.
   size_t max_body_bytes_in_flight = size_t{1} << 30;
   // A connection with no request in progress for this long is closed.
   std::chrono::seconds idle_timeout{300};

@@ -321,13 +321,6 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     if (auto length = parser_->content_length(); length && *length > core_->options.max_body_bytes) {
       return RejectTooLarge();  // decided on the header alone: the body is never read
     }
-    // Its share of the bodies in flight, before a byte of it is read or reserved.
-    if (const uint64_t body = parser_->chunked() ? core_->options.max_body_bytes
-                                                 : parser_->content_length().value_or(0);
-        body > 0) {
-      if (!core_->HoldBody(body)) return RejectBusy(body);
-      body_held_ = body;
-    }
     // An HTTP/1.0 client knows no interim response: it would take the 100 for the answer.
     auto expect = req.find(bhttp::field::expect);
     if (version_ == 11 && expect != req.end() && beast::iequals(expect->value(), "100-continue")) {
@@ -365,9 +358,33 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       }
       if (ec || used == 0) break;
     }
+    if (!ec && !HoldReceived()) return RejectBusy();
     if (ec || parser_->is_done()) return OnBody(ec, 0);
-    bhttp::async_read(socket_, buffer_, *parser_,
-                      beast::bind_front_handler(&HttpSession::OnBody, shared_from_this()));
+    ReadBodySome();
+  }
+
+  // The body read a part at a time, each part charged to the bodies in flight as it comes:
+  // a client that announces a large body and sends nothing holds nothing.
+  void ReadBodySome() {
+    bhttp::async_read_some(socket_, buffer_, *parser_,
+                           beast::bind_front_handler(&HttpSession::OnBodySome, shared_from_this()));
+  }
+
+  void OnBodySome(beast::error_code ec, size_t) {
+    if (!ec && !HoldReceived()) return RejectBusy();
+    if (ec || parser_->is_done()) return OnBody(ec, 0);
+    ReadBodySome();
+  }
+
+  // Takes what the body read so far has beyond what it holds; false when that would pass
+  // options.max_body_bytes_in_flight.
+  bool HoldReceived() {
+    const uint64_t have = parser_->get().body().size();
+    if (have <= body_held_) return true;
+    const uint64_t more = have - body_held_;
+    if (!core_->HoldBody(more)) return false;
+    body_held_ += more;
+    return true;
   }
 
   void OnBody(beast::error_code ec, size_t) {
@@ -436,13 +453,16 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     socket_.cancel(ignored);  // only the wait is outstanding while a reply is due
   }
 
-  void RejectBusy(uint64_t body) {
+  // Answers 503 to a request whose body, as read so far, would take the bodies in flight past
+  // their bound; the connection closes (the rest of the body is not read).
+  void RejectBusy() {
     keep_alive_ = false;
+    const uint64_t read = parser_->get().body().size();
     http::HttpReply reply = http::ErrorReply(
-        503, "the server is reading or serving " +
+        503, "the server holds " +
                  std::to_string(core_->body_bytes.load(std::memory_order_relaxed)) +
-                 " bytes of request bodies, and this one's " + std::to_string(body) +
-                 " would pass its limit of " +
+                 " bytes of request bodies read or being served, and this one's first " +
+                 std::to_string(read) + " bytes would pass its limit of " +
                  std::to_string(core_->options.max_body_bytes_in_flight) +
                  " (--max-request-bytes-in-flight); retry");
     reply.retry_after_s = 1;

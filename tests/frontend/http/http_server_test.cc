@@ -883,30 +883,35 @@ TEST_F(HttpFrontendTest, OversizedBodyIs413WithoutReadingIt) {
   ExpectStillServing();
 }
 
-// The bodies in flight are bounded all connections together: a request whose body would pass
-// the bound gets 503 with Retry-After before a byte of it is read (a burst of large bodies
-// ran the process out of memory: std::bad_alloc, and the server was gone), and the room
-// comes back once a held body is answered.
-TEST_F(HttpFrontendTest, BodiesInFlightPastTheirBoundAre503WithoutReadingThem) {
+// The bodies in flight are bounded all connections together, each charged as its bytes
+// arrive: a request whose body would pass the bound gets 503 with Retry-After and is not read
+// further (a burst of large bodies ran the process out of memory: std::bad_alloc, and the
+// server was gone), the room comes back once a held body is answered, and a client that
+// announces a large body and sends nothing holds nothing.
+TEST_F(HttpFrontendTest, BodiesInFlightPastTheirBoundAre503) {
   server_.reset();
   StartServer(/*max_body=*/4000, std::chrono::seconds(300), /*max_body_in_flight=*/5000);
-  // 3000 bytes announced and 1000 sent: held while the rest comes.
-  TestClient slow(server_->port());
+  const std::string head =
+      RawRequest("POST", "/v2/models/simple/infer", {{"Content-Length", "3000"}}, "");
+  // Announced, nothing sent: holds nothing.
+  TestClient idle(server_->port());
   ASSERT_TRUE(
-      slow.Write(RawRequest("POST", "/v2/models/simple/infer", {{"Content-Length", "3000"}}, "") +
-                 std::string(1000, ' ')));
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // its header is read
+      idle.Write(RawRequest("POST", "/v2/models/simple/infer", {{"Content-Length", "4000"}}, "")));
+  // 2500 of 3000 bytes sent: those are held while the rest comes.
+  TestClient slow(server_->port());
+  ASSERT_TRUE(slow.Write(head + std::string(2500, ' ')));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // read by the server
   TestClient refused(server_->port());
-  auto r = refused.Raw(RawRequest("POST", "/v2/models/simple/infer", {{"Content-Length", "3000"}},
-                                  ""));  // the header alone: it is answered without the body
+  auto r = refused.Raw(head + std::string(3000, ' '));
   EXPECT_EQ(r.status, 503);
   EXPECT_EQ(r.Header("Retry-After"), "1");
-  EXPECT_THAT(ErrorOf(r), HasSubstr("the server is reading or serving 3000 bytes of request "
-                                    "bodies, and this one's 3000 would pass its limit of 5000"));
+  EXPECT_THAT(ErrorOf(r), HasSubstr("the server holds 2500 bytes of request bodies read or being "
+                                    "served, and this one's first 3000 bytes would pass its "
+                                    "limit of 5000"));
   EXPECT_TRUE(refused.ServerClosed());
   ExpectStillServing();  // a small body fits beside the held one
-  // The held request completes (its body is no inference request: 400), and gives its room back.
-  ASSERT_TRUE(slow.Write(std::string(2000, ' ')));
+  // The held request completes (its body is no inference request: 400) and gives its room back.
+  ASSERT_TRUE(slow.Write(std::string(500, ' ')));
   EXPECT_EQ(slow.Read().status, 400);
   auto again = Infer(std::string(3000, ' '));
   EXPECT_EQ(again.status, 400) << again.body;
