@@ -182,7 +182,8 @@ void DefineServeOptions(CLI::App& app, ServeFlags& flags) {
       std::chrono::duration_cast<std::chrono::seconds>(flags.server.leak_detector.window).count(),
       [&flags](int64_t secs) { flags.server.leak_detector.window = std::chrono::seconds(secs); },
       "the leak detector's window: memory held at rest that rises across all of it, with the "
-      "request mix steady, is a suspected leak");
+      "request mix steady, is a suspected leak (--memory-sample-interval-ms at most a twelfth of "
+      "it: two samples in each sixth)");
   AddInt(
       app, "--gpu-sample-interval-ms", "N", 0, 3600 * 1000, flags.server.gpu_sample_interval.count(),
       [&flags](int64_t ms) { flags.server.gpu_sample_interval = std::chrono::milliseconds(ms); },
