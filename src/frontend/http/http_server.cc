@@ -16,16 +16,6 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <boost/asio/basic_waitable_timer.hpp>
-#include <boost/asio/dispatch.hpp>
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -37,6 +27,17 @@
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include <boost/asio/basic_waitable_timer.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 
 #include "endpoint_router.h"
 #include "fastpath/common/log.h"
@@ -253,6 +254,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
   void OnReply(http::HttpReply reply) {
     StopWatchingClient();
+    // Answered: its body's room goes back before the client can see the answer, so that what
+    // it sends next finds it.
+    ReleaseBodyHold();
     if (closed_) return;
     const bool keep_alive = keep_alive_ && !core_->draining;
     auto res = std::make_shared<bhttp::response<bhttp::string_body>>();
@@ -506,9 +510,12 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     request_active_ = true;
     core_->BeginRequest();
   }
-  void EndRequest() {
+  void ReleaseBodyHold() {
     core_->ReleaseBody(body_held_);
     body_held_ = 0;
+  }
+  void EndRequest() {
+    ReleaseBodyHold();
     if (!request_active_) return;
     request_active_ = false;
     core_->EndRequest();
