@@ -161,14 +161,20 @@ struct Answers {
   }
 };
 
-// Runs a closed loop of `concurrency` against 127.0.0.1:`port` until `stop_after` answers
-// came back (or, with stop_after 0, at once), and returns what it reported.
-Answers RunLoop(int port, int64_t concurrency, int stop_after) {
+// A target on 127.0.0.1:`port` for model "m", with one FP32 [1, 4] request prepared.
+std::unique_ptr<Target> PreparedTarget(int port) {
   auto target = MakeHttpTarget({"127.0.0.1", port}, Encoding::kBinary, "m", "");
   EXPECT_TRUE(target.ok()) << target.status().ToString();
   Tensor input{"INPUT0", DataType::kFp32, {1, 4}, std::string(16, '\0')};
   EXPECT_TRUE((*target)->Prepare({{input}}).ok());
-  auto loop = (*target)->NewClosedLoop(concurrency);
+  return std::move(target).value();
+}
+
+// Runs a closed loop of `concurrency` against 127.0.0.1:`port` until `stop_after` answers
+// came back (or, with stop_after 0, at once), and returns what it reported.
+Answers RunLoop(int port, int64_t concurrency, int stop_after) {
+  auto target = PreparedTarget(port);
+  auto loop = target->NewClosedLoop(concurrency);
   EXPECT_TRUE(loop.ok() && *loop != nullptr);
   Answers answers;
   std::atomic<bool> stop{stop_after == 0};
@@ -230,11 +236,8 @@ TEST(HttpClosedLoopTest, NothingListeningIsAConnectErrorNamingTheAddress) {
 // arrived, and returns what it reported.
 std::vector<InferOutcome> StopSilentLoop(std::chrono::milliseconds after) {
   ScriptedServer server(ScriptedServer::Mode::kSilent);
-  auto target = MakeHttpTarget({"127.0.0.1", server.port()}, Encoding::kBinary, "m", "");
-  EXPECT_TRUE(target.ok());
-  Tensor input{"INPUT0", DataType::kFp32, {1, 4}, std::string(16, '\0')};
-  EXPECT_TRUE((*target)->Prepare({{input}}).ok());
-  auto loop = (*target)->NewClosedLoop(2);
+  auto target = PreparedTarget(server.port());
+  auto loop = target->NewClosedLoop(2);
   EXPECT_TRUE(loop.ok());
   std::atomic<bool> stop{false};
   std::vector<InferOutcome> reported;
@@ -272,11 +275,8 @@ TEST(HttpClosedLoopTest, RequestsSentJustBeforeTheStopAreGivenUpOnWithoutAReport
 // as twice the slowest answer of the run, not just a second, so no answer is lost.
 TEST(HttpClosedLoopTest, AnswersSlowerThanTheBasePatienceAreWaitedFor) {
   ScriptedServer server(ScriptedServer::Mode::kSlow);
-  auto target = MakeHttpTarget({"127.0.0.1", server.port()}, Encoding::kBinary, "m", "");
-  ASSERT_TRUE(target.ok());
-  Tensor input{"INPUT0", DataType::kFp32, {1, 4}, std::string(16, '\0')};
-  ASSERT_TRUE((*target)->Prepare({{input}}).ok());
-  auto loop = (*target)->NewClosedLoop(1);
+  auto target = PreparedTarget(server.port());
+  auto loop = target->NewClosedLoop(1);
   ASSERT_TRUE(loop.ok());
   std::atomic<bool> stop{false};
   std::thread stopper([&] {
@@ -301,15 +301,12 @@ TEST(HttpClosedLoopTest, AnswersSlowerThanTheBasePatienceAreWaitedFor) {
 // as errors of the point, so that it cannot read as a quiet one (no requests, no errors).
 TEST(HttpClosedLoopTest, APointAgainstAServerThatStoppedAnsweringCountsItsUnansweredRequests) {
   ScriptedServer server(ScriptedServer::Mode::kSilent);
-  auto target = MakeHttpTarget({"127.0.0.1", server.port()}, Encoding::kBinary, "m", "");
-  ASSERT_TRUE(target.ok());
-  Tensor input{"INPUT0", DataType::kFp32, {1, 4}, std::string(16, '\0')};
-  ASSERT_TRUE((*target)->Prepare({{input}}).ok());
+  auto target = PreparedTarget(server.port());
   MeasureOptions options;
   options.warmup = std::chrono::milliseconds(100);
   options.window = std::chrono::milliseconds(700);  // stuck past the patience before the end
   options.max_trials = 2;
-  auto point = MeasureConcurrency(**target, 3, options);
+  auto point = MeasureConcurrency(*target, 3, options);
   ASSERT_TRUE(point.ok()) << point.status().ToString();
   EXPECT_EQ(point->requests, 0u);
   EXPECT_EQ(point->errors, 3u);

@@ -149,10 +149,7 @@ struct ServerCore {
   bool HoldBody(uint64_t bytes) {
     uint64_t held = body_bytes.load(std::memory_order_relaxed);
     do {
-      if (bytes > options.max_body_bytes_in_flight -
-                      std::min<uint64_t>(held, options.max_body_bytes_in_flight)) {
-        return false;
-      }
+      if (held + bytes > options.max_body_bytes_in_flight) return false;
     } while (!body_bytes.compare_exchange_weak(held, held + bytes, std::memory_order_relaxed));
     return true;
   }
