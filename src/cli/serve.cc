@@ -59,7 +59,8 @@ struct ServeFlags {
   std::string version_lock;
   std::string engine_cache;
   std::string gpu_trace;
-  bool body_bytes_in_flight_given = false;  // else a quarter of the process's memory
+  // HTTP bodies and gRPC messages held at once; 0: a quarter of the process's memory.
+  uint64_t request_bytes_in_flight = 0;
   RolloutVerdictOptions rollout_verdict;  // /v2/rollout/verdict: off unless given
   log::Options logging;
 };
@@ -155,14 +156,14 @@ void DefineServeOptions(CLI::App& app, ServeFlags& flags) {
              return Status::Ok();
            });
   AddValue(app, "--max-request-bytes-in-flight", "N",
-           "HTTP request bodies read or served at once, all connections together; past it, "
-           "503 with Retry-After (default: a quarter of the memory the process may use, the "
-           "least of the host's, the cgroup limit and ulimit -v, at least --max-request-bytes)",
+           "request bytes read or served at once, HTTP bodies and gRPC messages together; past "
+           "it, HTTP 503 with Retry-After, gRPC RESOURCE_EXHAUSTED (default: a quarter of the "
+           "memory the process may use, the least of the host's, the cgroup limit and "
+           "ulimit -v, at least --max-request-bytes)",
            "", [&flags](const std::string& value) {
              FASTPATH_ASSIGN_OR_RETURN(int64_t bytes, ParseInt("--max-request-bytes-in-flight",
                                                                value, 1024, int64_t{1} << 50));
-             flags.http.max_body_bytes_in_flight = static_cast<size_t>(bytes);
-             flags.body_bytes_in_flight_given = true;
+             flags.request_bytes_in_flight = static_cast<uint64_t>(bytes);
              return Status::Ok();
            });
   AddInt(app, "--max-queue-size", "N", &flags.server.repository.max_queue_size, 1, 1 << 24,
@@ -310,10 +311,10 @@ Status CheckServeFlags(const ServeFlags& flags) {
           std::to_string((interval.count() * 2 * leak.buckets + 999) / 1000) + " s or more");
     }
   }
-  if (flags.body_bytes_in_flight_given &&
-      flags.http.max_body_bytes_in_flight < flags.http.max_body_bytes) {
+  if (flags.request_bytes_in_flight != 0 &&
+      flags.request_bytes_in_flight < flags.http.max_body_bytes) {
     return InvalidArgument(
-        "--max-request-bytes-in-flight " + std::to_string(flags.http.max_body_bytes_in_flight) +
+        "--max-request-bytes-in-flight " + std::to_string(flags.request_bytes_in_flight) +
         " is below --max-request-bytes " + std::to_string(flags.http.max_body_bytes) +
         ": a request of the largest size could never be taken");
   }
@@ -334,7 +335,7 @@ int AdmitNode(ServeFlags* flags) {
   flags->server.capability_snapshot_json = gpu::SnapshotToJson(snapshot, findings);
   flags->server.device_memory_bytes = DeviceMemoryTotals(snapshot);
   flags->server.repository.usable_cpu_cores = gpu::UsableCores(snapshot.container);
-  if (!flags->body_bytes_in_flight_given) {
+  if (flags->request_bytes_in_flight == 0) {
     uint64_t memory = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
                       static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
     if (snapshot.container.cgroup_memory_limit_bytes) {
@@ -343,12 +344,11 @@ int AdmitNode(ServeFlags* flags) {
     if (rlimit as{}; getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
       memory = std::min<uint64_t>(memory, as.rlim_cur);  // ulimit -v
     }
-    flags->http.max_body_bytes_in_flight =
-        std::max<size_t>(flags->http.max_body_bytes, static_cast<size_t>(memory / 4));
-    log::Info("HTTP request bodies in flight: at most " +
-              std::to_string(flags->http.max_body_bytes_in_flight >> 20) +
-              " MiB, a quarter of the " + std::to_string(memory >> 20) +
-              " MiB the process may use " + "(--max-request-bytes-in-flight to choose)");
+    flags->request_bytes_in_flight = std::max<uint64_t>(flags->http.max_body_bytes, memory / 4);
+    log::Info("request bytes in flight, HTTP and gRPC together: at most " +
+              std::to_string(flags->request_bytes_in_flight >> 20) + " MiB, a quarter of the " +
+              std::to_string(memory >> 20) + " MiB the process may use " +
+              "(--max-request-bytes-in-flight to choose)");
   }
   SetEngineCacheFromSnapshot(snapshot, flags->server.repository.roots.front(), flags->engine_cache,
                              &flags->server.repository);
@@ -516,6 +516,9 @@ int Serve(const std::vector<std::string>& args) {
         "measure itself against the allowed baselines (--rollout-verdict-baseline, "
         "--rollout-verdict-records), a few seconds of load on both");
   }
+  // One bound for both front ends: the memory is the process's.
+  flags.http.request_bytes = flags.grpc.request_bytes =
+      std::make_shared<frontend::RequestBytes>(flags.request_bytes_in_flight);
   auto http = frontend::HttpServer::Start(**server, flags.http);
   if (!http.ok()) {
     log::Error("HTTP front end: " + http.status().ToString());

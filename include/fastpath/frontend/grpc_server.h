@@ -14,6 +14,7 @@
 #include <string>
 
 #include "fastpath/common/status.h"
+#include "fastpath/frontend/request_bytes.h"
 #include "fastpath/server/server.h"
 
 namespace grpc {
@@ -40,6 +41,12 @@ struct GrpcOptions {
   // closed a connection that sent nothing for 120 s, a check that connections handed over by
   // fastpath's listener (grpc_listener.h) skip. An open ModelStreamInfer stream is a call.
   std::chrono::milliseconds idle_timeout{std::chrono::minutes(5)};
+  // The request messages being served at once, all calls and streams together: a message
+  // that would take the total past it is answered RESOURCE_EXHAUSTED (a stream's request with
+  // error_message, the stream going on) and freed at once. Each is charged from its arrival
+  // until its answer is made. Shared with the HTTP front end where `fastpath serve` starts
+  // both; null: a bound of kDefaultRequestBytesInFlight of its own.
+  std::shared_ptr<RequestBytes> request_bytes;
 };
 
 class GrpcInferenceServiceImpl;

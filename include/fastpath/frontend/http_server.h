@@ -16,6 +16,7 @@
 
 #include "fastpath/admission/rollout_gate.h"
 #include "fastpath/common/status.h"
+#include "fastpath/frontend/request_bytes.h"
 #include "fastpath/server/server.h"
 
 namespace fastpath::frontend {
@@ -53,10 +54,10 @@ struct HttpOptions {
   // The request bodies being read or served at once, all connections together: a request
   // whose body would take the total past it gets 503 with Retry-After and the connection
   // closes, the rest of its body unread, so that a burst of large requests cannot run the
-  // process out of memory. A body is charged as its bytes arrive, not as
-  // its Content-Length announces them, and held until it is answered. `fastpath serve` sets
-  // a quarter of the memory the process may use.
-  size_t max_body_bytes_in_flight = size_t{1} << 30;
+  // process out of memory. A body is charged as its bytes arrive, not as its Content-Length
+  // announces them, and held until it is answered. Shared with the gRPC front end where
+  // `fastpath serve` starts both; null: a bound of kDefaultRequestBytesInFlight of its own.
+  std::shared_ptr<RequestBytes> request_bytes;
   // A connection with no request in progress for this long is closed.
   std::chrono::seconds idle_timeout{300};
   // /v2/rollout/verdict. Unset (the default) the endpoint answers 404, saying how to turn it

@@ -20,9 +20,13 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "fastpath/frontend/request_bytes.h"
 
 namespace fastpath::frontend::grpc_internal {
 
@@ -203,6 +207,8 @@ class UnaryCall {
     std::function<void(UnaryCall&)> handle;
     // Whether the call learns of a client that cancelled (cancelled()).
     bool watch_cancel = false;
+    // Charged with the request's bytes from its arrival until its answer is made.
+    RequestBytes* request_bytes = nullptr;
   };
 
   // Requests one call of `spec` on queue `cq` of `queues`.
@@ -218,6 +224,7 @@ class UnaryCall {
 
   // Sends the response (status OK) or the status alone. Exactly once; any thread.
   void Finish(const grpc::Status& status) {
+    hold_.Reset();  // the request is answered: its room goes back
     if (!status.ok()) {
       writer_.FinishWithError(status, static_cast<Tag*>(&finished_));
       return;
@@ -258,6 +265,18 @@ class UnaryCall {
     // Owed: the answer's Finish, and gRPC's "done" for a call that watches cancels.
     pending_ = spec_->watch_cancel ? 2 : 1;
     RequestOn(spec_, queues_, cq_);
+    // Charged before it is parsed into a second copy; refused, it is freed at once.
+    const size_t bytes = payload_.Length();
+    if (std::optional<RequestBytes::Hold> hold = spec_->request_bytes->TryHold(bytes)) {
+      hold_ = std::move(*hold);
+    } else {
+      payload_.Clear();
+      Finish(grpc::Status(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          spec_->request_bytes->Refusal("this one's " + std::to_string(bytes) + " bytes")));
+      return;
+    }
+    // Deserialize empties payload_: the request is held once while it is served.
     if (!grpc::SerializationTraits<Request>::Deserialize(&payload_, &request_).ok()) {
       Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           Service::NotParsed(Request::descriptor()->full_name())));
@@ -286,6 +305,7 @@ class UnaryCall {
   Request request_;
   Response response_;
   grpc::ByteBuffer answer_;  // response_ serialized by Finish
+  RequestBytes::Hold hold_;  // the request's bytes, until Finish
   grpc::ServerAsyncResponseWriter<grpc::ByteBuffer> writer_;
   std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
   int pending_ = 0;

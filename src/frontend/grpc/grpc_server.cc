@@ -84,7 +84,11 @@ StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(server::InferenceServer&
   gpr_set_log_function(&LogThroughProcessLogger);  // before gRPC's first line (grpc_init's)
   google::protobuf::SetLogHandler(&LogProtobufThroughProcessLogger);
   std::unique_ptr<GrpcServer> out(new GrpcServer());
-  out->service_ = std::make_unique<GrpcInferenceServiceImpl>(server, options.max_message_bytes);
+  out->service_ = std::make_unique<GrpcInferenceServiceImpl>(
+      server, options.max_message_bytes,
+      options.request_bytes != nullptr
+          ? options.request_bytes
+          : std::make_shared<RequestBytes>(kDefaultRequestBytesInFlight));
 
   auto listener = grpc_internal::GrpcListener::Listen(options.address, options.port);
   if (!listener.ok()) return listener.status();

@@ -88,6 +88,7 @@ void GrpcInferenceServiceImpl::AddUnary(const std::string& method, int calls_per
   spec->service = &service_;
   spec->method = Service::MethodIndex(method);
   spec->watch_cancel = watch_cancel;
+  spec->request_bytes = request_bytes_.get();
   spec->handle = std::move(handle);
   const auto* raw = spec.get();
   specs_.push_back(std::move(spec));
@@ -99,8 +100,12 @@ void GrpcInferenceServiceImpl::AddUnary(const std::string& method, int calls_per
 }
 
 GrpcInferenceServiceImpl::GrpcInferenceServiceImpl(server::InferenceServer& server,
-                                                   int64_t max_message_bytes)
-    : server_(server), max_message_bytes_(max_message_bytes) {
+                                                   int64_t max_message_bytes,
+                                                   std::shared_ptr<RequestBytes> request_bytes)
+    : server_(server),
+      max_message_bytes_(max_message_bytes),
+      request_bytes_(std::move(request_bytes)),
+      stream_shared_{&service_, &server_, max_message_bytes_, &streams_, request_bytes_.get()} {
   using namespace inference;  // NOLINT(google-build-using-namespace): the message names
   // Calls whose answer is at hand: the handler's safety net, then Finish.
   auto now = [](auto fn) {
@@ -201,8 +206,7 @@ void GrpcInferenceServiceImpl::RequestCalls(grpc_internal::Queues* queues) {
   for (size_t q = 0; q < queues->size(); ++q) {
     for (const auto& first : first_calls_) first(queues, queues->at(q));
     for (int i = 0; i < 2; ++i) {
-      grpc_internal::StreamInferCall::RequestOn(&service_, &server_, max_message_bytes_, &streams_,
-                                                queues, queues->at(q));
+      grpc_internal::StreamInferCall::RequestOn(&stream_shared_, queues, queues->at(q));
     }
   }
 }

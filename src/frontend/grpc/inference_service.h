@@ -21,8 +21,10 @@ class GrpcInferenceServiceImpl final {
   using Service = grpc_internal::InferenceAsyncService;
 
   // `server` is borrowed and must outlive this service and the grpc::Server it is
-  // registered with. `max_message_bytes` bounds the element count a tensor may declare.
-  GrpcInferenceServiceImpl(server::InferenceServer& server, int64_t max_message_bytes);
+  // registered with. `max_message_bytes` bounds the element count a tensor may declare;
+  // `request_bytes` bounds the request messages held at once (GrpcOptions::request_bytes).
+  GrpcInferenceServiceImpl(server::InferenceServer& server, int64_t max_message_bytes,
+                           std::shared_ptr<RequestBytes> request_bytes);
 
   // What to register with the grpc::ServerBuilder.
   grpc::Service* service() { return &service_; }
@@ -53,8 +55,10 @@ class GrpcInferenceServiceImpl final {
 
   server::InferenceServer& server_;
   const int64_t max_message_bytes_;
+  const std::shared_ptr<RequestBytes> request_bytes_;
   Service service_;
   grpc_internal::StreamRegistry streams_;
+  grpc_internal::StreamInferCall::Shared stream_shared_;  // points into the above
   // One per unary RPC: requests its first calls on a queue.
   std::vector<std::function<void(grpc_internal::Queues*, grpc::ServerCompletionQueue*)>>
       first_calls_;

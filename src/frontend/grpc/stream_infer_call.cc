@@ -1,6 +1,7 @@
 #include "stream_infer_call.h"
 
 #include <exception>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -79,24 +80,16 @@ void StreamRegistry::DrainAll() {
 
 // ---------------------------------------------------------------- StreamInferCall
 
-void StreamInferCall::RequestOn(Service* service, server::InferenceServer* server,
-                                int64_t max_message_bytes, StreamRegistry* registry, Queues* queues,
+void StreamInferCall::RequestOn(const Shared* shared, Queues* queues,
                                 grpc::ServerCompletionQueue* cq) {
-  queues->Request(
-      [&] { new StreamInferCall(service, server, max_message_bytes, registry, queues, cq); });
+  queues->Request([&] { new StreamInferCall(shared, queues, cq); });
 }
 
-StreamInferCall::StreamInferCall(Service* service, server::InferenceServer* server,
-                                 int64_t max_message_bytes, StreamRegistry* registry,
-                                 Queues* queues, grpc::ServerCompletionQueue* cq)
-    : service_(service),
-      server_(*server),
-      max_message_bytes_(max_message_bytes),
-      registry_(*registry),
-      queues_(queues),
-      cq_(cq) {
+StreamInferCall::StreamInferCall(const Shared* shared, Queues* queues,
+                                 grpc::ServerCompletionQueue* cq)
+    : shared_(*shared), queues_(queues), cq_(cq) {
   context_.AsyncNotifyWhenDone(static_cast<Tag*>(&done_));
-  service_->RequestRawStream(&context_, &stream_, cq_, cq_, static_cast<Tag*>(&arrived_));
+  shared_.service->RequestRawStream(&context_, &stream_, cq_, cq_, static_cast<Tag*>(&arrived_));
 }
 
 void StreamInferCall::Unref() {
@@ -115,9 +108,9 @@ void StreamInferCall::Arrived(bool ok) {
   // The request's reference becomes the call's, dropped when Finish completes; gRPC's
   // "done" comes once the call is over and holds one of its own.
   Ref();
-  StreamInferCall::RequestOn(service_, &server_, max_message_bytes_, &registry_, queues_, cq_);
+  StreamInferCall::RequestOn(&shared_, queues_, cq_);
   // Once added, DrainAll may call Drain from another thread; mu_ orders the two.
-  const bool added = registry_.Add(this);
+  const bool added = shared_.registry->Add(this);
   Actions actions;
   {
     std::lock_guard lock(mu_);
@@ -145,6 +138,11 @@ void StreamInferCall::ReadDone(bool ok) {
     // dropped: the client learns from the call's UNAVAILABLE status.
   }
   if (take != Take::kNothing) {
+    // Charged before it is parsed: a request past the bound is answered in its place (the
+    // parsed copy only echoes its id) and freed at once.
+    const size_t bytes = read_buf_.Length();
+    std::optional<RequestBytes::Hold> hold;
+    if (take == Take::kDispatch) hold = shared_.request_bytes->TryHold(bytes);
     // Parsed out of the buffer (which Deserialize empties), so that the next read can reuse
     // it while this request runs. One that does not parse is answered on the stream, which
     // goes on: gRPC itself would have ended the stream with OK, the request unanswered.
@@ -153,12 +151,17 @@ void StreamInferCall::ReadDone(bool ok) {
              .ok()) {
       Complete(sequence,
                ErrorResponse({}, Service::NotParsed(request.GetDescriptor()->full_name())));
-    } else if (take == Take::kDispatch) {
-      Dispatch(sequence, std::move(request));
-    } else {
+    } else if (take == Take::kRefuse) {
       Complete(sequence,
                ErrorResponse({request.model_name(), request.model_version(), request.id()},
                              kShuttingDown));
+    } else if (!hold) {
+      Complete(sequence,
+               ErrorResponse({request.model_name(), request.model_version(), request.id()},
+                             shared_.request_bytes->Refusal("this one's " + std::to_string(bytes) +
+                                                            " bytes")));
+    } else {
+      Dispatch(sequence, std::move(request), std::move(*hold));
     }
   }
 
@@ -172,11 +175,12 @@ void StreamInferCall::ReadDone(bool ok) {
   Unref();  // the read's
 }
 
-void StreamInferCall::Dispatch(uint64_t sequence, inference::ModelInferRequest request) {
+void StreamInferCall::Dispatch(uint64_t sequence, inference::ModelInferRequest request,
+                               RequestBytes::Hold hold) {
   RequestEcho echo{request.model_name(), request.model_version(), request.id()};
   StatusOr<InferRequest> parsed = Internal("request not parsed");
   const grpc::Status net = Guarded([&] {
-    parsed = ParseModelInferRequest(request, max_message_bytes_);
+    parsed = ParseModelInferRequest(request, shared_.max_message_bytes);
     return grpc::Status::OK;
   });
   if (!net.ok()) parsed = Internal(net.error_message());
@@ -191,13 +195,17 @@ void StreamInferCall::Dispatch(uint64_t sequence, inference::ModelInferRequest r
   // model. The call outlives the hand-over: in_flight_ counts this request until Complete,
   // and the call does not finish before. The callback may run right here, before
   // InferAsync returns; then the answer is made at once (it only takes mu_, not held now).
-  server_.InferAsync(std::move(parsed).value(), [this, sequence, echo = std::move(echo)](
-                                                    StatusOr<InferResponse> result) mutable {
-    queues_->RunOn(cq_,
-                   [this, sequence, echo = std::move(echo), result = std::move(result)]() mutable {
-                     Complete(sequence, Answer(std::move(result), echo));
-                   });
-  });
+  // The callback must be copyable (std::function): the hold is shared with it.
+  auto held = std::make_shared<RequestBytes::Hold>(std::move(hold));
+  shared_.server->InferAsync(
+      std::move(parsed).value(), [this, sequence, echo = std::move(echo),
+                                  held = std::move(held)](StatusOr<InferResponse> result) mutable {
+        held->Reset();  // the request is answered: its room goes back
+        queues_->RunOn(
+            cq_, [this, sequence, echo = std::move(echo), result = std::move(result)]() mutable {
+              Complete(sequence, Answer(std::move(result), echo));
+            });
+      });
 }
 
 void StreamInferCall::Complete(uint64_t sequence,
@@ -256,7 +264,7 @@ void StreamInferCall::DoneNotified(bool) {
 }
 
 void StreamInferCall::Finished(bool) {
-  registry_.Remove(this);
+  shared_.registry->Remove(this);
   Unref();  // the call's
 }
 

@@ -70,11 +70,21 @@ class StreamInferCall {
   static constexpr int kMaxOutstanding = 64;
   using Service = InferenceAsyncService;
 
+  // What every stream call of a service uses. Owned by the service; everything here must
+  // outlive the queues.
+  struct Shared {
+    Service* service;
+    server::InferenceServer* server;
+    int64_t max_message_bytes;  // bounds the element count a tensor may declare
+    StreamRegistry* registry;
+    // Charged with each request's bytes from its read until its answer is made; a request
+    // past it is answered with error_message and the stream goes on.
+    RequestBytes* request_bytes;
+  };
+
   // Requests one ModelStreamInfer call on queue `cq` of `queues`; the call requests the
-  // next one when it arrives. `server`, `registry` and `service` must outlive the queues.
-  static void RequestOn(Service* service, server::InferenceServer* server,
-                        int64_t max_message_bytes, StreamRegistry* registry, Queues* queues,
-                        grpc::ServerCompletionQueue* cq);
+  // next one when it arrives.
+  static void RequestOn(const Shared* shared, Queues* queues, grpc::ServerCompletionQueue* cq);
 
   // Refuses new requests and ends the call once the ones already running are answered
   // (see the top of this file). Thread-safe; a no-op once the call has finished. The caller
@@ -93,8 +103,7 @@ class StreamInferCall {
     bool finish_ok = true;  // OK, or UNAVAILABLE for a stream ended by the drain
   };
 
-  StreamInferCall(Service* service, server::InferenceServer* server, int64_t max_message_bytes,
-                  StreamRegistry* registry, Queues* queues, grpc::ServerCompletionQueue* cq);
+  StreamInferCall(const Shared* shared, Queues* queues, grpc::ServerCompletionQueue* cq);
   ~StreamInferCall() = default;
 
   // The tags' reactions, each on the queue's thread.
@@ -110,7 +119,7 @@ class StreamInferCall {
   void Ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
   void Unref();
 
-  void Dispatch(uint64_t sequence, inference::ModelInferRequest request);
+  void Dispatch(uint64_t sequence, inference::ModelInferRequest request, RequestBytes::Hold hold);
   // Queues the answer to the request read `sequence`-th (from 0), counted in in_flight_, and
   // uncounts it.
   void Complete(uint64_t sequence, std::unique_ptr<inference::ModelStreamInferResponse> response);
@@ -120,10 +129,7 @@ class StreamInferCall {
   // thread may delete the call.
   void Run(Actions actions);
 
-  Service* const service_;
-  server::InferenceServer& server_;
-  const int64_t max_message_bytes_;
-  StreamRegistry& registry_;
+  const Shared& shared_;
   Queues* const queues_;
   grpc::ServerCompletionQueue* const cq_;
   grpc::ServerContext context_;

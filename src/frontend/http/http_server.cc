@@ -136,24 +136,18 @@ bool IsHttpError(const beast::error_code& ec) {
 
 // State shared by the server, its connections and the facade's reply callbacks.
 struct ServerCore {
-  explicit ServerCore(const HttpOptions& o) : options(o) {}
+  explicit ServerCore(const HttpOptions& o)
+      : options(o),
+        request_bytes(o.request_bytes != nullptr
+                          ? o.request_bytes
+                          : std::make_shared<RequestBytes>(kDefaultRequestBytesInFlight)) {}
 
   const HttpOptions options;
   std::unique_ptr<http::EndpointRouter> router;  // set once before the first accept
   std::atomic<bool> draining{false};             // StopAccepting or Shutdown began: no keep-alive
   std::atomic<uint64_t> next_session_id{1};
-  std::atomic<uint64_t> body_bytes{0};  // held by requests being read or served
-
-  // Takes `bytes` of options.max_body_bytes_in_flight; false, taking nothing, when that
-  // would pass it.
-  bool HoldBody(uint64_t bytes) {
-    uint64_t held = body_bytes.load(std::memory_order_relaxed);
-    do {
-      if (held + bytes > options.max_body_bytes_in_flight) return false;
-    } while (!body_bytes.compare_exchange_weak(held, held + bytes, std::memory_order_relaxed));
-    return true;
-  }
-  void ReleaseBody(uint64_t bytes) { body_bytes.fetch_sub(bytes, std::memory_order_relaxed); }
+  // Held by request bodies being read or served (and by the gRPC front end's requests).
+  const std::shared_ptr<RequestBytes> request_bytes;
 
   void AddSession(uint64_t id, const std::shared_ptr<HttpSession>& s) {
     std::lock_guard lock(mu);
@@ -221,7 +215,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
   ~HttpSession() {
     if (request_active_) core_->EndRequest();
-    core_->ReleaseBody(body_held_);
+    core_->request_bytes->Release(body_held_);
     core_->RemoveSession(id_);
   }
 
@@ -378,12 +372,12 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   }
 
   // Takes what the body read so far has beyond what it holds; false when that would pass
-  // options.max_body_bytes_in_flight.
+  // the request bytes in flight (RequestBytes).
   bool HoldReceived() {
     const uint64_t have = parser_->get().body().size();
     if (have <= body_held_) return true;
     const uint64_t more = have - body_held_;
-    if (!core_->HoldBody(more)) return false;
+    if (!core_->request_bytes->TryTake(more)) return false;
     body_held_ += more;
     return true;
   }
@@ -460,12 +454,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     keep_alive_ = false;
     const uint64_t read = parser_->get().body().size();
     http::HttpReply reply = http::ErrorReply(
-        503, "the server holds " +
-                 std::to_string(core_->body_bytes.load(std::memory_order_relaxed)) +
-                 " bytes of request bodies read or being served, and this one's first " +
-                 std::to_string(read) + " bytes would pass its limit of " +
-                 std::to_string(core_->options.max_body_bytes_in_flight) +
-                 " (--max-request-bytes-in-flight); retry");
+        503, core_->request_bytes->Refusal("this one's first " + std::to_string(read) + " bytes"));
     reply.retry_after_s = 1;
     OnReply(std::move(reply));
   }
@@ -508,7 +497,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     core_->BeginRequest();
   }
   void ReleaseBodyHold() {
-    core_->ReleaseBody(body_held_);
+    core_->request_bytes->Release(body_held_);
     body_held_ = 0;
   }
   void EndRequest() {
@@ -590,7 +579,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   bool idle_ = true;             // waiting for the next request's header
   bool head_ = false;            // the request in progress is a HEAD: its reply has no content
   bool request_active_ = false;  // counted in core_->in_flight
-  uint64_t body_held_ = 0;       // its body's share of core_->body_bytes
+  uint64_t body_held_ = 0;       // its body's share of core_->request_bytes
   bool closed_ = false;
   unsigned version_ = 11;
   bool keep_alive_ = true;

@@ -108,11 +108,12 @@ class GrpcFrontendTest : public ::testing::Test {
     StartServer(1 << 30);
   }
 
-  void StartServer(int max_message_bytes) {
+  void StartServer(int max_message_bytes, std::shared_ptr<RequestBytes> request_bytes = nullptr) {
     GrpcOptions options;
     options.address = "127.0.0.1";
     options.port = 0;
     options.max_message_bytes = max_message_bytes;
+    options.request_bytes = std::move(request_bytes);
     auto started = GrpcServer::Start(fake_, options);
     ASSERT_TRUE(started.ok()) << started.status().ToString();
     server_ = std::move(started).value();
@@ -1351,6 +1352,67 @@ ModelInferRequest QueuedRequest(const std::string& id) {
   in->add_shape(1);
   r.add_raw_input_contents(Bytes<int32_t>({7}));
   return r;
+}
+
+// The request messages being served are bounded, unary calls and streams together (and with
+// the HTTP front end, which `fastpath serve` gives the same bound): a request that would pass it
+// is RESOURCE_EXHAUSTED, or its answer's error_message on a stream, which goes on; it never
+// reaches the model; the room comes back as the held requests are answered. Unbounded, 64
+// outstanding requests a stream of 64 MiB each could be held, over any number of streams.
+TEST_F(GrpcFrontendTest, RequestsPastTheBytesInFlightAreRefusedUntilTheHeldOnesAreAnswered) {
+  server_->Shutdown(std::chrono::milliseconds(0));
+  auto bound = std::make_shared<RequestBytes>(5000);
+  StartServer(1 << 30, bound);
+  GatedHandler gate;
+  fake_.SetAsync(true);
+  fake_.SetHandler(gate.handler());
+  const ModelInferRequest large = RawRequest("UINT8", {3000}, std::string(3000, 'a'));
+  auto held = std::async(std::launch::async, [&] {
+    ModelInferResponse response;
+    grpc::ClientContext context;
+    return stub_->ModelInfer(&context, large, &response);
+  });
+  GatedHandler::OpenOnExit release{gate};
+  ASSERT_TRUE(gate.WaitEntered(1));
+  const uint64_t held_bytes = bound->held();
+  EXPECT_GE(held_bytes, 3000u);  // the message as it came: the tensor and its framing
+
+  {
+    ModelInferResponse response;
+    grpc::ClientContext context;  // a deadline: let through, the call would wait for the gate
+    context.set_deadline(std::chrono::system_clock::now() + kHangGuard);
+    const grpc::Status refused = stub_->ModelInfer(&context, large, &response);
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_EQ(refused.error_message(),
+              "the server holds " + std::to_string(held_bytes) +
+                  " bytes of requests read or being served, and this one's " +
+                  std::to_string(held_bytes) +
+                  " bytes would pass its limit of 5000 (--max-request-bytes-in-flight); retry");
+  }
+  OpenStream stream(*stub_);
+  ModelInferRequest on_stream = large;
+  on_stream.set_id("big");
+  ASSERT_TRUE(stream.Write(on_stream));
+  ASSERT_TRUE(stream.WaitResponses(1));
+  EXPECT_THAT(stream.responses()[0].error_message(), HasSubstr("would pass its limit of 5000"));
+  EXPECT_EQ(stream.responses()[0].infer_response().id(), "big");
+  EXPECT_EQ(fake_.infer_calls(), 1);
+  EXPECT_EQ(bound->held(), held_bytes) << "a refused request kept its bytes";
+
+  gate.Open();
+  ASSERT_TRUE(held.get().ok());
+  EXPECT_EQ(bound->held(), 0u) << "an answered request kept its bytes";
+  // The same request now fits, on the stream that had it refused.
+  ASSERT_TRUE(stream.Write(on_stream));
+  ASSERT_TRUE(stream.WaitResponses(2));
+  EXPECT_EQ(stream.responses()[1].error_message(), "");
+  ASSERT_EQ(stream.responses()[1].infer_response().raw_output_contents_size(), 1);
+  EXPECT_EQ(stream.responses()[1].infer_response().raw_output_contents(0), std::string(3000, 'a'));
+  ASSERT_TRUE(stream.WritesDone());
+  const std::optional<grpc::Status> end = stream.WaitEnd();
+  ASSERT_TRUE(end.has_value());
+  EXPECT_TRUE(end->ok()) << end->error_message();
+  EXPECT_EQ(bound->held(), 0u);
 }
 
 class GrpcCancellationTest : public GrpcFrontendTest {

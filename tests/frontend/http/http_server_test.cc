@@ -126,7 +126,7 @@ class HttpFrontendTest : public ::testing::Test {
     options.port = 0;
     options.threads = 2;
     options.max_body_bytes = max_body;
-    options.max_body_bytes_in_flight = max_body_in_flight;
+    options.request_bytes = std::make_shared<RequestBytes>(max_body_in_flight);
     options.idle_timeout = idle_timeout;
     auto started = HttpServer::Start(fake_, options);
     ASSERT_TRUE(started.ok()) << started.status().ToString();
@@ -905,7 +905,7 @@ TEST_F(HttpFrontendTest, BodiesInFlightPastTheirBoundAre503) {
   auto r = refused.Raw(head + std::string(3000, ' '));
   EXPECT_EQ(r.status, 503);
   EXPECT_EQ(r.Header("Retry-After"), "1");
-  EXPECT_THAT(ErrorOf(r), HasSubstr("the server holds 2500 bytes of request bodies read or being "
+  EXPECT_THAT(ErrorOf(r), HasSubstr("the server holds 2500 bytes of requests read or being "
                                     "served, and this one's first 3000 bytes would pass its "
                                     "limit of 5000"));
   EXPECT_TRUE(refused.ServerClosed());
