@@ -7,6 +7,7 @@
 #include <string>
 
 #include "fastpath/gpu/capability_snapshot.h"
+#include "nvml_errors.h"
 #include "shared_library.h"
 
 namespace fastpath::gpu {
@@ -37,30 +38,13 @@ constexpr int kVolatileEcc = 0;             // NVML_VOLATILE_ECC
 constexpr int kClockSm = 1;                 // NVML_CLOCK_SM
 constexpr int kClockMem = 2;                // NVML_CLOCK_MEM
 
-std::string KnownNvmlErrorName(nvmlReturn_t result) {
-  switch (result) {
-    case 0: return "NVML_SUCCESS";
-    case 1: return "NVML_ERROR_UNINITIALIZED";
-    case 2: return "NVML_ERROR_INVALID_ARGUMENT";
-    case 3: return "NVML_ERROR_NOT_SUPPORTED";
-    case 4: return "NVML_ERROR_NO_PERMISSION";
-    case 6: return "NVML_ERROR_NOT_FOUND";
-    case 9: return "NVML_ERROR_DRIVER_NOT_LOADED";
-    case 12: return "NVML_ERROR_LIBRARY_NOT_FOUND";
-    case 15: return "NVML_ERROR_GPU_IS_LOST";
-    case 18: return "NVML_ERROR_LIB_RM_VERSION_MISMATCH";
-    case 999: return "NVML_ERROR_UNKNOWN";
-    default: return "nvmlReturn_t " + std::to_string(result);
-  }
-}
-
 // The result name, with nvmlErrorString's text when the library has it.
 class NvmlErrorNamer {
  public:
   explicit NvmlErrorNamer(const SharedLibrary& lib)
       : error_string_(lib.Function<NvmlErrorStringFn>("nvmlErrorString")) {}
   std::string operator()(nvmlReturn_t result) const {
-    std::string name = KnownNvmlErrorName(result);
+    std::string name = NvmlErrorName(result);
     if (error_string_ != nullptr) {
       if (const char* text = error_string_(result); text != nullptr && text[0] != '\0') {
         name += std::string(" (") + text + ")";

@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "fastpath/gpu/telemetry.h"
+#include "nvml_errors.h"
 #include "shared_library.h"
 
 namespace fastpath::gpu {
@@ -251,9 +252,15 @@ class NvmlSource final : public GpuSource {
       s.gpu = static_cast<int>(i);
       s.uuid = uuids_[i];
       // True when the call answered; a lost GPU is noted, any other error leaves the field
-      // unsupported.
+      // unsupported, and a GPU that answers none of its reads is noted too.
+      bool answered = false;
+      std::string error;
       const auto ok = [&](nvmlReturn_t r) {
         if (r == kGpuIsLost) s.lost = true;
+        if (r == kSuccess) answered = true;
+        if (r != kSuccess && r != kNotSupported && r != kGpuIsLost && error.empty()) {
+          error = NvmlErrorName(r);
+        }
         return r == kSuccess;
       };
       unsigned int value = 0;
@@ -303,6 +310,7 @@ class NvmlSource final : public GpuSource {
           }
         }
       }
+      if (!answered && !s.lost) s.unanswered = error;
     }
     return out;
   }

@@ -176,6 +176,14 @@ Status ReadField(const std::string& name, const rapidjson::Value& value, TraceLi
     s.lost = value.GetBool();
     return Status::Ok();
   }
+  if (name == "unanswered") {
+    if (!value.IsString() || value.GetStringLength() == 0) {
+      return InvalidArgument(
+          "\"unanswered\" must be NVML's error for the reads, such as \"NVML_ERROR_UNKNOWN\"");
+    }
+    s.unanswered.assign(value.GetString(), value.GetStringLength());
+    return Status::Ok();
+  }
   if (name == "xid") {
     if (value.IsNull()) return Status::Ok();
     if (!value.IsUint64() || value.GetUint64() == 0) {
@@ -189,7 +197,7 @@ Status ReadField(const std::string& name, const rapidjson::Value& value, TraceLi
       "\" (known: t_ms, gpu, uuid, temperature_c, sm_clock_mhz, mem_clock_mhz, "
       "utilization_ratio, memory_used_bytes, memory_total_bytes, power_w, power_limit_w, "
       "clocks_event_reasons, ecc_uncorrected_volatile, remapped_rows_uncorrectable, "
-      "violation_s, xid, lost)");
+      "violation_s, xid, lost, unanswered)");
 }
 
 class TraceSource final : public GpuSource {
@@ -312,6 +320,7 @@ void WriteTraceLine(const GpuSample& s, std::chrono::milliseconds t, const uint6
     w.Key("lost");
     w.Bool(true);
   }
+  if (!s.unanswered.empty()) String(w, "unanswered", s.unanswered);
   w.EndObject();
   if (!out->empty()) out->push_back('\n');
   out->append(buffer.GetString(), buffer.GetSize());
@@ -395,6 +404,13 @@ std::vector<int> GpuHealth::Add(const std::vector<GpuSample>& samples,
     }
     if (why.empty() && sample.lost) {
       why = "the GPU is lost (NVML_ERROR_GPU_IS_LOST: it fell off the bus or stopped answering)";
+    }
+    status.unanswered_in_a_row = sample.unanswered.empty() ? 0 : status.unanswered_in_a_row + 1;
+    if (why.empty() && status.unanswered_in_a_row >= kUnansweredInARow) {
+      why = "NVML answered none of the GPU's reads in " + std::to_string(kUnansweredInARow) +
+            " samples in a row (" + sample.unanswered +
+            "): it may have fallen off the bus (look for an XID in the kernel log); its "
+            "temperature, clocks and ECC can no longer be watched";
     }
     if (why.empty() && sample.ecc_uncorrected_volatile.value_or(0) > 0) {
       why = std::to_string(*sample.ecc_uncorrected_volatile) +
@@ -525,6 +541,12 @@ std::string StatusToJson(const GpuStatus& status) {
     w.Uint64(n);
   }
   w.EndObject();
+  w.Key("unanswered");  // NVML's error when it answered none of the last sample's reads
+  if (s.unanswered.empty()) {
+    w.Null();
+  } else {
+    w.String(s.unanswered.c_str(), static_cast<rapidjson::SizeType>(s.unanswered.size()));
+  }
   w.Key("quarantined");
   if (status.quarantined.empty()) {
     w.Null();

@@ -44,13 +44,14 @@ class TraceTest : public ::testing::Test {
 };
 
 TEST_F(TraceTest, EachGpuPlaysItsLastLineReachedAndEachXidOnce) {
-  auto source = OpenTraceSource(Write(
-      "{\"t_ms\": 100, \"gpu\": 0, \"uuid\": \"GPU-a\", \"temperature_c\": 50}\n"
-      "\n"
-      "{\"t_ms\": 100, \"gpu\": 1, \"sm_clock_mhz\": 1980}\n"
-      "{\"t_ms\": 200, \"gpu\": 0, \"temperature_c\": 60, \"xid\": 31}\n"
-      "{\"t_ms\": 300, \"gpu\": 0, \"temperature_c\": 70, \"xid\": 79, "
-      "\"clocks_event_reasons\": \"0x40\", \"lost\": true}\n"));
+  auto source = OpenTraceSource(
+      Write("{\"t_ms\": 100, \"gpu\": 0, \"uuid\": \"GPU-a\", \"temperature_c\": 50}\n"
+            "\n"
+            "{\"t_ms\": 100, \"gpu\": 1, \"sm_clock_mhz\": 1980}\n"
+            "{\"t_ms\": 200, \"gpu\": 0, \"temperature_c\": 60, \"xid\": 31}\n"
+            "{\"t_ms\": 300, \"gpu\": 0, \"temperature_c\": 70, \"xid\": 79, "
+            "\"clocks_event_reasons\": \"0x40\", \"lost\": true}\n"
+            "{\"t_ms\": 300, \"gpu\": 1, \"unanswered\": \"NVML_ERROR_UNKNOWN\"}\n"));
   ASSERT_TRUE(source.ok()) << source.status().message();
   EXPECT_THAT((*source)->Describe(), HasSubstr("trace.jsonl"));
   EXPECT_TRUE((*source)->Sample(milliseconds(99)).empty()) << "no GPU has a line yet";
@@ -73,6 +74,8 @@ TEST_F(TraceTest, EachGpuPlaysItsLastLineReachedAndEachXidOnce) {
   EXPECT_THAT(at400[0].xids, ElementsAre(31u, 79u));
   EXPECT_TRUE(at400[0].lost);
   EXPECT_FALSE(at150[0].lost);
+  EXPECT_EQ(at400[1].unanswered, "NVML_ERROR_UNKNOWN");
+  EXPECT_EQ(at150[1].unanswered, "");
   // After the trace ends the GPUs hold their last state, without the XIDs again.
   std::vector<GpuSample> at900 = (*source)->Sample(milliseconds(900));
   EXPECT_EQ(at900[0].temperature_c, 70);
@@ -223,6 +226,29 @@ TEST(GpuHealthTest, ALostGpuIsQuarantined) {
   s.lost = true;
   EXPECT_THAT(health.Add({s}, milliseconds(0)), ElementsAre(0));
   EXPECT_THAT(health.Statuses()[0].quarantined, HasSubstr("the GPU is lost"));
+}
+
+// Three samples in a row in which NVML answered none of a GPU's reads quarantine it; fewer, or
+// broken by one that answers, do not.
+TEST(GpuHealthTest, AGpuThatStopsAnsweringIsQuarantinedAfterThreeSamples) {
+  GpuHealth health;
+  GpuSample silent;  // every field unread
+  silent.gpu = 1;
+  silent.unanswered = "NVML_ERROR_UNKNOWN";
+  EXPECT_TRUE(health.Add({Healthy(0), silent}, milliseconds(0)).empty());
+  EXPECT_TRUE(health.Add({Healthy(0), silent}, milliseconds(1000)).empty());
+  EXPECT_TRUE(health.Add({Healthy(0), Healthy(1)}, milliseconds(2000)).empty()) << "a hiccup";
+  EXPECT_TRUE(health.Add({Healthy(0), silent}, milliseconds(3000)).empty());
+  EXPECT_TRUE(health.Add({Healthy(0), silent}, milliseconds(4000)).empty());
+  EXPECT_FALSE(health.AnyQuarantined());
+  EXPECT_THAT(health.Add({Healthy(0), silent}, milliseconds(5000)), ElementsAre(1));
+  const std::vector<GpuStatus> statuses = health.Statuses();
+  EXPECT_EQ(statuses[0].quarantined, "");
+  EXPECT_THAT(statuses[1].quarantined,
+              HasSubstr("NVML answered none of the GPU's reads in 3 samples in a row "
+                        "(NVML_ERROR_UNKNOWN)"));
+  EXPECT_THAT(StatusToJson(statuses[1]), HasSubstr("\"unanswered\":\"NVML_ERROR_UNKNOWN\""));
+  EXPECT_THAT(StatusToJson(statuses[0]), HasSubstr("\"unanswered\":null"));
 }
 
 TEST(GpuHealthTest, ThrottleCausesNameTheReasonBehindHwSlowdown) {
@@ -465,6 +491,28 @@ TEST_F(NvmlSourceTest, WhatTheDeviceDoesNotSupportIsUnsupportedNotZero) {
   EXPECT_FALSE(o.temperature_c.has_value());
   EXPECT_FALSE(o.utilization_ratio.has_value());
   EXPECT_EQ(o.clocks_event_reasons, 0x1u) << "through the pre-12.2 throttle-reasons name";
+}
+
+// A GPU whose every read fails with an error other than NOT_SUPPORTED (NVML_ERROR_UNKNOWN, as
+// some drivers answer after an XID 79) is noted as unanswered; those errors used to read as
+// "unsupported", every field null, and the GPU stayed healthy. A read failing with
+// NO_PERMISSION while others answer is a field left out, nothing more.
+TEST_F(NvmlSourceTest, AGpuThatAnswersNoReadIsNotedWithNvmlsError) {
+  auto source = OpenNvmlSource(env_);
+  ASSERT_TRUE(source.ok()) << source.status().message();
+  EXPECT_EQ((*source)->Sample(milliseconds(0))[0].unanswered, "");
+
+  Fake("FASTPATH_FAKE_NVML_READ_ERROR", "999");
+  const GpuSample gone = (*source)->Sample(milliseconds(1000))[0];
+  EXPECT_EQ(gone.unanswered, "NVML_ERROR_UNKNOWN");
+  EXPECT_FALSE(gone.lost);
+  EXPECT_FALSE(gone.memory_used_bytes.has_value());
+  EXPECT_THAT(SampleToTraceLines(gone, milliseconds(1000)),
+              HasSubstr("\"unanswered\":\"NVML_ERROR_UNKNOWN\""));
+
+  Fake("FASTPATH_FAKE_NVML_READ_ERROR", "0");
+  Fake("FASTPATH_FAKE_NVML_NOT_SUPPORTED", "nvmlDeviceGetTemperature");
+  EXPECT_EQ((*source)->Sample(milliseconds(2000))[0].unanswered, "") << "it answers again";
 }
 
 TEST_F(NvmlSourceTest, ReadsTheViolationCountersInSecondsAndLeavesOutTheUnsupported) {

@@ -40,6 +40,11 @@ struct GpuSample {
   std::optional<uint64_t> remapped_rows_uncorrectable;
   std::vector<uint64_t> xids;  // XID events since the previous sample, in order
   bool lost = false;  // NVML answered GPU_IS_LOST: off the bus, or no longer answering
+  // NVML's error when it answered none of the GPU's reads, every one failing with an error other
+  // than NOT_SUPPORTED or GPU_IS_LOST (the first: "NVML_ERROR_UNKNOWN", as after an XID 79 on
+  // some drivers); empty when any read answered. GpuHealth quarantines a GPU after
+  // GpuHealth::kUnansweredInARow such samples.
+  std::string unanswered;
   // NVML's perf-policy violation counters (nvmlDeviceGetFieldValues, NVML_FI_DEV_PERF_POLICY_*):
   // cumulative seconds since the driver loaded that each policy held the clocks below the
   // application clocks (below the base clocks for "total_base_clocks"), keyed by
@@ -72,14 +77,16 @@ StatusOr<std::unique_ptr<GpuSource>> OpenNvmlSource(const ProbeEnvironment& env)
 // A JSON-lines trace: one object per line, {"t_ms": N, "gpu": N, "uuid", "temperature_c",
 // "sm_clock_mhz", "mem_clock_mhz", "utilization_ratio", "memory_used_bytes",
 // "memory_total_bytes", "power_w", "power_limit_w", "clocks_event_reasons",
-// "ecc_uncorrected_volatile", "remapped_rows_uncorrectable", "violation_s", "xid", "lost"}
+// "ecc_uncorrected_volatile", "remapped_rows_uncorrectable", "violation_s", "xid", "lost",
+// "unanswered"}
 // ("violation_s": {"thermal": 12.5, ...}, GpuSample::violation_seconds, its keys among
 // ViolationPolicies()); only t_ms is
 // required (gpu defaults to 0), a field left out is unsupported (but "uuid", once given,
 // holds for the GPU's later lines), a line's "xid" is one XID event at that moment, and
-// "lost": true is NVML answering GPU_IS_LOST. Played against the time since start: each
-// GPU's sample is its last line with t_ms <= that time. A line that is not such an object (unknown field, wrong
-// type, t_ms going backwards for its GPU) fails the whole file with the line's number.
+// "lost": true is NVML answering GPU_IS_LOST, "unanswered": "NVML_ERROR_UNKNOWN" NVML
+// answering none of the reads (GpuSample::unanswered). Played against the time since start: each
+// GPU's sample is its last line with t_ms <= that time. A line that is not such an object (unknown
+// field, wrong type, t_ms going backwards for its GPU) fails the whole file with the line's number.
 StatusOr<std::unique_ptr<GpuSource>> OpenTraceSource(const std::filesystem::path& file);
 
 // One sample as trace lines (what doctor --record-gpu-trace writes): one line, or one per
@@ -107,6 +114,7 @@ struct GpuStatus {
   // sampling interval; see GpuHealth::Add.
   std::map<std::string, double> cause_seconds;
   std::map<uint64_t, uint64_t> xid_counts;  // XID -> events seen
+  int unanswered_in_a_row = 0;              // samples, up to the latest (GpuSample::unanswered)
   // Why the GPU must be drained; empty while it is healthy. Never cleared: only a restart
   // (a new GPU reset, a new driver) can tell it is healthy again.
   std::string quarantined;
@@ -115,6 +123,11 @@ struct GpuStatus {
 // Folds samples into statuses. Not thread-safe: the owner locks.
 class GpuHealth {
  public:
+  // Samples in a row in which NVML answered none of a GPU's reads (GpuSample::unanswered)
+  // that quarantine it. One could be a hiccup; at the default 1 s sampling, three are a GPU
+  // that stopped answering, whose temperature, clocks, ECC and XIDs nobody can see.
+  static constexpr int kUnansweredInARow = 3;
+
   explicit GpuHealth(std::set<uint64_t> ignored_xids = DefaultIgnoredXids())
       : ignored_xids_(std::move(ignored_xids)) {}
   // Adds one pass of samples taken at `at` (since start). Returns the GPUs that this pass
@@ -164,7 +177,8 @@ std::vector<int> NamedClockEventReasonBits();
 //  ["HW thermal slowdown", ...], "throttle_seconds": {"hw_thermal": s, ...},
 //  "violation_seconds": {"thermal": s, ...} (NVML's counters of the last sample; null when
 //  it has none),
-//  "xids": {"79": n}, "quarantined": reason | null}; an unsupported field is null, as in
+//  "xids": {"79": n}, "unanswered": "NVML_ERROR_UNKNOWN" | null, "quarantined": reason | null}; an
+//  unsupported field is null, as in
 // the capability snapshot.
 std::string StatusToJson(const GpuStatus& status);
 

@@ -12,6 +12,9 @@
 //   FASTPATH_FAKE_NVML_SM_CLOCK / _MEM_CLOCK  MHz (default 1980 / 2619)
 //   FASTPATH_FAKE_NVML_THROTTLE           clock event reason mask, e.g. 0x40 (default 0x1)
 //   FASTPATH_FAKE_NVML_NOT_SUPPORTED      comma-separated calls that answer NOT_SUPPORTED
+//   FASTPATH_FAKE_NVML_READ_ERROR         nvmlReturn_t every device call answers, e.g. 999
+//                                         (NVML_ERROR_UNKNOWN) for a GPU that stopped
+//                                         answering (default 0: each answers for itself)
 //   FASTPATH_FAKE_NVML_TEMPERATURE        degrees C (default 45)
 //   FASTPATH_FAKE_NVML_UTILIZATION        percent (default 30)
 //   FASTPATH_FAKE_NVML_MEMORY_TOTAL / _MEMORY_USED  bytes (default 80 GiB / 1 GiB)
@@ -73,6 +76,9 @@ int IndexOf(void* handle) {
 int Enter(const char* call, void* handle, const void* out) {
   if (init_count == 0) return kUninitialized;
   if (out == nullptr || IndexOf(handle) < 0) return kInvalidArgument;
+  if (const int error = static_cast<int>(EnvInt("FASTPATH_FAKE_NVML_READ_ERROR", 0)); error != 0) {
+    return error;
+  }
   if (EnvListHas("FASTPATH_FAKE_NVML_NOT_SUPPORTED", call)) return kNotSupported;
   return kSuccess;
 }
