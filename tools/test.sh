@@ -31,14 +31,15 @@ if [[ "${FASTPATH_SKIP_ASAN:-0}" != 1 ]]; then
   phase "test asan" ctest --preset asan -j "$test_jobs"
 
   # The threads that matter most to TSan: the batcher and instance pool, the ensemble
-  # scheduler, the facade and its model-control pool (and its canary thread's rollout watch),
+  # scheduler (and its steps' versions held across an unload), the facade and its model-control pool (and its canary thread's rollout watch),
   # and the HTTP front end's event loops.
   # Not the gRPC front end: Debian's gRPC and abseil are not built with TSan, so the
   # synchronization inside its callback API is invisible to it and every gRPC test reports
   # races in gRPC's own code (epoll, abseil's GraphCycles, Call::PerformOps at shutdown);
   # it needs an instrumented gRPC.
-  tsan_targets=(scheduler_test ensemble_scheduler_test server_test control_pool_test
-                http_frontend_test gpu_watch_test drift_watch_test canary_test rollout_canary_test)
+  tsan_targets=(scheduler_test ensemble_scheduler_test ensemble_unload_test server_test
+                control_pool_test http_frontend_test gpu_watch_test drift_watch_test canary_test
+                rollout_canary_test)
   phase "configure tsan" cmake --preset tsan "${fastpath_cmake_args[@]}"
   phase "build tsan" cmake --build --preset tsan -j "$fastpath_jobs" --target "${tsan_targets[@]}"
   # Only the targets built above have tests; -L unit leaves out the placeholders of the rest.

@@ -150,12 +150,13 @@ ModelVersion::~ModelVersion() {
 }
 
 ModelRepository::ModelRepository(RepositoryOptions options, backend::Backend* backend,
-                                 scheduler::StepRunner step_runner)
-    : options_(std::move(options)), backend_(backend), step_runner_(std::move(step_runner)) {
-  if (!step_runner_) {
-    step_runner_ = [](InferRequest request, std::function<void(StatusOr<InferResponse>)> done) {
-      done(FailedPrecondition("cannot run model '" + request.model_name +
-                              "' as an ensemble step: the repository has no step runner"));
+                                 scheduler::StepBinder step_binder)
+    : options_(std::move(options)), backend_(backend), step_binder_(std::move(step_binder)) {
+  if (!step_binder_) {
+    step_binder_ = [](const std::string& model,
+                      const std::string&) -> StatusOr<scheduler::StepRunner> {
+      return FailedPrecondition("cannot run model '" + model +
+                                "' as an ensemble step: the repository has no step binder");
     };
   }
 }
@@ -565,6 +566,11 @@ void ModelRepository::RetireLoop() {
     }
     std::shared_ptr<ModelVersion> version = std::move(retiring_.front().second);
     retiring_.pop_front();
+    if (!retire_stop_ && version->ensemble_holds.load(std::memory_order_acquire) > 0) {
+      // An ensemble request accepted before still has a step to run on it: look again later.
+      retiring_.emplace_back(clock->Now() + kRetireGrace, std::move(version));
+      continue;
+    }
     lock.unlock();
     version->scheduler->Stop();  // drains what it accepted
     version.reset();
@@ -804,17 +810,16 @@ void ModelRepository::StopAll() {
   }
   poll_cv_.notify_all();
   if (poll_thread_.joinable()) poll_thread_.join();
-  // Retired versions first, at once: a retired ensemble's requests still run steps on the
-  // models stopped below.
+  // Ensembles first, retired ones too: the requests they have in flight still run steps on
+  // the other models (a retired step version stays while one holds it, StepHold), which
+  // must stay running until the ensembles have drained.
+  std::vector<std::shared_ptr<ModelVersion>> ensembles;
   {
     std::lock_guard lock(retire_mu_);
-    retire_stop_ = true;
+    for (const auto& [at, version] : retiring_) {
+      if (config::IsEnsemble(version->config)) ensembles.push_back(version);
+    }
   }
-  retire_cv_.notify_all();
-  if (retire_thread_.joinable()) retire_thread_.join();
-  // Ensembles next: the requests they have in flight still run steps on the other
-  // models, which must stay findable and running until the ensembles have drained.
-  std::vector<std::shared_ptr<ModelVersion>> ensembles;
   {
     std::lock_guard lock(mu_);
     for (const auto& [name, state] : models_) {
@@ -827,6 +832,13 @@ void ModelRepository::StopAll() {
   }
   for (const auto& ensemble : ensembles) ensemble->scheduler->Stop();
   ensembles.clear();
+  // The retired versions next, at once.
+  {
+    std::lock_guard lock(retire_mu_);
+    retire_stop_ = true;
+  }
+  retire_cv_.notify_all();
+  if (retire_thread_.joinable()) retire_thread_.join();
   std::map<std::string, ModelState> models;
   {
     std::lock_guard lock(mu_);

@@ -2,9 +2,10 @@
 // models that are READY now, and building its EnsembleScheduler), and keeping ensembles
 // true to their step models as those load, reload and unload.
 //
-// Step models are looked up again for every request (through the step runner), so an
-// ensemble always runs on the step models' current versions; what a reload of a step
-// model changes here is only whether the ensemble is still valid, and so READY.
+// Step models are looked up again for every request (through the step binder, when the
+// request is accepted), so an ensemble runs on the step models' versions current then; what
+// a reload of a step model changes here is only whether the ensemble is still valid, and
+// so READY.
 #include <fstream>
 #include <sstream>
 
@@ -41,9 +42,9 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadEnsembleVersion(
     s.outputs.assign(step.output_map().begin(), step.output_map().end());
     plan.steps.push_back(std::move(s));
   }
-  FASTPATH_ASSIGN_OR_RETURN(auto ensemble, scheduler::EnsembleScheduler::Create(
-                                               std::move(plan), step_runner_, &runtime->stats,
-                                               options_.clock));
+  FASTPATH_ASSIGN_OR_RETURN(auto ensemble,
+                            scheduler::EnsembleScheduler::Create(std::move(plan), step_binder_,
+                                                                 &runtime->stats, options_.clock));
   runtime->scheduler = std::move(ensemble);
   return runtime;
 }

@@ -39,6 +39,7 @@ std::string DescribeStep(const EnsemblePlan& plan, size_t step) {
 struct EnsembleScheduler::Run {
   Job job;
   Clock::time_point start;
+  std::vector<StepRunner> runners;  // by step, bound when the job was accepted
 
   std::mutex mu;
   std::vector<std::optional<Tensor>> values;  // by tensor index; guarded by mu
@@ -50,10 +51,10 @@ struct EnsembleScheduler::Run {
 };
 
 StatusOr<std::unique_ptr<EnsembleScheduler>> EnsembleScheduler::Create(EnsemblePlan plan,
-                                                                       StepRunner runner,
+                                                                       StepBinder binder,
                                                                        StatsRecorder* stats,
                                                                        Clock* clock) {
-  if (!runner) return FailedPrecondition("ensemble '" + plan.name + "': no step runner");
+  if (!binder) return FailedPrecondition("ensemble '" + plan.name + "': no step binder");
   if (stats == nullptr) return Internal("ensemble '" + plan.name + "': no statistics recorder");
   // The plan must let every step run: simulate the flow of tensors.
   std::unordered_map<std::string, bool> available;
@@ -77,13 +78,13 @@ StatusOr<std::unique_ptr<EnsembleScheduler>> EnsembleScheduler::Create(EnsembleP
     }
   }
   return std::unique_ptr<EnsembleScheduler>(
-      new EnsembleScheduler(std::move(plan), std::move(runner), stats, clock));
+      new EnsembleScheduler(std::move(plan), std::move(binder), stats, clock));
 }
 
-EnsembleScheduler::EnsembleScheduler(EnsemblePlan plan, StepRunner runner, StatsRecorder* stats,
+EnsembleScheduler::EnsembleScheduler(EnsemblePlan plan, StepBinder binder, StatsRecorder* stats,
                                      Clock* clock)
     : plan_(std::move(plan)),
-      runner_(std::move(runner)),
+      binder_(std::move(binder)),
       stats_(stats),
       clock_(OrSteadyClock(clock)) {
   auto index = [&](const std::string& name) {
@@ -161,6 +162,19 @@ void EnsembleScheduler::Enqueue(Job job) {
   }
   run->job = std::move(job);
   if (!run->error.ok()) return Finish(run);
+  // Every step's model version now, held until the request is answered.
+  run->runners.reserve(steps_.size());
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    StatusOr<StepRunner> bound = binder_(plan_.steps[s].model_name, plan_.steps[s].model_version);
+    if (!bound.ok()) {
+      // A step model that is not there makes the ensemble unavailable, not unknown.
+      const Status& why = bound.status();
+      run->error =
+          StepFailure(s, why.code() == StatusCode::kNotFound ? Unavailable(why.message()) : why);
+      return Finish(run);
+    }
+    run->runners.push_back(std::move(bound).value());
+  }
 
   // An ensemble input the request left out (an optional one) is "there" but empty: the
   // steps reading it get no tensor for it, and their own checks decide.
@@ -210,7 +224,7 @@ void EnsembleScheduler::Launch(const std::shared_ptr<Run>& run, const std::vecto
   // Without the lock: a runner may answer at once (unknown model, full queue), and the
   // callback takes the lock.
   for (auto& [s, request] : requests) {
-    runner_(std::move(request), [this, run, s = s](StatusOr<InferResponse> result) {
+    run->runners[s](std::move(request), [this, run, s = s](StatusOr<InferResponse> result) {
       OnStepDone(run, s, std::move(result));
     });
   }
@@ -224,14 +238,7 @@ void EnsembleScheduler::OnStepDone(const std::shared_ptr<Run>& run, size_t step,
     std::lock_guard lock(run->mu);
     ++run->completed;
     if (!result.ok()) {
-      if (run->error.ok()) {
-        // Out of memory keeps its leading words, which clients and alerts match on.
-        const bool oom = result.status().code() == StatusCode::kResourceExhausted;
-        run->error = Status(result.status().code(), std::string(oom ? "out of memory: " : "") +
-                                                        "ensemble '" + plan_.name + "' " +
-                                                        DescribeStep(plan_, step) + ": " +
-                                                        result.status().message());
-      }
+      if (run->error.ok()) run->error = StepFailure(step, result.status());
     } else if (run->error.ok()) {
       for (auto& tensor : result->outputs) {
         for (const auto& [output, t] : steps_[step].outputs) {
@@ -252,6 +259,14 @@ void EnsembleScheduler::OnStepDone(const std::shared_ptr<Run>& run, size_t step,
   }
   if (!ready.empty()) Launch(run, ready);
   if (finished) Finish(run);
+}
+
+Status EnsembleScheduler::StepFailure(size_t step, const Status& status) const {
+  // Out of memory keeps its leading words, which clients and alerts match on.
+  const bool oom = status.code() == StatusCode::kResourceExhausted;
+  return Status(status.code(), std::string(oom ? "out of memory: " : "") + "ensemble '" +
+                                   plan_.name + "' " + DescribeStep(plan_, step) + ": " +
+                                   status.message());
 }
 
 void EnsembleScheduler::Finish(const std::shared_ptr<Run>& run) {

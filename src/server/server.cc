@@ -157,11 +157,12 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options,
   server->options_.repository.trt_engine_cache.rebuild_stale =
       policy.profile == admission::Profile::kDev;
   // Ensemble steps take the same path as a client's request (lookup, validation, the
-  // step model's scheduler), minus the admission: they belong to an admitted request.
+  // step model's scheduler), minus the admission: they belong to an admitted request. The
+  // lookup is made once per ensemble request, when it is accepted (BindStep).
   server->repository_ = std::make_unique<repository::ModelRepository>(
       server->options_.repository, server->backend_.get(),
-      [raw = server.get()](InferRequest request, InferCallback done) {
-        raw->RunOnModel(std::move(request), std::move(done));
+      [raw = server.get()](const std::string& model, const std::string& version) {
+        return raw->BindStep(model, version);
       });
   server->repository_->LoadStartupModels(server->options_.startup_models);
   Server* raw = server.get();
@@ -400,12 +401,26 @@ void Server::InferAsync(InferRequest request, InferCallback done) {
 }
 
 void Server::RunOnModel(InferRequest request, InferCallback done, bool canary) {
-  auto fail = [&](const Status& status) { done(status); };
   // A canary probe checks what is published; a request may meet a canary phase's split.
   auto found = canary ? repository_->FindReady(request.model_name, request.model_version)
                       : repository_->Route(request.model_name, request.model_version);
-  if (!found.ok()) return fail(found.status());
-  std::shared_ptr<repository::ModelVersion> runtime = std::move(found).value();
+  if (!found.ok()) return done(found.status());
+  RunOnVersion(*found, std::move(request), std::move(done), canary);
+}
+
+StatusOr<scheduler::StepRunner> Server::BindStep(const std::string& model,
+                                                 const std::string& version) {
+  FASTPATH_ASSIGN_OR_RETURN(std::shared_ptr<repository::ModelVersion> runtime,
+                            repository_->Route(model, version));
+  auto hold = std::make_shared<const repository::StepHold>(std::move(runtime));
+  return scheduler::StepRunner([this, hold](InferRequest request, InferCallback done) {
+    RunOnVersion(hold->version(), std::move(request), std::move(done), /*canary=*/false);
+  });
+}
+
+void Server::RunOnVersion(const std::shared_ptr<repository::ModelVersion>& runtime,
+                          InferRequest request, InferCallback done, bool canary) {
+  auto fail = [&](const Status& status) { done(status); };
   const inference::ModelConfig& config = runtime->config;
   // A request the model's config refuses counts as a failure of that model.
   auto reject = [&](const Status& status, FailureReason reason = FailureReason::kOther) {

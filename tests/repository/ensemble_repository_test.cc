@@ -62,23 +62,29 @@ class EnsembleRepositoryTest : public ::testing::Test {
     repo_.WriteConfig(name, config);
     std::filesystem::create_directories(repo_.root() / name / "1");
   }
-  // A step runner standing in for the server: the step model's scheduler, no checks.
+  // A step binder standing in for the server: the step model's scheduler, no checks.
   std::unique_ptr<ModelRepository> Make(ControlMode mode = ControlMode::kNone) {
     RepositoryOptions options;
     options.roots = {repo_.root()};
     options.mode = mode;
-    auto runner = [this](InferRequest request, std::function<void(StatusOr<InferResponse>)> done) {
-      if (request.model_name == fail_step_) return done(Unavailable("injected failure"));
-      auto found = self_->FindReady(request.model_name, request.model_version);
-      if (!found.ok()) return done(found.status());
-      scheduler::Job job;
-      for (const auto& out : request.outputs) job.output_names.push_back(out.name);
-      job.request = std::move(request);
-      job.arrival = SteadyClock()->Now();
-      job.done = [runtime = *found, done](StatusOr<InferResponse> r) { done(std::move(r)); };
-      (*found)->scheduler->Enqueue(std::move(job));
+    auto binder = [this](const std::string& model,
+                         const std::string& version) -> StatusOr<scheduler::StepRunner> {
+      FASTPATH_ASSIGN_OR_RETURN(auto found, self_->FindReady(model, version));
+      auto hold = std::make_shared<const StepHold>(std::move(found));
+      return scheduler::StepRunner(
+          [this, hold](InferRequest request, std::function<void(StatusOr<InferResponse>)> done) {
+            if (request.model_name == fail_step_) return done(Unavailable("injected failure"));
+            scheduler::Job job;
+            for (const auto& out : request.outputs) job.output_names.push_back(out.name);
+            job.request = std::move(request);
+            job.arrival = SteadyClock()->Now();
+            job.done = [runtime = hold->version(), done](StatusOr<InferResponse> r) {
+              done(std::move(r));
+            };
+            hold->version()->scheduler->Enqueue(std::move(job));
+          });
     };
-    auto repo = std::make_unique<ModelRepository>(options, backend_.get(), runner);
+    auto repo = std::make_unique<ModelRepository>(options, backend_.get(), binder);
     self_ = repo.get();
     return repo;
   }

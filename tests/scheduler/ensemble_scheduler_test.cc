@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -24,6 +25,15 @@ class ManualRunner {
       calls_.push_back({std::move(request), std::move(done)});
     };
   }
+  // Binds every step to AsRunner, but those of `missing` fail.
+  StepBinder AsBinder(std::string missing = "") {
+    return [this, missing](const std::string& model, const std::string&) -> StatusOr<StepRunner> {
+      ++binds_[model];
+      if (model == missing) return NotFound("unknown model '" + model + "'");
+      return AsRunner();
+    };
+  }
+  int binds(const std::string& model) { return binds_[model]; }
   std::vector<Call>& calls() { return calls_; }
   // The models of the calls not yet answered, in call order.
   std::vector<std::string> Pending() const {
@@ -65,7 +75,14 @@ class ManualRunner {
 
  private:
   std::vector<Call> calls_;
+  std::map<std::string, int> binds_;
 };
+
+// Binds every step to `runner`.
+StepBinder BindAll(StepRunner runner) {
+  return [runner = std::move(runner)](
+             const std::string&, const std::string&) -> StatusOr<StepRunner> { return runner; };
+}
 
 // X -> a -> A;  X -> b -> B;  (A, B) -> c -> OUT.  "a" reads X, "b" reads X too.
 EnsemblePlan Diamond() {
@@ -95,7 +112,7 @@ Job MakeJob(std::optional<StatusOr<InferResponse>>* answer, const std::string& x
 TEST(EnsembleSchedulerTest, RunsStepsAsSoonAsTheirInputsAreThere) {
   ManualRunner runner;
   StatsRecorder stats;
-  auto scheduler = EnsembleScheduler::Create(Diamond(), runner.AsRunner(), &stats);
+  auto scheduler = EnsembleScheduler::Create(Diamond(), runner.AsBinder(), &stats);
   ASSERT_TRUE(scheduler.ok()) << scheduler.status().ToString();
   std::optional<StatusOr<InferResponse>> answer;
   (*scheduler)->Enqueue(MakeJob(&answer));
@@ -135,11 +152,41 @@ TEST(EnsembleSchedulerTest, RunsStepsAsSoonAsTheirInputsAreThere) {
   EXPECT_EQ(stats.Snapshot("diamond", "1").inference_stats.success.count, 1u);
 }
 
+// Every step is bound once, when the request is accepted (the runners hold their versions
+// until it is answered); a step model that is not there fails the request at once, naming
+// the step, as unavailable (the ensemble is known), and no step runs.
+TEST(EnsembleSchedulerTest, StepsAreBoundWhenTheRequestIsAcceptedAndAMissingOneFailsItAtOnce) {
+  ManualRunner runner;
+  StatsRecorder stats;
+  auto scheduler = EnsembleScheduler::Create(Diamond(), runner.AsBinder(/*missing=*/"c"), &stats);
+  ASSERT_TRUE(scheduler.ok());
+  std::optional<StatusOr<InferResponse>> answer;
+  (*scheduler)->Enqueue(MakeJob(&answer));
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(answer->status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(answer->status().message(), "ensemble 'diamond' step 3 (model 'c'): unknown model 'c'");
+  EXPECT_TRUE(runner.calls().empty()) << "a step ran for a request that could not finish";
+  EXPECT_EQ((*scheduler)->Pending(), 0u);
+
+  ManualRunner whole;
+  auto bound = EnsembleScheduler::Create(Diamond(), whole.AsBinder(), &stats);
+  ASSERT_TRUE(bound.ok());
+  answer.reset();
+  (*bound)->Enqueue(MakeJob(&answer));
+  EXPECT_EQ(whole.binds("a"), 1);
+  EXPECT_EQ(whole.binds("c"), 1) << "bound before its inputs are there";
+  whole.Answer("a", "+a");
+  whole.Answer("b", "+b");
+  whole.Answer("c", "+c");
+  ASSERT_TRUE(answer.has_value() && answer->ok());
+  EXPECT_EQ(whole.binds("c"), 1) << "bound once per request";
+}
+
 TEST(EnsembleSchedulerTest, AnIntermediateTensorCanAlsoBeAnOutput) {
   EnsemblePlan plan = Diamond();
   ManualRunner runner;
   StatsRecorder stats;
-  auto scheduler = EnsembleScheduler::Create(plan, runner.AsRunner(), &stats);
+  auto scheduler = EnsembleScheduler::Create(plan, runner.AsBinder(), &stats);
   ASSERT_TRUE(scheduler.ok());
   std::optional<StatusOr<InferResponse>> answer;
   Job job = MakeJob(&answer);
@@ -158,7 +205,7 @@ TEST(EnsembleSchedulerTest, AnIntermediateTensorCanAlsoBeAnOutput) {
 TEST(EnsembleSchedulerTest, AFailedStepFailsTheRequestOnceEveryStartedStepIsBack) {
   ManualRunner runner;
   StatsRecorder stats;
-  auto scheduler = EnsembleScheduler::Create(Diamond(), runner.AsRunner(), &stats);
+  auto scheduler = EnsembleScheduler::Create(Diamond(), runner.AsBinder(), &stats);
   ASSERT_TRUE(scheduler.ok());
   std::optional<StatusOr<InferResponse>> answer;
   (*scheduler)->Enqueue(MakeJob(&answer));
@@ -190,7 +237,7 @@ TEST(EnsembleSchedulerTest, AFailedStepGivesTheEnsembleItsFailureReason) {
     SCOPED_TRACE(failure.message());
     ManualRunner runner;
     StatsRecorder stats;
-    auto scheduler = EnsembleScheduler::Create(Diamond(), runner.AsRunner(), &stats);
+    auto scheduler = EnsembleScheduler::Create(Diamond(), runner.AsBinder(), &stats);
     ASSERT_TRUE(scheduler.ok());
     std::optional<StatusOr<InferResponse>> answer;
     (*scheduler)->Enqueue(MakeJob(&answer));
@@ -213,7 +260,7 @@ TEST(EnsembleSchedulerTest, AFailedStepGivesTheEnsembleItsFailureReason) {
 TEST(EnsembleSchedulerTest, AHoldIsRefusedAndRunsNoStep) {
   ManualRunner runner;
   StatsRecorder stats;
-  auto scheduler = EnsembleScheduler::Create(Diamond(), runner.AsRunner(), &stats);
+  auto scheduler = EnsembleScheduler::Create(Diamond(), runner.AsBinder(), &stats);
   ASSERT_TRUE(scheduler.ok());
   std::optional<StatusOr<InferResponse>> answer;
   Job job = MakeJob(&answer);
@@ -237,12 +284,12 @@ TEST(EnsembleSchedulerTest, ARunnerThatAnswersAtOnceIsFine) {
   StatsRecorder stats;
   auto scheduler = EnsembleScheduler::Create(
       Diamond(),
-      [](InferRequest request, std::function<void(StatusOr<InferResponse>)> done) {
+      BindAll([](InferRequest request, std::function<void(StatusOr<InferResponse>)> done) {
         if (request.model_name == "c") return done(Unavailable("queue of model 'c' is full"));
         InferResponse response;
         response.outputs.push_back({"out", DataType::kUint8, {1, 1}, "y"});
         done(std::move(response));
-      },
+      }),
       &stats);
   ASSERT_TRUE(scheduler.ok());
   std::optional<StatusOr<InferResponse>> answer;
@@ -257,9 +304,9 @@ TEST(EnsembleSchedulerTest, AMissingStepOutputIsAnErrorNotAHang) {
   StatsRecorder stats;
   auto scheduler = EnsembleScheduler::Create(
       Diamond(),
-      [](InferRequest request, std::function<void(StatusOr<InferResponse>)> done) {
+      BindAll([](InferRequest request, std::function<void(StatusOr<InferResponse>)> done) {
         done(InferResponse{});  // no outputs at all
-      },
+      }),
       &stats);
   ASSERT_TRUE(scheduler.ok());
   std::optional<StatusOr<InferResponse>> answer;
@@ -276,7 +323,7 @@ TEST(EnsembleSchedulerTest, CreateRefusesAPlanThatCannotRun) {
   plan.steps[2].inputs[1].second = "NOBODY";
   StatsRecorder stats;
   ManualRunner runner;
-  auto scheduler = EnsembleScheduler::Create(plan, runner.AsRunner(), &stats);
+  auto scheduler = EnsembleScheduler::Create(plan, runner.AsBinder(), &stats);
   ASSERT_FALSE(scheduler.ok());
   EXPECT_NE(scheduler.status().message().find("step 3 (model 'c') can never run"),
             std::string::npos);
@@ -286,7 +333,7 @@ TEST(EnsembleSchedulerTest, CreateRefusesAPlanThatCannotRun) {
 TEST(EnsembleSchedulerTest, StopAnswersAcceptedRequestsAndRefusesNewOnes) {
   ManualRunner runner;
   StatsRecorder stats;
-  auto created = EnsembleScheduler::Create(Diamond(), runner.AsRunner(), &stats);
+  auto created = EnsembleScheduler::Create(Diamond(), runner.AsBinder(), &stats);
   ASSERT_TRUE(created.ok());
   std::unique_ptr<EnsembleScheduler> scheduler = std::move(created).value();
   std::optional<StatusOr<InferResponse>> first;
@@ -312,7 +359,7 @@ TEST(EnsembleSchedulerTest, ManyRequestsAnsweredFromOtherThreadsEachGetTheirOwn)
   StatsRecorder stats;
   auto scheduler = EnsembleScheduler::Create(
       Diamond(),
-      [&](InferRequest request, std::function<void(StatusOr<InferResponse>)> done) {
+      BindAll([&](InferRequest request, std::function<void(StatusOr<InferResponse>)> done) {
         std::lock_guard lock(threads_mu);
         threads.emplace_back([request = std::move(request), done = std::move(done)]() mutable {
           InferResponse response;
@@ -322,7 +369,7 @@ TEST(EnsembleSchedulerTest, ManyRequestsAnsweredFromOtherThreadsEachGetTheirOwn)
               {request.outputs[0].name, DataType::kUint8, {1, 1}, data + request.model_name});
           done(std::move(response));
         });
-      },
+      }),
       &stats);
   ASSERT_TRUE(scheduler.ok());
   constexpr int kRequests = 64;

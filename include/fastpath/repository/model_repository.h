@@ -94,6 +94,32 @@ struct ModelVersion {
   // Its version folder (<model folder>/<version>); empty for an ensemble. Gone from disk,
   // the version is being removed: no rollout gate compares a candidate with it.
   std::filesystem::path folder;
+  // Ensemble requests in flight that hold this version for a step of theirs (StepHold):
+  // unloaded or replaced, it is not stopped while any does.
+  std::atomic<int> ensemble_holds{0};
+};
+
+// Holds a version for one ensemble request's step (scheduler::StepBinder) while it lives.
+class StepHold {
+ public:
+  explicit StepHold(std::shared_ptr<ModelVersion> version) : version_(std::move(version)) {
+    version_->ensemble_holds.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~StepHold() {
+    // The reference goes before the count: the repository keeps a retired version until its
+    // count is 0, so the last reference is never this one, which may be dropped on a model's
+    // worker thread (a worker must not destroy the scheduler it belongs to).
+    std::atomic<int>& holds = version_->ensemble_holds;
+    version_.reset();
+    holds.fetch_sub(1, std::memory_order_release);
+  }
+  StepHold(const StepHold&) = delete;
+  StepHold& operator=(const StepHold&) = delete;
+
+  const std::shared_ptr<ModelVersion>& version() const { return version_; }
+
+ private:
+  std::shared_ptr<ModelVersion> version_;
 };
 
 // A canary phase (issue 12 §2): a new load published in place of the one that served gets
@@ -170,11 +196,11 @@ class ModelRepository {
  public:
   static constexpr std::chrono::seconds kRetireGrace{1};
 
-  // `backend` must outlive the repository. `step_runner` runs the steps of ensembles
+  // `backend` must outlive the repository. `step_binder` binds the steps of ensembles
   // (platform "ensemble") through the server facade; without one an ensemble still loads
   // and validates, but its requests fail with FailedPrecondition.
   ModelRepository(RepositoryOptions options, backend::Backend* backend,
-                  scheduler::StepRunner step_runner = {});
+                  scheduler::StepBinder step_binder = {});
   ~ModelRepository();  // stops polling and every scheduler (draining)
 
   const RepositoryOptions& options() const { return options_; }
@@ -319,7 +345,8 @@ class ModelRepository {
   static void StopVersions(const ModelState& state);  // its canary phase's stable load too
   // Versions replaced or unloaded: they stop (draining) after kRetireGrace, so that a
   // request that found one just before the swap still runs on it instead of meeting a
-  // stopped scheduler. StopAll stops them at once.
+  // stopped scheduler, and not while an ensemble request holds one for a step (StepHold).
+  // StopAll stops them at once, after the ensembles.
   void Retire(const ModelState& state);  // its canary phase's stable load too
   void Retire(std::vector<std::shared_ptr<ModelVersion>> versions);
   void RetireLoop();
@@ -331,7 +358,7 @@ class ModelRepository {
 
   RepositoryOptions options_;
   backend::Backend* backend_;
-  scheduler::StepRunner step_runner_;
+  scheduler::StepBinder step_binder_;
 
   mutable std::mutex mu_;
   std::map<std::string, ModelState> models_;  // guarded by mu_

@@ -25,11 +25,20 @@
 
 namespace fastpath::scheduler {
 
-// Runs one request on a model, with everything a request from a client gets (lookup of
-// the version, validation against its config, its scheduler) and calls `done` exactly
-// once, possibly before returning. The server facade provides it.
+// Runs one request on the step model version it was bound to, with everything a client's
+// request gets after the lookup (validation against that version's config, its scheduler),
+// and calls `done` exactly once, possibly before returning.
 using StepRunner =
     std::function<void(InferRequest request, std::function<void(StatusOr<InferResponse>)> done)>;
+
+// Finds a step's model version as a client's request would (`version` empty: the highest
+// ready one) and returns a runner bound to it, which keeps that version serving while the
+// runner lives. An ensemble request binds each of its steps when it is accepted and keeps
+// the runners until it is answered: a step model unloaded or reloaded meanwhile still runs
+// the steps of the requests accepted before, as Triton's ensembles hold their steps' models
+// for each request. The server facade provides it.
+using StepBinder =
+    std::function<StatusOr<StepRunner>(const std::string& model, const std::string& version)>;
 
 // One step, with the names resolved from the ensemble config.
 struct EnsembleStep {
@@ -52,14 +61,16 @@ class EnsembleScheduler final : public Scheduler {
   // Checks that every step can become ready (each tensor it reads is an ensemble input or
   // some step's output, without cycles); config::ValidateEnsembleGraph has said so already,
   // but a plan that could hang a request is refused here too. `stats` must outlive the
-  // scheduler; `runner` must stay callable until Stop has returned. A null `clock` is
-  // SteadyClock().
-  static StatusOr<std::unique_ptr<EnsembleScheduler>> Create(EnsemblePlan plan, StepRunner runner,
+  // scheduler; `binder` and the runners it returns must stay callable until Stop has
+  // returned. A null `clock` is SteadyClock().
+  static StatusOr<std::unique_ptr<EnsembleScheduler>> Create(EnsemblePlan plan, StepBinder binder,
                                                              StatsRecorder* stats,
                                                              Clock* clock = nullptr);
   ~EnsembleScheduler() override;
 
   // The job's inputs are the ensemble's (validated); `output_names` are ensemble outputs.
+  // Binds every step first (StepBinder): a step model that cannot be found fails the job
+  // at once, naming the step, before any step runs.
   void Enqueue(Job job) override;
   // Refuses new jobs and waits until every accepted one is answered (their steps still
   // run on the step models, which must therefore be stopped after the ensemble).
@@ -73,14 +84,16 @@ class EnsembleScheduler final : public Scheduler {
     std::vector<std::pair<std::string, size_t>> outputs;  // step model output -> tensor
   };
 
-  EnsembleScheduler(EnsemblePlan plan, StepRunner runner, StatsRecorder* stats, Clock* clock);
+  EnsembleScheduler(EnsemblePlan plan, StepBinder binder, StatsRecorder* stats, Clock* clock);
   // Starts `steps` (their inputs are all present). Called without the run's lock.
   void Launch(const std::shared_ptr<Run>& run, const std::vector<size_t>& steps);
   void OnStepDone(const std::shared_ptr<Run>& run, size_t step, StatusOr<InferResponse> result);
   void Finish(const std::shared_ptr<Run>& run);
+  // The ensemble's error for `status`, step `step`'s failure.
+  Status StepFailure(size_t step, const Status& status) const;
 
   EnsemblePlan plan_;
-  StepRunner runner_;
+  StepBinder binder_;
   StatsRecorder* stats_;
   Clock* clock_;
 

@@ -182,9 +182,16 @@ class Server final : public InferenceServer {
                                       const admission::AccuracyGuard& guard,
                                       const admission::SelfTestPlan& plan);
   // Validates and runs one request on its model, without the admission and in-flight
-  // accounting of InferAsync: also the step runner of ensembles, and the canaries' path
-  // (`canary`: counted apart from user traffic in the statistics).
+  // accounting of InferAsync: also the canaries' path (`canary`: counted apart from user
+  // traffic in the statistics).
   void RunOnModel(InferRequest request, InferCallback done, bool canary = false);
+  // RunOnModel past the lookup: on `runtime`.
+  void RunOnVersion(const std::shared_ptr<repository::ModelVersion>& runtime, InferRequest request,
+                    InferCallback done, bool canary);
+  // The step binder of ensembles (scheduler::StepBinder): the step's version as a client's
+  // request finds it, held (repository::StepHold) by the runner returned, which runs steps
+  // on it as RunOnVersion does.
+  StatusOr<scheduler::StepRunner> BindStep(const std::string& model, const std::string& version);
   // The canary of a version being admitted (fastpath.canary.interval_s): its seeded request
   // run a few times, after the self-test, for the reference outputs and latency. Sets
   // record->canary; a canary that cannot be made (no seeded request, outputs that differ

@@ -1,0 +1,173 @@
+// An ensemble request accepted before its ensemble or a step model is unloaded runs to its
+// answer: each request holds its steps' versions from its acceptance (StepHold), as
+// Triton's ensembles hold their steps' models. Unloading `ens` with unload_dependents, or a
+// step alone, failed every request in flight at its next step with "unknown model". The
+// step model "first" holds its runs until the test opens the gate, so the requests are in
+// flight when the unload comes; the retire grace then passes on a manual clock.
+#include <gtest/gtest.h>
+
+#include <future>
+
+#include "fakes/manual_clock.h"
+#include "fakes/temp_repository.h"
+#include "fastpath/onnxruntime/ort_backend.h"
+#include "fastpath/server/server_impl.h"
+
+namespace fastpath::server {
+namespace {
+
+// Holds each run of a model whose file lies in a folder named "first" until `gate` opens.
+class GatedInstance final : public backend::ModelInstance {
+ public:
+  GatedInstance(std::unique_ptr<backend::ModelInstance> inner, std::shared_future<void> gate,
+                std::promise<void>* entered)
+      : inner_(std::move(inner)), gate_(std::move(gate)), entered_(entered) {}
+  StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& inputs,
+                                    const std::vector<std::string>& names) override {
+    if (!told_) {
+      told_ = true;
+      entered_->set_value();
+    }
+    gate_.wait();
+    return inner_->Run(inputs, names);
+  }
+  const backend::PlacementAudit* placement() const override { return inner_->placement(); }
+
+ private:
+  std::unique_ptr<backend::ModelInstance> inner_;
+  std::shared_future<void> gate_;
+  std::promise<void>* entered_;
+  bool told_ = false;
+};
+
+class GatedBackend final : public backend::Backend {
+ public:
+  explicit GatedBackend(std::unique_ptr<backend::Backend> inner) : inner_(std::move(inner)) {}
+  std::string Name() const override { return inner_->Name(); }
+  StatusOr<backend::ModelSignature> Inspect(const std::filesystem::path& file) override {
+    return inner_->Inspect(file);
+  }
+  StatusOr<std::unique_ptr<backend::ModelInstance>> CreateInstance(
+      const std::filesystem::path& file, const backend::InstanceOptions& options) override {
+    FASTPATH_ASSIGN_OR_RETURN(auto instance, inner_->CreateInstance(file, options));
+    if (!gated || file.string().find("/first/") == std::string::npos) return instance;
+    return std::unique_ptr<backend::ModelInstance>(
+        std::make_unique<GatedInstance>(std::move(instance), open.get_future().share(), &entered));
+  }
+  bool gated = false;  // set before the loads whose instances it holds
+  std::promise<void> open;
+  std::promise<void> entered;
+
+ private:
+  std::unique_ptr<backend::Backend> inner_;
+};
+
+class EnsembleUnloadTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* step : {"first", "second"}) {
+      repo_.AddVersion(step, 1, "simple");
+      std::string config = testing::kSimpleConfig;
+      config.replace(config.find("\"simple\""), 8, std::string("\"") + step + "\"");
+      repo_.WriteConfig(step, config);
+    }
+    // SUM = (A + B) + B: "first" then "second".
+    std::filesystem::create_directories(repo_.root() / "ens" / "1");
+    repo_.WriteConfig("ens", R"(
+name: "ens"
+platform: "ensemble"
+max_batch_size: 8
+input [
+  { name: "A" data_type: TYPE_INT32 dims: [ 16 ] },
+  { name: "B" data_type: TYPE_INT32 dims: [ 16 ] }
+]
+output [ { name: "SUM" data_type: TYPE_INT32 dims: [ 16 ] } ]
+ensemble_scheduling { step [
+  { model_name: "first" model_version: -1
+    input_map { key: "INPUT0" value: "A" } input_map { key: "INPUT1" value: "B" }
+    output_map { key: "OUTPUT0" value: "AB" } },
+  { model_name: "second" model_version: -1
+    input_map { key: "INPUT0" value: "AB" } input_map { key: "INPUT1" value: "B" }
+    output_map { key: "OUTPUT0" value: "SUM" } }
+] }
+)");
+    ServerOptions options;
+    options.repository.roots = {repo_.root()};
+    options.repository.mode = repository::ControlMode::kExplicit;
+    options.startup_models = {"ens"};
+    options.clock = &clock_;
+    options.memory_sample_interval = std::chrono::milliseconds(0);
+    auto ort = onnxruntime::CreateOrtBackend();
+    ASSERT_TRUE(ort.ok());
+    backend_ = std::make_shared<GatedBackend>(std::move(ort).value());
+    backend_->gated = true;
+    auto created = Server::Create(options, backend_);
+    ASSERT_TRUE(created.ok()) << created.status().ToString();
+    server_ = std::move(created).value();
+    ASSERT_TRUE(*server_->IsModelReady("ens", ""));
+  }
+
+  static InferRequest Request() {
+    InferRequest r;
+    r.model_name = "ens";
+    int32_t one[16];
+    std::fill(std::begin(one), std::end(one), 1);
+    for (const char* name : {"A", "B"}) {
+      r.inputs.push_back(Tensor{name,
+                                DataType::kInt32,
+                                {1, 16},
+                                std::string(reinterpret_cast<const char*>(one), sizeof(one))});
+    }
+    return r;
+  }
+
+  // Sends one request, waits until "first" runs it, unloads with `unload`, lets the retire
+  // grace pass, opens the gate and returns the answer.
+  StatusOr<InferResponse> AnswerAcrossUnload(const std::function<Status()>& unload) {
+    std::promise<StatusOr<InferResponse>> answer;
+    server_->InferAsync(Request(),
+                        [&answer](StatusOr<InferResponse> r) { answer.set_value(std::move(r)); });
+    backend_->entered.get_future().wait();
+    if (Status s = unload(); !s.ok()) return s;
+    clock_.Advance(std::chrono::seconds(5));  // past kRetireGrace, several times
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the retire thread acts
+    backend_->open.set_value();
+    auto future = answer.get_future();
+    if (future.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+      return DeadlineExceeded("no answer in 30 s");
+    }
+    return future.get();
+  }
+
+  static void ExpectSum3(const StatusOr<InferResponse>& answer) {
+    ASSERT_TRUE(answer.ok()) << answer.status().ToString();
+    ASSERT_EQ(answer->outputs.size(), 1u);
+    const auto* sum = reinterpret_cast<const int32_t*>(answer->outputs[0].data.data());
+    EXPECT_EQ(sum[0], 3);
+    EXPECT_EQ(sum[15], 3);
+  }
+
+  testing::TempRepository repo_{FASTPATH_TEST_MODELS_DIR};
+  testing::ManualClock clock_;
+  std::shared_ptr<GatedBackend> backend_;
+  std::unique_ptr<Server> server_;
+};
+
+TEST_F(EnsembleUnloadTest, ARequestInFlightOutlivesTheEnsemblesUnloadWithItsDependents) {
+  ExpectSum3(
+      AnswerAcrossUnload([&] { return server_->UnloadModel("ens", /*unload_dependents=*/true); }));
+  EXPECT_FALSE(*server_->IsModelReady("second", ""));
+}
+
+TEST_F(EnsembleUnloadTest, ARequestInFlightOutlivesItsStepsUnloadAndTheNextOneIsRefused) {
+  ExpectSum3(AnswerAcrossUnload([&] { return server_->UnloadModel("second"); }));
+  std::promise<StatusOr<InferResponse>> later;
+  server_->InferAsync(Request(),
+                      [&later](StatusOr<InferResponse> r) { later.set_value(std::move(r)); });
+  const StatusOr<InferResponse> refused = later.get_future().get();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace fastpath::server
