@@ -350,6 +350,14 @@ int AdmitNode(ServeFlags* flags) {
               std::to_string(memory >> 20) + " MiB the process may use " +
               "(--max-request-bytes-in-flight to choose)");
   }
+  // A gRPC message larger than the bound could never be taken: gRPC refuses it itself, as too
+  // large, rather than each one being told to retry. (HTTP's largest body is checked against
+  // the bound with the flags; gRPC's default largest message is 1 GiB.)
+  if (static_cast<uint64_t>(flags->grpc.max_message_bytes) > flags->request_bytes_in_flight) {
+    flags->grpc.max_message_bytes = static_cast<int>(flags->request_bytes_in_flight);
+    log::Info("gRPC messages: at most " + std::to_string(flags->request_bytes_in_flight >> 20) +
+              " MiB, the request bytes in flight (--max-request-bytes to choose)");
+  }
   SetEngineCacheFromSnapshot(snapshot, flags->server.repository.roots.front(), flags->engine_cache,
                              &flags->server.repository);
   const admission::Policy& policy = flags->server.policy;

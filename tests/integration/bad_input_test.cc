@@ -307,6 +307,35 @@ TEST_F(BadInputTest, BodyOverTheLimitIs413) {
   ExpectStillServing();
 }
 
+// A bound on the request bytes in flight below gRPC's largest message (1 GiB unless
+// --max-request-bytes says) lowers that largest message to it: a larger one is refused as too
+// large, not told to retry (it never could fit, on an idle server too).
+class RequestBytesBoundTest : public ServerTest {
+ protected:
+  std::vector<std::string> Models() override { return {"identity_fp32"}; }
+  std::vector<std::string> ExtraArgs() override {
+    return {"--max-request-bytes-in-flight", std::to_string(kBound)};
+  }
+  static constexpr size_t kBound = size_t{64} << 20;  // HTTP's largest body by default
+};
+
+TEST_F(RequestBytesBoundTest, AGrpcMessageOverTheBoundIsTooLargeNotToBeRetried) {
+  inference::ModelInferRequest request;
+  request.set_model_name("identity_fp32");
+  auto* in = request.add_inputs();
+  in->set_name("INPUT0");
+  in->set_datatype("FP32");
+  in->add_shape(1);
+  in->add_shape(static_cast<int64_t>(kBound / 4 + 1024));
+  request.add_raw_input_contents(std::string(kBound + 4096, '\0'));
+  grpc::ClientContext ctx;
+  inference::ModelInferResponse response;
+  grpc::Status s = grpc().ModelInfer(&ctx, request, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << Describe(s);
+  EXPECT_EQ(s.error_message().find("retry"), std::string::npos) << s.error_message();
+  EXPECT_NE(s.error_message().find(std::to_string(kBound)), std::string::npos) << s.error_message();
+}
+
 TEST_F(BadInputTest, InvalidBytesElements) {
   // A length prefix that runs past the data.
   std::string bad = BytesElements({"abcd"});
