@@ -159,6 +159,10 @@ void DynamicBatchScheduler::Enqueue(Job job) {
       index = level - 1;
     }
     PolicyQueue& q = queues_[index];
+    // A full queue first lets go of what was cancelled or expired in it: nothing wakes the
+    // scheduler when a client goes away, and its request would hold its place until the
+    // next batch, refusing this one.
+    if (q.size() >= q.max_size) ExpireLocked(clock_->Now(), &answers);
     if (stopping_) {
       refusal = "model '" + job.request.model_name + "' is shutting down";
     } else if (!health.ok()) {
@@ -209,7 +213,6 @@ void DynamicBatchScheduler::Enqueue(Job job) {
       stats_->RecordFailure(Nanoseconds(clock_->Now() - job.arrival), FailureReason::kRejected);
     }
     job.done(Unavailable(refusal));
-    return;
   }
   Deliver(std::move(answers));
 }

@@ -584,6 +584,32 @@ TEST_F(DynamicBatchSchedulerTest, FullQueueRejectsAtOnce) {
       1u);
 }
 
+// A request whose client went away gives its place up to the next arrival: nothing wakes
+// the scheduler when a client goes, and a full queue of abandoned requests refused every new
+// one as "full" until the next batch.
+TEST_F(DynamicBatchSchedulerTest, AFullQueueLetsGoOfCancelledRequestsForANewOne) {
+  DynamicBatchOptions o = Options(1);
+  o.default_queue_policy.max_queue_size = 2;
+  Start(o);
+  Enqueue(MakeJob(100));  // running, not queued
+  model_.WaitRuns(1);
+  auto gone = std::make_shared<std::atomic<bool>>(false);
+  for (int id : {1, 2}) {
+    Job job = MakeJob(id);
+    job.request.cancelled = gone;
+    Enqueue(std::move(job));
+  }
+  gone->store(true);
+  Enqueue(MakeJob(3));
+  ASSERT_TRUE(answers_.Has(1));
+  EXPECT_EQ(answers_.Get(1).status().code(), StatusCode::kCancelled);
+  EXPECT_EQ(answers_.Get(2).status().code(), StatusCode::kCancelled);
+  EXPECT_FALSE(answers_.Has(3)) << answers_.Get(3).status().ToString();
+  model_.Open();
+  ExpectOk(3);
+  ExpectOk(100);
+}
+
 TEST_F(DynamicBatchSchedulerTest, ServerBoundAppliesWhenThePolicySetsNone) {
   DynamicBatchOptions o = Options(1);
   o.default_max_queue_size = 1;
