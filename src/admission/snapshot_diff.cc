@@ -6,6 +6,8 @@
 #include <rapidjson/writer.h>
 
 #include <map>
+#include <set>
+#include <string>
 #include <utility>
 
 #include "fastpath/common/json.h"
@@ -33,23 +35,44 @@ bool NamedObjects(const rapidjson::Value& array) {
   return true;
 }
 
-void Flatten(const rapidjson::Value& value, const std::string& path, Leaves* out) {
+// Each leaf under `value`, its path made of object keys and array keys: an array of objects
+// that all have a "name" is keyed by name, so that a reordered list (the CUDA libraries
+// found) is no difference; items sharing a name (identical GPUs) are told apart by their
+// turn among those, "NVIDIA H100 #2". An error names a key an object repeats.
+std::string Flatten(const rapidjson::Value& value, const std::string& path, Leaves* out) {
   if (value.IsObject() && value.MemberCount() > 0) {
+    std::set<std::string> keys;
     for (auto it = value.MemberBegin(); it != value.MemberEnd(); ++it) {
       const std::string key(it->name.GetString(), it->name.GetStringLength());
-      Flatten(it->value, path.empty() ? key : path + "." + key, out);
+      if (!keys.insert(key).second) {
+        return "\"" + key + "\" appears twice in " + (path.empty() ? "the document" : path);
+      }
+      if (std::string error = Flatten(it->value, path.empty() ? key : path + "." + key, out);
+          !error.empty()) {
+        return error;
+      }
     }
   } else if (value.IsArray() && !value.Empty()) {
     const bool named = NamedObjects(value);
+    std::map<std::string, int> named_count;
+    if (named) {
+      for (const auto& item : value.GetArray()) ++named_count[item["name"].GetString()];
+    }
+    std::map<std::string, int> turn;
     for (rapidjson::SizeType i = 0; i < value.Size(); ++i) {
-      const std::string index =
-          named ? std::string(value[i]["name"].GetString(), value[i]["name"].GetStringLength())
-                : std::to_string(i);
-      Flatten(value[i], path + "[" + index + "]", out);
+      std::string index = std::to_string(i);
+      if (named) {
+        index.assign(value[i]["name"].GetString(), value[i]["name"].GetStringLength());
+        if (named_count[index] > 1) index += " #" + std::to_string(++turn[index]);
+      }
+      if (std::string error = Flatten(value[i], path + "[" + index + "]", out); !error.empty()) {
+        return error;
+      }
     }
   } else {
     out->emplace_back(path.empty() ? "(document)" : path, ToText(value));
   }
+  return "";
 }
 
 StatusOr<Leaves> Parse(const std::string& text, const std::string& name) {
@@ -61,7 +84,9 @@ StatusOr<Leaves> Parse(const std::string& text, const std::string& name) {
     return InvalidArgument(name +
                            " is not a JSON object (expected `fastpath doctor --json` output)");
   Leaves leaves;
-  Flatten(doc, "", &leaves);
+  if (const std::string error = Flatten(doc, "", &leaves); !error.empty()) {
+    return InvalidArgument(name + ": " + error);
+  }
   return leaves;
 }
 

@@ -52,6 +52,34 @@ TEST(SnapshotDiff, NamesEveryAddedRemovedAndChangedLeaf) {
   EXPECT_THAT(table, HasSubstr("(absent) -> \"10.13.0\""));
 }
 
+// Identical GPUs share a name: each is told apart by its turn among them. Keyed by name
+// alone, they collapsed into one path: a file compared with itself showed differences, and
+// a change on GPU 0 (MIG turned on) was hidden.
+TEST(SnapshotDiff, ItemsSharingANameAreComparedOneByOne) {
+  const std::string four = R"({"nvml": {"devices": [
+    {"name": "A100", "index": 0, "mig": false}, {"name": "A100", "index": 1, "mig": false},
+    {"name": "A100", "index": 2, "mig": false}]}})";
+  auto same = DiffSnapshots(four, "a", four, "b");
+  ASSERT_TRUE(same.ok()) << same.status().ToString();
+  EXPECT_TRUE(same->empty()) << RenderChanges(*same, "a", "b");
+  std::string changed = four;
+  changed.replace(changed.find("false"), 5, "true");
+  auto diff = DiffSnapshots(four, "a", changed, "b");
+  ASSERT_TRUE(diff.ok());
+  ASSERT_EQ(diff->size(), 1u) << RenderChanges(*diff, "a", "b");
+  EXPECT_EQ((*diff)[0].path, "nvml.devices[A100 #1].mig");
+}
+
+// A key given twice is refused, naming it: which of the two counts is anyone's guess (the
+// file compared with itself showed a difference).
+TEST(SnapshotDiff, AKeyGivenTwiceIsRefused) {
+  auto changes =
+      DiffSnapshots(R"({"driver": {"version": "1", "version": "2"}})", "dup.json", kToday, "b");
+  ASSERT_FALSE(changes.ok());
+  EXPECT_THAT(changes.status().message(),
+              HasSubstr("dup.json: \"version\" appears twice in driver"));
+}
+
 TEST(SnapshotDiff, InvalidJsonNamesTheFile) {
   auto changes = DiffSnapshots("{", "old.json", kToday, "new.json");
   ASSERT_FALSE(changes.ok());
