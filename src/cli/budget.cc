@@ -8,6 +8,7 @@
 #include <rapidjson/writer.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <iostream>
 #include <map>
 
@@ -250,6 +251,18 @@ int Budget(const std::vector<std::string>& args) {
     total.total_bytes = b.device_total_bytes;
   }
   for (const auto& [device, total] : devices) fits = fits && total.fits();
+  // A model asked for that the repository does not have (the load logged why) did not load
+  // either; and a repository with no model has nothing to fit.
+  for (const std::string& asked : flags.models) {
+    if (std::none_of(report.models.begin(), report.models.end(),
+                     [&](const admission::ModelAdmission& m) { return m.name == asked; })) {
+      fits = false;
+    }
+  }
+  if (report.models.empty()) {
+    log::Error("no model loaded from " + flags.repository.string());
+    fits = false;
+  }
   if (flags.json) {
     PrintJson(report, devices, fits);
   } else {

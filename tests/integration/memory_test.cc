@@ -261,6 +261,11 @@ parameters { key: "fastpath.memory.limit_bytes" value { string_value: "1Mi" } }
   EXPECT_NE(tight.out.find("tight"), std::string::npos) << tight.out;
   EXPECT_EQ(tight.out.find("budgeted"), std::string::npos) << "only the model asked for";
 
+  // A model the repository does not have did not load: exit 1, as its help says (it was 0).
+  const auto missing = testing::RunCommand({FASTPATH_BINARY, "budget", "--model-repository",
+                                            repo().root().string(), "--model", "nosuch"});
+  EXPECT_EQ(missing.exit_code, 1) << missing.out << missing.err;
+
   const auto usage = testing::RunCommand({FASTPATH_BINARY, "budget"});
   EXPECT_EQ(usage.exit_code, 2) << usage.err;
 }
