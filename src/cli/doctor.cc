@@ -78,6 +78,7 @@ struct DoctorFlags {
 struct DoctorOptions {
   CLI::Option* record = nullptr;
   CLI::Option* seconds = nullptr;
+  CLI::Option* lock = nullptr;
 };
 
 DoctorOptions DefineDoctorOptions(CLI::App& app, DoctorFlags& flags) {
@@ -115,9 +116,14 @@ DoctorOptions DefineDoctorOptions(CLI::App& app, DoctorFlags& flags) {
              "how often --record-gpu-trace samples, in milliseconds");
   o.seconds->needs(o.record);
   interval->needs(o.record);
+  o.lock = lock;
   // A recording is its own mode: it takes no snapshot, so there is nothing to print as
   // JSON, lock, diff or judge.
   o.record->excludes(json)->excludes(require_gpu)->excludes(lock)->excludes(diff);
+  // A diff reads two files: it takes no snapshot either. A lock is written instead of the
+  // snapshot's print; --require-gpu then keeps a lock from a node without its fast path.
+  diff->excludes(json)->excludes(require_gpu)->excludes(lock);
+  lock->excludes(json);
   AddLogOptions(app, &flags.logging);
   return o;
 }
@@ -518,13 +524,21 @@ int Doctor(const std::vector<std::string>& args) {
   if (*options.record && flags.trace_file.empty()) {
     return UsageError(app, "--record-gpu-trace needs a FILE");
   }
+  if (*options.lock && flags.lock_file.empty()) return UsageError(app, "--lock needs a FILE");
   flags.logging.name = "fastpath doctor";
   log::Configure(flags.logging);
   if (*options.record) return RecordGpuTrace(flags);
   if (!flags.diff_files.empty()) return Diff(flags.diff_files[0], flags.diff_files[1]);
   const gpu::CapabilitySnapshot snapshot = gpu::TakeNodeSnapshot(FASTPATH_VERSION);
   const std::vector<gpu::Finding> findings = gpu::Assess(snapshot);
-  if (!flags.lock_file.empty()) return WriteLock(flags.lock_file, snapshot);
+  if (!flags.lock_file.empty()) {
+    if (flags.require_gpu && !findings.empty()) {
+      std::cerr << RenderTable(snapshot, findings);
+      log::Error("no version lock written: the GPU fast path is unusable on this node");
+      return static_cast<int>(findings.front().failure);
+    }
+    return WriteLock(flags.lock_file, snapshot);
+  }
   if (flags.json) {
     std::cout << gpu::SnapshotToJson(snapshot, findings);
   } else {

@@ -139,6 +139,21 @@ TEST(DoctorBinary, RequireGpuExitCodesWithFakeLibraries) {
   }
 }
 
+// --require-gpu with --lock: no lock from a node without its fast path, and the finding's
+// exit code (the lock was written and doctor exited 0).
+TEST(DoctorBinary, RequireGpuKeepsALockFromANodeWithoutItsFastPath) {
+  const std::string lock =
+      (std::filesystem::temp_directory_path() / ("fastpath-lock-" + std::to_string(getpid())))
+          .string();
+  std::filesystem::remove(lock);
+  const DoctorRun run = RunDoctor({"--require-gpu", "--lock", lock},
+                                  {FakePath(kAllFakes), "FASTPATH_FAKE_CUDA_DEVICES=0",
+                                   "FASTPATH_ORT_EP_LIBRARY_DIR=" FASTPATH_FAKE_ORT_EP_DIR});
+  EXPECT_EQ(run.exit_code, 11) << run.out << run.err;
+  EXPECT_THAT(run.err, HasSubstr("no version lock written"));
+  EXPECT_FALSE(std::filesystem::exists(lock));
+}
+
 TEST(DoctorBinary, BadFlagIsAUsageError) {
   const DoctorRun run = RunDoctor({"--no-such-flag"});
   EXPECT_EQ(run.exit_code, 2);

@@ -158,6 +158,10 @@ TEST(CommandLine, BadCommandLinesExitTwoNamingTheOption) {
       {{"serve", "--model-repository"}, "--model-repository"},
       {{"doctor", "--diff", "a.json"}, "--diff"},
       {{"doctor", "stray"}, "fastpath doctor: unexpected argument 'stray'"},
+      // Combinations that were accepted, one of the two silently ignored.
+      {{"doctor", "--diff", "a.json", "b.json", "--lock", "l.json"}, "--lock excludes --diff"},
+      {{"doctor", "--diff", "a.json", "b.json", "--require-gpu"}, "excludes"},
+      {{"doctor", "--lock", ""}, "--lock needs a FILE"},
       {{"bench", "-m", "m", "--no-server"}, "--no-server requires --in-process"},
       {{"bench", "-m", "m", "--concurrency", "1", "--request-rate", "10"},
        "--concurrency excludes --request-rate"},
