@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <set>
 #include <utility>
 
@@ -121,6 +122,21 @@ bool IsPrometheusDuration(std::string_view text) {
   return !text.empty();
 }
 
+// Prometheus reads rule files strictly: a key it does not know refuses the whole file.
+Status CheckKnownKeys(const YAML::Node& map, std::initializer_list<std::string_view> known,
+                      const std::string& where) {
+  for (const auto& entry : map) {
+    if (!entry.first.IsScalar()) continue;
+    const std::string& key = entry.first.Scalar();
+    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    std::string list;
+    for (std::string_view k : known) list += std::string(list.empty() ? "" : ", ") + std::string(k);
+    return ErrorAt(entry.first.Mark(), "unknown key '" + key + "' in " + where +
+                                           " (Prometheus refuses the file; known: " + list + ")");
+  }
+  return Status::Ok();
+}
+
 StatusOr<AlertRule> ReadRule(const YAML::Node& r, const std::string& group) {
   if (!r.IsMap()) {
     return ErrorAt(r.Mark(),
@@ -136,6 +152,9 @@ StatusOr<AlertRule> ReadRule(const YAML::Node& r, const std::string& group) {
   (alert ? rule.name : rule.record) = ScalarOf(r, alert ? "alert" : "record");
   rule.expr = ScalarOf(r, "expr");
   const std::string& name = alert ? rule.name : rule.record;
+  FASTPATH_RETURN_IF_ERROR(CheckKnownKeys(
+      r, {"alert", "record", "expr", "for", "keep_firing_for", "labels", "annotations"},
+      "rule '" + name + "'"));
   if (rule.expr.empty()) return ErrorAt(r.Mark(), "rule '" + name + "' has no 'expr'");
   for (const char* key : {"for", "keep_firing_for"}) {
     if (!r[key].IsDefined()) continue;
@@ -166,6 +185,8 @@ StatusOr<std::vector<AlertRule>> ReadRules(std::string_view text) {
     return ErrorAt(KeyMark(holder, "groups"),
                    "'groups' is " + std::string(KindName(groups)) + ", not a sequence");
   }
+  FASTPATH_RETURN_IF_ERROR(
+      CheckKnownKeys(holder, {"groups"}, holder.is(root) ? "the file" : "spec"));
   std::vector<AlertRule> rules;
   std::set<std::string> names;
   for (const YAML::Node& group : groups) {
@@ -175,6 +196,9 @@ StatusOr<std::vector<AlertRule>> ReadRules(std::string_view text) {
     }
     const std::string name = ScalarOf(group, "name");
     if (name.empty()) return ErrorAt(group.Mark(), "a group without a 'name'");
+    FASTPATH_RETURN_IF_ERROR(
+        CheckKnownKeys(group, {"name", "interval", "query_offset", "limit", "labels", "rules"},
+                       "group '" + name + "'"));
     // Prometheus refuses the whole file for it, and then none of its alerts is loaded.
     if (!names.insert(name).second) {
       return ErrorAt(group.Mark(), "group name '" + name + "' is repeated in the file");

@@ -193,6 +193,16 @@ TEST(RulesYamlTest, RefusesWhatIsNotARuleFileWithItsLine) {
               HasSubstr("'keep_firing_for: 30m1h' is not a Prometheus duration"));
   EXPECT_THAT(ErrorOf("groups:\n  - name: g\n    interval: 1.5m\n    rules: []\n"),
               HasSubstr("line 3: group 'g': 'interval: 1.5m' is not a Prometheus duration"));
+  // Prometheus reads rule files strictly: a misspelt key refuses the whole file.
+  EXPECT_THAT(ErrorOf("groups:\n  - name: g\n    rules:\n      - alert: A\n        expr: up\n"
+                      "        lables: {x: y}\n"),
+              HasSubstr("line 6: unknown key 'lables' in rule 'A' (Prometheus refuses the file"));
+  EXPECT_THAT(ErrorOf("groups:\n  - name: g\n    rule: []\n"),
+              HasSubstr("line 3: unknown key 'rule' in group 'g'"));
+  EXPECT_THAT(ErrorOf("groups:\n  - name: g\n    rules: []\nbogus_top: 1\n"),
+              HasSubstr("line 4: unknown key 'bogus_top' in the file"));
+  EXPECT_THAT(ErrorOf("kind: PrometheusRule\nspec:\n  groups: []\n  extra: 1\n"),
+              HasSubstr("unknown key 'extra' in spec"));
 }
 
 TEST(RulesYamlTest, AcceptsPrometheusDurations) {
