@@ -296,6 +296,10 @@ void AddLogOptions(CLI::App& app, log::Options* options) {
 }
 
 StatusOr<std::string> ReadTextFile(const std::filesystem::path& path) {
+  // A folder opens as an empty stream: said as what it is, not as an empty file.
+  if (std::error_code ec; std::filesystem::is_directory(path, ec)) {
+    return InvalidArgument(path.string() + " is a folder, not a file");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return NotFound("cannot read " + path.string());
   std::ostringstream text;

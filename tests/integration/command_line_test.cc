@@ -193,6 +193,15 @@ TEST(CommandLine, BadCommandLinesExitTwoNamingTheOption) {
   }
 }
 
+// A folder given where a file is read is said to be one (it read as an empty file: "not valid
+// JSON: The document is empty").
+TEST(CommandLine, AFolderWhereAFileIsReadIsNamedAsOne) {
+  const std::string folder = std::filesystem::temp_directory_path().string();
+  const CommandRun run = Fastpath({"doctor", "--diff", folder, folder});
+  EXPECT_EQ(run.exit_code, 21) << run.err;
+  EXPECT_THAT(run.err, HasSubstr(folder + " is a folder, not a file"));
+}
+
 // A serve that cannot start: every stderr line is a JSON object with ts, level and msg, and
 // the error names the repository.
 TEST(CommandLine, ServeLogsJsonLines) {
