@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <iterator>
 
+#include "fastpath/common/decimal.h"
 #include "fastpath/config/ensemble_config.h"
 
 namespace fastpath::admission {
@@ -97,10 +98,9 @@ const GateSettingRange& RangeOf(GateSetting setting) {
 
 std::optional<double> GateSettingValue(GateSetting setting, const std::string& text) {
   const GateSettingRange& range = RangeOf(setting);
-  char* end = nullptr;
-  const double value = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value) ||
-      value < range.lo || value > range.hi || (range.whole && value != std::floor(value))) {
+  const std::optional<double> value = ParseDecimal(text);
+  if (!value || *value < range.lo || *value > range.hi ||
+      (range.whole && *value != std::floor(*value))) {
     return std::nullopt;
   }
   return value;

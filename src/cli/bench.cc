@@ -22,6 +22,7 @@
 #include "bench_flags.h"
 #include "cli.h"
 #include "command_line.h"
+#include "fastpath/common/decimal.h"
 #include "fastpath/common/log.h"
 #include "fastpath/config/model_config.h"
 #include "fastpath/gpu/capability_snapshot.h"
@@ -38,9 +39,8 @@ constexpr const char* kBenchUsage = R"(usage: fastpath bench -m MODEL [options]
        fastpath bench plot --svg OUT.svg [--title TEXT] REPORT.json...)";
 
 StatusOr<double> ParseDouble(const std::string& flag, const std::string& text, double lo) {
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || !(v >= lo) || v > 1e12) {
+  const double v = ParseDecimal(text).value_or(NAN);
+  if (!(v >= lo) || v > 1e12) {
     return InvalidArgument(flag + " must be a number >= " + std::to_string(lo) + ", not '" + text + "'");
   }
   return v;

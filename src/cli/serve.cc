@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -17,6 +18,7 @@
 #include "fastpath/admission/admission_report.h"
 #include "fastpath/admission/version_lock.h"
 #include "fastpath/common/allocator.h"
+#include "fastpath/common/decimal.h"
 #include "fastpath/common/duration.h"
 #include "fastpath/common/log.h"
 #include "fastpath/common/open_files.h"
@@ -214,9 +216,8 @@ void DefineServeOptions(CLI::App& app, ServeFlags& flags) {
            "a model drifts when compute per execution is at least 1 + F times its start-up "
            "baseline over the window (0.01 to 10)",
            "0.15", [&flags](const std::string& value) {
-             char* end = nullptr;
-             const double f = std::strtod(value.c_str(), &end);
-             if (value.empty() || *end != '\0' || !(f >= 0.01 && f <= 10)) {
+             const double f = ParseDecimal(value).value_or(NAN);
+             if (!(f >= 0.01 && f <= 10)) {
                return InvalidArgument("--drift-threshold must be a number from 0.01 to 10, not '" +
                                       value + "'");
              }

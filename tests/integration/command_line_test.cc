@@ -181,6 +181,12 @@ TEST(CommandLine, BadCommandLinesExitTwoNamingTheOption) {
        "--shape given twice for input 'x'"},
       {{"bench", "plot", "a.json"}, "fastpath bench plot: --svg is required"},
       {{"build-engines", "--model-repository", "/tmp", "--model", ""}, "--model needs a value"},
+      // Numbers as written: no hex, exponents or spaces (strtod took "0x10" as 16).
+      {{"gate", "-m", "m", "--baseline", "http://127.0.0.1:1", "--candidate", "http://127.0.0.1:2",
+        "--rounds", "0x10"},
+       "--rounds must be a whole number from 5 to 1000, not '0x10'"},
+      {{"serve", "--model-repository", "/tmp", "--drift-threshold", " 0.2"},
+       "--drift-threshold must be a number from 0.01 to 10, not ' 0.2'"},
   };
   for (const auto& [args, message] : cases) {
     const CommandRun run = Fastpath(args);
