@@ -1,6 +1,6 @@
-// A number as people write one in a flag or a config parameter: digits, at most one '.',
-// an optional leading '-'. strtod alone also takes "0x10" (16), "1e1", " 1.5", "inf" and
-// "nan", none of which a setting means.
+// A number as people write one in a flag or a config parameter: an optional leading '-',
+// digits with at most one '.', and an optional exponent ("1e-5"). strtod alone also takes
+// "0x10" (16), " 1.5", "inf" and "nan", none of which a setting means.
 #pragma once
 
 #include <cmath>
@@ -13,17 +13,24 @@ namespace fastpath {
 inline std::optional<double> ParseDecimal(const std::string& text) {
   size_t i = !text.empty() && text[0] == '-' ? 1 : 0;
   bool digits = false, point = false;
-  for (; i < text.size(); ++i) {
-    const char c = text[i];
-    if (c >= '0' && c <= '9') {
+  for (; i < text.size() && text[i] != 'e' && text[i] != 'E'; ++i) {
+    if (text[i] >= '0' && text[i] <= '9') {
       digits = true;
-    } else if (c == '.' && !point) {
+    } else if (text[i] == '.' && !point) {
       point = true;
     } else {
       return std::nullopt;
     }
   }
   if (!digits) return std::nullopt;
+  if (i < text.size()) {  // the exponent: e, a sign, digits
+    ++i;
+    if (i < text.size() && (text[i] == '+' || text[i] == '-')) ++i;
+    if (i == text.size()) return std::nullopt;
+    for (; i < text.size(); ++i) {
+      if (text[i] < '0' || text[i] > '9') return std::nullopt;
+    }
+  }
   const double value = std::strtod(text.c_str(), nullptr);
   if (!std::isfinite(value)) return std::nullopt;
   return value;
