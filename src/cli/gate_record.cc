@@ -98,6 +98,11 @@ std::string RecordToJson(const GateRecord& record) {
   return std::string(buffer.GetString(), buffer.GetSize()) + "\n";
 }
 
+namespace {
+constexpr size_t kMinRounds = 5, kMaxRounds = 1000;  // as --rounds (admission/rollout_gate.cc)
+constexpr double kMaxSampleMs = 3'600'000;
+}  // namespace
+
 StatusOr<GateRecord> RecordFromJson(const std::string& text, const std::string& path) {
   auto bad = [&](const std::string& what) {
     return InvalidArgument(path + " is not a `fastpath gate --record` file: " + what);
@@ -145,11 +150,23 @@ StatusOr<GateRecord> RecordFromJson(const std::string& text, const std::string& 
       return bad("a request lacks \"rows\", \"inputs_checksum\", \"samples_ms\" or \"outputs\"");
     }
     m.rows = r["rows"].GetUint64();
+    if (m.rows == 0) return bad("a request has 0 rows");
     for (const auto& ms : r["samples_ms"].GetArray()) {
-      if (!ms.IsNumber()) return bad("a sample is not a number");
+      if (!ms.IsNumber() || !(ms.GetDouble() > 0) || ms.GetDouble() > kMaxSampleMs) {
+        return bad("a sample is not a time in milliseconds (above 0, under an hour)");
+      }
       m.ms.push_back(ms.GetDouble());
     }
-    if (m.ms.empty()) return bad("a request has no samples");
+    // What `gate --rounds` takes, the same for every request: a verdict on fewer is noise.
+    if (m.ms.size() < kMinRounds || m.ms.size() > kMaxRounds) {
+      return bad("a request has " + std::to_string(m.ms.size()) + " samples; a record holds " +
+                 std::to_string(kMinRounds) + " to " + std::to_string(kMaxRounds) +
+                 " (the rounds of `gate --rounds`)");
+    }
+    if (!record.side.requests.empty() && m.ms.size() != record.side.requests[0].ms.size()) {
+      return bad("its requests have different numbers of samples");
+    }
+    if (r["outputs"].Empty()) return bad("a request has no outputs to compare");
     for (const auto& o : r["outputs"].GetArray()) {
       Tensor t;
       std::string dtype, data, checksum;

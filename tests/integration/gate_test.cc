@@ -185,6 +185,30 @@ TEST_F(GateTest, ARecordedBaselineComparesLikeALiveOne) {
       Gate({"--model", "square", "--baseline", damaged.string(), "--candidate", a.url()});
   EXPECT_EQ(bad.exit_code, 3) << bad.err;
   EXPECT_THAT(bad.err, HasSubstr("is not a `fastpath gate --record` file"));
+
+  // A record edited to one sample a request, or to no outputs, was judged (PASSED on one
+  // round, "outputs identical" with nothing compared): it cannot be.
+  std::ifstream in(record);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto edited = [&](const std::function<void(rapidjson::Value&)>& edit) {
+    rapidjson::Document doc;
+    doc.Parse(text.c_str());
+    for (auto& r : doc["requests"].GetArray()) edit(r);
+    rapidjson::StringBuffer buffer;
+    rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
+    doc.Accept(w);
+    const fs::path path = Temp("edited.json");
+    std::ofstream(path) << buffer.GetString();
+    return Gate({"--model", "square", "--baseline", path.string(), "--candidate", a.url()});
+  };
+  const CommandRun one_sample = edited([](rapidjson::Value& r) {
+    r["samples_ms"].Erase(r["samples_ms"].Begin() + 1, r["samples_ms"].End());
+  });
+  EXPECT_EQ(one_sample.exit_code, 3) << one_sample.out << one_sample.err;
+  EXPECT_THAT(one_sample.err, HasSubstr("a request has 1 samples; a record holds 5 to 1000"));
+  const CommandRun no_outputs = edited([](rapidjson::Value& r) { r["outputs"].Clear(); });
+  EXPECT_EQ(no_outputs.exit_code, 3) << no_outputs.out << no_outputs.err;
+  EXPECT_THAT(no_outputs.err, HasSubstr("a request has no outputs to compare"));
 }
 
 TEST_F(GateTest, AnUnknownModelSaysSo) {
