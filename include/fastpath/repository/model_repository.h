@@ -106,12 +106,13 @@ class StepHold {
     version_->ensemble_holds.fetch_add(1, std::memory_order_relaxed);
   }
   ~StepHold() {
-    // The reference goes before the count: the repository keeps a retired version until its
-    // count is 0, so the last reference is never this one, which may be dropped on a model's
-    // worker thread (a worker must not destroy the scheduler it belongs to).
-    std::atomic<int>& holds = version_->ensemble_holds;
-    version_.reset();
-    holds.fetch_sub(1, std::memory_order_release);
+    // The count goes first, while this reference keeps the version alive. Until the
+    // repository stops (StopAll), a retired version is kept until its count is 0 and stopped
+    // after, so this is not its last reference. Past StopAll it may be; the version's
+    // scheduler is stopped and its workers joined by then, so dropping it here, on whatever
+    // thread answered the ensemble's last step, destroys no scheduler from its own worker.
+    std::shared_ptr<ModelVersion> version = std::move(version_);
+    version->ensemble_holds.fetch_sub(1, std::memory_order_release);
   }
   StepHold(const StepHold&) = delete;
   StepHold& operator=(const StepHold&) = delete;
