@@ -405,10 +405,17 @@ std::vector<int> GpuHealth::Add(const std::vector<GpuSample>& samples,
     if (why.empty() && sample.lost) {
       why = "the GPU is lost (NVML_ERROR_GPU_IS_LOST: it fell off the bus or stopped answering)";
     }
-    status.unanswered_in_a_row = sample.unanswered.empty() ? 0 : status.unanswered_in_a_row + 1;
-    if (why.empty() && status.unanswered_in_a_row >= kUnansweredInARow) {
-      why = "NVML answered none of the GPU's reads in " + std::to_string(kUnansweredInARow) +
-            " samples in a row (" + sample.unanswered +
+    if (sample.unanswered.empty()) {
+      status.unanswered_in_a_row = 0;
+    } else if (status.unanswered_in_a_row++ == 0) {
+      status.unanswered_since = at;
+    }
+    if (why.empty() && status.unanswered_in_a_row >= kUnansweredInARow &&
+        at - status.unanswered_since >= kUnansweredFor) {
+      why = "NVML answered none of the GPU's reads in " +
+            std::to_string(status.unanswered_in_a_row) + " samples in a row over " +
+            std::to_string((at - status.unanswered_since).count() / 1000) + " s (" +
+            sample.unanswered +
             "): it may have fallen off the bus (look for an XID in the kernel log); its "
             "temperature, clocks and ECC can no longer be watched";
     }

@@ -115,6 +115,7 @@ struct GpuStatus {
   std::map<std::string, double> cause_seconds;
   std::map<uint64_t, uint64_t> xid_counts;  // XID -> events seen
   int unanswered_in_a_row = 0;              // samples, up to the latest (GpuSample::unanswered)
+  std::chrono::milliseconds unanswered_since{0};  // the first of them
   // Why the GPU must be drained; empty while it is healthy. Never cleared: only a restart
   // (a new GPU reset, a new driver) can tell it is healthy again.
   std::string quarantined;
@@ -123,10 +124,13 @@ struct GpuStatus {
 // Folds samples into statuses. Not thread-safe: the owner locks.
 class GpuHealth {
  public:
-  // Samples in a row in which NVML answered none of a GPU's reads (GpuSample::unanswered)
-  // that quarantine it. One could be a hiccup; at the default 1 s sampling, three are a GPU
-  // that stopped answering, whose temperature, clocks, ECC and XIDs nobody can see.
+  // Samples in a row in which NVML answered none of a GPU's reads (GpuSample::unanswered),
+  // over at least kUnansweredFor, that quarantine it. One could be a hiccup; three over two
+  // seconds (at the default 1 s sampling) are a GPU that stopped answering, whose
+  // temperature, clocks, ECC and XIDs nobody can see. Time as well as samples, so that fast
+  // sampling does not turn a short NVML hiccup into a quarantine.
   static constexpr int kUnansweredInARow = 3;
+  static constexpr std::chrono::milliseconds kUnansweredFor{2000};
 
   explicit GpuHealth(std::set<uint64_t> ignored_xids = DefaultIgnoredXids())
       : ignored_xids_(std::move(ignored_xids)) {}
