@@ -56,7 +56,9 @@ std::string Flatten(const rapidjson::Value& value, const std::string& path, Leav
     const bool named = NamedObjects(value);
     std::map<std::string, int> named_count;
     if (named) {
-      for (const auto& item : value.GetArray()) ++named_count[item["name"].GetString()];
+      for (const auto& item : value.GetArray()) {
+        ++named_count[std::string(item["name"].GetString(), item["name"].GetStringLength())];
+      }
     }
     std::map<std::string, int> turn;
     for (rapidjson::SizeType i = 0; i < value.Size(); ++i) {

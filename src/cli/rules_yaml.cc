@@ -197,7 +197,10 @@ StatusOr<std::vector<AlertRule>> ReadRules(std::string_view text) {
     const std::string name = ScalarOf(group, "name");
     if (name.empty()) return ErrorAt(group.Mark(), "a group without a 'name'");
     FASTPATH_RETURN_IF_ERROR(
-        CheckKnownKeys(group, {"name", "interval", "query_offset", "limit", "labels", "rules"},
+        // partial_response_strategy: Thanos Ruler's, which the Prometheus Operator passes on.
+        CheckKnownKeys(group,
+                       {"name", "interval", "query_offset", "limit", "labels", "rules",
+                        "partial_response_strategy"},
                        "group '" + name + "'"));
     // Prometheus refuses the whole file for it, and then none of its alerts is loaded.
     if (!names.insert(name).second) {

@@ -42,8 +42,9 @@ struct GrpcOptions {
   // fastpath's listener (grpc_listener.h) skip. An open ModelStreamInfer stream is a call.
   std::chrono::milliseconds idle_timeout{std::chrono::minutes(5)};
   // The request messages being served at once, all calls and streams together: a message
-  // that would take the total past it is answered RESOURCE_EXHAUSTED (a stream's request with
-  // error_message, the stream going on) and freed at once. Each is charged from its arrival
+  // that would take the total past it is answered RESOURCE_EXHAUSTED and freed unparsed (on a
+  // stream it is parsed first, one at a time, for the id its error_message answer echoes;
+  // the stream goes on). Each is charged from its arrival
   // until its answer is made. Shared with the HTTP front end where `fastpath serve` starts
   // both; null: a bound of kDefaultRequestBytesInFlight of its own.
   std::shared_ptr<RequestBytes> request_bytes;
