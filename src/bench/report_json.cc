@@ -5,6 +5,7 @@
 #include <rapidjson/prettywriter.h>
 #include <rapidjson/stringbuffer.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 
@@ -376,6 +377,13 @@ std::optional<int64_t> GetOptI64(const Value& o, const char* key) {
 
 Status ReadPoint(const Value& v, const std::string& where, BenchPoint* p) {
   if (!v.IsObject()) return InvalidArgument(where + " is not an object");
+  // A count there with another type is a damaged or edited file, not an older one: read as
+  // 0, "errors": "13586" passed preflight's soak check as error-free.
+  for (const char* key : {"requests", "errors", "late_sends"}) {
+    if (auto it = v.FindMember(key); it != v.MemberEnd() && !it->value.IsUint64()) {
+      return InvalidArgument(where + "." + key + " is not a count (a whole number >= 0)");
+    }
+  }
   p->mode = GetStr(v, "mode");
   p->concurrency = GetI64(v, "concurrency");
   p->request_rate = GetNum(v, "request_rate");
@@ -480,6 +488,9 @@ Status ReadSoak(const Value& v, const std::string& where, SoakResult* soak) {
   soak->duration_s = GetNum(v, "duration_s");
   soak->window_s = GetNum(v, "window_s");
   soak->metrics_url = GetStr(v, "metrics_url");
+  if (auto it = v.FindMember("interrupted"); it != v.MemberEnd() && !it->value.IsBool()) {
+    return InvalidArgument(where + ".interrupted is not true or false");
+  }
   soak->interrupted = GetBool(v, "interrupted");
   auto windows = v.FindMember("windows");
   if (windows == v.MemberEnd() || !windows->value.IsArray()) {
@@ -496,6 +507,17 @@ Status ReadSoak(const Value& v, const std::string& where, SoakResult* soak) {
     win.index = static_cast<int>(GetI64(wv, "index"));
     win.start_s = GetNum(wv, "start_s");
     win.end_s = GetNum(wv, "end_s");
+    // The windows follow one another from the soak's start, each at most about window_s long
+    // (bench writes them so): how long the soak ran is read from them.
+    const double previous_end = soak->windows.empty() ? 0.0 : soak->windows.back().end_s;
+    const bool follows = std::abs(win.start_s - previous_end) <= 1e-6 * std::max(1.0, previous_end);
+    const double longest = soak->window_s > 0 ? 2 * soak->window_s + 5 : 1e9;
+    if (!follows || !(win.end_s > win.start_s) || win.end_s - win.start_s > longest) {
+      return InvalidArgument(at + " runs from " + std::to_string(win.start_s) + " to " +
+                             std::to_string(win.end_s) +
+                             " s: windows follow one another from 0, each at most about "
+                             "window_s long");
+    }
     win.throughput_ratio = GetOptNum(wv, "throughput_ratio");
     win.p95_ratio = GetOptNum(wv, "p95_ratio");
     win.metrics_error = GetStr(wv, "metrics_error");

@@ -4,6 +4,7 @@
 // and SVG. Asserts behaviour, never timings.
 #include "fastpath/bench/soak.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -641,6 +642,32 @@ TEST(SoakJsonTest, RoundTripsWithAbsentFieldsAsNull) {
   const std::string plain_json = ReportsToJson({plain});
   EXPECT_NE(plain_json.find("\"soak\": null"), std::string::npos);
   EXPECT_FALSE(ReadReportsJson(plain_json, "p.json").value()[0].soak.has_value());
+}
+
+// An edited or damaged soak report is refused, naming what is wrong: read leniently, a count
+// that is a string read as 0 and the windows' times were taken as given, so preflight passed
+// a 6 s soak whose last window was edited to end at 1800 s, or one whose errors were strings.
+TEST(SoakJsonTest, ADamagedReportIsRefusedNamingWhatIsWrong) {
+  const std::string json = ReportsToJson({SoakReport(false)});
+  const auto refused = [&](const std::string& from, const std::string& to) {
+    std::string edited = json;
+    const size_t at = edited.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at == std::string::npos) return std::string();
+    edited.replace(at, from.size(), to);
+    auto back = ReadReportsJson(edited, "soak.json");
+    return back.ok() ? std::string("read") : back.status().message();
+  };
+  EXPECT_THAT(refused("\"errors\": 0", "\"errors\": \"13586\""),
+              ::testing::HasSubstr(".errors is not a count"));
+  EXPECT_THAT(refused("\"errors\": 0", "\"errors\": -3"),
+              ::testing::HasSubstr(".errors is not a count"));
+  EXPECT_THAT(refused("\"interrupted\": false", "\"interrupted\": \"true\""),
+              ::testing::HasSubstr(".interrupted is not true or false"));
+  EXPECT_THAT(refused("\"end_s\": 180", "\"end_s\": 1800"),
+              ::testing::HasSubstr("windows[2] runs from 120.000000 to 1800.000000 s"));
+  EXPECT_THAT(refused("\"start_s\": 0", "\"start_s\": 10"),
+              ::testing::HasSubstr("windows[0] runs from"));
 }
 
 size_t Count(const std::string& text, const std::string& what) {
