@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <iterator>
 
+#include "fastpath/admission/rollout_gate.h"
 #include "fastpath/common/json.h"
 #include "gate_measure.h"
 
@@ -99,7 +100,6 @@ std::string RecordToJson(const GateRecord& record) {
 }
 
 namespace {
-constexpr size_t kMinRounds = 5, kMaxRounds = 1000;  // as --rounds (admission/rollout_gate.cc)
 constexpr double kMaxSampleMs = 3'600'000;
 }  // namespace
 
@@ -158,9 +158,12 @@ StatusOr<GateRecord> RecordFromJson(const std::string& text, const std::string& 
       m.ms.push_back(ms.GetDouble());
     }
     // What `gate --rounds` takes, the same for every request: a verdict on fewer is noise.
-    if (m.ms.size() < kMinRounds || m.ms.size() > kMaxRounds) {
+    const admission::GateSettingRange& rounds = admission::RangeOf(admission::GateSetting::kRounds);
+    const auto min_rounds = static_cast<size_t>(rounds.lo);
+    const auto max_rounds = static_cast<size_t>(rounds.hi);
+    if (m.ms.size() < min_rounds || m.ms.size() > max_rounds) {
       return bad("a request has " + std::to_string(m.ms.size()) + " samples; a record holds " +
-                 std::to_string(kMinRounds) + " to " + std::to_string(kMaxRounds) +
+                 std::to_string(min_rounds) + " to " + std::to_string(max_rounds) +
                  " (the rounds of `gate --rounds`)");
     }
     if (!record.side.requests.empty() && m.ms.size() != record.side.requests[0].ms.size()) {
