@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 
 #include "fastpath/bench/gpu_sampler.h"
@@ -335,7 +336,9 @@ StatusOr<SoakResult> RunSoak(Target& target, const SoakOptions& options) {
       SoakWindow w;
       w.index = index;
       w.start_s = elapsed_s;
-      elapsed_s += window->measured_seconds;
+      // Kept in whole milliseconds, as the report writes them, so a chart drawn now and
+      // one drawn later from the report (`plot`) place and name each point alike.
+      elapsed_s = std::round((elapsed_s + window->measured_seconds) * 1000.0) / 1000.0;
       w.end_s = elapsed_s;
       w.load = *window;
       if (now) w.gpus = SoakGpusBetween(previous, *now);
