@@ -94,6 +94,22 @@ Status CheckConsistent(const std::string& ensemble, const std::string& tensor, c
   return Status::Ok();
 }
 
+// The models from `ensemble`, a step of the ensemble `name`, down to a step that is `name`
+// again ("b -> a"), through the ensembles among its steps as `lookup` finds them now; empty
+// when none leads back. Each ensemble is walked once (`walked`).
+std::string PathBackTo(const std::string& name, const inference::ModelConfig& ensemble,
+                       const StepModelLookup& lookup, std::set<std::string>* walked) {
+  if (!IsEnsemble(ensemble) || !walked->insert(ensemble.name()).second) return "";
+  for (const auto& step : ensemble.ensemble_scheduling().step()) {
+    if (step.model_name() == name) return ensemble.name() + " -> " + name;
+    auto found = lookup(step.model_name(), step.model_version());
+    if (!found.ok()) continue;  // not there: nothing runs through it
+    std::string rest = PathBackTo(name, *found, lookup, walked);
+    if (!rest.empty()) return ensemble.name() + " -> " + rest;
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string DescribeStep(const inference::ModelConfig& ensemble, int index) {
@@ -301,6 +317,13 @@ Status ValidateEnsembleSteps(const inference::ModelConfig& config, const StepMod
                     "ensemble '" + name + "' " + what + ": " + found.status().message() + hint);
     }
     const inference::ModelConfig& model = *found;
+    // A request would run the ensembles in a ring for ever (one reloaded to name as its
+    // step an ensemble that runs it).
+    std::set<std::string> walked;
+    if (std::string ring = PathBackTo(name, model, lookup, &walked); !ring.empty()) {
+      return InvalidArgument("ensemble '" + name + "' " + what + " runs '" + name + "' again (" +
+                             name + " -> " + ring + "): an ensemble cannot run itself");
+    }
     const bool step_batching = model.max_batch_size() > 0;
     if (step_batching && model.max_batch_size() < config.max_batch_size()) {
       return InvalidArgument("ensemble '" + name + "' allows batches of " +

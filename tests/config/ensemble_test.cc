@@ -284,6 +284,44 @@ TEST_F(EnsembleConfigTest, StepRunsTheEnsembleItself) {
   ExpectInvalid(ValidateModelConfig(c), "step 2 (model 'diamond')", "cannot run itself");
 }
 
+TEST_F(EnsembleConfigTest, StepIsAnEnsembleThatRunsTheEnsembleAgain) {
+  // "outer" runs "wrap", which runs "diamond": a diamond reloaded with "outer" as a step
+  // would run itself in a ring, each request for ever.
+  auto wrapper = [](const std::string& name, const std::string& step) {
+    return Parse(R"pb(name: ")pb" + name + R"pb(" platform: " ensemble " max_batch_size: 8
+                                                input {
+                                                  name: "X"
+                                                  data_type: TYPE_FP32
+                                                  dims: [ 16 ]
+                                                }
+                                                output {
+                                                  name: "SUM"
+                                                  data_type: TYPE_FP32
+                                                  dims: [ 16 ]
+                                                }
+                                                ensemble_scheduling { step { model_name: ")pb" +
+                 step + R"pb(                             " model_version: -1
+        input_map { key: "X" value: "X" } output_map { key: "SUM" value: "SUM" } }
+                                                          })pb");
+  };
+  models_["wrap"] = wrapper("wrap", "diamond");
+  models_["outer"] = wrapper("outer", "wrap");
+  auto c = Diamond([&](auto& c) { Steps(c)->mutable_step(1)->set_model_name("outer"); });
+  ExpectInvalid(ValidateEnsembleSteps(c, Lookup()), "step 2 (model 'outer') runs 'diamond' again",
+                "(diamond -> outer -> wrap -> diamond): an ensemble cannot run itself");
+  // The same wrappers around another model are steps like any.
+  models_["wrap"] = wrapper("wrap", "double");
+  auto fine = Diamond([&](auto& c) {
+    Steps(c)->mutable_step(1)->set_model_name("outer");
+    (*Steps(c)->mutable_step(1)->mutable_input_map())["X"] = "X";
+    Steps(c)->mutable_step(1)->mutable_input_map()->erase("INPUT0");
+    Steps(c)->mutable_step(1)->mutable_output_map()->erase("OUTPUT0");
+    (*Steps(c)->mutable_step(1)->mutable_output_map())["SUM"] = "B";
+  });
+  EXPECT_TRUE(ValidateEnsembleSteps(fine, Lookup()).ok())
+      << ValidateEnsembleSteps(fine, Lookup()).ToString();
+}
+
 TEST_F(EnsembleConfigTest, DtypeMismatch) {
   // simple (INT32) where simple_fp32 was: its inputs read FP32 tensors.
   auto c = Diamond([&](auto& c) { Steps(c)->mutable_step(2)->set_model_name("simple"); });
