@@ -830,8 +830,23 @@ void ModelRepository::StopAll() {
       }
     }
   }
-  for (const auto& ensemble : ensembles) ensemble->scheduler->Stop();
-  ensembles.clear();
+  // Outer ensembles before those they run as a step: an outer request in flight still
+  // runs its inner ensemble's step.
+  auto runs_as_step = [&ensembles](const ModelVersion& inner) {
+    for (const auto& outer : ensembles) {
+      for (const auto& step : outer->config.ensemble_scheduling().step()) {
+        if (outer.get() != &inner && step.model_name() == inner.model_name) return true;
+      }
+    }
+    return false;
+  };
+  while (!ensembles.empty()) {
+    auto next = std::find_if(ensembles.begin(), ensembles.end(),
+                             [&](const auto& version) { return !runs_as_step(*version); });
+    if (next == ensembles.end()) next = ensembles.begin();  // a cycle, refused at load
+    (*next)->scheduler->Stop();
+    ensembles.erase(next);
+  }
   // The retired versions next, at once.
   {
     std::lock_guard lock(retire_mu_);

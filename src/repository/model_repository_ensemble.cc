@@ -45,6 +45,7 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadEnsembleVersion(
   FASTPATH_ASSIGN_OR_RETURN(auto ensemble,
                             scheduler::EnsembleScheduler::Create(std::move(plan), step_binder_,
                                                                  &runtime->stats, options_.clock));
+  runtime->ensemble = ensemble.get();
   runtime->scheduler = std::move(ensemble);
   return runtime;
 }

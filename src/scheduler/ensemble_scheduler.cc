@@ -39,7 +39,7 @@ std::string DescribeStep(const EnsemblePlan& plan, size_t step) {
 struct EnsembleScheduler::Run {
   Job job;
   Clock::time_point start;
-  std::vector<StepRunner> runners;  // by step, bound when the job was accepted
+  std::shared_ptr<const BoundSteps> steps;  // bound when the job was accepted
 
   std::mutex mu;
   std::vector<std::optional<Tensor>> values;  // by tensor index; guarded by mu
@@ -113,6 +113,21 @@ EnsembleScheduler::EnsembleScheduler(EnsemblePlan plan, StepBinder binder, Stats
 
 EnsembleScheduler::~EnsembleScheduler() { Stop(); }
 
+StatusOr<std::shared_ptr<const BoundSteps>> EnsembleScheduler::BindSteps() const {
+  auto bound = std::make_shared<BoundSteps>();
+  bound->runners.reserve(steps_.size());
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    StatusOr<StepRunner> runner = binder_(plan_.steps[s].model_name, plan_.steps[s].model_version);
+    if (!runner.ok()) {
+      // A step model that is not there makes the ensemble unavailable, not unknown.
+      const Status& why = runner.status();
+      return StepFailure(s, why.code() == StatusCode::kNotFound ? Unavailable(why.message()) : why);
+    }
+    bound->runners.push_back(std::move(runner).value());
+  }
+  return std::shared_ptr<const BoundSteps>(std::move(bound));
+}
+
 void EnsembleScheduler::Enqueue(Job job) {
   if (job.hold) {
     job.done(FailedPrecondition("ensemble '" + job.request.model_name +
@@ -160,21 +175,18 @@ void EnsembleScheduler::Enqueue(Job job) {
     }
     ++run->uses_left[it->second];
   }
+  // Every step's model version, held until the request is answered.
+  if (run->error.ok() && job.bound_steps == nullptr) {
+    StatusOr<std::shared_ptr<const BoundSteps>> bound = BindSteps();
+    if (bound.ok()) {
+      job.bound_steps = std::move(bound).value();
+    } else {
+      run->error = bound.status();
+    }
+  }
+  run->steps = std::move(job.bound_steps);
   run->job = std::move(job);
   if (!run->error.ok()) return Finish(run);
-  // Every step's model version now, held until the request is answered.
-  run->runners.reserve(steps_.size());
-  for (size_t s = 0; s < steps_.size(); ++s) {
-    StatusOr<StepRunner> bound = binder_(plan_.steps[s].model_name, plan_.steps[s].model_version);
-    if (!bound.ok()) {
-      // A step model that is not there makes the ensemble unavailable, not unknown.
-      const Status& why = bound.status();
-      run->error =
-          StepFailure(s, why.code() == StatusCode::kNotFound ? Unavailable(why.message()) : why);
-      return Finish(run);
-    }
-    run->runners.push_back(std::move(bound).value());
-  }
 
   // An ensemble input the request left out (an optional one) is "there" but empty: the
   // steps reading it get no tensor for it, and their own checks decide.
@@ -224,7 +236,7 @@ void EnsembleScheduler::Launch(const std::shared_ptr<Run>& run, const std::vecto
   // Without the lock: a runner may answer at once (unknown model, full queue), and the
   // callback takes the lock.
   for (auto& [s, request] : requests) {
-    run->runners[s](std::move(request), [this, run, s = s](StatusOr<InferResponse> result) {
+    run->steps->runners[s](std::move(request), [this, run, s = s](StatusOr<InferResponse> result) {
       OnStepDone(run, s, std::move(result));
     });
   }

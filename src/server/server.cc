@@ -412,14 +412,19 @@ StatusOr<scheduler::StepRunner> Server::BindStep(const std::string& model,
                                                  const std::string& version) {
   FASTPATH_ASSIGN_OR_RETURN(std::shared_ptr<repository::ModelVersion> runtime,
                             repository_->Route(model, version));
+  std::shared_ptr<const scheduler::BoundSteps> steps;
+  if (runtime->ensemble != nullptr) {
+    FASTPATH_ASSIGN_OR_RETURN(steps, runtime->ensemble->BindSteps());
+  }
   auto hold = std::make_shared<const repository::StepHold>(std::move(runtime));
-  return scheduler::StepRunner([this, hold](InferRequest request, InferCallback done) {
-    RunOnVersion(hold->version(), std::move(request), std::move(done), /*canary=*/false);
+  return scheduler::StepRunner([this, hold, steps](InferRequest request, InferCallback done) {
+    RunOnVersion(hold->version(), std::move(request), std::move(done), /*canary=*/false, steps);
   });
 }
 
 void Server::RunOnVersion(const std::shared_ptr<repository::ModelVersion>& runtime,
-                          InferRequest request, InferCallback done, bool canary) {
+                          InferRequest request, InferCallback done, bool canary,
+                          std::shared_ptr<const scheduler::BoundSteps> bound_steps) {
   auto fail = [&](const Status& status) { done(status); };
   const inference::ModelConfig& config = runtime->config;
   // A request the model's config refuses counts as a failure of that model.
@@ -458,6 +463,7 @@ void Server::RunOnVersion(const std::shared_ptr<repository::ModelVersion>& runti
   }
   job.request = std::move(request);
   job.canary = canary;
+  job.bound_steps = std::move(bound_steps);
   // The callback holds the version alive; it never runs its last release on a worker
   // while the repository still holds it (see ModelVersion's lifecycle in the repository).
   job.done = [runtime, done = std::move(done)](StatusOr<InferResponse> result) {

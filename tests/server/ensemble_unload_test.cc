@@ -3,10 +3,12 @@
 // Triton's ensembles hold their steps' models. Unloading `ens` with unload_dependents, or a
 // step alone, failed every request in flight at its next step with "unknown model". The
 // step model "first" holds its runs until the test opens the gate, so the requests are in
-// flight when the unload comes; the retire grace then passes on a manual clock.
+// flight when the unload comes; the retire grace then passes on a manual clock. An ensemble
+// that is another's step ("inner" in "outer") has its steps bound with the outer request.
 #include <gtest/gtest.h>
 
 #include <future>
+#include <thread>
 
 #include "fakes/manual_clock.h"
 #include "fakes/temp_repository.h"
@@ -91,10 +93,47 @@ ensemble_scheduling { step [
     output_map { key: "OUTPUT0" value: "SUM" } }
 ] }
 )");
+    // The same sum, with "second" inside an ensemble of its own: "outer" runs "first", then
+    // "inner", which runs "second".
+    std::filesystem::create_directories(repo_.root() / "inner" / "1");
+    repo_.WriteConfig("inner", R"(
+name: "inner"
+platform: "ensemble"
+max_batch_size: 8
+input [
+  { name: "X" data_type: TYPE_INT32 dims: [ 16 ] },
+  { name: "Y" data_type: TYPE_INT32 dims: [ 16 ] }
+]
+output [ { name: "SUM" data_type: TYPE_INT32 dims: [ 16 ] } ]
+ensemble_scheduling { step [
+  { model_name: "second" model_version: -1
+    input_map { key: "INPUT0" value: "X" } input_map { key: "INPUT1" value: "Y" }
+    output_map { key: "OUTPUT0" value: "SUM" } }
+] }
+)");
+    std::filesystem::create_directories(repo_.root() / "outer" / "1");
+    repo_.WriteConfig("outer", R"(
+name: "outer"
+platform: "ensemble"
+max_batch_size: 8
+input [
+  { name: "A" data_type: TYPE_INT32 dims: [ 16 ] },
+  { name: "B" data_type: TYPE_INT32 dims: [ 16 ] }
+]
+output [ { name: "SUM" data_type: TYPE_INT32 dims: [ 16 ] } ]
+ensemble_scheduling { step [
+  { model_name: "first" model_version: -1
+    input_map { key: "INPUT0" value: "A" } input_map { key: "INPUT1" value: "B" }
+    output_map { key: "OUTPUT0" value: "AB" } },
+  { model_name: "inner" model_version: -1
+    input_map { key: "X" value: "AB" } input_map { key: "Y" value: "B" }
+    output_map { key: "SUM" value: "SUM" } }
+] }
+)");
     ServerOptions options;
     options.repository.roots = {repo_.root()};
     options.repository.mode = repository::ControlMode::kExplicit;
-    options.startup_models = {"ens"};
+    options.startup_models = {startup_model_};
     options.clock = &clock_;
     options.memory_sample_interval = std::chrono::milliseconds(0);
     auto ort = onnxruntime::CreateOrtBackend();
@@ -104,12 +143,12 @@ ensemble_scheduling { step [
     auto created = Server::Create(options, backend_);
     ASSERT_TRUE(created.ok()) << created.status().ToString();
     server_ = std::move(created).value();
-    ASSERT_TRUE(*server_->IsModelReady("ens", ""));
+    ASSERT_TRUE(*server_->IsModelReady(startup_model_, ""));
   }
 
-  static InferRequest Request() {
+  static InferRequest Request(const std::string& model = "ens") {
     InferRequest r;
-    r.model_name = "ens";
+    r.model_name = model;
     int32_t one[16];
     std::fill(std::begin(one), std::end(one), 1);
     for (const char* name : {"A", "B"}) {
@@ -121,11 +160,12 @@ ensemble_scheduling { step [
     return r;
   }
 
-  // Sends one request, waits until "first" runs it, unloads with `unload`, lets the retire
-  // grace pass, opens the gate and returns the answer.
-  StatusOr<InferResponse> AnswerAcrossUnload(const std::function<Status()>& unload) {
+  // Sends one request to `model`, waits until "first" runs it, unloads with `unload`, lets
+  // the retire grace pass, opens the gate and returns the answer.
+  StatusOr<InferResponse> AnswerAcrossUnload(const std::function<Status()>& unload,
+                                             const std::string& model = "ens") {
     std::promise<StatusOr<InferResponse>> answer;
-    server_->InferAsync(Request(),
+    server_->InferAsync(Request(model),
                         [&answer](StatusOr<InferResponse> r) { answer.set_value(std::move(r)); });
     backend_->entered.get_future().wait();
     if (Status s = unload(); !s.ok()) return s;
@@ -147,6 +187,7 @@ ensemble_scheduling { step [
     EXPECT_EQ(sum[15], 3);
   }
 
+  std::string startup_model_ = "ens";  // with its steps
   testing::TempRepository repo_{FASTPATH_TEST_MODELS_DIR};
   testing::ManualClock clock_;
   std::shared_ptr<GatedBackend> backend_;
@@ -167,6 +208,29 @@ TEST_F(EnsembleUnloadTest, ARequestInFlightOutlivesItsStepsUnloadAndTheNextOneIs
   const StatusOr<InferResponse> refused = later.get_future().get();
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
+}
+
+class NestedEnsembleUnloadTest : public EnsembleUnloadTest {
+ protected:
+  NestedEnsembleUnloadTest() { startup_model_ = "outer"; }
+};
+
+TEST_F(NestedEnsembleUnloadTest, TheInnerEnsemblesStepsAreHeldFromTheOuterRequestsAcceptance) {
+  // "second" is unloaded while the outer request runs "first", before "inner" starts.
+  ExpectSum3(AnswerAcrossUnload([&] { return server_->UnloadModel("second"); }, "outer"));
+}
+
+TEST_F(NestedEnsembleUnloadTest, AShutdownDrainsTheOuterEnsembleBeforeTheInnerOne) {
+  // "inner" sorts before "outer": stopped first, it refused the outer request's step.
+  std::promise<StatusOr<InferResponse>> answer;
+  server_->InferAsync(Request("outer"),
+                      [&answer](StatusOr<InferResponse> r) { answer.set_value(std::move(r)); });
+  backend_->entered.get_future().wait();
+  std::thread shutdown([&] { server_->Shutdown(std::chrono::milliseconds(0)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the ensembles are stopping
+  backend_->open.set_value();
+  ExpectSum3(answer.get_future().get());
+  shutdown.join();
 }
 
 }  // namespace

@@ -70,6 +70,9 @@ struct ModelVersion {
   std::vector<int> gpus;
   scheduler::StatsRecorder stats;
   std::unique_ptr<scheduler::Scheduler> scheduler;  // owns the model instances
+  // `scheduler`, for an ensemble; null for any other model. An ensemble that is another's
+  // step has its own steps bound with it (scheduler::EnsembleScheduler::BindSteps).
+  const scheduler::EnsembleScheduler* ensemble = nullptr;
   // What a request costs one instance in memory, measured by admission (admission/
   // memory_budget.h) before the version is published and unchanged after; set only for
   // instances with a cap. A request estimated over the cap even when split in halves

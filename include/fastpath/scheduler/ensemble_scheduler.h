@@ -40,6 +40,11 @@ using StepRunner =
 using StepBinder =
     std::function<StatusOr<StepRunner>(const std::string& model, const std::string& version)>;
 
+// An ensemble request's steps, each bound to its model version (StepBinder), by step.
+struct BoundSteps {
+  std::vector<StepRunner> runners;
+};
+
 // One step, with the names resolved from the ensemble config.
 struct EnsembleStep {
   std::string model_name;
@@ -68,9 +73,14 @@ class EnsembleScheduler final : public Scheduler {
                                                              Clock* clock = nullptr);
   ~EnsembleScheduler() override;
 
+  // Binds every step (StepBinder) now. A step model that cannot be found is Unavailable,
+  // naming the step. A step that is itself an ensemble is bound with its own steps (the
+  // server's binder calls this for it), so a nested ensemble's request holds every model
+  // it will run from the moment the outermost one accepted it.
+  StatusOr<std::shared_ptr<const BoundSteps>> BindSteps() const;
   // The job's inputs are the ensemble's (validated); `output_names` are ensemble outputs.
-  // Binds every step first (StepBinder): a step model that cannot be found fails the job
-  // at once, naming the step, before any step runs.
+  // Binds every step first (BindSteps), unless the job came bound (Job::bound_steps): a
+  // step that cannot be bound fails the job at once, before any step runs.
   void Enqueue(Job job) override;
   // Refuses new jobs and waits until every accepted one is answered (their steps still
   // run on the step models, which must therefore be stopped after the ensemble).

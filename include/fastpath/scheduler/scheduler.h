@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,8 @@ class ModelInstance;
 }  // namespace fastpath::backend
 
 namespace fastpath::scheduler {
+
+struct BoundSteps;  // ensemble_scheduler.h
 
 // A request on its way to an instance. The scheduler owns it from Enqueue on and
 // answers it exactly once through `done`.
@@ -41,6 +44,10 @@ struct Job {
   // instance ran out of memory: it recovers as after a run that did. The rollout gate
   // (server_gate.cc) holds an instance of each version and times both on one thread.
   std::function<Status(backend::ModelInstance&)> hold;
+  // For an ensemble that is the step of another: its own steps, bound when the outer
+  // ensemble's request was accepted (EnsembleScheduler::BindSteps). Null: the ensemble
+  // binds them when it accepts the job. Other schedulers ignore it.
+  std::shared_ptr<const BoundSteps> bound_steps;
 };
 
 class Scheduler {

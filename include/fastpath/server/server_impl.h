@@ -185,12 +185,14 @@ class Server final : public InferenceServer {
   // accounting of InferAsync: also the canaries' path (`canary`: counted apart from user
   // traffic in the statistics).
   void RunOnModel(InferRequest request, InferCallback done, bool canary = false);
-  // RunOnModel past the lookup: on `runtime`.
+  // RunOnModel past the lookup: on `runtime`; an ensemble step's with the steps it bound
+  // for `runtime` when `runtime` is an ensemble (scheduler::Job::bound_steps).
   void RunOnVersion(const std::shared_ptr<repository::ModelVersion>& runtime, InferRequest request,
-                    InferCallback done, bool canary);
+                    InferCallback done, bool canary,
+                    std::shared_ptr<const scheduler::BoundSteps> bound_steps = nullptr);
   // The step binder of ensembles (scheduler::StepBinder): the step's version as a client's
   // request finds it, held (repository::StepHold) by the runner returned, which runs steps
-  // on it as RunOnVersion does.
+  // on it as RunOnVersion does. A step that is an ensemble has its own steps bound now too.
   StatusOr<scheduler::StepRunner> BindStep(const std::string& model, const std::string& version);
   // The canary of a version being admitted (fastpath.canary.interval_s): its seeded request
   // run a few times, after the self-test, for the reference outputs and latency. Sets
