@@ -30,10 +30,19 @@ const char* EncodingName(Encoding encoding) {
 
 StatusOr<ServerAddress> ParseAddress(std::string_view url, int default_port) {
   std::string_view rest = url;
-  for (std::string_view scheme : {"http://", "grpc://"}) {
-    if (rest.substr(0, scheme.size()) == scheme) rest.remove_prefix(scheme.size());
+  if (const size_t end = rest.find("://"); end != std::string_view::npos) {
+    const std::string_view scheme = rest.substr(0, end);
+    if (scheme != "http" && scheme != "grpc") {
+      return InvalidArgument("--url '" + std::string(url) + "': '" + std::string(scheme) +
+                             "://' is not spoken here (plain http:// or grpc://, or no scheme)");
+    }
+    rest.remove_prefix(end + 3);
   }
   while (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
+  if (const size_t slash = rest.find('/'); slash != std::string_view::npos) {
+    return InvalidArgument("--url '" + std::string(url) + "': a server's address has no path ('" +
+                           std::string(rest.substr(slash)) + "'); give HOST:PORT");
+  }
   ServerAddress address;
   address.port = default_port;
   std::string_view port_text;

@@ -232,10 +232,15 @@ CLI::Option* AddRepeatedValue(CLI::App& app, const std::string& names,
 
 CLI::Option* AddText(CLI::App& app, const std::string& names, const std::string& value_name,
                      std::string* target, const std::string& help) {
-  return AddValue(app, names, value_name, help, *target, [target](const std::string& value) {
-    *target = value;
-    return Status::Ok();
-  });
+  // Empty reads as "not given" to every caller (no report written, the server's default
+  // version), so an empty value, a shell variable that was not set, is refused.
+  const std::string flag = names.substr(names.rfind(',') + 1);
+  return AddValue(app, names, value_name, help, *target,
+                  [target, flag](const std::string& value) -> Status {
+                    if (value.empty()) return InvalidArgument(flag + " needs a value");
+                    *target = value;
+                    return Status::Ok();
+                  });
 }
 
 StatusOr<int64_t> ParseInt(std::string_view option, std::string_view text, int64_t lo, int64_t hi) {

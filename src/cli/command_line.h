@@ -52,7 +52,8 @@ CLI::Option* OnlyOnce(CLI::Option* option);
 CLI::Option* AddRepeatedValue(CLI::App& app, const std::string& names,
                               const std::string& value_name, const std::string& help,
                               std::function<Status(const std::string&)> apply);
-// Text as given; its current value is the default shown.
+// Text as given, never empty (exit 2 naming the option); its current value is the default
+// shown.
 CLI::Option* AddText(CLI::App& app, const std::string& names, const std::string& value_name,
                      std::string* target, const std::string& help);
 // A decimal integer in [lo, hi], given to `set`; `default_value` is shown.

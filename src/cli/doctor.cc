@@ -521,10 +521,6 @@ int Doctor(const std::vector<std::string>& args) {
   if (*options.record && !flags.trace_seconds) {
     return UsageError(app, "--record-gpu-trace needs --seconds N (1 to 86400)");
   }
-  if (*options.record && flags.trace_file.empty()) {
-    return UsageError(app, "--record-gpu-trace needs a FILE");
-  }
-  if (*options.lock && flags.lock_file.empty()) return UsageError(app, "--lock needs a FILE");
   flags.logging.name = "fastpath doctor";
   log::Configure(flags.logging);
   if (*options.record) return RecordGpuTrace(flags);

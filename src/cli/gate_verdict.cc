@@ -78,7 +78,7 @@ StatusOr<frontend::RolloutVerdict> Verdict(const RolloutVerdictOptions& options,
     o.baseline_is_file = true;
   } else {
     auto address = bench::ParseAddress(query.baseline, 8000);
-    if (!address.ok() || query.baseline.rfind("https://", 0) == 0) {
+    if (!address.ok()) {
       return InvalidArgument("baseline '" + query.baseline +
                              "' is neither a server (http://HOST:PORT) nor a recorded baseline "
                              "(NAME.json)");

@@ -709,6 +709,19 @@ TEST(FlagsTest, AddressesAndShapes) {
   EXPECT_FALSE(ParseAddress("host:99999", 8000).ok());
   EXPECT_FALSE(ParseAddress(":8000", 8000).ok());
   EXPECT_FALSE(ParseAddress("host:", 8000).ok());
+  a = ParseAddress("grpc://h:8001", 8000);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->port, 8001);
+  // Another scheme, or a path, is named as such (they read as "cannot resolve", or as a
+  // bad port).
+  EXPECT_EQ(ParseAddress("ftp://h:8000", 8000).status().message(),
+            "--url 'ftp://h:8000': 'ftp://' is not spoken here (plain http:// or grpc://, or no "
+            "scheme)");
+  EXPECT_NE(ParseAddress("https://h", 8000).status().message().find("'https://' is not spoken"),
+            std::string::npos);
+  EXPECT_EQ(ParseAddress("http://h:8000/v2/models", 8000).status().message(),
+            "--url 'http://h:8000/v2/models': a server's address has no path ('/v2/models'); "
+            "give HOST:PORT");
   auto s = ParseShapeOverride("image:3,224,224");
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->first, "image");

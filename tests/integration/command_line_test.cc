@@ -161,7 +161,16 @@ TEST(CommandLine, BadCommandLinesExitTwoNamingTheOption) {
       // Combinations that were accepted, one of the two silently ignored.
       {{"doctor", "--diff", "a.json", "b.json", "--lock", "l.json"}, "--lock excludes --diff"},
       {{"doctor", "--diff", "a.json", "b.json", "--require-gpu"}, "excludes"},
-      {{"doctor", "--lock", ""}, "--lock needs a FILE"},
+      {{"doctor", "--lock", ""}, "--lock needs a value"},
+      // Empty reads as not given: no record written, the server's own choice of model.
+      {{"gate", "-m", "", "--baseline", "http://127.0.0.1:1", "--candidate", "http://127.0.0.1:2"},
+       "--model needs a value"},
+      {{"bench", "-m", "m", "--json", ""}, "--json needs a value"},
+      {{"gate", "-m", "m", "--baseline", "ftp://127.0.0.1:1", "--candidate", "http://127.0.0.1:2"},
+       "--baseline 'ftp://127.0.0.1:1': 'ftp://' is not spoken here"},
+      {{"gate", "-m", "m", "--baseline", "http://127.0.0.1:1/v2", "--candidate",
+        "http://127.0.0.1:2"},
+       "--baseline 'http://127.0.0.1:1/v2': a server's address has no path ('/v2')"},
       {{"bench", "-m", "m", "--no-server"}, "--no-server requires --in-process"},
       {{"bench", "-m", "m", "--concurrency", "1", "--request-rate", "10"},
        "--concurrency excludes --request-rate"},

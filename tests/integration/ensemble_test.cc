@@ -473,7 +473,9 @@ TEST_F(ExamplePipelineTest, TopOneIsTheClassifiersAnswerOnThePreprocessedImage) 
     for (int64_t k = 0; k < kTop; ++k) {
       const float softmax = std::exp(row[classes[n * kTop + k]] - max) / sum;
       EXPECT_NEAR(scores[n * kTop + k], softmax, 1e-5) << "image " << n << " rank " << k;
-      if (k > 0) EXPECT_LE(scores[n * kTop + k], scores[n * kTop + k - 1]);
+      if (k > 0) {
+        EXPECT_LE(scores[n * kTop + k], scores[n * kTop + k - 1]);
+      }
     }
   }
 

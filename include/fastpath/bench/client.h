@@ -105,7 +105,8 @@ struct ServerAddress {
   std::string host = "localhost";
   int port = 0;
 };
-// "host:port", "http://host:port" (the scheme is dropped), "[::1]:8000".
+// "host:port", "http://host:port" or "grpc://host:port" (the scheme is dropped), "[::1]:8000".
+// Another scheme (https://), or a path after the port, is InvalidArgument saying so.
 StatusOr<ServerAddress> ParseAddress(std::string_view url, int default_port);
 
 StatusOr<std::unique_ptr<Target>> MakeHttpTarget(const ServerAddress& address, Encoding encoding,
