@@ -12,13 +12,14 @@
 
 #include "fakes/manual_clock.h"
 #include "fakes/temp_repository.h"
+#include "fakes/wrapping_backend.h"
 #include "fastpath/onnxruntime/ort_backend.h"
 #include "fastpath/server/server_impl.h"
 
 namespace fastpath::server {
 namespace {
 
-// Holds each run of a model whose file lies in a folder named "first" until `gate` opens.
+// Holds each run until `gate` opens, and says when the first one has started.
 class GatedInstance final : public backend::ModelInstance {
  public:
   GatedInstance(std::unique_ptr<backend::ModelInstance> inner, std::shared_future<void> gate,
@@ -40,28 +41,6 @@ class GatedInstance final : public backend::ModelInstance {
   std::shared_future<void> gate_;
   std::promise<void>* entered_;
   bool told_ = false;
-};
-
-class GatedBackend final : public backend::Backend {
- public:
-  explicit GatedBackend(std::unique_ptr<backend::Backend> inner) : inner_(std::move(inner)) {}
-  std::string Name() const override { return inner_->Name(); }
-  StatusOr<backend::ModelSignature> Inspect(const std::filesystem::path& file) override {
-    return inner_->Inspect(file);
-  }
-  StatusOr<std::unique_ptr<backend::ModelInstance>> CreateInstance(
-      const std::filesystem::path& file, const backend::InstanceOptions& options) override {
-    FASTPATH_ASSIGN_OR_RETURN(auto instance, inner_->CreateInstance(file, options));
-    if (!gated || file.string().find("/first/") == std::string::npos) return instance;
-    return std::unique_ptr<backend::ModelInstance>(
-        std::make_unique<GatedInstance>(std::move(instance), open.get_future().share(), &entered));
-  }
-  bool gated = false;  // set before the loads whose instances it holds
-  std::promise<void> open;
-  std::promise<void> entered;
-
- private:
-  std::unique_ptr<backend::Backend> inner_;
 };
 
 class EnsembleUnloadTest : public ::testing::Test {
@@ -138,9 +117,16 @@ ensemble_scheduling { step [
     options.memory_sample_interval = std::chrono::milliseconds(0);
     auto ort = onnxruntime::CreateOrtBackend();
     ASSERT_TRUE(ort.ok());
-    backend_ = std::make_shared<GatedBackend>(std::move(ort).value());
-    backend_->gated = true;
-    auto created = Server::Create(options, backend_);
+    // The runs of "first" wait on the gate.
+    auto backend = std::make_shared<testing::WrappingBackend>(
+        std::move(ort).value(),
+        [this](const std::filesystem::path& file, std::unique_ptr<backend::ModelInstance> real)
+            -> std::unique_ptr<backend::ModelInstance> {
+          if (file.string().find("/first/") == std::string::npos) return real;
+          return std::make_unique<GatedInstance>(std::move(real), open_.get_future().share(),
+                                                 &entered_);
+        });
+    auto created = Server::Create(options, backend);
     ASSERT_TRUE(created.ok()) << created.status().ToString();
     server_ = std::move(created).value();
     ASSERT_TRUE(*server_->IsModelReady(startup_model_, ""));
@@ -167,11 +153,11 @@ ensemble_scheduling { step [
     std::promise<StatusOr<InferResponse>> answer;
     server_->InferAsync(Request(model),
                         [&answer](StatusOr<InferResponse> r) { answer.set_value(std::move(r)); });
-    backend_->entered.get_future().wait();
+    entered_.get_future().wait();
     if (Status s = unload(); !s.ok()) return s;
     clock_.Advance(std::chrono::seconds(5));  // past kRetireGrace, several times
     std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the retire thread acts
-    backend_->open.set_value();
+    open_.set_value();
     auto future = answer.get_future();
     if (future.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
       return DeadlineExceeded("no answer in 30 s");
@@ -190,7 +176,8 @@ ensemble_scheduling { step [
   std::string startup_model_ = "ens";  // with its steps
   testing::TempRepository repo_{FASTPATH_TEST_MODELS_DIR};
   testing::ManualClock clock_;
-  std::shared_ptr<GatedBackend> backend_;
+  std::promise<void> open_;     // the gate of "first"'s runs
+  std::promise<void> entered_;  // set by the first run of "first"
   std::unique_ptr<Server> server_;
 };
 
@@ -225,10 +212,10 @@ TEST_F(NestedEnsembleUnloadTest, AShutdownDrainsTheOuterEnsembleBeforeTheInnerOn
   std::promise<StatusOr<InferResponse>> answer;
   server_->InferAsync(Request("outer"),
                       [&answer](StatusOr<InferResponse> r) { answer.set_value(std::move(r)); });
-  backend_->entered.get_future().wait();
+  entered_.get_future().wait();
   std::thread shutdown([&] { server_->Shutdown(std::chrono::milliseconds(0)); });
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the ensembles are stopping
-  backend_->open.set_value();
+  open_.set_value();
   ExpectSum3(answer.get_future().get());
   shutdown.join();
 }

@@ -11,6 +11,7 @@
 
 #include "fakes/manual_clock.h"
 #include "fakes/temp_repository.h"
+#include "fakes/wrapping_backend.h"
 #include "fastpath/metrics/metrics.h"
 #include "fastpath/onnxruntime/ort_backend.h"
 #include "fastpath/server/server_impl.h"
@@ -44,32 +45,6 @@ class GpuInstance final : public backend::ModelInstance {
   backend::PlacementAudit placement_;
   std::shared_future<void>* gate_;
   std::promise<void>* entered_;
-};
-
-class GpuBackend final : public backend::Backend {
- public:
-  explicit GpuBackend(std::unique_ptr<backend::Backend> inner) : inner_(std::move(inner)) {}
-  std::string Name() const override { return inner_->Name(); }
-  StatusOr<backend::ModelSignature> Inspect(const std::filesystem::path& file) override {
-    return inner_->Inspect(file);
-  }
-  StatusOr<std::unique_ptr<backend::ModelInstance>> CreateInstance(
-      const std::filesystem::path& file, const backend::InstanceOptions& options) override {
-    // KIND_GPU in the config (the GPU the quarantine goes by), the CPU in fact.
-    backend::InstanceOptions cpu = options;
-    cpu.providers = {backend::ExecutionProvider::kCpu};
-    cpu.provider_options.clear();
-    FASTPATH_ASSIGN_OR_RETURN(auto instance, inner_->CreateInstance(file, cpu));
-    if (file.string().find("ongpu") == std::string::npos) return instance;
-    return std::unique_ptr<backend::ModelInstance>(
-        std::make_unique<GpuInstance>(std::move(instance), &gate, &entered));
-  }
-  // Invalid: runs go straight through. Set once, before the one run it holds.
-  std::shared_future<void> gate;
-  std::promise<void> entered;
-
- private:
-  std::unique_ptr<backend::Backend> inner_;
 };
 
 // What the test says the GPU reports.
@@ -146,8 +121,19 @@ ensemble_scheduling { step [ {
   options.gpu_sample_interval = std::chrono::milliseconds(0);  // the test samples
   auto ort = onnxruntime::CreateOrtBackend();
   ASSERT_TRUE(ort.ok());
-  auto backend = std::make_shared<GpuBackend>(std::move(ort).value());
-  auto created = Server::Create(options, backend);
+  // KIND_GPU in the config (the GPU the quarantine goes by), the CPU in fact; the runs of
+  // "ongpu" wait on `gate` once it is set.
+  std::shared_future<void> gate;  // invalid: runs go straight through
+  std::promise<void> entered;
+  auto wrapping = std::make_shared<testing::WrappingBackend>(
+      std::move(ort).value(),
+      [&](const std::filesystem::path& file,
+          std::unique_ptr<backend::ModelInstance> real) -> std::unique_ptr<backend::ModelInstance> {
+        if (file.string().find("ongpu") == std::string::npos) return real;
+        return std::make_unique<GpuInstance>(std::move(real), &gate, &entered);
+      },
+      /*cpu_only=*/true);
+  auto created = Server::Create(options, wrapping);
   ASSERT_TRUE(created.ok()) << created.status().ToString();
   Server& server = **created;
 
@@ -168,11 +154,11 @@ ensemble_scheduling { step [ {
 
   // A request is running on the GPU when the error comes.
   std::promise<void> open;
-  backend->gate = open.get_future().share();
+  gate = open.get_future().share();
   std::promise<StatusOr<InferResponse>> in_flight;
   server.InferAsync(SimpleRequest("ongpu"),
                     [&in_flight](StatusOr<InferResponse> r) { in_flight.set_value(std::move(r)); });
-  backend->entered.get_future().wait();
+  entered.get_future().wait();
 
   gpu::GpuSample failing = healthy;
   failing.ecc_uncorrected_volatile = 1;

@@ -8,6 +8,7 @@
 
 #include "fakes/manual_clock.h"
 #include "fakes/temp_repository.h"
+#include "fakes/wrapping_backend.h"
 #include "fastpath/metrics/metrics.h"
 #include "fastpath/onnxruntime/ort_backend.h"
 #include "fastpath/server/server_impl.h"
@@ -41,25 +42,6 @@ class LeakingInstance final : public backend::ModelInstance {
   std::atomic<uint64_t> runs_{0};
 };
 
-// ORT, with the instances of any model whose path names "leaky" leaking.
-class LeakingBackend final : public backend::Backend {
- public:
-  explicit LeakingBackend(std::unique_ptr<backend::Backend> inner) : inner_(std::move(inner)) {}
-  std::string Name() const override { return inner_->Name(); }
-  StatusOr<backend::ModelSignature> Inspect(const std::filesystem::path& file) override {
-    return inner_->Inspect(file);
-  }
-  StatusOr<std::unique_ptr<backend::ModelInstance>> CreateInstance(
-      const std::filesystem::path& file, const backend::InstanceOptions& options) override {
-    FASTPATH_ASSIGN_OR_RETURN(auto instance, inner_->CreateInstance(file, options));
-    return std::unique_ptr<backend::ModelInstance>(std::make_unique<LeakingInstance>(
-        std::move(instance), file.string().find("leaky") != std::string::npos));
-  }
-
- private:
-  std::unique_ptr<backend::Backend> inner_;
-};
-
 InferRequest SimpleRequest(const std::string& model) {
   InferRequest r;
   r.model_name = model;
@@ -81,10 +63,18 @@ TEST(MemoryWatchTest, ALeakingInstanceIsCaughtWithinOneWindowAndASteadyOneIsNot)
   options.memory_sample_interval = std::chrono::milliseconds(0);  // the test samples
   options.leak_detector.window = std::chrono::seconds(60);
   options.leak_detector.min_growth_bytes = 1 << 20;
-  auto backend = onnxruntime::CreateOrtBackend();
-  ASSERT_TRUE(backend.ok());
+  auto ort = onnxruntime::CreateOrtBackend();
+  ASSERT_TRUE(ort.ok());
+  // The instances of a model whose path names "leaky" leak.
   auto created = Server::Create(
-      options, std::make_shared<LeakingBackend>(std::move(backend).value()));
+      options,
+      std::make_shared<testing::WrappingBackend>(
+          std::move(ort).value(),
+          [](const std::filesystem::path& file, std::unique_ptr<backend::ModelInstance> real)
+              -> std::unique_ptr<backend::ModelInstance> {
+            return std::make_unique<LeakingInstance>(
+                std::move(real), file.string().find("leaky") != std::string::npos);
+          }));
   ASSERT_TRUE(created.ok()) << created.status().ToString();
   Server& server = **created;
 
