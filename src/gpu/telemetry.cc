@@ -432,6 +432,17 @@ std::vector<int> GpuHealth::Add(const std::vector<GpuSample>& samples,
   return newly;
 }
 
+std::vector<int> GpuHealth::QuarantineAll(const std::string& why) {
+  std::vector<int> newly;
+  for (auto& [gpu, status] : gpus_) {
+    if (!status.quarantined.empty()) continue;
+    status.quarantined = why;
+    any_quarantined_ = true;
+    newly.push_back(gpu);
+  }
+  return newly;
+}
+
 std::vector<GpuStatus> GpuHealth::Statuses() const {
   std::vector<GpuStatus> out;
   out.reserve(gpus_.size());

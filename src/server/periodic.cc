@@ -16,16 +16,23 @@ void Periodic::Start() {
       lock.lock();
       next = clock_->Now() + interval_;
     }
+    exited_ = true;
+    exited_cv_.notify_all();
   });
 }
 
-void Periodic::Stop() {
-  {
-    std::lock_guard lock(mu_);
-    stop_ = true;
-  }
+bool Periodic::Stop(std::optional<std::chrono::milliseconds> patience) {
+  std::unique_lock lock(mu_);
+  stop_ = true;
   cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  if (!thread_.joinable()) return true;
+  if (patience && !exited_cv_.wait_for(lock, *patience, [this] { return exited_; })) {
+    thread_.detach();
+    return false;
+  }
+  lock.unlock();
+  thread_.join();
+  return true;
 }
 
 }  // namespace fastpath::server

@@ -4,6 +4,7 @@
 
 #include "fastpath/admission/memory_budget.h"
 #include "fastpath/admission/self_test.h"
+#include "fastpath/common/log.h"
 #include "fastpath/config/ensemble_config.h"
 #include "fastpath/config/model_config.h"
 #include "fastpath/scheduler/dynamic_batch_scheduler.h"
@@ -203,7 +204,16 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options,
   return server;
 }
 
-Server::~Server() { Shutdown(std::chrono::milliseconds(0)); }
+Server::~Server() {
+  Shutdown(std::chrono::milliseconds(0));
+  if (gpu_watch_abandoned_) {
+    // Its thread may still return from the read and use it: kept for the process's life.
+    static auto* const parked = new std::vector<std::unique_ptr<GpuWatch>>();
+    static std::mutex parked_mu;
+    std::lock_guard lock(parked_mu);
+    parked->push_back(std::move(gpu_watch_));
+  }
+}
 
 std::vector<std::shared_ptr<repository::ModelVersion>> Server::ServingVersions() const {
   std::vector<std::shared_ptr<repository::ModelVersion>> versions;
@@ -484,7 +494,13 @@ size_t Server::Shutdown(std::chrono::milliseconds grace) {
   if (memory_watch_) memory_watch_->Stop();
   if (canary_thread_) canary_thread_->Stop();
   if (drift_watch_) drift_watch_->Stop();
-  if (gpu_watch_) gpu_watch_->Stop();
+  // A read NVML never returns from keeps the watch's thread, but not the drain below.
+  if (gpu_watch_ && !gpu_watch_abandoned_ && !gpu_watch_->Stop(std::chrono::seconds(2))) {
+    gpu_watch_abandoned_ = true;
+    log::Warn(
+        "GPU telemetry: a read has not returned for 2 s at shutdown; its thread is left "
+        "to it and the shutdown goes on");
+  }
   // No load or unload starts from now on: queued ones are answered Unavailable at once, so
   // a draining server does not begin building a model it is about to drop.
   control_.Close();

@@ -7,6 +7,7 @@
 // nodes and memory are on gpu0.
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <future>
 
 #include "fakes/manual_clock.h"
@@ -47,22 +48,45 @@ class GpuInstance final : public backend::ModelInstance {
   std::promise<void>* entered_;
 };
 
-// What the test says the GPU reports.
+// What the test says the GPU reports; while hung, a read does not return (as NVML's on a
+// GPU that fell off the bus) until Answer().
 class ScriptedSource final : public gpu::GpuSource {
  public:
   std::string Describe() const override { return "scripted"; }
   std::vector<gpu::GpuSample> Sample(std::chrono::milliseconds) override {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
+    if (hung_) {
+      reading_ = true;
+      cv_.notify_all();
+      cv_.wait(lock, [this] { return !hung_; });
+    }
     return {sample_};
   }
   void Set(gpu::GpuSample sample) {
     std::lock_guard lock(mu_);
     sample_ = std::move(sample);
   }
+  void Hang() {
+    std::lock_guard lock(mu_);
+    hung_ = true;
+  }
+  // Waits until a read is hanging.
+  void WaitForAHungRead() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [this] { return reading_; });
+  }
+  void Answer() {
+    std::lock_guard lock(mu_);
+    hung_ = false;
+    cv_.notify_all();
+  }
 
  private:
   std::mutex mu_;
+  std::condition_variable cv_;
   gpu::GpuSample sample_;
+  bool hung_ = false;
+  bool reading_ = false;
 };
 
 InferRequest SimpleRequest(const std::string& model) {
@@ -241,6 +265,68 @@ ensemble_scheduling { step [ {
     exported = true;
   }
   EXPECT_TRUE(exported);
+}
+
+// A read that never returns (a GPU fallen off the bus hangs NVML) left every GPU healthy for
+// ever, and the shutdown waited on it before draining anything.
+TEST(GpuWatchTest, AReadThatHangsQuarantinesEveryGpuAndTheShutdownGoesOn) {
+  testing::TempRepository repo(FASTPATH_TEST_MODELS_DIR);
+  repo.AddVersion("ongpu", 1, "simple");
+  std::string on_gpu = testing::kSimpleConfig;
+  on_gpu.replace(on_gpu.find("\"simple\""), 8, "\"ongpu\"");
+  on_gpu.replace(on_gpu.find("KIND_CPU"), 8, "KIND_GPU");
+  repo.WriteConfig("ongpu", on_gpu);
+  testing::ManualClock clock;
+  auto source = std::make_shared<ScriptedSource>();
+  gpu::GpuSample healthy;
+  healthy.uuid = "GPU-test";
+  source->Set(healthy);
+  ServerOptions options;
+  options.repository.roots = {repo.root()};
+  options.clock = &clock;
+  options.memory_sample_interval = std::chrono::milliseconds(0);
+  options.gpu_source = source;
+  options.gpu_sample_interval = std::chrono::milliseconds(1000);  // a thread samples
+  auto ort = onnxruntime::CreateOrtBackend();
+  ASSERT_TRUE(ort.ok());
+  std::shared_future<void> gate;  // never set: runs go straight through
+  std::promise<void> entered;
+  auto wrapping = std::make_shared<testing::WrappingBackend>(
+      std::move(ort).value(),
+      [&](const std::filesystem::path&,
+          std::unique_ptr<backend::ModelInstance> real) -> std::unique_ptr<backend::ModelInstance> {
+        return std::make_unique<GpuInstance>(std::move(real), &gate, &entered);
+      },
+      /*cpu_only=*/true);
+  auto created = Server::Create(options, wrapping);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  std::unique_ptr<Server> server = std::move(created).value();
+  ASSERT_TRUE(server->IsReady());
+
+  source->Hang();
+  clock.Advance(std::chrono::seconds(1));  // the sampling thread's next pass
+  source->WaitForAHungRead();
+  clock.Advance(GpuWatch::kHungAfter - std::chrono::seconds(1));
+  server->CheckGpusHung();
+  EXPECT_TRUE(server->IsReady()) << "a read of 9 s is slow, not yet hung";
+  clock.Advance(std::chrono::seconds(1));
+  server->CheckGpusHung();
+  EXPECT_FALSE(server->IsReady());
+  EXPECT_FALSE(*server->IsModelReady("ongpu", ""));
+  const std::vector<gpu::GpuStatus> gpus = server->Admission().gpus;
+  ASSERT_EQ(gpus.size(), 1u);
+  EXPECT_EQ(gpus[0].quarantined,
+            "a read of the GPU telemetry (scripted) has not returned for 10 s: the driver or the "
+            "GPU hangs, and what it would report (ECC errors, XIDs, throttling) cannot be seen");
+
+  // The shutdown leaves the hung read to its thread and drains.
+  auto shutdown = std::async(std::launch::async,
+                             [&] { return server->Shutdown(std::chrono::milliseconds(0)); });
+  ASSERT_EQ(shutdown.wait_for(std::chrono::seconds(30)), std::future_status::ready)
+      << "the shutdown waits on the hung read";
+  shutdown.get();
+  server.reset();
+  source->Answer();  // the read returns into a watch that is still there
 }
 
 }  // namespace

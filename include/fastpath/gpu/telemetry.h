@@ -147,6 +147,9 @@ class GpuHealth {
   // sample shows a reason the counter misses (HW thermal slowdown, HW power brake) the cause
   // gets the whole interval, as without a counter.
   std::vector<int> Add(const std::vector<GpuSample>& samples, std::chrono::milliseconds at);
+  // Quarantines, for `why`, every GPU sampled so far that is not yet. Returns those. For
+  // what no sample can say: a pass of reads that never returns.
+  std::vector<int> QuarantineAll(const std::string& why);
   std::vector<GpuStatus> Statuses() const;  // by GPU index
   bool AnyQuarantined() const { return any_quarantined_; }
 

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "fastpath/common/clock.h"
@@ -23,8 +24,10 @@ class Periodic {
   // Starts the thread, whose first pass is one interval from now; an interval of 0 starts
   // none. Once only.
   void Start();
-  // Stops the thread and waits for it (and a pass it is in); idempotent.
-  void Stop();
+  // Stops the thread and waits for it (and a pass it is in); idempotent. With `patience`,
+  // waits that long at most: a pass still running then keeps the thread, which is detached
+  // and left to it (false). It still uses this object: its owner must then never destroy it.
+  bool Stop(std::optional<std::chrono::milliseconds> patience = std::nullopt);
 
  private:
   Clock* clock_;
@@ -32,7 +35,9 @@ class Periodic {
   std::function<void()> pass_;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;  // guarded
+  std::condition_variable exited_cv_;
+  bool stop_ = false;    // guarded
+  bool exited_ = false;  // guarded: the thread has left its loop
   std::thread thread_;
 };
 

@@ -102,6 +102,10 @@ class Server final : public InferenceServer {
   void SampleGpus() {
     if (gpu_watch_) gpu_watch_->SampleNow();
   }
+  // The GPU watch's check for a pass of reads that hangs, now.
+  void CheckGpusHung() {
+    if (gpu_watch_) gpu_watch_->CheckHungNow();
+  }
 
   bool IsLive() const override;
   bool IsReady() const override;
@@ -215,6 +219,8 @@ class Server final : public InferenceServer {
   std::unique_ptr<MemoryWatch> memory_watch_;
   // Samples the GPUs when there is a source; stopped first in Shutdown.
   std::unique_ptr<GpuWatch> gpu_watch_;
+  // Shutdown left the GPU watch's thread in a read that hangs: the watch is never destroyed.
+  bool gpu_watch_abandoned_ = false;
   // Observes the READY versions' statistics for drift; stopped first in Shutdown. Declared
   // after the GPU watch, whose statuses it reads.
   std::unique_ptr<DriftWatch> drift_watch_;
