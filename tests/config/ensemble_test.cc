@@ -287,22 +287,16 @@ TEST_F(EnsembleConfigTest, StepRunsTheEnsembleItself) {
 TEST_F(EnsembleConfigTest, StepIsAnEnsembleThatRunsTheEnsembleAgain) {
   // "outer" runs "wrap", which runs "diamond": a diamond reloaded with "outer" as a step
   // would run itself in a ring, each request for ever.
+  // Not a raw string with a "pb" delimiter: clang-format would reformat the fragments.
   auto wrapper = [](const std::string& name, const std::string& step) {
-    return Parse(R"pb(name: ")pb" + name + R"pb(" platform: " ensemble " max_batch_size: 8
-                                                input {
-                                                  name: "X"
-                                                  data_type: TYPE_FP32
-                                                  dims: [ 16 ]
-                                                }
-                                                output {
-                                                  name: "SUM"
-                                                  data_type: TYPE_FP32
-                                                  dims: [ 16 ]
-                                                }
-                                                ensemble_scheduling { step { model_name: ")pb" +
-                 step + R"pb(                             " model_version: -1
-        input_map { key: "X" value: "X" } output_map { key: "SUM" value: "SUM" } }
-                                                          })pb");
+    return Parse("name: \"" + name +
+                 "\" platform: \"ensemble\" max_batch_size: 8 "
+                 "input { name: \"X\" data_type: TYPE_FP32 dims: [ 16 ] } "
+                 "output { name: \"SUM\" data_type: TYPE_FP32 dims: [ 16 ] } "
+                 "ensemble_scheduling { step { model_name: \"" +
+                 step +
+                 "\" model_version: -1 input_map { key: \"X\" value: \"X\" } "
+                 "output_map { key: \"SUM\" value: \"SUM\" } } }");
   };
   models_["wrap"] = wrapper("wrap", "diamond");
   models_["outer"] = wrapper("outer", "wrap");
