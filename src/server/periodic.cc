@@ -4,9 +4,10 @@ namespace fastpath::server {
 
 void Periodic::Start() {
   if (interval_.count() <= 0 || thread_.joinable()) return;
-  thread_ = std::thread([this] {
+  // Read now, not when the thread first runs: a manual clock moved meanwhile would put the
+  // first pass an interval past that move.
+  thread_ = std::thread([this, next = clock_->Now() + interval_]() mutable {
     std::unique_lock lock(mu_);
-    Clock::time_point next = clock_->Now() + interval_;
     while (!stop_) {
       clock_->WaitUntil(lock, cv_, next);
       if (stop_) break;

@@ -70,10 +70,10 @@ class ScriptedSource final : public gpu::GpuSource {
     std::lock_guard lock(mu_);
     hung_ = true;
   }
-  // Waits until a read is hanging.
-  void WaitForAHungRead() {
+  // Waits until a read is hanging (false: none in 30 s).
+  bool WaitForAHungRead() {
     std::unique_lock lock(mu_);
-    cv_.wait(lock, [this] { return reading_; });
+    return cv_.wait_for(lock, std::chrono::seconds(30), [this] { return reading_; });
   }
   void Answer() {
     std::lock_guard lock(mu_);
@@ -305,7 +305,7 @@ TEST(GpuWatchTest, AReadThatHangsQuarantinesEveryGpuAndTheShutdownGoesOn) {
 
   source->Hang();
   clock.Advance(std::chrono::seconds(1));  // the sampling thread's next pass
-  source->WaitForAHungRead();
+  ASSERT_TRUE(source->WaitForAHungRead()) << "the sampling thread never read";
   clock.Advance(GpuWatch::kHungAfter - std::chrono::seconds(1));
   server->CheckGpusHung();
   EXPECT_TRUE(server->IsReady()) << "a read of 9 s is slow, not yet hung";
