@@ -26,14 +26,20 @@ std::string OutputNames(const inference::ModelConfig& config) {
 
 // Maps `shape` (matching `from`, the -1s of which are filled by shape's values) onto
 // `to`, whose -1s take those values in order. Validation guarantees equal -1 counts.
+// `shape`, which fits `from` (named `from_name` in messages), as `to`: its -1 dims take
+// `shape`'s in order. Either shape must hold as many elements as the other.
 StatusOr<std::vector<int64_t>> MapDynamicDims(const std::string& what, bool batched,
+                                              const std::string& from_name,
                                               const google::protobuf::RepeatedField<int64_t>& from,
                                               const google::protobuf::RepeatedField<int64_t>& to,
                                               const std::vector<int64_t>& shape) {
   const size_t offset = batched ? 1 : 0;
-  if (shape.size() != static_cast<size_t>(from.size()) + offset) {
-    return InvalidArgument(what + ": shape " + ShapeToString(shape) + " does not fit dims " +
-                           internal::DimsString(from));
+  bool fits = shape.size() == static_cast<size_t>(from.size()) + offset;
+  for (int i = 0; fits && i < from.size(); ++i)
+    fits = from[i] == -1 || shape[offset + i] == from[i];
+  if (!fits) {
+    return InvalidArgument(what + ": shape " + ShapeToString(shape) + " does not fit " + from_name +
+                           " " + internal::DimsString(from));
   }
   std::vector<int64_t> dynamic;
   for (int i = 0; i < from.size(); ++i) {
@@ -51,6 +57,15 @@ StatusOr<std::vector<int64_t>> MapDynamicDims(const std::string& what, bool batc
       return InvalidArgument(what + ": reshape has more -1 dims than dims " +
                              internal::DimsString(from));
     }
+  }
+  int64_t had = 1;
+  int64_t has = 1;
+  for (const int64_t d : shape) had *= d;
+  for (const int64_t d : out) has *= d;
+  if (had != has) {
+    return InvalidArgument(what + ": shape " + ShapeToString(shape) + " (" + std::to_string(had) +
+                           " elements) cannot become " + ShapeToString(out) + " (" +
+                           std::to_string(has) + ")");
   }
   return out;
 }
@@ -206,7 +221,7 @@ StatusOr<std::vector<int64_t>> ReshapeForModel(const inference::ModelConfig& con
   if (!Fits(config, shape, input.dims()) && Fits(config, shape, input.reshape().shape())) {
     return shape;
   }
-  return MapDynamicDims(InputWhat(input.name()), config.max_batch_size() > 0, input.dims(),
+  return MapDynamicDims(InputWhat(input.name()), config.max_batch_size() > 0, "dims", input.dims(),
                         input.reshape().shape(), shape);
 }
 
@@ -215,8 +230,18 @@ StatusOr<std::vector<int64_t>> ReshapeForClient(const inference::ModelConfig& co
                                                 const std::vector<int64_t>& model_shape) {
   // A scalar comes back as the scalar it is ([] or [batch]), not as Triton's dims [1].
   if (!output.has_reshape() || IsScalarReshape(output)) return model_shape;
-  return MapDynamicDims("output '" + output.name() + "'", config.max_batch_size() > 0,
-                        output.reshape().shape(), output.dims(), model_shape);
+  return MapDynamicDims("output '" + output.name() + "' as the model returned it",
+                        config.max_batch_size() > 0, "reshape", output.reshape().shape(),
+                        output.dims(), model_shape);
+}
+
+Status ReshapeOutputsForClient(const inference::ModelConfig& config, std::vector<Tensor>* outputs) {
+  for (auto& tensor : *outputs) {
+    const inference::ModelOutput* out = FindOutput(config, tensor.name);
+    if (out == nullptr || !out->has_reshape()) continue;
+    FASTPATH_ASSIGN_OR_RETURN(tensor.shape, ReshapeForClient(config, *out, tensor.shape));
+  }
+  return Status::Ok();
 }
 
 const char* ThreadPoolModeName(ThreadPoolMode mode) {

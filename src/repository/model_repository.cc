@@ -321,12 +321,23 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadVersion(
     }
   }
   if (instances.empty()) return InvalidArgument("the config declares no model instance");
+  // Outputs with a reshape reach clients in their `dims`; the version outlives its scheduler.
+  scheduler::OutputShaper shape_outputs;
+  const auto& outputs = runtime->config.output();
+  if (std::any_of(outputs.begin(), outputs.end(), [](const auto& o) { return o.has_reshape(); })) {
+    shape_outputs = [config = &runtime->config](std::vector<Tensor>* tensors) {
+      // The model's answer and its config disagree: the server's fault, not the request's.
+      const Status shaped = config::ReshapeOutputsForClient(*config, tensors);
+      return shaped.ok() ? shaped : Internal(shaped.message());
+    };
+  }
   if (runtime->config.has_dynamic_batching() && runtime->config.max_batch_size() > 0) {
     // --max-queue-size bounds every queue whose policy sets no max_queue_size.
     FASTPATH_ASSIGN_OR_RETURN(
         auto batching,
         scheduler::DynamicBatchOptionsFromConfig(runtime->config, options_.max_queue_size));
     batching.clock = options_.clock;
+    batching.shape_outputs = std::move(shape_outputs);
     FASTPATH_ASSIGN_OR_RETURN(runtime->scheduler,
                               scheduler::DynamicBatchScheduler::Create(
                                   std::move(instances), &runtime->stats, std::move(batching)));
@@ -335,6 +346,7 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadVersion(
   scheduler::InstancePoolOptions pool;
   pool.max_queue_size = options_.max_queue_size;
   pool.clock = options_.clock;
+  pool.shape_outputs = std::move(shape_outputs);
   runtime->scheduler = std::make_unique<scheduler::InstancePoolScheduler>(
       std::move(instances), &runtime->stats, pool);
   return runtime;

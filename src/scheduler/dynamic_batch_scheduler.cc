@@ -428,6 +428,27 @@ bool DynamicBatchScheduler::Execute(backend::ModelInstance* instance, Batch& bat
     for (Entry* e : live) answers->push_back(Fail(*e, failed, FailureReason::kBackend));
     return suspect;
   }
+  // A request whose outputs do not fit its config fails alone, before anything is counted.
+  if (options_.shape_outputs) {
+    size_t kept = 0;
+    for (size_t i = 0; i < live.size(); ++i) {
+      if (Status shaped = options_.shape_outputs(&split[i]); !shaped.ok()) {
+        answers->push_back(Fail(*live[i], shaped, FailureReason::kBackend));
+        continue;
+      }
+      if (kept != i) {  // a vector moved onto itself is left empty
+        live[kept] = live[i];
+        jobs[kept] = jobs[i];
+        rows[kept] = rows[i];
+        split[kept] = std::move(split[i]);
+      }
+      ++kept;
+    }
+    live.resize(kept);
+    jobs.resize(kept);
+    rows.resize(kept);
+    split.resize(kept);
+  }
 
   const Clock::time_point end = clock_->Now();
   timings.compute_output_ns = Nanoseconds(end - ran);

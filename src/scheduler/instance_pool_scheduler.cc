@@ -223,6 +223,15 @@ bool InstancePoolScheduler::Execute(backend::ModelInstance* instance, Job& job) 
   }
 
   caller_estimate_->Record(timings.compute_infer_ns, InputBytes(job.request));
+  if (options_.shape_outputs) {
+    if (Status shaped = options_.shape_outputs(&*outputs); !shaped.ok()) {
+      if (!job.canary) {
+        stats_->RecordFailure(Nanoseconds(clock_->Now() - job.arrival), FailureReason::kBackend);
+      }
+      job.done(shaped);
+      return false;
+    }
+  }
   InferResponse response;
   response.model_name = job.request.model_name;
   response.model_version = job.request.model_version;

@@ -104,16 +104,6 @@ Status ReadSchedulingParameters(const Parameters& parameters, scheduler::Job* jo
 
 }  // namespace
 
-// The protocol shows `dims` where the model produced `reshape`.
-Status ReshapeOutputs(const inference::ModelConfig& config, std::vector<Tensor>* outputs) {
-  for (auto& tensor : *outputs) {
-    const inference::ModelOutput* out = config::FindOutput(config, tensor.name);
-    if (out == nullptr || !out->has_reshape()) continue;
-    FASTPATH_ASSIGN_OR_RETURN(tensor.shape, config::ReshapeForClient(config, *out, tensor.shape));
-  }
-  return Status::Ok();
-}
-
 Server::Server(ServerOptions options, std::shared_ptr<backend::Backend> backend)
     : options_(std::move(options)),
       clock_(OrSteadyClock(options_.clock)),
@@ -477,9 +467,6 @@ void Server::RunOnVersion(const std::shared_ptr<repository::ModelVersion>& runti
   // The callback holds the version alive; it never runs its last release on a worker
   // while the repository still holds it (see ModelVersion's lifecycle in the repository).
   job.done = [runtime, done = std::move(done)](StatusOr<InferResponse> result) {
-    if (result.ok()) {
-      if (Status s = ReshapeOutputs(runtime->config, &result->outputs); !s.ok()) result = s;
-    }
     done(std::move(result));
   };
   runtime->scheduler->Enqueue(std::move(job));

@@ -1,5 +1,3 @@
-#include "fastpath/server/server_impl.h"
-
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -10,6 +8,7 @@
 
 #include "fakes/temp_repository.h"
 #include "fastpath/onnxruntime/ort_backend.h"
+#include "fastpath/server/server_impl.h"
 
 namespace fastpath::server {
 namespace {
@@ -17,7 +16,8 @@ namespace {
 using testing::kSimpleConfig;
 using testing::TempRepository;
 
-Tensor Int32Tensor(const std::string& name, std::vector<int64_t> shape, const std::vector<int32_t>& v) {
+Tensor Int32Tensor(const std::string& name, std::vector<int64_t> shape,
+                   const std::vector<int32_t>& v) {
   Tensor t{name, DataType::kInt32, std::move(shape), {}};
   t.data.assign(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(int32_t));
   return t;
@@ -45,7 +45,8 @@ class ServerTest : public ::testing::Test {
 
   StatusOr<InferResponse> Infer(InferRequest request) {
     std::promise<StatusOr<InferResponse>> p;
-    server_->InferAsync(std::move(request), [&](StatusOr<InferResponse> r) { p.set_value(std::move(r)); });
+    server_->InferAsync(std::move(request),
+                        [&](StatusOr<InferResponse> r) { p.set_value(std::move(r)); });
     return p.get_future().get();
   }
 
@@ -164,6 +165,55 @@ TEST_F(ServerTest, StatisticsCountSuccessesAndFailures) {
   EXPECT_EQ(server_->GetModelStatistics("", "")->size(), 1u);
 }
 
+// An output whose config reshape does not fit what the model returned: the client got a 500
+// from the front end while the statistics counted a success (reshaped after the count). It
+// now fails in the scheduler, as the model's (BACKEND), batched or not; a fitting one passes.
+TEST(ServerReshapeTest, AnOutputThatDoesNotFitItsConfigIsTheModelsFailureAndCountedSo) {
+  testing::TempRepository repo(FASTPATH_TEST_MODELS_DIR);
+  for (const std::string name : {"pooled", "batched"}) {
+    repo.AddVersion(name, 1, "identity_fp32");
+    repo.WriteConfig(name, "name: \"" + name + R"(" platform: "onnxruntime_onnx" max_batch_size: 4
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 2, 2 ] reshape: { shape: [ 4 ] } } ]
+)" + (name == "batched" ? "dynamic_batching { }" : ""));
+  }
+  ServerOptions options;
+  options.repository.roots = {repo.root()};
+  auto backend = onnxruntime::CreateOrtBackend();
+  ASSERT_TRUE(backend.ok());
+  auto created = Server::Create(options, std::move(backend).value());
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  Server& server = **created;
+  auto infer = [&](const std::string& model, int64_t elements) {
+    InferRequest r;
+    r.model_name = model;
+    r.inputs.push_back(Tensor{"INPUT0",
+                              DataType::kFp32,
+                              {1, elements},
+                              std::string(static_cast<size_t>(elements) * 4, '\0')});
+    std::promise<StatusOr<InferResponse>> p;
+    server.InferAsync(std::move(r), [&](StatusOr<InferResponse> a) { p.set_value(std::move(a)); });
+    return p.get_future().get();
+  };
+  for (const std::string model : {"pooled", "batched"}) {
+    const StatusOr<InferResponse> fits = infer(model, 4);
+    ASSERT_TRUE(fits.ok()) << model << ": " << fits.status().ToString();
+    ASSERT_EQ(fits->outputs.size(), 1u) << model;
+    EXPECT_EQ(fits->outputs[0].shape, (std::vector<int64_t>{1, 2, 2})) << model;
+    const StatusOr<InferResponse> short_one = infer(model, 3);
+    ASSERT_FALSE(short_one.ok()) << model;
+    EXPECT_EQ(short_one.status().code(), StatusCode::kInternal) << model;
+    EXPECT_EQ(short_one.status().message(),
+              "output 'OUTPUT0' as the model returned it: shape [1,3] does not fit reshape [4]")
+        << model;
+    auto stats = server.GetModelStatistics(model, "");
+    ASSERT_TRUE(stats.ok());
+    EXPECT_EQ((*stats)[0].inference_stats.success.count, 1u) << model;
+    EXPECT_EQ((*stats)[0].inference_stats.fail.count, 1u) << model;
+    EXPECT_EQ((*stats)[0].failures[static_cast<size_t>(FailureReason::kBackend)], 1u) << model;
+  }
+}
+
 // The pending count (nv_inference_pending_request_count) is the scheduler's queued plus
 // running requests. The first request's callback holds its instance (it runs on the
 // instance's thread), so the second one waits in the queue: a state, not a race.
@@ -185,7 +235,8 @@ TEST_F(ServerTest, PendingCountsQueuedAndRunningRequests) {
   });
   first_running.get_future().wait();
   EXPECT_EQ(pending(), 1u);
-  server_->InferAsync(SimpleRequest(), [&](StatusOr<InferResponse> r) { second_ok.set_value(r.ok()); });
+  server_->InferAsync(SimpleRequest(),
+                      [&](StatusOr<InferResponse> r) { second_ok.set_value(r.ok()); });
   EXPECT_EQ(pending(), 2u);
   release.set_value();
   EXPECT_TRUE(first_ok.get_future().get());

@@ -163,6 +163,10 @@ StatusOr<std::vector<int64_t>> ReshapeForModel(const inference::ModelConfig& con
 StatusOr<std::vector<int64_t>> ReshapeForClient(const inference::ModelConfig& config,
                                                 const inference::ModelOutput& output,
                                                 const std::vector<int64_t>& model_shape);
+// Every output of `outputs` with a reshape in `config`, as the protocol shows it (`dims`
+// where the model produced `reshape`). InvalidArgument naming the output when what the model
+// returned does not fit its reshape.
+Status ReshapeOutputsForClient(const inference::ModelConfig& config, std::vector<Tensor>* outputs);
 
 // One execution provider of a KIND_GPU instance, with its ORT provider options.
 struct ProviderChoice {

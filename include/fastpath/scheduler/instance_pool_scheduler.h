@@ -28,6 +28,7 @@ struct InstancePoolOptions {
   // predicted to take at most this long (src/scheduler/caller_run.h). 0: never.
   std::chrono::microseconds caller_run_limit{1000};
   Clock* clock = nullptr;  // null: SteadyClock(); must outlive the scheduler
+  OutputShaper shape_outputs;
 };
 
 // Each instance has its own execution thread; all pull from one FIFO queue, so a job

@@ -23,6 +23,12 @@ namespace fastpath::scheduler {
 
 struct BoundSteps;  // ensemble_scheduler.h
 
+// What a request's outputs become before it is answered and counted: the config's output
+// reshape (config::ReshapeOutputsForClient). An error fails the request as the model's
+// (BACKEND): what it returned does not fit its config. Null: the outputs as the model gives
+// them.
+using OutputShaper = std::function<Status(std::vector<Tensor>* outputs)>;
+
 // A request on its way to an instance. The scheduler owns it from Enqueue on and
 // answers it exactly once through `done`.
 struct Job {

@@ -75,10 +75,6 @@ struct ServerOptions {
   std::vector<std::string> version_lock_pinned;
 };
 
-// The protocol shows `dims` where the model produced `reshape` (server.cc): what every answer
-// goes through before a client sees it.
-Status ReshapeOutputs(const inference::ModelConfig& config, std::vector<Tensor>* outputs);
-
 class Server final : public InferenceServer {
  public:
   // Loads the start-up models (a bad model is logged and marked UNAVAILABLE; it does not
