@@ -665,13 +665,21 @@ Status ModelRepository::LoadLocked(const std::string& name, bool load_missing_st
     }
     for (const auto& step : steps) {
       if (touched->count(step) > 0 || FoldersOf(step).empty()) continue;
-      bool loaded = false;
+      // Loaded and serving what its folder holds: nothing to do. A step that failed to load,
+      // or whose files changed since, is loaded again, as Triton does (its old failure was
+      // quoted to every later load of the ensemble, even after the file was repaired).
+      const std::string on_disk = Fingerprint(step);
+      bool current = false;
       {
         std::lock_guard lock(mu_);
-        loaded = models_.count(step) > 0;
+        auto it = models_.find(step);
+        current = it != models_.end() &&
+                  std::any_of(it->second.versions.begin(), it->second.versions.end(),
+                              [](const VersionStatus& v) { return v.runtime != nullptr; }) &&
+                  (it->second.folder != nullptr || it->second.fingerprint == on_disk);
       }
       // Its failure shows in its state.
-      if (!loaded) (void)LoadLocked(step, true, touched, /*as_step=*/true);
+      if (!current) (void)LoadLocked(step, true, touched, /*as_step=*/true);
     }
   }
   ModelState fresh = LoadFromDisk(name, override);
@@ -803,7 +811,16 @@ void ModelRepository::Poll() {
   if (unreadable.empty()) {
     for (const auto& name : to_unload) (void)Unload(name, /*unload_dependents=*/false);
   }
-  for (const auto& name : to_load) (void)Load(name);
+  for (const auto& name : to_load) {
+    {
+      // Loaded meanwhile, from these files, as the step of an ensemble loaded before it in
+      // this pass: not a second time (a second admission, twice the memory for a while).
+      std::lock_guard lock(mu_);
+      auto it = models_.find(name);
+      if (it != models_.end() && it->second.fingerprint == fingerprints[name]) continue;
+    }
+    (void)Load(name);
+  }
 }
 
 void ModelRepository::PollLoop() {

@@ -4,9 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <fstream>
 #include <future>
+#include <map>
 
 #include "fakes/temp_repository.h"
+#include "fakes/wrapping_backend.h"
 #include "fastpath/onnxruntime/ort_backend.h"
 #include "fastpath/repository/model_repository.h"
 
@@ -15,6 +18,7 @@ namespace {
 
 using server::ModelState;
 using testing::TempRepository;
+using testing::WrappingBackend;
 
 constexpr const char* kAddOne = R"(
 backend: "onnxruntime"
@@ -260,6 +264,48 @@ TEST_F(EnsembleRepositoryTest, ExplicitLoadBringsItsStepsAndFollowsThem) {
   // A reload of a step model keeps the ensemble READY (it is re-validated).
   ASSERT_TRUE(repo->Load("add_one").ok());
   EXPECT_TRUE(Ready(*repo, "a_pipeline", false));
+}
+
+// A step that failed to load is loaded again by the ensemble's next load, once repaired:
+// its old failure was quoted for ever (the step counted as loaded), and only a load of the
+// step itself, which made it the user's, brought it back.
+TEST_F(EnsembleRepositoryTest, TheEnsemblesNextLoadRetriesAStepThatFailedToLoad) {
+  const std::filesystem::path file = repo_.root() / "double" / "1" / "model.onnx";
+  std::string good;
+  {
+    std::ifstream in(file, std::ios::binary);
+    good.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << "not an ONNX model";
+  auto repo = Make(ControlMode::kExplicit);
+  EXPECT_FALSE(repo->Load("a_pipeline").ok());
+  EXPECT_FALSE(Ready(*repo, "double", true));
+
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << good;
+  const Status again = repo->Load("a_pipeline");
+  ASSERT_TRUE(again.ok()) << again.ToString();
+  EXPECT_TRUE(Ready(*repo, "double", false));
+  EXPECT_TRUE(Run(*repo, std::vector<float>(16, 0.5f)).ok());
+  // Still the ensemble's step: unloading it with its dependents takes the step too.
+  ASSERT_TRUE(repo->Unload("a_pipeline", /*unload_dependents=*/true).ok());
+  EXPECT_FALSE(repo->IsReady("double", "").ok());
+}
+
+// An ensemble and its steps that appear in one poll: the ensemble's load brings the steps,
+// and the poll loaded each a second time after it (a second admission, twice the memory).
+TEST_F(EnsembleRepositoryTest, APollLoadsAnEnsemblesNewStepsOnce) {
+  std::map<std::string, int> created;  // instances, by model folder
+  backend_ = std::make_unique<WrappingBackend>(
+      std::move(backend_),
+      [&created](const std::filesystem::path& file, std::unique_ptr<backend::ModelInstance> real) {
+        ++created[file.parent_path().parent_path().filename().string()];
+        return real;
+      });
+  auto repo = Make(ControlMode::kPoll);
+  repo->Poll();
+  EXPECT_TRUE(Ready(*repo, "a_pipeline", false));
+  EXPECT_EQ(created["add_one"], 1);
+  EXPECT_EQ(created["double"], 1);
 }
 
 TEST_F(EnsembleRepositoryTest, AStepModelThatFailsToReloadKeepsServingAndSoDoesTheEnsemble) {
