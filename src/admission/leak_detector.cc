@@ -46,6 +46,7 @@ LeakVerdict LeakDetector::Judge() const {
       return verdict;
     }
   }
+  verdict.judged = true;
   // Least squares of the floors against the buckets' middles, in seconds.
   double sum_t = 0, sum_y = 0, sum_tt = 0, sum_ty = 0;
   const double width_s = std::chrono::duration<double>(width).count();

@@ -360,7 +360,9 @@ std::vector<MetricFamily> AdmissionFamilies(const admission::AdmissionReport& re
         fragmented.metric.push_back(
             gauge(labels, model.instance_fragmentation[i]->suspected ? 1 : 0));
       }
-      if (i < model.instance_leaks.size() && model.instance_leaks[i]) {
+      // Not before the window is judged: a slope of 0 then is no measurement.
+      if (i < model.instance_leaks.size() && model.instance_leaks[i] &&
+          model.instance_leaks[i]->judged) {
         leak.metric.push_back(gauge(labels, model.instance_leaks[i]->suspected ? 1 : 0));
         ClientMetric s;
         s.label = labels;

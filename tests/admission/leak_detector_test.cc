@@ -37,10 +37,12 @@ TEST(LeakDetectorTest, ASteadyLeakIsCaughtWithinOneWindow) {
   // Not before the window is covered...
   const LeakVerdict early = Feed(minutes(20), leaking, SteadyMix).Judge();
   EXPECT_FALSE(early.suspected);
+  EXPECT_FALSE(early.judged);
   EXPECT_EQ(early.reason, "the window is not covered yet");
   // ...and at the first moment it is.
   const LeakVerdict verdict = Feed(minutes(30), leaking, SteadyMix).Judge();
   EXPECT_TRUE(verdict.suspected) << verdict.reason;
+  EXPECT_TRUE(verdict.judged);
   EXPECT_NEAR(verdict.slope_bytes_per_second, 1024, 10);  // 10 KiB / 10 s
   EXPECT_GE(verdict.growth_bytes, kMiB);
   EXPECT_THAT(verdict.reason, HasSubstr("rose by"));

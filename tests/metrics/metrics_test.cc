@@ -290,6 +290,26 @@ TEST(AdmissionFamiliesTest, RolloutDecisionsAreCountedByModelAndOutcome) {
                    .types.count("fastpath_rollout_decisions_total"));
 }
 
+// Before the leak window is covered, the verdict is "not suspected, slope 0" for want of
+// samples: exported, it read as a measured flat line for the window's first 30 minutes.
+TEST(AdmissionFamiliesTest, ALeakVerdictIsExportedOnceTheWindowIsJudged) {
+  admission::AdmissionReport report = SampleAdmission();
+  backend::MemoryStats memory;
+  memory.device = "cpu";
+  report.models[0].instance_memory = {memory};
+  admission::LeakVerdict leak;
+  leak.reason = "the window is not covered yet";
+  report.models[0].instance_leaks = {leak};
+  prometheus::TextSerializer serializer;
+  const std::string early = serializer.Serialize(AdmissionFamilies(report));
+  EXPECT_EQ(early.find("fastpath_memory_leak_suspected{"), std::string::npos) << early;
+  EXPECT_EQ(early.find("fastpath_memory_leak_slope_bytes_per_second{"), std::string::npos);
+  EXPECT_NE(early.find("fastpath_memory_in_use_bytes{"), std::string::npos) << early;
+  report.models[0].instance_leaks[0]->judged = true;
+  const std::string judged = serializer.Serialize(AdmissionFamilies(report));
+  EXPECT_NE(judged.find("fastpath_memory_leak_suspected{"), std::string::npos) << judged;
+}
+
 TEST(AdmissionFamiliesTest, NoModelsStillSaysWhetherTheServerIsReady) {
   admission::AdmissionReport report;
   report.ready = true;
@@ -431,6 +451,7 @@ TEST(PromtoolLintTest, EveryFastpathFamilyPassesPromtoolCheckMetrics) {
   memory.out_of_memory_runs = 2;
   report.models[0].instance_memory = {memory};
   admission::LeakVerdict leak;
+  leak.judged = true;
   leak.suspected = true;
   leak.slope_bytes_per_second = 12.5;
   report.models[0].instance_leaks = {leak};

@@ -30,6 +30,9 @@ struct LeakDetectorOptions {
 };
 
 struct LeakVerdict {
+  // The window is covered and each part of it sampled: `suspected` and the slope say
+  // something. Until then both are 0 for want of samples, and the metrics leave them out.
+  bool judged = false;
   bool suspected = false;
   double slope_bytes_per_second = 0;  // of the floors; 0 until the window is covered
   uint64_t growth_bytes = 0;          // last floor minus first floor (0 when it fell)
