@@ -13,8 +13,11 @@
 #include <exception>
 #include <memory>
 #include <optional>
+#include <set>
+#include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "fastpath/admission/memory_budget.h"
 #include "fastpath/common/log.h"
@@ -450,13 +453,25 @@ std::vector<MetricFamily> ServerCollector::Collect() const {
     for (MetricFamily& f : HeapFamilies(ReadHeapStatistics())) out.push_back(std::move(f));
     for (MetricFamily& f : ProcessFamilies(ReadProcessStatistics())) out.push_back(std::move(f));
     // A label value that is not UTF-8 fails the whole scrape in Prometheus: one that quotes
-    // other bytes (a model folder's name) shows each as U+FFFD.
+    // other bytes (a model folder's name) shows each as U+FFFD. Two names that differ only
+    // in such bytes then name one series twice, which a scrape must not hold: the first
+    // stays (both are UNAVAILABLE models, with the same values).
     for (MetricFamily& family : out) {
+      bool rewritten = false;
       for (prometheus::ClientMetric& metric : family.metric) {
         for (prometheus::ClientMetric::Label& label : metric.label) {
-          if (!IsValidUtf8(label.value)) label.value = ToValidUtf8(label.value);
+          if (IsValidUtf8(label.value)) continue;
+          label.value = ToValidUtf8(label.value);
+          rewritten = true;
         }
       }
+      if (!rewritten) continue;
+      std::set<std::vector<std::pair<std::string, std::string>>> seen;
+      std::erase_if(family.metric, [&seen](const prometheus::ClientMetric& metric) {
+        std::vector<std::pair<std::string, std::string>> labels;
+        for (const auto& label : metric.label) labels.emplace_back(label.name, label.value);
+        return !seen.insert(std::move(labels)).second;
+      });
     }
     return out;
   } catch (const std::exception& e) {

@@ -234,6 +234,23 @@ TEST(ServerCollectorTest, LabelValuesAreUtf8WhateverTheyQuote) {
       << text;
 }
 
+// Two folders that differ only in bytes that are not UTF-8 ("m\xff", "m\xfe") both show as
+// "m\uFFFD": their series came out twice, which a scrape must not hold.
+TEST(ServerCollectorTest, NamesThatBecomeOneLabelValueGiveOneSeries) {
+  StatsServer fake;
+  ServerCollector collector(fake);
+  auto first = SampleStats();
+  first.name = "m\xff";
+  auto second = SampleStats();
+  second.name = "m\xfe";
+  fake.SetStatistics(std::vector<ModelStatistics>{first, second});
+  const std::string text = RenderText(collector);
+  const std::string series = "nv_inference_request_success{model=\"m\xef\xbf\xbd\",version=\"3\"}";
+  const size_t at = text.find(series);
+  ASSERT_NE(at, std::string::npos) << text;
+  EXPECT_EQ(text.find(series, at + 1), std::string::npos) << text;
+}
+
 admission::AdmissionReport SampleAdmission() {
   admission::AdmissionReport report;
   report.ready = false;
