@@ -26,8 +26,8 @@ std::string OutputNames(const inference::ModelConfig& config) {
 
 // Maps `shape` (matching `from`, the -1s of which are filled by shape's values) onto
 // `to`, whose -1s take those values in order. Validation guarantees equal -1 counts.
-// `shape`, which fits `from` (named `from_name` in messages), as `to`: its -1 dims take
-// `shape`'s in order. Either shape must hold as many elements as the other.
+// `shape`, which must fit `from` (named `from_name` in messages), as `to`: its -1 dims take
+// `shape`'s in order (config validation keeps the fixed dims' products equal).
 StatusOr<std::vector<int64_t>> MapDynamicDims(const std::string& what, bool batched,
                                               const std::string& from_name,
                                               const google::protobuf::RepeatedField<int64_t>& from,
@@ -57,15 +57,6 @@ StatusOr<std::vector<int64_t>> MapDynamicDims(const std::string& what, bool batc
       return InvalidArgument(what + ": reshape has more -1 dims than dims " +
                              internal::DimsString(from));
     }
-  }
-  int64_t had = 1;
-  int64_t has = 1;
-  for (const int64_t d : shape) had *= d;
-  for (const int64_t d : out) has *= d;
-  if (had != has) {
-    return InvalidArgument(what + ": shape " + ShapeToString(shape) + " (" + std::to_string(had) +
-                           " elements) cannot become " + ShapeToString(out) + " (" +
-                           std::to_string(has) + ")");
   }
   return out;
 }

@@ -2,6 +2,7 @@
 
 #include <prometheus/text_serializer.h>
 
+#include <algorithm>
 #include <array>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -127,9 +128,11 @@ std::vector<MetricFamily> StatisticsFamilies(const std::vector<ModelStatistics>&
   MetricFamily output_us =
       Family("nv_inference_compute_output_duration_us",
              "Cumulative inference compute output duration in microseconds", MetricType::Counter);
+  // Triton's counts only the queued ones; fastpath's the running ones too (README), and the
+  // help text says so rather than Triton's "awaiting execution".
   MetricFamily pending = Family("nv_inference_pending_request_count",
-                                "Instantaneous number of pending requests awaiting execution "
-                                "per-model",
+                                "Instantaneous number of requests accepted and not yet answered "
+                                "(queued or running) per-model",
                                 MetricType::Gauge);
   // Triton's names above keep their `_us` and lack `_total` (promtool's lint complains about
   // them; dashboards built for Triton read them as they are). fastpath's own names pass it.
@@ -453,25 +456,37 @@ std::vector<MetricFamily> ServerCollector::Collect() const {
     for (MetricFamily& f : HeapFamilies(ReadHeapStatistics())) out.push_back(std::move(f));
     for (MetricFamily& f : ProcessFamilies(ReadProcessStatistics())) out.push_back(std::move(f));
     // A label value that is not UTF-8 fails the whole scrape in Prometheus: one that quotes
-    // other bytes (a model folder's name) shows each as U+FFFD. Two names that differ only
-    // in such bytes then name one series twice, which a scrape must not hold: the first
-    // stays (both are UNAVAILABLE models, with the same values).
+    // other bytes (a model folder's name) shows each as U+FFFD. Two names that differ only in
+    // such bytes (or one with a real U+FFFD there) then name one series twice, which a scrape
+    // must not hold: a series written as it was stays, and of the rewritten ones the first.
+    // A name that is not UTF-8 is never served, so what goes is an UNAVAILABLE model's state.
+    using LabelSet = std::vector<std::pair<std::string, std::string>>;
+    const auto label_set = [](const prometheus::ClientMetric& metric) {
+      LabelSet labels;
+      for (const auto& label : metric.label) labels.emplace_back(label.name, label.value);
+      return labels;
+    };
     for (MetricFamily& family : out) {
-      bool rewritten = false;
-      for (prometheus::ClientMetric& metric : family.metric) {
-        for (prometheus::ClientMetric::Label& label : metric.label) {
+      std::vector<bool> rewritten(family.metric.size(), false);
+      for (size_t m = 0; m < family.metric.size(); ++m) {
+        for (prometheus::ClientMetric::Label& label : family.metric[m].label) {
           if (IsValidUtf8(label.value)) continue;
           label.value = ToValidUtf8(label.value);
-          rewritten = true;
+          rewritten[m] = true;
         }
       }
-      if (!rewritten) continue;
-      std::set<std::vector<std::pair<std::string, std::string>>> seen;
-      std::erase_if(family.metric, [&seen](const prometheus::ClientMetric& metric) {
-        std::vector<std::pair<std::string, std::string>> labels;
-        for (const auto& label : metric.label) labels.emplace_back(label.name, label.value);
-        return !seen.insert(std::move(labels)).second;
-      });
+      if (std::find(rewritten.begin(), rewritten.end(), true) == rewritten.end()) continue;
+      std::set<LabelSet> seen;
+      for (size_t m = 0; m < family.metric.size(); ++m) {
+        if (!rewritten[m]) seen.insert(label_set(family.metric[m]));
+      }
+      std::vector<prometheus::ClientMetric> kept;
+      for (size_t m = 0; m < family.metric.size(); ++m) {
+        if (!rewritten[m] || seen.insert(label_set(family.metric[m])).second) {
+          kept.push_back(std::move(family.metric[m]));
+        }
+      }
+      family.metric = std::move(kept);
     }
     return out;
   } catch (const std::exception& e) {

@@ -195,6 +195,19 @@ std::string ModelRepository::NoFolder(const std::string& name) const {
          where;
 }
 
+scheduler::OutputShaper ModelRepository::OutputShaperFor(const inference::ModelConfig& config) {
+  const auto& outputs = config.output();
+  if (std::none_of(outputs.begin(), outputs.end(), [](const auto& o) { return o.has_reshape(); })) {
+    return nullptr;
+  }
+  // Outputs with a reshape reach clients in their `dims`.
+  return [config = &config](std::vector<Tensor>* tensors) {
+    // The model's answer and its config disagree: the server's fault, not the request's.
+    const Status shaped = config::ReshapeOutputsForClient(*config, tensors);
+    return shaped.ok() ? shaped : Internal(shaped.message());
+  };
+}
+
 std::string ModelRepository::Fingerprint(const std::string& name) const {
   // Names, sizes and modification times of everything under the model folder: cheap,
   // and any copy of a new model file or config changes it. Symbolic links are followed, and
@@ -321,16 +334,7 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadVersion(
     }
   }
   if (instances.empty()) return InvalidArgument("the config declares no model instance");
-  // Outputs with a reshape reach clients in their `dims`; the version outlives its scheduler.
-  scheduler::OutputShaper shape_outputs;
-  const auto& outputs = runtime->config.output();
-  if (std::any_of(outputs.begin(), outputs.end(), [](const auto& o) { return o.has_reshape(); })) {
-    shape_outputs = [config = &runtime->config](std::vector<Tensor>* tensors) {
-      // The model's answer and its config disagree: the server's fault, not the request's.
-      const Status shaped = config::ReshapeOutputsForClient(*config, tensors);
-      return shaped.ok() ? shaped : Internal(shaped.message());
-    };
-  }
+  scheduler::OutputShaper shape_outputs = OutputShaperFor(runtime->config);
   if (runtime->config.has_dynamic_batching() && runtime->config.max_batch_size() > 0) {
     // --max-queue-size bounds every queue whose policy sets no max_queue_size.
     FASTPATH_ASSIGN_OR_RETURN(

@@ -42,6 +42,7 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadEnsembleVersion(
     s.outputs.assign(step.output_map().begin(), step.output_map().end());
     plan.steps.push_back(std::move(s));
   }
+  plan.shape_outputs = OutputShaperFor(runtime->config);
   FASTPATH_ASSIGN_OR_RETURN(auto ensemble,
                             scheduler::EnsembleScheduler::Create(std::move(plan), step_binder_,
                                                                  &runtime->stats, options_.clock));

@@ -313,6 +313,7 @@ void EnsembleScheduler::Finish(const std::shared_ptr<Run>& run) {
         response.outputs.push_back(last ? std::move(*run->values[t]) : *run->values[t]);
         if (last) run->values[t].reset();
       }
+      if (status.ok() && plan_.shape_outputs) status = plan_.shape_outputs(&response.outputs);
     }
   }
   const Clock::time_point end = clock_->Now();

@@ -15,6 +15,7 @@ void Periodic::Start() {
       lock.unlock();
       pass_();
       lock.lock();
+      if (stop_) break;  // nothing more of the clock: a pass left to a hung read outlives it
       next = clock_->Now() + interval_;
     }
     exited_ = true;

@@ -249,6 +249,12 @@ TEST(ServerCollectorTest, NamesThatBecomeOneLabelValueGiveOneSeries) {
   const size_t at = text.find(series);
   ASSERT_NE(at, std::string::npos) << text;
   EXPECT_EQ(text.find(series, at + 1), std::string::npos) << text;
+  // A model really named "m\uFFFD" keeps its own series, whichever comes first.
+  auto real = SampleStats();
+  real.name = "m\xef\xbf\xbd";
+  real.inference_stats.success.count = 9;
+  fake.SetStatistics(std::vector<ModelStatistics>{first, real, second});
+  EXPECT_EQ(Parse(RenderText(collector)).Get(series), 9);
 }
 
 admission::AdmissionReport SampleAdmission() {

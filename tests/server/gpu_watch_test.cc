@@ -276,7 +276,8 @@ TEST(GpuWatchTest, AReadThatHangsQuarantinesEveryGpuAndTheShutdownGoesOn) {
   on_gpu.replace(on_gpu.find("\"simple\""), 8, "\"ongpu\"");
   on_gpu.replace(on_gpu.find("KIND_CPU"), 8, "KIND_GPU");
   repo.WriteConfig("ongpu", on_gpu);
-  testing::ManualClock clock;
+  // Static: the thread left to the hung read may still use it after the test returns.
+  static testing::ManualClock clock;
   auto source = std::make_shared<ScriptedSource>();
   gpu::GpuSample healthy;
   healthy.uuid = "GPU-test";

@@ -214,6 +214,38 @@ output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 2, 2 ] reshape: { shape:
   }
 }
 
+// An ensemble's own output reshape: its clients see the output's `dims`, as its metadata
+// says (a second reader found it dropped when the schedulers took the reshape over).
+TEST(ServerReshapeTest, AnEnsemblesOutputReachesClientsInItsDims) {
+  testing::TempRepository repo(FASTPATH_TEST_MODELS_DIR);
+  repo.AddVersion("flat", 1, "identity_fp32");
+  repo.WriteConfig("flat", R"(name: "flat" platform: "onnxruntime_onnx" max_batch_size: 4
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ])");
+  std::filesystem::create_directories(repo.root() / "square" / "1");
+  repo.WriteConfig("square", R"(name: "square" platform: "ensemble" max_batch_size: 4
+input [ { name: "X" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "Y" data_type: TYPE_FP32 dims: [ 2, 2 ] reshape: { shape: [ 4 ] } } ]
+ensemble_scheduling { step [ { model_name: "flat" model_version: -1
+  input_map { key: "INPUT0" value: "X" } output_map { key: "OUTPUT0" value: "Y" } } ] })");
+  ServerOptions options;
+  options.repository.roots = {repo.root()};
+  auto backend = onnxruntime::CreateOrtBackend();
+  ASSERT_TRUE(backend.ok());
+  auto created = Server::Create(options, std::move(backend).value());
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  InferRequest r;
+  r.model_name = "square";
+  r.inputs.push_back(Tensor{"X", DataType::kFp32, {1, 4}, std::string(16, '\0')});
+  std::promise<StatusOr<InferResponse>> p;
+  (*created)->InferAsync(std::move(r),
+                         [&](StatusOr<InferResponse> a) { p.set_value(std::move(a)); });
+  const StatusOr<InferResponse> answer = p.get_future().get();
+  ASSERT_TRUE(answer.ok()) << answer.status().ToString();
+  ASSERT_EQ(answer->outputs.size(), 1u);
+  EXPECT_EQ(answer->outputs[0].shape, (std::vector<int64_t>{1, 2, 2}));
+}
+
 // The pending count (nv_inference_pending_request_count) is the scheduler's queued plus
 // running requests. The first request's callback holds its instance (it runs on the
 // instance's thread), so the second one waits in the queue: a state, not a race.

@@ -338,6 +338,9 @@ class ModelRepository {
   // Builds a loaded ensemble again from the config it was loaded with, against the step
   // models serving now, and publishes it whether or not it validates.
   void Revalidate(const std::string& ensemble, std::set<std::string>* touched);
+  // The config's output reshape for the version's scheduler (scheduler::OutputShaper):
+  // null when no output has one. `config` is the version's, which outlives its scheduler.
+  static scheduler::OutputShaper OutputShaperFor(const inference::ModelConfig& config);
   std::string Fingerprint(const std::string& name) const;
   // Every model folder's name, across the roots, sorted, each once. A root that cannot be
   // listed adds "<root>: <why>" to `unreadable` when given.

@@ -59,6 +59,7 @@ struct EnsemblePlan {
   std::string name;                 // the ensemble model, for messages
   std::vector<std::string> inputs;  // the ensemble's input tensors
   std::vector<EnsembleStep> steps;
+  OutputShaper shape_outputs;  // the ensemble's own outputs' reshape, before they are counted
 };
 
 class EnsembleScheduler final : public Scheduler {
