@@ -573,9 +573,11 @@ int Serve(const std::vector<std::string>& args) {
   const auto grace = std::chrono::duration_cast<std::chrono::milliseconds>(flags.grace);
   // Order matters. The facade drains first: during the grace period readiness is false,
   // a new request is answered UNAVAILABLE (retryable elsewhere) instead of being cut off,
-  // and every request already accepted runs to its answer. Only then do the front ends
-  // close, each with its own grace for writing the answers still on their way out.
-  (*http)->StopAccepting();
+  // and every request already accepted runs to its answer. The ports stay open meanwhile:
+  // closing the HTTP listener at the signal reset the connections the kernel had queued,
+  // and refused the clients sent here before the endpoints changed. Only then do the front
+  // ends close, each with its own grace for writing the answers still on their way out.
+  (*http)->BeginDrain();
   const auto started = std::chrono::steady_clock::now();
   const size_t left = (*server)->Shutdown(grace);
   const auto remaining = std::max(std::chrono::milliseconds(1000),

@@ -382,6 +382,7 @@ ModelRepository::ModelState ModelRepository::LoadFromDisk(const std::string& nam
 
   auto fail = [&](const Status& status) {
     state.reason = status.message();
+    state.failure = status.code();
     state.folder.reset();  // nothing was loaded from it
     log::Error("model '" + ToValidUtf8(name) + "' failed to load: " + state.reason);
     return state;
@@ -491,6 +492,7 @@ void ModelRepository::LoadVersions(const std::string& name, const std::vector<in
     } else {
       vs.state = server::ModelState::kUnavailable;
       vs.reason = runtime.status().message();
+      vs.failure = runtime.status().code();
       log::Error("model '" + name + "' version " + std::to_string(v) +
                  " failed to load: " + vs.reason);
     }
@@ -619,9 +621,13 @@ void ModelRepository::LoadStartupModels(const std::vector<std::string>& explicit
         continue;
       }
     }
-    // A model that fails to load is logged with its reason and never stops the others.
-    if (Status s = Load(name); !s.ok() && s.code() != StatusCode::kUnavailable) {
-      log::Error("model '" + ToValidUtf8(name) + "' is not loaded: " + s.message());
+    // A model that fails to load is logged with its reason and never stops the others;
+    // one that failed before it was read (no folder, a bad name) is logged here.
+    if (Status s = Load(name); !s.ok()) {
+      std::lock_guard lock(mu_);
+      if (models_.count(name) == 0) {
+        log::Error("model '" + ToValidUtf8(name) + "' is not loaded: " + s.message());
+      }
     }
   }
   if (options_.mode == ControlMode::kPoll && !poll_thread_.joinable()) {
@@ -694,6 +700,7 @@ Status ModelRepository::LoadLocked(const std::string& name, bool load_missing_st
     ModelState changed;
     changed.reason = "the model folder changed while it was read (a copy in progress?); it is "
                      "read again at the next poll or load";
+    changed.failure = StatusCode::kUnavailable;  // worth trying again
     log::Warn("model '" + name + "': " + changed.reason);
     changed.step_models = std::move(fresh.step_models);
     fresh = std::move(changed);
@@ -702,11 +709,27 @@ Status ModelRepository::LoadLocked(const std::string& name, bool load_missing_st
   return Publish(name, std::move(fresh), /*keep_serving=*/true, touched);
 }
 
+StatusCode ModelRepository::LoadFailureCode(const ModelState& fresh) {
+  std::vector<StatusCode> codes;
+  if (!fresh.reason.empty()) codes.push_back(fresh.failure);
+  for (const VersionStatus& v : fresh.versions) {
+    if (v.runtime == nullptr) codes.push_back(v.failure);
+  }
+  for (StatusCode code : codes) {
+    if (code == StatusCode::kUnavailable || code == StatusCode::kResourceExhausted ||
+        code == StatusCode::kDeadlineExceeded) {
+      return code;
+    }
+  }
+  return StatusCode::kInvalidArgument;
+}
+
 Status ModelRepository::Publish(const std::string& name, ModelState fresh, bool keep_serving,
                                 std::set<std::string>* touched) {
   Status result = Status::Ok();
+  const StatusCode failure = LoadFailureCode(fresh);
   if (!fresh.reason.empty()) {
-    result = Unavailable("model '" + name + "' failed to load: " + fresh.reason);
+    result = Status(failure, "model '" + name + "' failed to load: " + fresh.reason);
   } else if (std::none_of(fresh.versions.begin(), fresh.versions.end(),
                           [](const VersionStatus& v) { return v.runtime != nullptr; })) {
     std::string reasons;
@@ -714,7 +737,7 @@ Status ModelRepository::Publish(const std::string& name, ModelState fresh, bool 
       reasons += (reasons.empty() ? "" : "; ") + std::string("version ") +
                  std::to_string(v.version) + ": " + v.reason;
     }
-    result = Unavailable("model '" + name + "' failed to load: " + reasons);
+    result = Status(failure, "model '" + name + "' failed to load: " + reasons);
   }
   ModelState old;
   bool unchanged = false;
@@ -733,7 +756,7 @@ Status ModelRepository::Publish(const std::string& name, ModelState fresh, bool 
     const std::string kept = keep_serving ? KeepServing(old, fresh) : "";
     if (!kept.empty()) {
       log::Error("model '" + name + "': " + kept);
-      result = Unavailable("model '" + name + "': " + kept);
+      result = Status(failure, "model '" + name + "': " + kept);
     }
     unchanged = !kept.empty() && !fresh.reload_failure.empty();  // kept whole: as it was
     if (!unchanged) StartCanary(name, old, fresh);

@@ -25,9 +25,15 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadEnsembleVersion(
   FASTPATH_RETURN_IF_ERROR(config::CompleteEnsembleConfig(&runtime->config));
   auto lookup = [this](const std::string& model,
                        int64_t step_version) -> StatusOr<inference::ModelConfig> {
-    FASTPATH_ASSIGN_OR_RETURN(
-        auto found, FindReady(model, step_version < 0 ? "" : std::to_string(step_version)));
-    return found->config;
+    auto found = FindReady(model, step_version < 0 ? "" : std::to_string(step_version));
+    if (!found.ok()) {
+      // A step that failed its own load fails the ensemble's the same way: fix the step.
+      if (found.status().code() == StatusCode::kUnavailable) {
+        return FailedPrecondition(found.status().message());
+      }
+      return found.status();
+    }
+    return (*found)->config;
   };
   FASTPATH_RETURN_IF_ERROR(config::ValidateEnsembleSteps(runtime->config, lookup));
 

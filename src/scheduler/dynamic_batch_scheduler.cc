@@ -176,8 +176,11 @@ void DynamicBatchScheduler::Enqueue(Job job) {
       entry.sequence = next_sequence_++;
       entry.enqueued = clock_->Now();
       std::chrono::microseconds timeout = q.policy.default_timeout;
-      if (q.policy.allow_timeout_override && job.timeout.count() > 0 &&
-          (timeout.count() == 0 || job.timeout < timeout)) {
+      // As Triton: a request's timeout may only shorten the policy's, so with no default
+      // timeout (0) it is not used (Triton's PolicyQueue; a client moved from it would see
+      // requests refused that Triton served).
+      if (q.policy.allow_timeout_override && job.timeout.count() > 0 && timeout.count() > 0 &&
+          job.timeout < timeout) {
         timeout = job.timeout;
       }
       if (timeout.count() > 0) entry.timeout = entry.enqueued + timeout;

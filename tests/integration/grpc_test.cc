@@ -435,6 +435,15 @@ TEST_F(GrpcExplicitTest, ALoadTakesItsConfigAndFiles) {
   ASSERT_TRUE(s.ok()) << Describe(s);
   EXPECT_EQ(answer.model_name(), "uploaded");
   EXPECT_EQ(answer.outputs_size(), 2);
+
+  // Files that cannot load fail the same way again: INVALID_ARGUMENT, as Triton answers, so
+  // that a retry policy on UNAVAILABLE leaves it alone. The previous load keeps serving.
+  grpc::ClientContext broken_ctx;
+  (*request.mutable_parameters())["file:1/model.onnx"].set_bytes_param("not a model");
+  s = grpc().RepositoryModelLoad(&broken_ctx, request, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << Describe(s);
+  EXPECT_NE(s.error_message().find("the previous load keeps serving"), std::string::npos)
+      << Describe(s);
 }
 
 }  // namespace

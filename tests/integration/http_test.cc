@@ -503,7 +503,7 @@ TEST_F(HttpExplicitTest, ALoadTakesTheModelsFiles) {
 
   HttpResponse broken = http().Post("/v2/repository/models/uploaded/load",
                                     LoadBody("{}", {{"1/model.onnx", "not a model"}}));
-  EXPECT_EQ(broken.status, 503) << broken.Describe();
+  EXPECT_EQ(broken.status, 400) << broken.Describe();
   EXPECT_NE(ErrorMessage(broken.body).find("the previous load keeps serving"), std::string::npos)
       << broken.Describe();
   EXPECT_EQ(http()

@@ -280,7 +280,7 @@ output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
 parameters { key: "fastpath.memory.limit_bytes" value { string_value: "2 GB" } }
 )");
   const HttpResponse r = http().Post("/v2/repository/models/bad_limit/load", "");
-  EXPECT_EQ(r.status, 503) << r.Describe();  // as every failed load (model_repository.cc)
+  EXPECT_EQ(r.status, 400) << r.Describe();  // as every failed load, as Triton
   EXPECT_NE(ErrorMessage(r.body).find("'fastpath.memory.limit_bytes' is '2 GB'"), std::string::npos)
       << r.Describe();
   EXPECT_EQ(Infer(http(), kSmall, 0).status, 200);

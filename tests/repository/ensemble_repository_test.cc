@@ -278,7 +278,11 @@ TEST_F(EnsembleRepositoryTest, TheEnsemblesNextLoadRetriesAStepThatFailedToLoad)
   }
   std::ofstream(file, std::ios::binary | std::ios::trunc) << "not an ONNX model";
   auto repo = Make(ControlMode::kExplicit);
-  EXPECT_FALSE(repo->Load("a_pipeline").ok());
+  // The step's broken file fails the ensemble's load as it fails the step's: not worth a
+  // retry until it changes (INVALID_ARGUMENT, as Triton; not UNAVAILABLE).
+  const Status failed = repo->Load("a_pipeline");
+  EXPECT_EQ(failed.code(), StatusCode::kInvalidArgument) << failed.ToString();
+  EXPECT_NE(failed.message().find("model 'double'"), std::string::npos) << failed.ToString();
   EXPECT_FALSE(Ready(*repo, "double", true));
 
   std::ofstream(file, std::ios::binary | std::ios::trunc) << good;
@@ -316,7 +320,7 @@ TEST_F(EnsembleRepositoryTest, AStepModelThatFailsToReloadKeepsServingAndSoDoesT
   changed.replace(changed.find("TYPE_FP32"), 9, "TYPE_FP64");
   repo_.WriteConfig("add_one", changed);
   const Status reload = repo->Load("add_one");
-  EXPECT_EQ(reload.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(reload.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(reload.message().find("the previous load keeps serving"), std::string::npos)
       << reload.message();
   // The previous add_one serves on, and the ensemble with it (issue 12).

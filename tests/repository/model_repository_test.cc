@@ -200,8 +200,46 @@ TEST_F(ModelRepositoryTest, AFailedReloadReportsItsReason) {
   ASSERT_TRUE(repo->Load("simple").ok());
   repo_.WriteConfig("simple", "max_batch_size: -3");
   Status s = repo->Load("simple");
-  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("max_batch_size"), std::string::npos) << s.message();
+}
+
+// A failure that may pass when the load is tried again keeps its own code, where a broken
+// file is INVALID_ARGUMENT (above): a folder written while it was read is UNAVAILABLE, a
+// refusal for memory RESOURCE_EXHAUSTED, whatever else failed beside it.
+TEST_F(ModelRepositoryTest, ALoadThatMayPassWhenTriedAgainKeepsItsCode) {
+  repo_.AddVersion("simple", 1, "simple");
+  repo_.AddVersion("simple", 2, "simple");
+  repo_.WriteConfig("simple", std::string(kSimpleConfig) + "version_policy: { all {} }");
+  RepositoryOptions options;
+  options.roots = {repo_.root()};
+  options.mode = ControlMode::kExplicit;
+  std::function<Status(ModelVersion&)> admit;
+  options.admit = [&](const std::filesystem::path&, ModelVersion& version) {
+    return admit(version);
+  };
+  ModelRepository repo(options, backend_.get());
+
+  admit = [](ModelVersion& version) {
+    return version.version == 1 ? FailedPrecondition("the self-test failed")
+                                : ResourceExhausted("out of memory: the budget is spent");
+  };
+  Status s = repo.Load("simple");
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
+  EXPECT_NE(s.message().find("the self-test failed"), std::string::npos) << s.message();
+
+  int writes = 0;
+  admit = [&](ModelVersion&) {
+    std::ofstream(repo_.root() / "simple" / ("notes-" + std::to_string(++writes) + ".txt"))
+        << "copied meanwhile";
+    return Status::Ok();
+  };
+  s = repo.Load("simple");
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  EXPECT_NE(s.message().find("changed while it was read"), std::string::npos) << s.message();
+
+  admit = [](ModelVersion&) { return Status::Ok(); };
+  EXPECT_TRUE(repo.Load("simple").ok());
 }
 
 // Triton's load parameter "config": used instead of config.pbtxt for this load only; a
@@ -314,10 +352,10 @@ TEST_F(ModelRepositoryTest, ALoadsBadConfigOrFilesFailAndWhatServesStays) {
     load.files = c.files;
     // A new name: nothing serves, and the failed model is listed; its files go at once.
     const Status fresh = repo->Load("fresh", load);
-    EXPECT_EQ(fresh.code(), StatusCode::kUnavailable) << fresh.ToString();
+    EXPECT_EQ(fresh.code(), StatusCode::kInvalidArgument) << fresh.ToString();
     EXPECT_EQ(LoadFolders(), 0u);
     s = repo->Load("simple", load);
-    EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
     EXPECT_NE(s.message().find(c.reason), std::string::npos) << s.message();
     EXPECT_NE(s.message().find("the previous load keeps serving"), std::string::npos)
         << s.message();
@@ -332,7 +370,7 @@ TEST_F(ModelRepositoryTest, ALabelFileNamedButAbsentFailsTheLoad) {
   repo_.WriteConfig("labelled", R"(output [ { name: "OUTPUT0" label_filename: "labels.txt" } ])");
   auto repo = Make(ControlMode::kExplicit);
   const Status absent = repo->Load("labelled");
-  EXPECT_EQ(absent.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(absent.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(
       absent.message().find("output 'OUTPUT0': label_filename 'labels.txt' is not a file in " +
                             (repo_.root() / "labelled").string()),
@@ -532,7 +570,7 @@ TEST_F(ModelRepositoryTest, AConfigThatNoLongerParsesKeepsThePreviousLoadServing
   ASSERT_TRUE(repo->Load("simple").ok());
   repo_.WriteConfig("simple", "max_batch_size: -3");
   const Status s = repo->Load("simple");
-  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("the previous load keeps serving"), std::string::npos)
       << s.message();
   EXPECT_TRUE(repo->FindReady("simple", "").ok());

@@ -84,10 +84,11 @@ class HttpServer {
   // The port actually bound (the chosen one when options.port was 0).
   int port() const;
 
-  // Closes the listener: new connections are refused. Requests already received, and
-  // requests that arrive on open connections, are still answered, each with
-  // Connection: close (the connection closes after it).
-  void StopAccepting();
+  // The drain begins: every answer from now on carries Connection: close (the connection
+  // closes after it). The listener still accepts: a client sent here before the load
+  // balancer learned of the drain gets the facade's answer (503 while it drains), never a
+  // reset connection. Shutdown closes the listener.
+  void BeginDrain();
 
   // Stops accepting, closes idle connections, waits until every request in flight has
   // been answered or `grace` has passed, then closes everything and stops the threads.

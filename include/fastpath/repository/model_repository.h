@@ -151,6 +151,7 @@ struct VersionStatus {
   int64_t version = 0;
   server::ModelState state = server::ModelState::kUnknown;
   std::string reason;
+  StatusCode failure = StatusCode::kOk;   // the code of the load's failure, when it failed
   std::shared_ptr<ModelVersion> runtime;  // set only when READY
 };
 
@@ -226,6 +227,8 @@ class ModelRepository {
   // then need not exist; a later load without them reads the repository again. A config
   // that does not parse, or files that cannot be written, are refused before anything
   // changes (InvalidArgument, Internal); the rest fails as a load from disk does.
+  // A load that fails is InvalidArgument, as Triton's, unless it may pass when tried again
+  // (LoadFailureCode); a model without a folder is NotFound.
   Status Load(const std::string& name, const LoadOverride& load = {});
   // Stops serving the model; requests already accepted are answered first. Ensembles
   // that use it are re-validated, and so become UNAVAILABLE with the reason. A model with
@@ -271,6 +274,7 @@ class ModelRepository {
  private:
   struct ModelState {
     std::string reason;  // model-level failure (config, versions); empty otherwise
+    StatusCode failure = StatusCode::kOk;  // the code of that failure
     std::filesystem::path dir;  // where its files were read: <root>/<model> or `folder`'s
     std::shared_ptr<const LoadFolder> folder;  // a load request's files; null: the repository's
     std::vector<VersionStatus> versions;
@@ -293,6 +297,11 @@ class ModelRepository {
     std::shared_ptr<Canary> canary;
   };
 
+  // The code a failed load answers with. As Triton (INVALID_ARG, HTTP 400): the same
+  // files fail the same way again, so a client that retries on UNAVAILABLE must not retry
+  // them for ever. A failure that may pass by itself keeps its own code: a folder written
+  // while it was read, the server shutting down (UNAVAILABLE), memory (RESOURCE_EXHAUSTED).
+  static StatusCode LoadFailureCode(const ModelState& fresh);
   // The lookup of FindReady, with mu_ held.
   static StatusOr<std::shared_ptr<ModelVersion>> FindLocked(const std::string& name,
                                                             const ModelState& state,

@@ -144,7 +144,8 @@ struct ServerCore {
 
   const HttpOptions options;
   std::unique_ptr<http::EndpointRouter> router;  // set once before the first accept
-  std::atomic<bool> draining{false};             // StopAccepting or Shutdown began: no keep-alive
+  std::atomic<bool> draining{false};             // BeginDrain or Shutdown began: no keep-alive
+  std::atomic<bool> closing{false};              // Shutdown began: no request is read any more
   std::atomic<uint64_t> next_session_id{1};
   // Held by request bodies being read or served (and by the gRPC front end's requests).
   const std::shared_ptr<RequestBytes> request_bytes;
@@ -268,7 +269,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
  private:
   void ReadHeader() {
     idle_ = true;
-    if (core_->draining) return Close();
+    // While draining, a request is still read and answered (with Connection: close): one
+    // on a connection made meanwhile, or sent on a kept-alive one as the drain began, would
+    // otherwise meet a closed connection and be lost to its client.
+    if (core_->closing) return Close();
     if (buffer_.size() == 0 && buffer_.capacity() > kReadBufferBytes) {
       buffer_ = beast::flat_buffer();
       buffer_.reserve(kReadBufferBytes);
@@ -685,9 +689,7 @@ class HttpServerImpl {
 
   int port() const { return port_; }
 
-  void StopAccepting() {
-    std::lock_guard lock(lifecycle_mu_);
-    StopAcceptingLocked();
+  void BeginDrain() {
     // What is answered from now on carries Connection: close, so that a client takes its next
     // request to a server that still accepts, instead of meeting this one's refusals.
     core_->draining = true;
@@ -700,6 +702,7 @@ class HttpServerImpl {
     const auto deadline = std::chrono::steady_clock::now() + grace;
     StopAcceptingLocked();
     core_->draining = true;
+    core_->closing = true;
     if (running_) {
       for (auto& session : core_->LiveSessions()) session->CloseIfIdle();
       core_->WaitNoneInFlight(deadline);
@@ -811,7 +814,7 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(server::InferenceServer&
 HttpServer::HttpServer(std::unique_ptr<HttpServerImpl> impl) : impl_(std::move(impl)) {}
 HttpServer::~HttpServer() = default;  // the impl's destructor shuts down
 int HttpServer::port() const { return impl_->port(); }
-void HttpServer::StopAccepting() { impl_->StopAccepting(); }
+void HttpServer::BeginDrain() { impl_->BeginDrain(); }
 void HttpServer::Shutdown(std::chrono::milliseconds grace) { impl_->Shutdown(grace); }
 
 }  // namespace fastpath::frontend

@@ -1077,15 +1077,22 @@ TEST_F(HttpFrontendTest, LateFacadeReplyAfterShutdownIsDropped) {
   EXPECT_TRUE(c.ServerClosed());
 }
 
-TEST_F(HttpFrontendTest, StopAcceptingKeepsOpenConnectionsServed) {
+TEST_F(HttpFrontendTest, ADrainAnswersOpenAndNewConnectionsAndClosesThem) {
   TestClient c(server_->port());
   ASSERT_EQ(c.Get("/v2").status, 200);
-  server_->StopAccepting();
+  server_->BeginDrain();
   // Answered, and told to go elsewhere for the next one.
   const auto reply = c.Get("/v2/health/live");
   EXPECT_EQ(reply.status, 200);
   EXPECT_EQ(reply.Header("Connection"), "close");
   EXPECT_TRUE(c.ServerClosed());
+  // A connection made during the drain (a client sent here before the endpoints changed)
+  // is answered too, never reset.
+  TestClient late(server_->port());
+  const auto late_reply = late.Get("/v2/health/live");
+  EXPECT_EQ(late_reply.status, 200);
+  EXPECT_EQ(late_reply.Header("Connection"), "close");
+  EXPECT_TRUE(late.ServerClosed());
 }
 
 // The idle timeout: a connection that sends nothing, or stops halfway through a header,
