@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,6 +39,58 @@
 
 namespace fastpath::cli {
 namespace {
+
+// SIGTERM and SIGINT, taken with sigwait on a thread of their own from before the models
+// load (every other thread blocks them). During start-up a signal ends the process at once:
+// nothing has been accepted yet, and a pod deleted while it loads goes now, not at
+// Kubernetes' SIGKILL after terminationGracePeriodSeconds. Once serving, the first signal
+// begins the drain, and a second one ends the process at once (Ctrl-C twice).
+class ShutdownSignals {
+ public:
+  explicit ShutdownSignals(const sigset_t& signals) : signals_(signals) {
+    // Never joined: it waits in sigwait until the process ends.
+    std::thread([this] { Watch(); }).detach();
+  }
+  // From now on a signal drains instead of ending the process.
+  void Serving() {
+    std::lock_guard lock(mu_);
+    serving_ = true;
+  }
+  // Waits for the signal that begins the drain; returns it.
+  int AwaitDrain() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return first_ != 0; });
+    return first_;
+  }
+
+ private:
+  void Watch() {
+    for (;;) {
+      int number = 0;
+      if (sigwait(&signals_, &number) != 0) continue;
+      const std::string name = number == SIGTERM ? "SIGTERM" : "SIGINT";
+      std::lock_guard lock(mu_);
+      if (!serving_) {
+        log::Warn(name + " during start-up: exiting before serving (no request was accepted)");
+        std::_Exit(128 + number);
+      }
+      if (first_ != 0) {
+        log::Warn(name +
+                  " during the drain: exiting now; the requests still in flight are "
+                  "not answered");
+        std::_Exit(128 + number);
+      }
+      first_ = number;
+      cv_.notify_all();
+    }
+  }
+
+  const sigset_t signals_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool serving_ = false;  // guarded by mu_
+  int first_ = 0;         // guarded by mu_; the signal that began the drain
+};
 
 const char* ControlModeName(repository::ControlMode mode) {
   switch (mode) {
@@ -490,12 +544,14 @@ int Serve(const std::vector<std::string>& args) {
   // broken pipe fail and are dropped. (Sockets never raise it: Asio and gRPC send with
   // MSG_NOSIGNAL.)
   signal(SIGPIPE, SIG_IGN);
-  // Block the shutdown signals in every thread; the main thread takes them with sigwait.
+  // Block the shutdown signals in every thread; ShutdownSignals' own takes them.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // Leaked on purpose: its thread uses it until the process ends.
+  auto* shutdown_signals = new ShutdownSignals(signals);
 
   if (int code = AdmitNode(&flags); code != kExitOk) return code;
   if (int code = OpenGpuTelemetry(&flags); code != kExitOk) return code;
@@ -525,6 +581,8 @@ int Serve(const std::vector<std::string>& args) {
         "measure itself against the allowed baselines (--rollout-verdict-baseline, "
         "--rollout-verdict-records), a few seconds of load on both");
   }
+  // A signal from here on drains: the front ends may accept requests from now.
+  shutdown_signals->Serving();
   // One bound for both front ends: the memory is the process's.
   flags.http.request_bytes = flags.grpc.request_bytes =
       std::make_shared<frontend::RequestBytes>(flags.request_bytes_in_flight);
@@ -566,8 +624,7 @@ int Serve(const std::vector<std::string>& args) {
     if (!s.ok()) log::Error(s.message());
   }
 
-  int signal_number = 0;
-  sigwait(&signals, &signal_number);
+  const int signal_number = shutdown_signals->AwaitDrain();
   log::Info(std::string(signal_number == SIGTERM ? "SIGTERM" : "SIGINT") +
             ": draining (grace period " + std::to_string(flags.grace.count()) + " s)");
   const auto grace = std::chrono::duration_cast<std::chrono::milliseconds>(flags.grace);
@@ -579,7 +636,7 @@ int Serve(const std::vector<std::string>& args) {
   // ends close, each with its own grace for writing the answers still on their way out.
   (*http)->BeginDrain();
   const auto started = std::chrono::steady_clock::now();
-  const size_t left = (*server)->Shutdown(grace);
+  const server::Server::DrainResult left = (*server)->Shutdown(grace);
   const auto remaining = std::max(std::chrono::milliseconds(1000),
                                   grace - std::chrono::duration_cast<std::chrono::milliseconds>(
                                               std::chrono::steady_clock::now() - started));
@@ -587,9 +644,10 @@ int Serve(const std::vector<std::string>& args) {
   (*http)->Shutdown(remaining);
   grpc_stop.join();
   metrics_server.reset();  // served through the drain; closed last
-  if (left > 0) {
-    log::Warn(std::to_string(left) +
-              " requests outlived the grace period; answered them before exit");
+  if (left.outlived > 0) {
+    log::Warn(std::to_string(left.outlived) +
+              " requests outlived the grace period: " + std::to_string(left.refused) +
+              " had not started and were answered UNAVAILABLE, the rest ran to their answers");
   }
   log::Info("stopped");
   return 0;

@@ -209,10 +209,11 @@ scheduler::OutputShaper ModelRepository::OutputShaperFor(const inference::ModelC
 }
 
 std::string ModelRepository::Fingerprint(const std::string& name) const {
-  // Names, sizes and modification times of everything under the model folder: cheap,
-  // and any copy of a new model file or config changes it. Symbolic links are followed, and
-  // where each one points is part of it: a version folder that is a link swapped to another
-  // checkout (git-sync, a ConfigMap's ..data) is a change even when the files look alike.
+  // Names, permissions, sizes and modification times of everything under the model folder:
+  // cheap, and any copy of a new model file or config changes it, and so does a chmod that
+  // makes an unreadable file readable (its failed load is then tried again). Symbolic links are
+  // followed, and where each one points is part of it: a version folder that is a link swapped to
+  // another checkout (git-sync, a ConfigMap's ..data) is a change even when the files look alike.
   // Bounded, so that a link loop cannot make a poll endless. With several roots, the
   // folder of each that has one: a second folder of the name appearing is a change too.
   constexpr int kMaxDepth = 8;
@@ -230,7 +231,8 @@ std::string ModelRepository::Fingerprint(const std::string& name) const {
                                               ec);
          !ec && it != fs::recursive_directory_iterator() && ++entries <= kMaxEntries;
          it.increment(ec)) {
-      out << it->path().string() << ':';
+      out << it->path().string() << ':' << static_cast<unsigned>(it->status(ec).permissions())
+          << ':';
       if (it->is_symlink(ec)) out << "->" << fs::read_symlink(it->path(), ec).string() << ':';
       if (it->is_regular_file(ec)) {
         out << it->file_size(ec) << ':' << it->last_write_time(ec).time_since_epoch().count();
@@ -917,6 +919,28 @@ void ModelRepository::StopAll() {
     models.swap(models_);
   }
   for (const auto& [name, state] : models) StopVersions(state);
+}
+
+size_t ModelRepository::FailQueued(const Status& why) {
+  std::vector<std::shared_ptr<ModelVersion>> versions;
+  {
+    std::lock_guard lock(retire_mu_);
+    for (const auto& [at, version] : retiring_) versions.push_back(version);
+  }
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [name, state] : models_) {
+      for (const auto& v : state.versions) {
+        if (v.runtime) versions.push_back(v.runtime);
+      }
+      if (state.canary) versions.push_back(state.canary->phase.stable);
+    }
+  }
+  size_t failed = 0;
+  for (const auto& version : versions) {
+    if (version && version->scheduler) failed += version->scheduler->FailQueued(why);
+  }
+  return failed;
 }
 
 StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::FindReady(const std::string& name,

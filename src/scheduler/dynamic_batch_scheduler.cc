@@ -540,7 +540,7 @@ size_t DynamicBatchScheduler::Pending() const {
 
 Status DynamicBatchScheduler::Health() const { return health_->Check(); }
 
-void DynamicBatchScheduler::FailQueued(const Status& why) {
+size_t DynamicBatchScheduler::FailQueued(const Status& why) {
   std::vector<Answer> answers;
   {
     std::lock_guard lock(mu_);
@@ -558,7 +558,9 @@ void DynamicBatchScheduler::FailQueued(const Status& why) {
     cancellable_ = 0;
     earliest_expiry_ = Clock::time_point::max();
   }
+  const size_t failed = answers.size();
   Deliver(std::move(answers));
+  return failed;
 }
 
 size_t DynamicBatchScheduler::Queued() const {

@@ -153,7 +153,7 @@ void InstancePoolScheduler::WorkerLoop(size_t index) {
   }
 }
 
-void InstancePoolScheduler::FailQueued(const Status& why) {
+size_t InstancePoolScheduler::FailQueued(const Status& why) {
   std::deque<Job> waiting;
   {
     std::lock_guard lock(mu_);
@@ -165,6 +165,7 @@ void InstancePoolScheduler::FailQueued(const Status& why) {
     }
     job.done(Unavailable("model '" + job.request.model_name + "': " + why.message()));
   }
+  return waiting.size();
 }
 
 void InstancePoolScheduler::RunOnCaller(size_t index, Job& job) {

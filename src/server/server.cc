@@ -472,8 +472,8 @@ void Server::RunOnVersion(const std::shared_ptr<repository::ModelVersion>& runti
   runtime->scheduler->Enqueue(std::move(job));
 }
 
-size_t Server::Shutdown(std::chrono::milliseconds grace) {
-  size_t left = 0;
+Server::DrainResult Server::Shutdown(std::chrono::milliseconds grace) {
+  DrainResult result;
   {
     std::lock_guard lock(inflight_mu_);
     shutting_down_ = true;
@@ -494,14 +494,19 @@ size_t Server::Shutdown(std::chrono::milliseconds grace) {
   {
     std::unique_lock lock(inflight_mu_);
     inflight_cv_.wait_for(lock, grace, [&] { return inflight_ == 0; });
-    left = inflight_;
+    result.outlived = inflight_;
+  }
+  if (result.outlived > 0) {
+    result.refused = repository_->FailQueued(
+        Unavailable("the server is shutting down, and the request had not started when the "
+                    "grace period ended (--grace-period-secs); it never ran"));
   }
   // A load or unload already running finishes (its caller is answered).
   control_.Stop();
-  // Stopping the schedulers drains what they accepted, so even the requests past the
-  // grace period get an answer before the process exits.
+  // Stopping the schedulers drains what they still hold (the runs in progress), so every
+  // request accepted gets an answer before the process exits.
   repository_->StopAll();
-  return left;
+  return result;
 }
 
 }  // namespace fastpath::server

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -705,6 +706,62 @@ TEST(LogPipeTest, AServerWhoseLogReaderWentAwayServesOnAndStopsCleanly) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
       << (WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
                               : "exit status " + std::to_string(WEXITSTATUS(status)));
+}
+
+// A pod deleted while its models load: SIGTERM ends the process at once (nothing was
+// accepted yet), where it used to wait for the load to end, or for Kubernetes' SIGKILL. A
+// config.pbtxt that is a FIFO stands for a volume that hangs: the load blocks on it.
+TEST(StartupSignalTest, ASigtermWhileTheModelsLoadEndsTheProcessAtOnce) {
+  testing::TempRepository repo(FASTPATH_TEST_MODELS_DIR);
+  repo.AddVersion("hangs", 1, "simple");
+  const std::filesystem::path fifo = repo.root() / "hangs" / "config.pbtxt";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0) << strerror(errno);
+  std::vector<std::string> args = {
+      FastpathBinary(), "serve",     "--model-repository", repo.root().string(),
+      "--host",         "127.0.0.1", "--http-port",        "0",
+      "--grpc-port",    "0",         "--metrics-port",     "0"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int log[2];
+  ASSERT_EQ(pipe(log), 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, log[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, log[1], STDERR_FILENO);
+  posix_spawn_file_actions_addclose(&actions, log[0]);
+  pid_t pid = -1;
+  const int spawned = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(log[1]);
+  ASSERT_EQ(spawned, 0) << strerror(spawned);
+
+  // The last line before the models load; then give it a moment to block on the FIFO.
+  std::string text;
+  char buffer[4096];
+  for (ssize_t n; text.find("execution providers per model") == std::string::npos &&
+                  (n = read(log[0], buffer, sizeof(buffer))) > 0;) {
+    text.append(buffer, static_cast<size_t>(n));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  kill(pid, SIGTERM);
+  int status = 0;
+  pid_t ended = 0;
+  for (int i = 0; i < 200 && ended == 0; ++i) {  // 10 s: a blocked load never ends by itself
+    ended = waitpid(pid, &status, WNOHANG);
+    if (ended == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (ended == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  for (ssize_t n; (n = read(log[0], buffer, sizeof(buffer))) > 0;) {
+    text.append(buffer, static_cast<size_t>(n));
+  }
+  close(log[0]);
+  ASSERT_EQ(ended, pid) << "SIGTERM did not end the start-up:\n" << text;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGTERM) << text;
+  EXPECT_NE(text.find("SIGTERM during start-up"), std::string::npos) << text;
 }
 
 // ---- Start-up failures ----

@@ -472,6 +472,24 @@ TEST_F(ModelRepositoryTest, PollPicksUpNewChangedAndRemovedModels) {
   EXPECT_EQ(repo->FindReady("simple_fp32", "").status().code(), StatusCode::kNotFound);
 }
 
+// A file made readable again (chmod) is a change: its failed load was never tried again,
+// since names, sizes and times had not changed. (Run as root here, where the mode does not
+// stop a read: the reload is what is seen.)
+TEST_F(ModelRepositoryTest, PollReloadsAModelWhoseFilesPermissionsChanged) {
+  repo_.AddVersion("simple", 1, "simple");
+  auto repo = Make(ControlMode::kPoll);
+  repo->Poll();
+  const auto before = repo->FindReady("simple", "");
+  ASSERT_TRUE(before.ok());
+  const std::filesystem::path file = repo_.root() / "simple" / "1" / "model.onnx";
+  std::filesystem::permissions(file, std::filesystem::perms::owner_exec,
+                               std::filesystem::perm_options::add);
+  repo->Poll();
+  const auto after = repo->FindReady("simple", "");
+  ASSERT_TRUE(after.ok());
+  EXPECT_NE(before->get(), after->get()) << "the poll did not load it again";
+}
+
 // A version folder that is a symbolic link, swapped to another folder (git-sync, a
 // ConfigMap's ..data): the poll reloads it, as Triton's does. Files replaced inside the
 // linked folder are seen too, and a link loop does not stop the poll.

@@ -492,6 +492,26 @@ TEST_F(DynamicBatchSchedulerTest, PrioritiesAreServedInOrder) {
   EXPECT_EQ(served, (std::vector<int>{100, 3, 5, 2, 6, 1, 4}));
 }
 
+// A shutdown past its grace period answers what waits (Server::Shutdown); what runs runs.
+TEST_F(DynamicBatchSchedulerTest, FailQueuedAnswersWhatWaitsAndLeavesWhatRuns) {
+  Start(Options(1));
+  Enqueue(MakeJob(100));  // occupies the instance
+  model_.WaitRuns(1);
+  Enqueue(MakeJob(1));
+  Enqueue(MakeJob(2));
+  EXPECT_EQ(sched_->FailQueued(Unavailable("the grace period ended")), 2u);
+  for (int id : {1, 2}) {
+    ASSERT_TRUE(answers_.Has(id));
+    EXPECT_EQ(answers_.Get(id).status().code(), StatusCode::kUnavailable);
+    EXPECT_NE(answers_.Get(id).status().message().find("the grace period ended"),
+              std::string::npos);
+  }
+  model_.Open();
+  ExpectOk(100);
+  sched_.reset();
+  EXPECT_EQ(model_.RunCount(), 1u);
+}
+
 TEST_F(DynamicBatchSchedulerTest, QueueTimeoutRejectsAndNeverRuns) {
   DynamicBatchOptions o = Options(1);
   o.default_queue_policy.default_timeout = microseconds(1000);

@@ -293,10 +293,52 @@ TEST_F(ServerTest, ShutdownAnswersInFlightAndRefusesNew) {
       results[i].set_value(std::move(r));
     });
   }
-  EXPECT_EQ(server_->Shutdown(std::chrono::seconds(30)), 0u);
+  EXPECT_EQ(server_->Shutdown(std::chrono::seconds(30)).outlived, 0u);
   for (auto& r : results) EXPECT_TRUE(r.get_future().get().ok());
   EXPECT_FALSE(server_->IsReady());
   EXPECT_EQ(Infer(SimpleRequest()).status().code(), StatusCode::kUnavailable);
+}
+
+// The grace period bounds the drain: what has not started when it ends is answered
+// UNAVAILABLE (retryable elsewhere), and only the runs in progress hold the exit. A deep
+// queue used to run whole after the grace period, past Kubernetes' termination grace,
+// which then killed the process with every answer still owed. The first request's
+// callback holds the one instance, so the others wait in the queue.
+void ExpectTheGracePeriodBoundsTheDrain(Server& server, InferRequest request) {
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::promise<void> first_running;
+  std::promise<bool> first_ok;
+  server.InferAsync(request, [&, released](StatusOr<InferResponse> r) {
+    first_running.set_value();
+    released.wait();
+    first_ok.set_value(r.ok());
+  });
+  first_running.get_future().wait();
+  constexpr int kQueued = 3;
+  std::vector<std::promise<StatusOr<InferResponse>>> queued(kQueued);
+  for (int i = 0; i < kQueued; ++i) {
+    server.InferAsync(
+        request, [&queued, i](StatusOr<InferResponse> r) { queued[i].set_value(std::move(r)); });
+  }
+  auto shutdown = std::async(std::launch::async,
+                             [&] { return server.Shutdown(std::chrono::milliseconds(100)); });
+  for (auto& q : queued) {
+    const StatusOr<InferResponse> r = q.get_future().get();  // before the first run ends
+    EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
+    EXPECT_NE(r.status().message().find("had not started when the grace period ended"),
+              std::string::npos)
+        << r.status().message();
+  }
+  release.set_value();
+  EXPECT_TRUE(first_ok.get_future().get());  // what ran is answered
+  const Server::DrainResult drained = shutdown.get();
+  EXPECT_EQ(drained.outlived, 1u + kQueued);
+  EXPECT_EQ(drained.refused, static_cast<size_t>(kQueued));
+}
+
+TEST_F(ServerTest, TheGracePeriodBoundsTheDrain) {
+  ExpectTheGracePeriodBoundsTheDrain(*server_, SimpleRequest());
 }
 
 // A request whose client goes away while it waits in the queue never reaches the

@@ -242,6 +242,9 @@ class ModelRepository {
   void Poll();
   // Stops every scheduler, draining what was accepted. Lookups fail afterwards.
   void StopAll();
+  // Scheduler::FailQueued on every version's scheduler (retiring ones and a canary's stable
+  // load too); returns how many jobs were answered.
+  size_t FailQueued(const Status& why);
 
   // `version` empty: the highest READY version. NotFound for an unknown model or
   // version, Unavailable when it exists but is not READY (with the reason).

@@ -103,6 +103,7 @@ class DynamicBatchScheduler final : public Scheduler {
   // once every run, on the instances' threads or on callers', has been answered.
   void Stop() override;
   size_t Pending() const override;
+  size_t FailQueued(const Status& why) override;  // not under mu_
   Status Health() const override;
   // Requests waiting in the queues (not yet handed to an instance).
   size_t Queued() const;
@@ -168,8 +169,6 @@ class DynamicBatchScheduler final : public Scheduler {
   // Runs the batch and adds its answers; true when the run failed for lack of memory (the
   // instance must then recover before it takes more work).
   bool Execute(backend::ModelInstance* instance, Batch& batch, std::vector<Answer>* answers);
-  // Answers every queued request with `why` (no instance can serve). Not under mu_.
-  void FailQueued(const Status& why);
   // Answers outside the lock, in arrival order when preserve_ordering asks for it.
   void Deliver(std::vector<Answer> answers);
   Answer Fail(Entry& entry, Status status, FailureReason reason);

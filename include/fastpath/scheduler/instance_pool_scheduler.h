@@ -46,6 +46,7 @@ class InstancePoolScheduler final : public Scheduler {
   void Enqueue(Job job) override;
   void Stop() override;
   size_t Pending() const override;
+  size_t FailQueued(const Status& why) override;
   Status Health() const override;
 
  private:
@@ -54,8 +55,6 @@ class InstancePoolScheduler final : public Scheduler {
   // Runs and answers the job; true when the run failed for lack of memory (the instance
   // must then recover before it takes more work).
   bool Execute(backend::ModelInstance* instance, Job& job);
-  // Answers every queued job with `why` (no instance can serve).
-  void FailQueued(const Status& why);
 
   std::vector<std::unique_ptr<backend::ModelInstance>> instances_;
   StatsRecorder* stats_;

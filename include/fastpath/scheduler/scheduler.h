@@ -68,6 +68,14 @@ class Scheduler {
   virtual void Stop() = 0;
   // Jobs accepted and not yet answered.
   virtual size_t Pending() const = 0;
+  // Answers every job accepted and not yet started with Unavailable ("model 'M': " + why's
+  // message), and returns how many: a shutdown whose grace period has ended answers what
+  // waits instead of running it. What runs is unaffected. A scheduler whose jobs only wait
+  // in other schedulers (an ensemble's steps) has none of its own.
+  virtual size_t FailQueued(const Status& why) {
+    (void)why;
+    return 0;
+  }
   // Unavailable, with the reason, while no instance can serve (each out of service after
   // running out of memory, and not yet rebuilt); Ok otherwise. Cheap: the repository asks
   // it for every request, and readiness follows it.

@@ -124,11 +124,19 @@ class Server final : public InferenceServer {
   Status UnloadModel(const std::string& name, bool unload_dependents = false);
   void InferAsync(InferRequest request, InferCallback done) override;
 
+  // What a shutdown's drain left when its grace period ended.
+  struct DrainResult {
+    size_t outlived = 0;  // requests still in flight (0 when everything drained)
+    size_t refused = 0;   // of those, not yet started: answered UNAVAILABLE
+  };
   // Refuses new requests from now on (readiness turns false), waits up to `grace` for the
   // requests in flight, refuses queued model-control operations and waits for the running
-  // ones, then stops every model. Returns how many requests were still in
-  // flight when the grace period ended (0 when everything drained).
-  size_t Shutdown(std::chrono::milliseconds grace);
+  // ones. Requests that have not started when the grace period ends are answered
+  // UNAVAILABLE (retryable elsewhere), so that the process ends within about the grace
+  // period plus the runs in progress, and not minutes later under a deep queue (killed by
+  // Kubernetes, with every answer lost). Then stops every model, the runs in progress
+  // answered first.
+  DrainResult Shutdown(std::chrono::milliseconds grace);
 
  private:
   Server(ServerOptions options, std::shared_ptr<backend::Backend> backend);
