@@ -177,12 +177,17 @@ Status CompleteAndValidate(const ModelSignature& signature, inference::ModelConf
     }
     FillFromSpec(spec, max_batch_size, entry);
   }
+  // Outputs the config lists are all it serves, as Triton's: a model's other outputs are
+  // neither computed for clients nor shown in its metadata. Only a config that lists none
+  // takes every output of the model.
+  const bool outputs_listed = config->output_size() > 0;
   for (const auto& spec : signature.outputs) {
     inference::ModelOutput* entry = nullptr;
     for (auto& output : *config->mutable_output()) {
       if (output.name() == spec.name) entry = &output;
     }
     if (entry == nullptr) {
+      if (outputs_listed) continue;
       entry = config->add_output();
       entry->set_name(spec.name);
     }

@@ -220,6 +220,32 @@ Status ValidateDynamicBatching(const inference::ModelConfig& config, bool comple
       }
     }
   }
+  // As Triton refuses them: answers in arrival order cannot also let a later request of a
+  // higher priority, or one not delayed, go first (its answer would wait behind the others).
+  if (db.preserve_ordering()) {
+    if (db.priority_levels() > 1) {
+      return InvalidArgument(
+          "dynamic_batching: preserve_ordering allows one priority level (priority_levels is " +
+          std::to_string(db.priority_levels()) + ")");
+    }
+    auto delays = [](const inference::ModelQueuePolicy& policy) {
+      return policy.default_timeout_microseconds() != 0 &&
+             policy.timeout_action() == inference::ModelQueuePolicy::DELAY;
+    };
+    if (delays(db.default_queue_policy())) {
+      return InvalidArgument(
+          "dynamic_batching: preserve_ordering allows no queue policy with timeout_action "
+          "DELAY (default_queue_policy)");
+    }
+    for (const auto& [level, policy] : db.priority_queue_policy()) {
+      if (delays(policy)) {
+        return InvalidArgument(
+            "dynamic_batching: preserve_ordering allows no queue policy with timeout_action "
+            "DELAY (priority_queue_policy " +
+            std::to_string(level) + ")");
+      }
+    }
+  }
   return Status::Ok();
 }
 

@@ -40,13 +40,21 @@ StatusOr<std::string> ReadFile(const fs::path& path) {
   return out.str();
 }
 
-// Numeric folder names only: Triton ignores anything else in a model folder.
+// Numeric folder names only: Triton ignores anything else in a model folder, and a name with
+// a leading zero ("02" would be version 2, beside a "2" or with its own files; logged).
 std::vector<int64_t> VersionFolders(const fs::path& dir) {
   std::vector<int64_t> versions;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     if (!entry.is_directory(ec)) continue;
     const std::string name = entry.path().filename().string();
+    if (name.empty() || name[0] == '-') continue;
+    if (name.size() > 1 && name[0] == '0' &&
+        name.find_first_not_of("0123456789") == std::string::npos) {
+      log::Warn("version folder " + ToValidUtf8(entry.path().string()) +
+                " is ignored: a version's name has no leading zero (as Triton)");
+      continue;
+    }
     int64_t v = 0;
     auto [ptr, err] = std::from_chars(name.data(), name.data() + name.size(), v);
     if (err == std::errc() && ptr == name.data() + name.size() && v >= 0) versions.push_back(v);

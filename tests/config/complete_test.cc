@@ -93,6 +93,21 @@ TEST(CompleteTest, PartialConfigKeepsWhatIsWrittenAndFillsTheRest) {
   EXPECT_EQ(c.instance_group(0).name(), "cls_0");
 }
 
+// As Triton's: a config that lists some outputs serves those only (the model's others are
+// not computed for clients, nor in its metadata); one that lists none takes them all.
+TEST(CompleteTest, AConfigsOutputsAreAllItServes) {
+  const ModelSignature two{{{"x", DataType::kFp32, {-1, 4}}},
+                           {{"sum", DataType::kFp32, {-1, 4}}, {"diff", DataType::kFp32, {-1, 4}}}};
+  inference::ModelConfig listed = Parse(R"(output { name: "diff" })");
+  ASSERT_TRUE(CompleteAndValidate(two, &listed).ok());
+  ASSERT_EQ(listed.output_size(), 1);
+  EXPECT_EQ(listed.output(0).name(), "diff");
+  EXPECT_THAT(listed.output(0).dims(), ElementsAre(4));
+  inference::ModelConfig none = Parse(R"(input { name: "x" })");
+  ASSERT_TRUE(CompleteAndValidate(two, &none).ok());
+  EXPECT_EQ(none.output_size(), 2);
+}
+
 TEST(CompleteTest, ConfigMayNarrowDynamicDims) {
   ModelSignature s = {{{"tokens", DataType::kInt64, {-1, -1}}}, {{"out", DataType::kFp32, {-1, -1, 16}}}};
   inference::ModelConfig c = Parse(R"pb(

@@ -12,59 +12,75 @@ using ::testing::HasSubstr;
 
 // A config in the shape of Triton's documentation examples, using every supported field.
 constexpr std::string_view kFullConfig = R"pb(
-# comments are allowed
-name: "resnet"
-platform: "onnxruntime_onnx"
-backend: "onnxruntime"
-max_batch_size: 8
-version_policy: { specific: { versions: [1, 3] } }
-input [
-  {
+  # comments are allowed
+  name: "resnet"
+  platform: "onnxruntime_onnx"
+  backend: "onnxruntime"
+  max_batch_size: 8
+  version_policy: { specific: { versions: [ 1, 3 ] } } input
+  [ {
     name: "image"
     data_type: TYPE_FP32
     format: FORMAT_NCHW
     dims: [ 3, 224, 224 ]
-  },
-  {
-    name: "scale"
-    data_type: TYPE_FP32
-    dims: [ 1 ]
-    reshape: { shape: [ ] }
-    optional: true
   }
-]
-output [
-  {
+    , {
+      name: "scale"
+      data_type: TYPE_FP32
+      dims: [ 1 ]
+      reshape: { shape: [] }
+      optional: true
+    }] output
+  [ {
     name: "probs"
     data_type: TYPE_FP32
     dims: [ 1000 ]
     label_filename: "labels.txt"
+  }] instance_group
+  [ { name: "cpu_group" kind: KIND_CPU count: 2 }
+    , {
+      kind: KIND_GPU
+      count: 1
+      gpus: [ 0, 1 ]
+    }]
+  dynamic_batching {
+    preferred_batch_size: [ 4, 8 ]
+    max_queue_delay_microseconds: 100
+    preserve_ordering: false
+    priority_levels: 2
+    default_priority_level: 1
+    default_queue_policy {
+      timeout_action: DELAY
+      default_timeout_microseconds: 1000
+      max_queue_size: 16
+    }
+    priority_queue_policy {
+      key: 2
+      value: { max_queue_size: 4 }
+    }
   }
-]
-instance_group [
-  { name: "cpu_group" kind: KIND_CPU count: 2 },
-  { kind: KIND_GPU count: 1 gpus: [ 0, 1 ] }
-]
-dynamic_batching {
-  preferred_batch_size: [ 4, 8 ]
-  max_queue_delay_microseconds: 100
-  preserve_ordering: true
-  priority_levels: 2
-  default_priority_level: 1
-  default_queue_policy { timeout_action: DELAY default_timeout_microseconds: 1000 max_queue_size: 16 }
-  priority_queue_policy { key: 2 value: { max_queue_size: 4 } }
-}
-parameters { key: "intra_op_thread_count" value: { string_value: "4" } }
-parameters [ { key: "inter_op_thread_count" value: { string_value: "2" } } ]
-model_warmup [
-  {
+  parameters {
+    key: "intra_op_thread_count"
+    value: { string_value: "4" }
+  } parameters
+  [ {
+    key: "inter_op_thread_count"
+    value: { string_value: "2" }
+  }] model_warmup
+  [ {
     name: "zeros"
     batch_size: 2
-    inputs { key: "image" value: { data_type: TYPE_FP32 dims: [ 3, 224, 224 ] zero_data: true } }
+    inputs {
+      key: "image"
+      value: {
+        data_type: TYPE_FP32
+        dims: [ 3, 224, 224 ]
+        zero_data: true
+      }
+    }
     count: 3
-  }
-]
-default_model_filename: "model.onnx"
+  }]
+  default_model_filename: "model.onnx"
 )pb";
 
 TEST(ParseModelConfigTest, ParsesEverySupportedField) {

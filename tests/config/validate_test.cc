@@ -217,6 +217,19 @@ TEST(ValidateModelConfigTest, DynamicBatching) {
   ExpectInvalid(ValidateWith("dynamic_batching { priority_levels: 1000000 "
                              "default_priority_level: 1 }"),
                 "priority_levels 1000000 is more than 1024");
+  // As Triton: answers in arrival order leave no room for priorities or delayed requests.
+  EXPECT_TRUE(ValidateWith("dynamic_batching { preserve_ordering: true priority_levels: 1 "
+                           "default_priority_level: 1 }")
+                  .ok());
+  ExpectInvalid(ValidateWith("dynamic_batching { preserve_ordering: true priority_levels: 2 "
+                             "default_priority_level: 1 }"),
+                "preserve_ordering allows one priority level");
+  ExpectInvalid(ValidateWith("dynamic_batching { preserve_ordering: true default_queue_policy { "
+                             "timeout_action: DELAY default_timeout_microseconds: 100 } }"),
+                "timeout_action DELAY (default_queue_policy)");
+  EXPECT_TRUE(ValidateWith("dynamic_batching { preserve_ordering: true default_queue_policy { "
+                           "timeout_action: DELAY } }")
+                  .ok());  // no timeout: nothing is ever delayed
 }
 
 TEST(ValidateModelConfigTest, VersionPolicy) {

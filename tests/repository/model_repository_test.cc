@@ -155,6 +155,11 @@ TEST_F(ModelRepositoryTest, VersionPolicies) {
   repo_.AddVersion("latest2", 1, "simple");
   repo_.AddVersion("latest2", 5, "simple");
   repo_.WriteConfig("latest2", "version_policy { latest { num_versions: 2 } }");
+  // As Triton: a folder with a leading zero is no version (it made "02" version 2, here an
+  // empty one that failed the model).
+  repo_.AddVersion("zeros", 1, "simple");
+  std::filesystem::create_directories(repo_.root() / "zeros" / "02");
+  std::filesystem::create_directories(repo_.root() / "zeros" / "-3");
   auto repo = Make();
   repo->LoadStartupModels({});
 
@@ -166,6 +171,7 @@ TEST_F(ModelRepositoryTest, VersionPolicies) {
   EXPECT_FALSE(repo->IsReady("specific", "2").ok());
   EXPECT_EQ((*repo->FindReady("latest2", ""))->version, 5);
   EXPECT_EQ(repo->ReadyVersions("latest2").size(), 2u);
+  EXPECT_EQ((*repo->FindReady("zeros", ""))->version, 1);
 }
 
 TEST_F(ModelRepositoryTest, ExplicitModeLoadsOnlyWhatIsAsked) {

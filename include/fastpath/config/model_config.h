@@ -91,8 +91,9 @@ struct CompletionOptions {
 // - max_batch_size when 0 and not written: kDefaultMaxBatchSize when every input's and
 //   output's first dim is -1 and no config entry spells the full (batch-included) rank;
 //   otherwise 0. A dynamic_batching section is not added: batching stays as written;
-// - inputs/outputs missing from the config, and data_type/dims missing from listed
-//   ones, from the signature (the batch dim dropped when max_batch_size > 0; a scalar
+// - inputs missing from the config, outputs when it lists none (as Triton's, a config that
+//   lists some outputs serves those only), and data_type/dims missing from listed ones,
+//   from the signature (the batch dim dropped when max_batch_size > 0; a scalar
 //   becomes dims [1] with reshape { shape: [] }, as Triton does);
 // - instance_group when none: one {KIND_CPU, count 1} (a GPU must be asked for); a
 //   group's count 0 becomes 1 and an unnamed group is named "<model>_<index>" when the
