@@ -344,6 +344,7 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadVersion(
     }
   }
   if (instances.empty()) return InvalidArgument("the config declares no model instance");
+  runtime->instance_count = instances.size();
   scheduler::OutputShaper shape_outputs = OutputShaperFor(runtime->config);
   if (runtime->config.has_dynamic_batching() && runtime->config.max_batch_size() > 0) {
     // --max-queue-size bounds every queue whose policy sets no max_queue_size.

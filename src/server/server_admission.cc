@@ -5,7 +5,9 @@
 #include <rapidjson/writer.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <future>
+#include <mutex>
 #include <optional>
 
 #include "fastpath/common/log.h"
@@ -211,6 +213,58 @@ Status Server::HoldInstance(repository::ModelVersion& version, Clock::time_point
   job.canary = true;
   job.priority = 1;
   return RunJob(version, std::move(job), nullptr);
+}
+
+Status Server::WarmEachInstance(repository::ModelVersion& version,
+                                const std::vector<admission::WarmupStep>& warmups, uint32_t* runs) {
+  // Validated and reshaped once, as a client's requests are.
+  std::vector<std::pair<const admission::WarmupStep*, scheduler::Job>> jobs;
+  for (const admission::WarmupStep& step : warmups) {
+    FASTPATH_ASSIGN_OR_RETURN(scheduler::Job job, PrepareJob(version, step.request));
+    jobs.emplace_back(&step, std::move(job));
+  }
+  // One hold per instance. Each waits until all are held, so that each holds an instance
+  // of its own; past kMeet (an instance out of service, never free) the ones held go on,
+  // and the rest take whichever instance comes free after them.
+  constexpr auto kMeet = std::chrono::seconds(10);
+  const size_t n = std::max<size_t>(version.instance_count, 1);
+  std::mutex mu;
+  std::condition_variable all_held;
+  size_t held = 0;
+  std::atomic<uint32_t> ran{0};
+  auto warm = [&](backend::ModelInstance& instance) -> Status {
+    {
+      std::unique_lock lock(mu);
+      ++held;
+      all_held.notify_all();
+      all_held.wait_for(lock, kMeet, [&] { return held >= n; });
+    }
+    for (const auto& [step, job] : jobs) {
+      for (uint32_t i = 0; i < step->count; ++i) {
+        auto outputs = instance.Run(job.request.inputs, job.output_names);
+        if (!outputs.ok()) {
+          return Status(outputs.status().code(),
+                        "warm-up '" + step->name + "' run " + std::to_string(i + 1) + " of " +
+                            std::to_string(step->count) +
+                            " failed on an instance: " + outputs.status().message());
+        }
+        ++ran;
+      }
+    }
+    return Status::Ok();
+  };
+  std::vector<std::future<Status>> holds;
+  for (size_t i = 0; i < n; ++i) {
+    holds.push_back(std::async(
+        std::launch::async, [&] { return HoldInstance(version, Clock::time_point::max(), warm); }));
+  }
+  Status first = Status::Ok();
+  for (auto& hold : holds) {
+    Status s = hold.get();
+    if (first.ok() && !s.ok()) first = std::move(s);
+  }
+  *runs += ran.load();
+  return first;
 }
 
 StatusOr<std::string> Server::CheckAccuracy(const std::filesystem::path& model_dir,
@@ -451,10 +505,19 @@ Status Server::Admit(const std::filesystem::path& model_dir, repository::ModelVe
     }
   }
   if (plan->empty() || !version.scheduler) return admitted();
+  // With several instances the warm-up runs on each; the self-test then times the rest.
+  admission::SelfTestPlan rest = *plan;
+  uint32_t warmed = 0;
+  if (version.instance_count > 1 && !plan->warmups.empty()) {
+    if (Status s = WarmEachInstance(version, plan->warmups, &warmed); !s.ok()) {
+      return refuse("self-test failed: " + s.message());
+    }
+    rest.warmups.clear();
+  }
   auto report = admission::RunSelfTest(
-      *plan, [&](const InferRequest& request) { return RunBlocking(version, request); },
-      *clock_);
+      rest, [&](const InferRequest& request) { return RunBlocking(version, request); }, *clock_);
   if (!report.ok()) return refuse("self-test failed: " + report.status().message());
+  report->warmup_runs += warmed;
   record.self_test = *report;
   if (report->passed()) {
     log::Info(what + " passed its start-up self-test: " + report->Summary());

@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <mutex>
 
 #include "fakes/manual_clock.h"
 #include "fakes/temp_repository.h"
+#include "fakes/wrapping_backend.h"
 #include "fastpath/onnxruntime/ort_backend.h"
 #include "fastpath/server/server_impl.h"
 
@@ -77,6 +79,62 @@ TEST_F(ServerAdmissionTest, WithinBudgetIsReady) {
   EXPECT_DOUBLE_EQ(m.self_test->figures->p95_ms, 0.5);
   EXPECT_EQ(m.self_test->figures->iterations, 4u);
   EXPECT_EQ(report.snapshot_json, R"({"ort_version": "test"})");
+}
+
+// Counts the runs of the instance it stands in front of.
+class CountingInstance final : public backend::ModelInstance {
+ public:
+  CountingInstance(std::unique_ptr<backend::ModelInstance> real, std::atomic<int>* runs)
+      : real_(std::move(real)), runs_(runs) {}
+  StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& inputs,
+                                    const std::vector<std::string>& output_names) override {
+    ++*runs_;
+    return real_->Run(inputs, output_names);
+  }
+  const backend::PlacementAudit* placement() const override { return real_->placement(); }
+
+ private:
+  std::unique_ptr<backend::ModelInstance> real_;
+  std::atomic<int>* runs_;
+};
+
+// As Triton: model_warmup runs on every instance. Through the scheduler it ran on whichever
+// was free, and the others paid the first run's cost (a GPU's initialisation) on clients.
+TEST(WarmUpTest, EveryInstanceRunsTheModelWarmup) {
+  for (const std::string batching : {"", "dynamic_batching { }\n"}) {
+    SCOPED_TRACE(batching.empty() ? "instance pool" : "dynamic batcher");
+    testing::TempRepository repo(FASTPATH_TEST_MODELS_DIR);
+    repo.AddVersion("simple", 1, "simple");
+    std::string config = kBudgetedSimple;
+    config = config.substr(0, config.find("parameters {"));  // warm-up only, no budget
+    config.replace(config.find("count: 1 }"), 10, "count: 3 }");
+    repo.WriteConfig("simple", config + batching);
+    std::mutex mu;
+    std::vector<std::unique_ptr<std::atomic<int>>> runs;  // per instance, in creation order
+    auto inner = onnxruntime::CreateOrtBackend();
+    ASSERT_TRUE(inner.ok());
+    auto backend = std::make_shared<testing::WrappingBackend>(
+        std::move(inner).value(),
+        [&](const std::filesystem::path&, std::unique_ptr<backend::ModelInstance> real)
+            -> std::unique_ptr<backend::ModelInstance> {
+          std::lock_guard lock(mu);
+          runs.push_back(std::make_unique<std::atomic<int>>(0));
+          return std::make_unique<CountingInstance>(std::move(real), runs.back().get());
+        });
+    ServerOptions options;
+    options.repository.roots = {repo.root()};
+    auto server = Server::Create(options, backend);
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    ASSERT_TRUE((*server)->IsReady());
+    ASSERT_EQ(runs.size(), 3u);
+    for (size_t i = 0; i < runs.size(); ++i) {
+      EXPECT_GE(runs[i]->load(), 2) << "instance " << i << " was not warmed";
+    }
+    const admission::AdmissionReport report = (*server)->Admission();
+    ASSERT_EQ(report.models.size(), 1u);
+    ASSERT_TRUE(report.models[0].self_test.has_value());
+    EXPECT_EQ(report.models[0].self_test->warmup_runs, 6u);  // count 2 on each of 3
+  }
 }
 
 TEST_F(ServerAdmissionTest, ProductionRefusesAMiss) {

@@ -64,6 +64,7 @@ struct ModelVersion {
   // The instances whose audits those are, in the same order; owned by `scheduler`, so
   // valid as long as this version. For live figures such as staged_runs().
   std::vector<const backend::ModelInstance*> audited_instances;
+  size_t instance_count = 0;  // the model instances its scheduler runs; 0 for an ensemble
   // The GPUs (CUDA ordinals) its KIND_GPU instances compute on, ascending; empty for a model
   // on the CPU, an ensemble (its steps' are theirs), and a GPU instance whose every node fell
   // back to the CPU. What the GPU quarantine and the drift watch go by.

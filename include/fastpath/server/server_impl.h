@@ -175,6 +175,12 @@ class Server final : public InferenceServer {
   // the queue's: full, past `deadline`, stopped).
   Status HoldInstance(repository::ModelVersion& version, Clock::time_point deadline,
                       std::function<Status(backend::ModelInstance&)> hold);
+  // Runs the config's model_warmup on every instance of the version, as Triton warms each
+  // (through the scheduler, only whichever instance was free ran them, and the others paid
+  // the first run's cost, a GPU's initialisation included, on a client's request). Adds the
+  // runs to `runs`; an error names the sample and run that failed.
+  Status WarmEachInstance(repository::ModelVersion& version,
+                          const std::vector<admission::WarmupStep>& warmups, uint32_t* runs);
   // The rollout gate (server_gate.cc, admission/rollout_gate.h): `candidate`, admitted
   // otherwise, against the READY version it would take traffic from, on the canaries'
   // seeded requests in alternation. OK publishes it; an error (refused, or the comparison
