@@ -5,6 +5,7 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -77,6 +78,10 @@ std::string Flatten(const rapidjson::Value& value, const std::string& path, Leav
   return "";
 }
 
+// What every `fastpath doctor --json` output has at its top; a file with none is not one.
+constexpr const char* kSnapshotKeys[] = {"fastpath_version", "ort_version", "driver", "nvml",
+                                         "libraries"};
+
 StatusOr<Leaves> Parse(const std::string& text, const std::string& name) {
   rapidjson::Document doc;
   if (const std::string error = json::ParseBounded(&doc, text); !error.empty()) {
@@ -85,6 +90,15 @@ StatusOr<Leaves> Parse(const std::string& text, const std::string& name) {
   if (!doc.IsObject())
     return InvalidArgument(name +
                            " is not a JSON object (expected `fastpath doctor --json` output)");
+  // Any object was flattened: {} against a snapshot listed every field "removed" (exit 1,
+  // as a node that changed), and two unrelated files compared "equal".
+  const bool snapshot = std::any_of(std::begin(kSnapshotKeys), std::end(kSnapshotKeys),
+                                    [&](const char* key) { return doc.HasMember(key); });
+  if (!snapshot) {
+    return InvalidArgument(name +
+                           " has none of a snapshot's keys (fastpath_version, ort_version, "
+                           "driver, nvml, libraries): not `fastpath doctor --json` output");
+  }
   Leaves leaves;
   if (const std::string error = Flatten(doc, "", &leaves); !error.empty()) {
     return InvalidArgument(name + ": " + error);

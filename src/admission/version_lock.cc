@@ -6,7 +6,9 @@
 #include <rapidjson/stringbuffer.h>
 
 #include <fstream>
+#include <set>
 #include <sstream>
+#include <string>
 
 #include "fastpath/common/json.h"
 
@@ -131,8 +133,13 @@ StatusOr<VersionLock> ParseLock(const std::string& text, const std::string& sour
                            " (write the file with `fastpath doctor --lock`)");
   }
   VersionLock lock;
+  std::set<std::string> seen;
   for (auto it = doc.MemberBegin(); it != doc.MemberEnd(); ++it) {
     const std::string key(it->name.GetString(), it->name.GetStringLength());
+    // A key written twice pins whichever a reader keeps: refused, as doctor --diff does.
+    if (!seen.insert(key).second) {
+      return InvalidArgument("version lock " + source + ": \"" + key + "\" appears twice");
+    }
     if (key == kFormatKey) continue;
     const Component* component = nullptr;
     for (const Component& c : kComponents) {

@@ -278,7 +278,12 @@ std::string RenderTable(const gpu::CapabilitySnapshot& s,
       compat.empty()
           ? "not installed"
           : compat + (s.compatibility.compat_driver_loaded ? " (in use)" : " (not in use)"));
-  Row(out, "driver vs libraries", s.compatibility.problems.empty() ? "ok" : "MISMATCH (see below)");
+  // Without a driver (or its CUDA version) nothing was compared: "ok" would claim a check.
+  Row(out, "driver vs libraries",
+      !s.compatibility.problems.empty() ? "MISMATCH (see below)"
+      : !s.driver.library_found         ? "not checked (no driver)"
+      : !s.driver.cuda_version.known()  ? "not checked (the driver's CUDA version is unknown)"
+                                        : "ok");
 
   out << "\n";
   if (findings.empty()) {

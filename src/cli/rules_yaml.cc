@@ -152,6 +152,12 @@ StatusOr<AlertRule> ReadRule(const YAML::Node& r, const std::string& group) {
   (alert ? rule.name : rule.record) = ScalarOf(r, alert ? "alert" : "record");
   rule.expr = ScalarOf(r, "expr");
   const std::string& name = alert ? rule.name : rule.record;
+  // As Prometheus reads it: an empty or null name is no name ("one of 'record' or 'alert'
+  // must be set").
+  if (name.empty()) {
+    return ErrorAt(KeyMark(r, alert ? "alert" : "record"),
+                   std::string("a rule's '") + (alert ? "alert" : "record") + "' is empty");
+  }
   FASTPATH_RETURN_IF_ERROR(CheckKnownKeys(
       r, {"alert", "record", "expr", "for", "keep_firing_for", "labels", "annotations"},
       "rule '" + name + "'"));
@@ -162,6 +168,19 @@ StatusOr<AlertRule> ReadRule(const YAML::Node& r, const std::string& group) {
     if (!IsPrometheusDuration(value)) {
       return ErrorAt(KeyMark(r, key), "rule '" + name + "': '" + key + ": " + value +
                                           "' is not a Prometheus duration (e.g. 5m, 1h30m)");
+    }
+  }
+  // Prometheus reads both as maps of strings, and refuses the file otherwise.
+  for (const char* key : {"labels", "annotations"}) {
+    const YAML::Node value = Get(r, key);
+    if (!value.IsDefined() || value.IsNull()) continue;
+    bool strings = value.IsMap();
+    if (strings) {
+      for (const auto& entry : value) strings = strings && entry.second.IsScalar();
+    }
+    if (!strings) {
+      return ErrorAt(KeyMark(r, key),
+                     "rule '" + name + "': '" + key + "' is not a mapping of names to strings");
     }
   }
   return rule;

@@ -132,9 +132,9 @@ Status ApplyExecutionProviders(const backend::InstanceOptions& options, OrtEnvir
     }
     if (gpu && !options.allow_cpu_fallback_for_gpu) {
       return FailedPrecondition(
-          "execution provider 'cpu' is listed for a GPU instance; the production profile never "
-          "runs a GPU model on the CPU (remove \"cpu\" from gpu_execution_accelerator, or opt "
-          "in with the dev profile)");
+          "execution provider 'cpu' is listed for a GPU instance, and fastpath never runs a GPU "
+          "model on the CPU unasked (remove \"cpu\" from gpu_execution_accelerator, or serve "
+          "with --allow-cpu-fallback in the dev profile: DEGRADED)");
     }
   }
 

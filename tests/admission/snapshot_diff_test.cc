@@ -86,6 +86,11 @@ TEST(SnapshotDiff, InvalidJsonNamesTheFile) {
   EXPECT_THAT(changes.status().message(), HasSubstr("old.json is not valid JSON"));
   changes = DiffSnapshots(kToday, "old.json", "42", "new.json");
   EXPECT_THAT(changes.status().message(), HasSubstr("new.json is not a JSON object"));
+  // An object that is no snapshot: {} listed every field "removed", as a changed node.
+  changes = DiffSnapshots(kToday, "old.json", "{}", "empty.json");
+  EXPECT_THAT(changes.status().message(), HasSubstr("empty.json has none of a snapshot's keys"));
+  changes = DiffSnapshots(R"({"a": 1})", "a.json", R"({"a": 1})", "b.json");
+  EXPECT_FALSE(changes.ok());
 }
 
 // A document nested a million deep is refused with a reason; parsed or walked recursively, it

@@ -69,6 +69,8 @@ TEST(VersionLock, MalformedFilesAreClearErrors) {
               HasSubstr("\"cudnn\" must be a non-empty string"));
   EXPECT_THAT(error("{\"fastpath_lock\": 1, \"cudnn\": \"\"}"),
               HasSubstr("\"cudnn\" must be a non-empty string"));
+  EXPECT_THAT(error("{\"fastpath_lock\": 1, \"cudnn\": \"8.0\", \"cudnn\": \"9.19.0\"}"),
+              HasSubstr("\"cudnn\" appears twice"));
   EXPECT_FALSE(ReadLockFile("/nonexistent/lock.json").ok());
 }
 

@@ -203,6 +203,17 @@ TEST(RulesYamlTest, RefusesWhatIsNotARuleFileWithItsLine) {
               HasSubstr("line 4: unknown key 'bogus_top' in the file"));
   EXPECT_THAT(ErrorOf("kind: PrometheusRule\nspec:\n  groups: []\n  extra: 1\n"),
               HasSubstr("unknown key 'extra' in spec"));
+  // An empty name is none to Prometheus; labels and annotations are maps of strings.
+  EXPECT_THAT(ErrorOf("groups:\n  - name: g\n    rules:\n      - alert: \"\"\n        expr: up\n"),
+              HasSubstr("line 4: a rule's 'alert' is empty"));
+  EXPECT_THAT(ErrorOf("groups:\n  - name: g\n    rules:\n      - alert:\n        expr: up\n"),
+              HasSubstr("a rule's 'alert' is empty"));
+  EXPECT_THAT(ErrorOf("groups:\n  - name: g\n    rules:\n      - alert: A\n        expr: up\n"
+                      "        labels:\n          - severity: page\n"),
+              HasSubstr("line 6: rule 'A': 'labels' is not a mapping of names to strings"));
+  EXPECT_THAT(ErrorOf("groups:\n  - name: g\n    rules:\n      - alert: A\n        expr: up\n"
+                      "        annotations: {summary: {x: y}}\n"),
+              HasSubstr("'annotations' is not a mapping of names to strings"));
 }
 
 TEST(RulesYamlTest, AcceptsPrometheusDurations) {

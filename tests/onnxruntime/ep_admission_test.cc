@@ -269,9 +269,9 @@ TEST(EpAdmissionTest, CudaLibraryWithoutADeviceIsRefused) {
       ModelPath("mlp"), GpuOptions({ExecutionProvider::kCuda, ExecutionProvider::kCpu}));
   ASSERT_FALSE(instance.ok());
   EXPECT_EQ(instance.status().message(),
-            "execution provider 'cpu' is listed for a GPU instance; the production profile never "
-            "runs a GPU model on the CPU (remove \"cpu\" from gpu_execution_accelerator, or opt "
-            "in with the dev profile)");
+            "execution provider 'cpu' is listed for a GPU instance, and fastpath never runs a GPU "
+            "model on the CPU unasked (remove \"cpu\" from gpu_execution_accelerator, or serve "
+            "with --allow-cpu-fallback in the dev profile: DEGRADED)");
 
   // Dev profile, explicit opt-in and "cpu" listed: it serves, labelled DEGRADED with why.
   InstanceOptions dev = GpuOptions({ExecutionProvider::kCuda, ExecutionProvider::kCpu});
