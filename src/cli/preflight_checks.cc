@@ -284,6 +284,12 @@ Item CheckDriver(const gpu::CapabilitySnapshot& snapshot,
   std::vector<std::string> gpu_models;
   for (const RepositoryModel& m : models) {
     if (m.gpu()) gpu_models.push_back(m.name);
+    // Its config does not parse: whether it needs the GPU is unknown, never "CPU".
+    if (m.best_config() == nullptr) {
+      item.models.push_back(
+          {m.name, Verdict::kNotChecked,
+           "config.pbtxt unreadable, so whether it runs on a GPU is unknown: " + m.config_error});
+    }
   }
   std::string node;
   if (findings.empty()) {
@@ -295,6 +301,13 @@ Item CheckDriver(const gpu::CapabilitySnapshot& snapshot,
   } else {
     node = std::string("[") + gpu::FailureClassName(findings.front().failure) + "] " +
            findings.front().message;
+  }
+  if (gpu_models.empty() && !item.models.empty()) {
+    item.verdict = Verdict::kNotChecked;
+    item.summary = "no model asks for a GPU, but " +
+                   Join(NamesWith(item.models, Verdict::kNotChecked)) +
+                   " could not be read; this node's " + node;
+    return item;
   }
   if (gpu_models.empty()) {
     item.verdict = Verdict::kPass;
@@ -311,7 +324,7 @@ Item CheckDriver(const gpu::CapabilitySnapshot& snapshot,
                                             : "KIND_GPU on a node without a usable GPU"});
   }
   if (findings.empty()) {
-    item.verdict = Verdict::kPass;
+    item.verdict = Combine(item.models);  // a model whose config does not parse: not checked
     item.summary = node;
     return item;
   }
@@ -511,7 +524,11 @@ Item CheckSoak(const std::string& path, const StatusOr<std::string>& text,
     if (idle_windows > 0) {
       problems.push_back(Plural(idle_windows, "window") + " completed no request");
     }
-    const auto drift = bench::SummarizeSoakDrift(soak);
+    // From the windows' own figures, not the ratios the file states: a report whose ratios
+    // were left out (or edited) passed whatever its last window ran at.
+    bench::SoakResult measured_drift = soak;
+    bench::ComputeSoakDrift(&measured_drift);
+    const auto drift = bench::SummarizeSoakDrift(measured_drift);
     std::string drift_text;
     if (drift && drift->last_throughput_ratio) {
       drift_text = "; last window vs first: throughput " +
@@ -561,7 +578,8 @@ std::vector<std::string> RequiredAlerts(const std::vector<RepositoryModel>& mode
   bool gpu = false;
   bool canary = false;
   for (const RepositoryModel& m : models) {
-    gpu = gpu || m.gpu();
+    // A config that does not parse may ask for a GPU: its alerts are required too.
+    gpu = gpu || m.gpu() || m.best_config() == nullptr;
     if (const inference::ModelConfig* c = m.best_config()) {
       canary = canary || c->parameters().count("fastpath.canary.interval_s") != 0;
     }
@@ -729,6 +747,18 @@ Item CheckPartition(const gpu::CapabilitySnapshot& snapshot, const PartitionEnvi
   std::vector<const RepositoryModel*> gpu_models;
   for (const RepositoryModel& m : models) {
     if (m.gpu()) gpu_models.push_back(&m);
+    if (m.best_config() == nullptr) {
+      item.models.push_back(
+          {m.name, Verdict::kNotChecked,
+           "config.pbtxt unreadable, so which GPUs it asks for is unknown: " + m.config_error});
+    }
+  }
+  if (gpu_models.empty() && !item.models.empty()) {
+    item.verdict = Verdict::kNotChecked;
+    item.summary = "no model asks for a GPU, but " +
+                   Join(NamesWith(item.models, Verdict::kNotChecked)) +
+                   " could not be read (this node: " + mode + ")";
+    return item;
   }
   if (gpu_models.empty()) {
     item.verdict = Verdict::kPass;

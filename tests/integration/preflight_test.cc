@@ -102,9 +102,12 @@ std::string ReadAll(const fs::path& path) {
 }
 
 // A `fastpath bench --soak` report (the fields bench writes and reads back) of `model`:
-// `windows` windows of 60 s, `errors` failed requests in the last one.
+// `windows` windows of 60 s, `errors` failed requests in the last one, which runs at
+// `last_throughput_ratio` the first's throughput; the ratios are stated unless
+// `stated_ratios` is false (preflight computes them from the windows either way).
 std::string SoakReport(const std::string& model, int windows, int errors = 0,
-                       bool interrupted = false, double last_throughput_ratio = 1.0) {
+                       bool interrupted = false, double last_throughput_ratio = 1.0,
+                       bool stated_ratios = true) {
   std::string out = R"({"runs": [{"label": "soak", "model": ")" + model +
                     R"(", "started_at": "2026-12-01T10:00:00Z", "points": [], "in_process": [],
     "soak": {"concurrency": 8, "duration_s": )" +
@@ -116,13 +119,17 @@ std::string SoakReport(const std::string& model, int windows, int errors = 0,
     out += std::string(i > 1 ? "," : "") + R"({"index": )" + std::to_string(i) +
            R"(, "start_s": )" + std::to_string((i - 1) * 60) + R"(, "end_s": )" +
            std::to_string(i * 60) +
-           R"(, "measured_seconds": 60, "throughput_rps": 100, "throughput_ips": 100,
+           R"(, "measured_seconds": 60, "throughput_rps": 100, "throughput_ips": )" +
+           std::to_string(last ? 100 * last_throughput_ratio : 100.0) + R"(,
       "latency_us": {"count": 6000, "p50": 900, "p95": 1500, "p99": 2000},
       "requests": 6000, "errors": )" +
            std::to_string(last ? errors : 0) + R"(, "errors_by_kind": {)" +
-           (last && errors > 0 ? R"("http_503": )" + std::to_string(errors) : "") +
-           R"(}, "throughput_ratio": )" + std::to_string(last ? last_throughput_ratio : 1.0) +
-           R"(, "p95_ratio": 1.0, "gpus": null, "metrics_error": null})";
+           (last && errors > 0 ? R"("http_503": )" + std::to_string(errors) : "") + "}" +
+           (stated_ratios
+                ? R"(, "throughput_ratio": )" + std::to_string(last ? last_throughput_ratio : 1.0) +
+                      R"(, "p95_ratio": 1.0)"
+                : "") +
+           R"(, "gpus": null, "metrics_error": null})";
   }
   return out + "]}}]}\n";
 }
@@ -288,6 +295,8 @@ TEST_F(PreflightTest, ASoakThatIsShortFailedOrOfAnotherModelIsNotClean) {
       {SoakReport("simple", 31, /*errors=*/5), "5 of 186000 requests failed (http_503 5)"},
       {SoakReport("simple", 31, 0, /*interrupted=*/true), "it was interrupted"},
       {SoakReport("simple", 31, 0, false, /*last_throughput_ratio=*/0.5), "drift"},
+      // The ratios left out of the file: computed from the windows, not skipped.
+      {SoakReport("simple", 31, 0, false, 0.5, /*stated_ratios=*/false), "drift"},
       {SoakReport("other", 31), "model 'other' is not in this repository"},
       {R"({"runs": [{"model": "simple", "points": [], "soak": null}]})", "holds no soak run"},
       {"not json", "not a fastpath bench report"},
@@ -387,6 +396,25 @@ TEST_F(PreflightTest, AGpuModelOnANodeWithoutAGpuFails) {
   EXPECT_EQ(VerdictOf(doc, "oom_behaviour"), "fail");
   // With a GPU model the GPU alerts are required too; the shipped file has them.
   EXPECT_EQ(VerdictOf(doc, "alert_rules"), "pass");
+  EXPECT_THAT(SummaryOf(doc, "alert_rules"), HasSubstr("all 12 alerts"));
+}
+
+// A config that does not parse may ask for a GPU: "no GPU model, every model runs on the
+// CPU" claimed what was never read, and the GPU alerts were not required.
+TEST_F(PreflightTest, AModelWhoseConfigDoesNotParseIsNoCpuModel) {
+  repo_.AddVersion("square", 1, "square");
+  repo_.WriteConfig("square", SquareConfig("0") + "bogus_field: 1\n");
+  const CommandRun run =
+      Preflight(Args({"--alert-rules", kShippedRules}),
+                FakeGpuNode({"FASTPATH_FAKE_CUDA_DEVICES=0", "FASTPATH_FAKE_EP_DEVICES=0"}));
+  const rapidjson::Document doc = Json(run);
+  ASSERT_TRUE(doc.IsObject()) << run.out << run.err;
+  for (const char* item : {"driver", "partition"}) {
+    EXPECT_EQ(VerdictOf(doc, item), "not_checked") << item;
+    EXPECT_THAT(SummaryOf(doc, item), ::testing::Not(HasSubstr("runs on the CPU"))) << item;
+    EXPECT_EQ(ModelOf(doc, item, "square").first, "not_checked") << item;
+    EXPECT_THAT(ModelOf(doc, item, "square").second, HasSubstr("config.pbtxt unreadable"));
+  }
   EXPECT_THAT(SummaryOf(doc, "alert_rules"), HasSubstr("all 12 alerts"));
 }
 
