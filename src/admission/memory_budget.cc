@@ -125,8 +125,13 @@ std::string MemoryBudgetToJson(const MemoryBudget& b) {
   w.Uint64(b.input_elements);
   w.Key("margin");
   w.Double(b.margin);
+  // A measurement that ran out of memory measured no budget: null, not what it saw before.
   w.Key("budget_bytes");
-  w.Uint64(b.budget_bytes);
+  if (b.ran_out_of_memory) {
+    w.Null();
+  } else {
+    w.Uint64(b.budget_bytes);
+  }
   w.Key("limit_bytes");
   if (b.limit_bytes) {
     w.Uint64(*b.limit_bytes);
@@ -134,7 +139,11 @@ std::string MemoryBudgetToJson(const MemoryBudget& b) {
     w.Null();
   }
   w.Key("bytes_per_input_element");
-  w.Double(b.bytes_per_input_element);
+  if (b.ran_out_of_memory) {
+    w.Null();
+  } else {
+    w.Double(b.bytes_per_input_element);
+  }
   w.Key("instances");
   w.Uint(b.instances);
   w.Key("device_total_bytes");
@@ -182,11 +191,13 @@ std::string DescribeBudget(const MemoryBudget& b) {
          ", budget " + (b.ran_out_of_memory ? "unknown" : FormatBytes(b.budget_bytes)) +
          " (margin " + margin + "), limit " +
          (b.limit_bytes ? FormatBytes(*b.limit_bytes) : std::string("none")) +
-         (b.device_total_bytes ? "; " + std::to_string(b.instances) +
-                                     (b.instances == 1 ? " instance needs " : " instances need ") +
-                                     FormatBytes(b.instances_bytes()) + " of the device's " +
-                                     FormatBytes(*b.device_total_bytes)
-                               : std::string());
+         (!b.device_total_bytes ? std::string()
+          : b.ran_out_of_memory ? "; what its instances need of the device's " +
+                                      FormatBytes(*b.device_total_bytes) + " is unknown"
+                                : "; " + std::to_string(b.instances) +
+                                      (b.instances == 1 ? " instance needs " : " instances need ") +
+                                      FormatBytes(b.instances_bytes()) + " of the device's " +
+                                      FormatBytes(*b.device_total_bytes));
 }
 
 }  // namespace fastpath::admission

@@ -59,7 +59,9 @@ void DefineBudgetOptions(CLI::App& app, BudgetFlags& flags) {
 struct DeviceTotal {
   uint64_t budget_bytes = 0;
   std::optional<uint64_t> total_bytes;
-  bool fits() const { return !total_bytes || budget_bytes <= *total_bytes; }
+  // Models whose measurement ran out of memory: no budget of theirs is in budget_bytes.
+  std::vector<std::string> unmeasured;
+  bool fits() const { return unmeasured.empty() && (!total_bytes || budget_bytes <= *total_bytes); }
 };
 
 // A model of the repository that was not among --model's: explicit mode leaves it unloaded.
@@ -108,8 +110,14 @@ void PrintTable(const admission::AdmissionReport& report,
   }
   for (const auto& [device, total] : devices) {
     std::cout << "device " << device << ": the instances need " << FormatBytes(total.budget_bytes)
-              << " of " << (total.total_bytes ? FormatBytes(*total.total_bytes) : "unknown")
-              << (total.fits() ? "" : ": DOES NOT FIT") << "\n";
+              << " of " << (total.total_bytes ? FormatBytes(*total.total_bytes) : "unknown");
+    if (!total.unmeasured.empty()) {
+      std::cout << " and an unknown amount more for";
+      for (const std::string& model : total.unmeasured) std::cout << " " << model;
+      std::cout << " (measured, it ran out of memory): DOES NOT FIT\n";
+    } else {
+      std::cout << (total.fits() ? "" : ": DOES NOT FIT") << "\n";
+    }
   }
 }
 
@@ -247,7 +255,11 @@ int Budget(const std::vector<std::string>& args) {
     const admission::MemoryBudget& b = *m.memory_budget;
     if (!b.fits()) fits = false;
     DeviceTotal& total = devices[b.device];
-    total.budget_bytes += b.instances_bytes();
+    if (b.ran_out_of_memory) {
+      total.unmeasured.push_back(m.name + " v" + m.version);
+    } else {
+      total.budget_bytes += b.instances_bytes();
+    }
     total.total_bytes = b.device_total_bytes;
   }
   for (const auto& [device, total] : devices) fits = fits && total.fits();

@@ -369,7 +369,8 @@ Item CheckMemoryBudget(const admission::AdmissionReport& report,
           {name, b.fits() ? Verdict::kPass : Verdict::kFail,
            (b.fits() ? "fits: " : "DOES NOT FIT: ") + admission::DescribeBudget(b)});
       DeviceTotal& total = devices[b.device];
-      total.bytes += b.instances_bytes();
+      // Out of memory while measured: no figure of its is a budget (its row fails).
+      if (!b.ran_out_of_memory) total.bytes += b.instances_bytes();
       total.total = b.device_total_bytes;
       total.models.push_back(name);
       continue;

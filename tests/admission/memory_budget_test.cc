@@ -124,6 +124,30 @@ TEST(MemoryBudgetTest, BudgetIsThePeakWithItsMarginAndTheEstimateIsLinearInEleme
   EXPECT_TRUE(ComputeMemoryBudget(before, after, request, 8, 0.15, 1000).fits_limit());
 }
 
+// A measurement that ran out of memory is no budget: nothing of it reads as one (the JSON
+// said budget_bytes 5 and the device total "needs 101 B", fits).
+TEST(MemoryBudgetTest, AMeasurementThatRanOutOfMemoryClaimsNoBudget) {
+  MemoryBudget b;
+  b.device = "cpu";
+  b.peak_bytes = 4;
+  b.budget_bytes = 5;
+  b.rows = 8;
+  b.instances = 1;
+  b.device_total_bytes = uint64_t{1} << 30;
+  b.limit_bytes = 8u << 20;
+  b.ran_out_of_memory = true;
+  EXPECT_FALSE(b.fits_limit());
+  EXPECT_FALSE(b.fits_device());
+  const std::string json = MemoryBudgetToJson(b);
+  EXPECT_THAT(json, HasSubstr(R"("budget_bytes":null)"));
+  EXPECT_THAT(json, HasSubstr(R"("bytes_per_input_element":null)"));
+  EXPECT_THAT(json, HasSubstr(R"("fits_device":false)"));
+  const std::string text = DescribeBudget(b);
+  EXPECT_THAT(text, HasSubstr("budget unknown"));
+  EXPECT_THAT(text, HasSubstr("what its instances need of the device's 1.0 GiB is unknown"));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("instance needs")));
+}
+
 TEST(MemoryBudgetTest, FragmentationIsTheShareOfTheArenaNotHeldByLiveTensors) {
   backend::MemoryStats stats;
   EXPECT_EQ(FragmentationRatio(stats), 0.0);  // an empty arena

@@ -71,7 +71,10 @@ struct MemoryBudget {
     return budget_bytes + (weights_bytes > at_rest_bytes ? weights_bytes - at_rest_bytes : 0);
   }
   uint64_t instances_bytes() const { return instance_bytes() * instances; }
-  bool fits_device() const { return !device_total_bytes || instances_bytes() <= *device_total_bytes; }
+  // Unknown (false) when the measurement ran out of memory: its figures are no budget.
+  bool fits_device() const {
+    return !ran_out_of_memory && (!device_total_bytes || instances_bytes() <= *device_total_bytes);
+  }
   bool fits() const { return fits_limit() && fits_device(); }
   // What a request of `elements` input elements is estimated to need of the arena: what it
   // holds at rest plus the measured cost per element. Linear: exact for the batch dim, an
