@@ -257,9 +257,15 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadVersion(
     const inference::ModelConfig& base, const config::CompletionOptions& completion) const {
   const std::string file_name =
       base.default_model_filename().empty() ? kDefaultModelFile : base.default_model_filename();
-  const fs::path file = dir / std::to_string(version) / file_name;
+  fs::path file = dir / std::to_string(version) / file_name;
   std::error_code ec;
-  if (!fs::is_regular_file(file, ec)) return NotFound("model file " + file.string() + " is missing");
+  // As Triton's ONNX Runtime backend: a model file that is a folder (a model with its
+  // weights in external data files beside it) is the model.onnx inside it.
+  if (fs::is_directory(file, ec)) file /= kDefaultModelFile;
+  if (!fs::is_regular_file(file, ec)) {
+    return NotFound("model file " + file.string() +
+                    (fs::exists(file, ec) ? " is not a regular file" : " is missing"));
+  }
 
   auto runtime = std::make_shared<ModelVersion>();
   runtime->model_name = name;

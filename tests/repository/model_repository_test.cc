@@ -174,6 +174,27 @@ TEST_F(ModelRepositoryTest, VersionPolicies) {
   EXPECT_EQ((*repo->FindReady("zeros", ""))->version, 1);
 }
 
+// Triton's layout for a model with external data: <version>/model.onnx/ is a folder that
+// holds model.onnx and its weight files. It was refused as "missing".
+TEST_F(ModelRepositoryTest, AModelFileThatIsAFolderIsTheModelOnnxInIt) {
+  const std::filesystem::path folder = repo_.root() / "external" / "1" / "model.onnx";
+  std::filesystem::create_directories(folder);
+  std::filesystem::copy_file(std::filesystem::path(FASTPATH_TEST_MODELS_DIR) / "simple.onnx",
+                             folder / "model.onnx");
+  auto repo = Make();
+  repo->LoadStartupModels({});
+  EXPECT_TRUE(repo->FindReady("external", "").ok());
+  std::filesystem::remove(folder / "model.onnx");
+  std::filesystem::create_directories(folder / "model.onnx");  // a folder all the way down
+  auto again = Make();
+  again->LoadStartupModels({});
+  const auto index = again->Index(false);
+  const server::RepositoryEntry* e = Entry(index, "external", "1");
+  ASSERT_NE(e, nullptr);
+  EXPECT_NE(e->reason.find("model.onnx/model.onnx is not a regular file"), std::string::npos)
+      << e->reason;
+}
+
 TEST_F(ModelRepositoryTest, ExplicitModeLoadsOnlyWhatIsAsked) {
   repo_.AddVersion("simple", 1, "simple");
   repo_.AddVersion("simple_fp32", 1, "simple_fp32");
