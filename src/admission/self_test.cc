@@ -311,7 +311,7 @@ StatusOr<SelfTestPlan> MakeSelfTestPlan(const inference::ModelConfig& config,
                         : 1;
   if (config.max_batch_size() <= 0) plan.batch_size = 1;
   auto timed = MakeSeededRequest(config, model_dir, plan.batch_size, budget.seed);
-  if (!timed.ok()) return InvalidArgument("self-test: " + timed.status().message());
+  if (!timed.ok()) return InvalidArgument("its timed request: " + timed.status().message());
   plan.timed = std::move(timed).value();
   return plan;
 }

@@ -17,7 +17,11 @@ Status WriteFileAtomically(const std::string& path, const std::string& content) 
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
-  if (ec) return Internal("cannot rename " + tmp + " to " + path + ": " + ec.message());
+  if (ec) {
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);  // never left beside a path it could not replace
+    return Internal("cannot write " + path + ": " + ec.message());
+  }
   return Status::Ok();
 }
 

@@ -167,7 +167,8 @@ output { name: "y" data_type: TYPE_FP32 dims: [ -1 ] })",
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(
       plan.status().message(),
-      "self-test: input 'x' has a dynamic shape [-1]; declare a model_warmup with concrete dims "
+      "its timed request: input 'x' has a dynamic shape [-1]; declare a model_warmup with "
+      "concrete dims "
       "for the self-test");
 }
 
