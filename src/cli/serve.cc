@@ -56,6 +56,12 @@ class ShutdownSignals {
     std::lock_guard lock(mu_);
     serving_ = true;
   }
+  // The drain is over: a signal from now on is ignored (the process is about to exit 0,
+  // and its logger may be going away).
+  void Done() {
+    std::lock_guard lock(mu_);
+    done_ = true;
+  }
   // Waits for the signal that begins the drain; returns it.
   int AwaitDrain() {
     std::unique_lock lock(mu_);
@@ -70,6 +76,7 @@ class ShutdownSignals {
       if (sigwait(&signals_, &number) != 0) continue;
       const std::string name = number == SIGTERM ? "SIGTERM" : "SIGINT";
       std::lock_guard lock(mu_);
+      if (done_) continue;
       if (!serving_) {
         log::Warn(name + " during start-up: exiting before serving (no request was accepted)");
         std::_Exit(128 + number);
@@ -89,6 +96,7 @@ class ShutdownSignals {
   std::mutex mu_;
   std::condition_variable cv_;
   bool serving_ = false;  // guarded by mu_
+  bool done_ = false;     // guarded by mu_
   int first_ = 0;         // guarded by mu_; the signal that began the drain
 };
 
@@ -645,10 +653,12 @@ int Serve(const std::vector<std::string>& args) {
   grpc_stop.join();
   metrics_server.reset();  // served through the drain; closed last
   if (left.outlived > 0) {
-    log::Warn(std::to_string(left.outlived) +
-              " requests outlived the grace period: " + std::to_string(left.refused) +
-              " had not started and were answered UNAVAILABLE, the rest ran to their answers");
+    log::Warn(std::to_string(left.outlived) + " requests outlived the grace period; " +
+              std::to_string(left.refused) +
+              " queued jobs (requests, ensemble steps) had not started and were answered "
+              "UNAVAILABLE, and the runs in progress ran to their answers");
   }
+  shutdown_signals->Done();
   log::Info("stopped");
   return 0;
 }

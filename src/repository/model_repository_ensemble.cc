@@ -6,6 +6,7 @@
 // request is accepted), so an ensemble runs on the step models' versions current then; what
 // a reload of a step model changes here is only whether the ensemble is still valid, and
 // so READY.
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -27,8 +28,10 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadEnsembleVersion(
                        int64_t step_version) -> StatusOr<inference::ModelConfig> {
     auto found = FindReady(model, step_version < 0 ? "" : std::to_string(step_version));
     if (!found.ok()) {
-      // A step that failed its own load fails the ensemble's the same way: fix the step.
-      if (found.status().code() == StatusCode::kUnavailable) {
+      // A step that failed its own load fails the ensemble's the same way: a broken file
+      // (fix the step) or one that may pass when tried again (memory, a copy in progress,
+      // instances out of service until memory frees), which stays UNAVAILABLE.
+      if (found.status().code() == StatusCode::kUnavailable && !StepMayRecover(model)) {
         return FailedPrecondition(found.status().message());
       }
       return found.status();
@@ -55,6 +58,19 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadEnsembleVersion(
   runtime->ensemble = ensemble.get();
   runtime->scheduler = std::move(ensemble);
   return runtime;
+}
+
+bool ModelRepository::StepMayRecover(const std::string& model) const {
+  std::lock_guard lock(mu_);
+  auto it = models_.find(model);
+  if (it == models_.end()) return true;
+  const ModelState& state = it->second;
+  // Loaded, but no instance can serve now: they recover once memory frees.
+  if (std::any_of(state.versions.begin(), state.versions.end(),
+                  [](const VersionStatus& v) { return v.runtime != nullptr; })) {
+    return true;
+  }
+  return LoadFailureCode(state) != StatusCode::kInvalidArgument;
 }
 
 std::vector<std::string> ModelRepository::StepModelsOnDisk(const std::string& name) const {

@@ -497,6 +497,8 @@ Server::DrainResult Server::Shutdown(std::chrono::milliseconds grace) {
     result.outlived = inflight_;
   }
   if (result.outlived > 0) {
+    // An ensemble request whose first step has started is in progress: its next steps still
+    // run (StopAll stops the ensembles first, which drain them on their steps' models).
     result.refused = repository_->FailQueued(
         Unavailable("the server is shutting down, and the request had not started when the "
                     "grace period ended (--grace-period-secs); it never ran"));

@@ -242,11 +242,21 @@ Status Server::WarmEachInstance(repository::ModelVersion& version,
     for (const auto& [step, job] : jobs) {
       for (uint32_t i = 0; i < step->count; ++i) {
         auto outputs = instance.Run(job.request.inputs, job.output_names);
-        if (!outputs.ok()) {
-          return Status(outputs.status().code(),
-                        "warm-up '" + step->name + "' run " + std::to_string(i + 1) + " of " +
-                            std::to_string(step->count) +
-                            " failed on an instance: " + outputs.status().message());
+        // The checks a client's answer goes through (the scheduler's): as many outputs as
+        // asked, each fitting the config's reshape. Without them a model whose outputs never
+        // fit was admitted with several instances and failed every request.
+        Status checked = outputs.status();
+        if (checked.ok() && outputs->size() != job.output_names.size()) {
+          checked =
+              Internal("the model gave " + std::to_string(outputs->size()) + " outputs for the " +
+                       std::to_string(job.output_names.size()) + " asked");
+        }
+        if (checked.ok()) checked = config::ReshapeOutputsForClient(version.config, &*outputs);
+        if (!checked.ok()) {
+          return Status(checked.code(), "warm-up '" + step->name + "' run " +
+                                            std::to_string(i + 1) + " of " +
+                                            std::to_string(step->count) +
+                                            " failed on an instance: " + checked.message());
         }
         ++ran;
       }
@@ -447,11 +457,14 @@ Status Server::Admit(const std::filesystem::path& model_dir, repository::ModelVe
     }
     admission_records_[key] = std::move(r);
   };
-  auto refuse = [&](const std::string& reason) {
+  // A refusal is the model's (FailedPrecondition: the same files are refused again), unless
+  // its run ran out of memory, which may pass once memory frees (RESOURCE_EXHAUSTED).
+  auto refuse = [&](const std::string& reason, StatusCode code = StatusCode::kFailedPrecondition) {
     record.refused = reason;
     record.runtime = nullptr;
     remember(record);
-    return FailedPrecondition(reason);
+    return Status(code == StatusCode::kResourceExhausted ? code : StatusCode::kFailedPrecondition,
+                  reason);
   };
   // The rollout gate's settings are checked first: a typo must not cost a whole admission.
   auto gate = admission::RolloutGateFor(version.config);
@@ -510,13 +523,15 @@ Status Server::Admit(const std::filesystem::path& model_dir, repository::ModelVe
   uint32_t warmed = 0;
   if (version.instance_count > 1 && !plan->warmups.empty()) {
     if (Status s = WarmEachInstance(version, plan->warmups, &warmed); !s.ok()) {
-      return refuse("self-test failed: " + s.message());
+      return refuse("self-test failed: " + s.message(), s.code());
     }
     rest.warmups.clear();
   }
   auto report = admission::RunSelfTest(
       rest, [&](const InferRequest& request) { return RunBlocking(version, request); }, *clock_);
-  if (!report.ok()) return refuse("self-test failed: " + report.status().message());
+  if (!report.ok()) {
+    return refuse("self-test failed: " + report.status().message(), report.status().code());
+  }
   report->warmup_runs += warmed;
   record.self_test = *report;
   if (report->passed()) {

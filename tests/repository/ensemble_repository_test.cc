@@ -71,6 +71,11 @@ class EnsembleRepositoryTest : public ::testing::Test {
     RepositoryOptions options;
     options.roots = {repo_.root()};
     options.mode = mode;
+    options.admit = [this](const std::filesystem::path&, ModelVersion& version) {
+      return version.model_name == out_of_memory_step_
+                 ? ResourceExhausted("out of memory: injected at admission")
+                 : Status::Ok();
+    };
     auto binder = [this](const std::string& model,
                          const std::string& version) -> StatusOr<scheduler::StepRunner> {
       FASTPATH_ASSIGN_OR_RETURN(auto found, self_->FindReady(model, version));
@@ -123,6 +128,7 @@ class EnsembleRepositoryTest : public ::testing::Test {
   std::unique_ptr<backend::Backend> backend_;
   ModelRepository* self_ = nullptr;
   std::string fail_step_;
+  std::string out_of_memory_step_;  // refused at admission for memory
 };
 
 TEST_F(EnsembleRepositoryTest, LoadsReadyWhateverTheFolderOrder) {
@@ -293,6 +299,18 @@ TEST_F(EnsembleRepositoryTest, TheEnsemblesNextLoadRetriesAStepThatFailedToLoad)
   // Still the ensemble's step: unloading it with its dependents takes the step too.
   ASSERT_TRUE(repo->Unload("a_pipeline", /*unload_dependents=*/true).ok());
   EXPECT_FALSE(repo->IsReady("double", "").ok());
+}
+
+// A step refused for memory may load when tried again: its ensemble's load is not a 400
+// (INVALID_ARGUMENT, not worth a retry) but keeps a retryable code.
+TEST_F(EnsembleRepositoryTest, AStepThatMayPassWhenTriedAgainKeepsTheEnsemblesLoadRetryable) {
+  out_of_memory_step_ = "double";
+  auto repo = Make(ControlMode::kExplicit);
+  const Status failed = repo->Load("a_pipeline");
+  EXPECT_EQ(failed.code(), StatusCode::kUnavailable) << failed.ToString();
+  out_of_memory_step_.clear();
+  const Status again = repo->Load("a_pipeline");
+  EXPECT_TRUE(again.ok()) << again.ToString();
 }
 
 // An ensemble and its steps that appear in one poll: the ensemble's load brings the steps,

@@ -137,6 +137,37 @@ TEST(WarmUpTest, EveryInstanceRunsTheModelWarmup) {
   }
 }
 
+// Run on each instance, the warm-up's answers are checked as a client's are: a model whose
+// outputs never fit its config was refused with one instance and admitted with two.
+TEST(WarmUpTest, AWarmUpWhoseOutputsDoNotFitRefusesTheModelWhateverItsInstances) {
+  for (const int count : {1, 2}) {
+    SCOPED_TRACE("count " + std::to_string(count));
+    testing::TempRepository repo(FASTPATH_TEST_MODELS_DIR);
+    repo.AddVersion("misfit", 1, "identity_fp32");
+    repo.WriteConfig("misfit", R"(max_batch_size: 4
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 2, 2 ] reshape: { shape: [ 4 ] } } ]
+instance_group [ { kind: KIND_CPU count: )" +
+                                   std::to_string(count) + R"( } ]
+model_warmup {
+  name: "five" batch_size: 1
+  inputs { key: "INPUT0" value { data_type: TYPE_FP32 dims: [ 5 ] zero_data: true } }
+})");
+    ServerOptions options;
+    options.repository.roots = {repo.root()};
+    auto backend = onnxruntime::CreateOrtBackend();
+    ASSERT_TRUE(backend.ok());
+    auto server = Server::Create(options, std::move(backend).value());
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    EXPECT_FALSE((*server)->IsReady());
+    const admission::AdmissionReport report = (*server)->Admission();
+    ASSERT_EQ(report.models.size(), 1u);
+    EXPECT_EQ(report.models[0].state, admission::AdmissionState::kUnavailable);
+    ASSERT_FALSE(report.models[0].reasons.empty());
+    EXPECT_THAT(report.models[0].reasons[0], HasSubstr("warm-up 'five'"));
+  }
+}
+
 TEST_F(ServerAdmissionTest, ProductionRefusesAMiss) {
   auto server = Start(admission::Profile::kProduction, std::chrono::microseconds(1000));
   ASSERT_NE(server, nullptr);

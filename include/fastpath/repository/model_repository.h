@@ -306,6 +306,9 @@ class ModelRepository {
   // them for ever. A failure that may pass by itself keeps its own code: a folder written
   // while it was read, the server shutting down (UNAVAILABLE), memory (RESOURCE_EXHAUSTED).
   static StatusCode LoadFailureCode(const ModelState& fresh);
+  // Whether a step model that is not ready now may be once tried again (LoadFailureCode, or
+  // loaded with every instance out of service); false for a broken file.
+  bool StepMayRecover(const std::string& model) const;
   // The lookup of FindReady, with mu_ held.
   static StatusOr<std::shared_ptr<ModelVersion>> FindLocked(const std::string& name,
                                                             const ModelState& state,

@@ -127,7 +127,9 @@ class Server final : public InferenceServer {
   // What a shutdown's drain left when its grace period ended.
   struct DrainResult {
     size_t outlived = 0;  // requests still in flight (0 when everything drained)
-    size_t refused = 0;   // of those, not yet started: answered UNAVAILABLE
+    // Jobs queued then, answered UNAVAILABLE: requests not started, and the steps that
+    // ensembles in flight had queued (so it may differ from `outlived`).
+    size_t refused = 0;
   };
   // Refuses new requests from now on (readiness turns false), waits up to `grace` for the
   // requests in flight, refuses queued model-control operations and waits for the running
