@@ -649,6 +649,26 @@ TEST_F(IdleDrainTest, SigtermWithIdleConnectionsExitsZero) {
   stream->Finish();
 }
 
+// Starts `args` (the binary first) with its stdout and stderr on a pipe: `pid` is the process,
+// `log_fd` the pipe's read end.
+void SpawnWithLogPipe(std::vector<std::string> args, pid_t* pid, int* log_fd) {
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int log[2];
+  ASSERT_EQ(pipe(log), 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, log[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, log[1], STDERR_FILENO);
+  posix_spawn_file_actions_addclose(&actions, log[0]);
+  const int spawned = posix_spawn(pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(log[1]);
+  *log_fd = log[0];
+  ASSERT_EQ(spawned, 0) << strerror(spawned);
+}
+
 // ---- A log reader that goes away ----
 
 // The server's log is a pipe (to a log shipper, `| tee`) whose reader goes away. The server
@@ -663,30 +683,18 @@ TEST(LogPipeTest, AServerWhoseLogReaderWentAwayServesOnAndStopsCleanly) {
       "--host",         "127.0.0.1", "--http-port",        "0",
       "--grpc-port",    "0",         "--metrics-port",     "0",
       "--port-file",    port_file};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  int log[2];
-  ASSERT_EQ(pipe(log), 0);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, log[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, log[1], STDERR_FILENO);
-  posix_spawn_file_actions_addclose(&actions, log[0]);
   pid_t pid = -1;
-  const int spawned = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  close(log[1]);
-  ASSERT_EQ(spawned, 0) << strerror(spawned);
+  int log_fd = -1;
+  ASSERT_NO_FATAL_FAILURE(SpawnWithLogPipe(args, &pid, &log_fd));
 
   // Read the log until the server is ready, then hang up.
   std::string text;
   char buffer[4096];
   for (ssize_t n; text.find("server is READY") == std::string::npos &&
-                  (n = read(log[0], buffer, sizeof(buffer))) > 0;) {
+                  (n = read(log_fd, buffer, sizeof(buffer))) > 0;) {
     text.append(buffer, static_cast<size_t>(n));
   }
-  close(log[0]);
+  close(log_fd);
   ASSERT_NE(text.find("server is READY"), std::string::npos) << text;
   int port = 0;
   for (int i = 0; i < 300 && port == 0; ++i) {
@@ -720,27 +728,15 @@ TEST(StartupSignalTest, ASigtermWhileTheModelsLoadEndsTheProcessAtOnce) {
       FastpathBinary(), "serve",     "--model-repository", repo.root().string(),
       "--host",         "127.0.0.1", "--http-port",        "0",
       "--grpc-port",    "0",         "--metrics-port",     "0"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  int log[2];
-  ASSERT_EQ(pipe(log), 0);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, log[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, log[1], STDERR_FILENO);
-  posix_spawn_file_actions_addclose(&actions, log[0]);
   pid_t pid = -1;
-  const int spawned = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  close(log[1]);
-  ASSERT_EQ(spawned, 0) << strerror(spawned);
+  int log_fd = -1;
+  ASSERT_NO_FATAL_FAILURE(SpawnWithLogPipe(args, &pid, &log_fd));
 
   // The last line before the models load; then give it a moment to block on the FIFO.
   std::string text;
   char buffer[4096];
   for (ssize_t n; text.find("execution providers per model") == std::string::npos &&
-                  (n = read(log[0], buffer, sizeof(buffer))) > 0;) {
+                  (n = read(log_fd, buffer, sizeof(buffer))) > 0;) {
     text.append(buffer, static_cast<size_t>(n));
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -755,10 +751,10 @@ TEST(StartupSignalTest, ASigtermWhileTheModelsLoadEndsTheProcessAtOnce) {
     kill(pid, SIGKILL);
     waitpid(pid, &status, 0);
   }
-  for (ssize_t n; (n = read(log[0], buffer, sizeof(buffer))) > 0;) {
+  for (ssize_t n; (n = read(log_fd, buffer, sizeof(buffer))) > 0;) {
     text.append(buffer, static_cast<size_t>(n));
   }
-  close(log[0]);
+  close(log_fd);
   ASSERT_EQ(ended, pid) << "SIGTERM did not end the start-up:\n" << text;
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGTERM) << text;
   EXPECT_NE(text.find("SIGTERM during start-up"), std::string::npos) << text;
