@@ -418,7 +418,21 @@ StatusOr<scheduler::StepRunner> Server::BindStep(const std::string& model,
   }
   auto hold = std::make_shared<const repository::StepHold>(std::move(runtime));
   return scheduler::StepRunner([this, hold, steps](InferRequest request, InferCallback done) {
-    RunOnVersion(hold->version(), std::move(request), std::move(done), /*canary=*/false, steps);
+    // Within an ensemble a step's scalar output is its config's dims, as Triton passes it
+    // on ([batch] becomes [batch, 1] for dims [1]): what the ensemble's load checked the
+    // next step's input against. (Clients of the model itself get the scalar as it is.)
+    auto as_dims = [hold, done = std::move(done)](StatusOr<InferResponse> answer) {
+      if (answer.ok()) {
+        const inference::ModelConfig& config = hold->version()->config;
+        for (Tensor& tensor : answer->outputs) {
+          const inference::ModelOutput* out = config::FindOutput(config, tensor.name);
+          if (out == nullptr || !config::IsScalarReshape(*out)) continue;
+          tensor.shape.insert(tensor.shape.end(), out->dims().begin(), out->dims().end());
+        }
+      }
+      done(std::move(answer));
+    };
+    RunOnVersion(hold->version(), std::move(request), std::move(as_dims), /*canary=*/false, steps);
   });
 }
 

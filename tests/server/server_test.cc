@@ -246,6 +246,44 @@ ensemble_scheduling { step [ { model_name: "flat" model_version: -1
   EXPECT_EQ(answer->outputs[0].shape, (std::vector<int64_t>{1, 2, 2}));
 }
 
+// A step's scalar output (Triton's dims [1] with reshape []) reaches the next step as its
+// dims say, [batch, 1], which is what the ensemble's load checked. It came as [batch], and
+// every request of a READY ensemble failed with a rank mismatch.
+TEST(ServerReshapeTest, AStepsScalarOutputReachesTheNextStepInItsDims) {
+  testing::TempRepository repo(FASTPATH_TEST_MODELS_DIR);
+  repo.AddVersion("scalar", 1, "scalar_batched");  // X [batch] -> Y [batch]: completed
+  repo.AddVersion("flat", 1, "identity_fp32");
+  repo.WriteConfig("flat", R"(name: "flat" platform: "onnxruntime_onnx" max_batch_size: 4
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ])");
+  std::filesystem::create_directories(repo.root() / "chain" / "1");
+  repo.WriteConfig("chain", R"(name: "chain" platform: "ensemble" max_batch_size: 4
+input [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "OUT" data_type: TYPE_FP32 dims: [ -1 ] } ]
+ensemble_scheduling { step [
+  { model_name: "scalar" model_version: -1
+    input_map { key: "X" value: "X" } output_map { key: "Y" value: "mid" } },
+  { model_name: "flat" model_version: -1
+    input_map { key: "INPUT0" value: "mid" } output_map { key: "OUTPUT0" value: "OUT" } } ] })");
+  ServerOptions options;
+  options.repository.roots = {repo.root()};
+  auto backend = onnxruntime::CreateOrtBackend();
+  ASSERT_TRUE(backend.ok());
+  auto created = Server::Create(options, std::move(backend).value());
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  ASSERT_TRUE((*created)->IsReady());
+  InferRequest r;
+  r.model_name = "chain";
+  r.inputs.push_back(Tensor{"X", DataType::kFp32, {2, 1}, std::string(8, '\0')});
+  std::promise<StatusOr<InferResponse>> p;
+  (*created)->InferAsync(std::move(r),
+                         [&](StatusOr<InferResponse> a) { p.set_value(std::move(a)); });
+  const StatusOr<InferResponse> answer = p.get_future().get();
+  ASSERT_TRUE(answer.ok()) << answer.status().ToString();
+  ASSERT_EQ(answer->outputs.size(), 1u);
+  EXPECT_EQ(answer->outputs[0].shape, (std::vector<int64_t>{2, 1}));
+}
+
 // The pending count (nv_inference_pending_request_count) is the scheduler's queued plus
 // running requests. The first request's callback holds its instance (it runs on the
 // instance's thread), so the second one waits in the queue: a state, not a race.
