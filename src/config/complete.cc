@@ -206,6 +206,24 @@ Status CompleteAndValidate(const ModelSignature& signature, inference::ModelConf
     config->mutable_version_policy()->mutable_latest()->set_num_versions(1);
   }
 
+  // Triton's spelling of a scalar in a model that does not batch: dims [1] and no reshape,
+  // which its own auto-complete writes when max_batch_size is 0. Read as the scalar it is
+  // (dims [1] with reshape { shape: [] }), as Triton's ONNX Runtime backend reads it.
+  if (max_batch_size == 0) {
+    auto scalar = [](auto& entry, const TensorSpec& spec) {
+      if (spec.dims.empty() && !entry.has_reshape() && entry.dims_size() == 1 &&
+          entry.dims(0) == 1) {
+        entry.mutable_reshape();
+      }
+    };
+    for (auto& input : *config->mutable_input()) {
+      scalar(input, *FindSpec(signature.inputs, input.name()));
+    }
+    for (auto& output : *config->mutable_output()) {
+      scalar(output, *FindSpec(signature.outputs, output.name()));
+    }
+  }
+
   FASTPATH_RETURN_IF_ERROR(ValidateCompletedModelConfig(*config));
 
   for (const auto& input : config->input()) {

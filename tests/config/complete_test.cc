@@ -164,6 +164,20 @@ TEST(CompleteTest, ScalarsBecomeDimsOneWithAnEmptyReshape) {
   EXPECT_TRUE(b.input(0).has_reshape());
 }
 
+// A model that does not batch, with a rank-0 tensor written dims [1] (what Triton's own
+// auto-complete writes with max_batch_size 0): the scalar, as Triton reads it. It was
+// refused as a rank mismatch.
+TEST(CompleteTest, DimsOneIsAScalarOfAModelThatDoesNotBatch) {
+  const ModelSignature scalars{{{"x", DataType::kFp32, {}}}, {{"y", DataType::kFp32, {}}}};
+  inference::ModelConfig c = Parse(R"(
+    max_batch_size: 0
+    input { name: "x" data_type: TYPE_FP32 dims: [ 1 ] }
+    output { name: "y" data_type: TYPE_FP32 dims: [ 1 ] })");
+  ASSERT_TRUE(CompleteAndValidate(scalars, &c, {.max_batch_size_set = true}).ok());
+  EXPECT_TRUE(IsScalarReshape(c.input(0)));
+  EXPECT_TRUE(IsScalarReshape(c.output(0)));
+}
+
 TEST(CompleteTest, ReshapeIsWhatTheModelSees) {
   ModelSignature s = {{{"img", DataType::kUint8, {-1, 2, 6}}}, {{"o", DataType::kFp32, {-1, 12}}}};
   inference::ModelConfig c = Parse(R"pb(
