@@ -239,11 +239,16 @@ std::string ModelRepository::Fingerprint(const std::string& name) const {
                                               ec);
          !ec && it != fs::recursive_directory_iterator() && ++entries <= kMaxEntries;
          it.increment(ec)) {
-      out << it->path().string() << ':' << static_cast<unsigned>(it->status(ec).permissions())
+      // An entry's own failure (a dangling link) is written as it is, and never ends the walk.
+      std::error_code entry_ec;
+      out << it->path().string() << ':' << static_cast<unsigned>(it->status(entry_ec).permissions())
           << ':';
-      if (it->is_symlink(ec)) out << "->" << fs::read_symlink(it->path(), ec).string() << ':';
-      if (it->is_regular_file(ec)) {
-        out << it->file_size(ec) << ':' << it->last_write_time(ec).time_since_epoch().count();
+      if (it->is_symlink(entry_ec)) {
+        out << "->" << fs::read_symlink(it->path(), entry_ec).string() << ':';
+      }
+      if (it->is_regular_file(entry_ec)) {
+        out << it->file_size(entry_ec) << ':'
+            << it->last_write_time(entry_ec).time_since_epoch().count();
       }
       out << '\n';
       if (it.depth() >= kMaxDepth) it.disable_recursion_pending();
