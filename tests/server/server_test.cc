@@ -29,16 +29,45 @@ std::vector<int32_t> Int32Values(const Tensor& t) {
   return v;
 }
 
+// A server on the repository at `root`, with ORT's backend and the default options.
+StatusOr<std::unique_ptr<Server>> ServeRepository(const std::filesystem::path& root) {
+  ServerOptions options;
+  options.repository.roots = {root};
+  FASTPATH_ASSIGN_OR_RETURN(auto backend, onnxruntime::CreateOrtBackend());
+  return Server::Create(options, std::move(backend));
+}
+
+// Sends `request` and waits until it runs: its callback, which runs on the instance's
+// thread, holds the one instance until Release(), so what is sent next waits in the queue.
+class HeldInstance {
+ public:
+  HeldInstance(Server& server, InferRequest request) {
+    server.InferAsync(std::move(request), [this](StatusOr<InferResponse> r) {
+      running_.set_value();
+      released_.wait();
+      ok_.set_value(r.ok());
+    });
+    running_.get_future().wait();
+  }
+  // Lets the held request finish; true when it was answered OK.
+  bool Release() {
+    release_.set_value();
+    return ok_.get_future().get();
+  }
+
+ private:
+  std::promise<void> release_;
+  std::shared_future<void> released_ = release_.get_future().share();
+  std::promise<void> running_;
+  std::promise<bool> ok_;
+};
+
 class ServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     repo_.AddVersion("simple", 1, "simple");
     repo_.WriteConfig("simple", kSimpleConfig);
-    ServerOptions options;
-    options.repository.roots = {repo_.root()};
-    auto backend = onnxruntime::CreateOrtBackend();
-    ASSERT_TRUE(backend.ok());
-    auto server = Server::Create(options, std::move(backend).value());
+    auto server = ServeRepository(repo_.root());
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(server).value();
   }
@@ -177,11 +206,7 @@ input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
 output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 2, 2 ] reshape: { shape: [ 4 ] } } ]
 )" + (name == "batched" ? "dynamic_batching { }" : ""));
   }
-  ServerOptions options;
-  options.repository.roots = {repo.root()};
-  auto backend = onnxruntime::CreateOrtBackend();
-  ASSERT_TRUE(backend.ok());
-  auto created = Server::Create(options, std::move(backend).value());
+  auto created = ServeRepository(repo.root());
   ASSERT_TRUE(created.ok()) << created.status().ToString();
   Server& server = **created;
   auto infer = [&](const std::string& model, int64_t elements) {
@@ -228,11 +253,7 @@ input [ { name: "X" data_type: TYPE_FP32 dims: [ 4 ] } ]
 output [ { name: "Y" data_type: TYPE_FP32 dims: [ 2, 2 ] reshape: { shape: [ 4 ] } } ]
 ensemble_scheduling { step [ { model_name: "flat" model_version: -1
   input_map { key: "INPUT0" value: "X" } output_map { key: "OUTPUT0" value: "Y" } } ] })");
-  ServerOptions options;
-  options.repository.roots = {repo.root()};
-  auto backend = onnxruntime::CreateOrtBackend();
-  ASSERT_TRUE(backend.ok());
-  auto created = Server::Create(options, std::move(backend).value());
+  auto created = ServeRepository(repo.root());
   ASSERT_TRUE(created.ok()) << created.status().ToString();
   InferRequest r;
   r.model_name = "square";
@@ -265,11 +286,7 @@ ensemble_scheduling { step [
     input_map { key: "X" value: "X" } output_map { key: "Y" value: "mid" } },
   { model_name: "flat" model_version: -1
     input_map { key: "INPUT0" value: "mid" } output_map { key: "OUTPUT0" value: "OUT" } } ] })");
-  ServerOptions options;
-  options.repository.roots = {repo.root()};
-  auto backend = onnxruntime::CreateOrtBackend();
-  ASSERT_TRUE(backend.ok());
-  auto created = Server::Create(options, std::move(backend).value());
+  auto created = ServeRepository(repo.root());
   ASSERT_TRUE(created.ok()) << created.status().ToString();
   ASSERT_TRUE((*created)->IsReady());
   InferRequest r;
@@ -294,22 +311,13 @@ TEST_F(ServerTest, PendingCountsQueuedAndRunningRequests) {
     return stats.ok() && !stats->empty() ? (*stats)[0].pending_request_count : ~uint64_t{0};
   };
   EXPECT_EQ(pending(), 0u);
-  std::promise<void> release;
-  std::shared_future<void> released = release.get_future().share();
-  std::promise<void> first_running;
-  std::promise<bool> first_ok, second_ok;
-  server_->InferAsync(SimpleRequest(), [&, released](StatusOr<InferResponse> r) {
-    first_running.set_value();
-    released.wait();
-    first_ok.set_value(r.ok());
-  });
-  first_running.get_future().wait();
+  HeldInstance first(*server_, SimpleRequest());
   EXPECT_EQ(pending(), 1u);
+  std::promise<bool> second_ok;
   server_->InferAsync(SimpleRequest(),
                       [&](StatusOr<InferResponse> r) { second_ok.set_value(r.ok()); });
   EXPECT_EQ(pending(), 2u);
-  release.set_value();
-  EXPECT_TRUE(first_ok.get_future().get());
+  EXPECT_TRUE(first.Release());
   EXPECT_TRUE(second_ok.get_future().get());
   // The worker counts a job finished just after its callback returns: wait for that state.
   for (int i = 0; i < 5000 && pending() != 0; ++i) {
@@ -343,16 +351,7 @@ TEST_F(ServerTest, ShutdownAnswersInFlightAndRefusesNew) {
 // which then killed the process with every answer still owed. The first request's
 // callback holds the one instance, so the others wait in the queue.
 void ExpectTheGracePeriodBoundsTheDrain(Server& server, InferRequest request) {
-  std::promise<void> release;
-  std::shared_future<void> released = release.get_future().share();
-  std::promise<void> first_running;
-  std::promise<bool> first_ok;
-  server.InferAsync(request, [&, released](StatusOr<InferResponse> r) {
-    first_running.set_value();
-    released.wait();
-    first_ok.set_value(r.ok());
-  });
-  first_running.get_future().wait();
+  HeldInstance first(server, request);
   constexpr int kQueued = 3;
   std::vector<std::promise<StatusOr<InferResponse>>> queued(kQueued);
   for (int i = 0; i < kQueued; ++i) {
@@ -368,8 +367,7 @@ void ExpectTheGracePeriodBoundsTheDrain(Server& server, InferRequest request) {
               std::string::npos)
         << r.status().message();
   }
-  release.set_value();
-  EXPECT_TRUE(first_ok.get_future().get());  // what ran is answered
+  EXPECT_TRUE(first.Release());  // what ran is answered
   const Server::DrainResult drained = shutdown.get();
   EXPECT_EQ(drained.outlived, 1u + kQueued);
   EXPECT_EQ(drained.refused, static_cast<size_t>(kQueued));
@@ -384,16 +382,7 @@ TEST_F(ServerTest, TheGracePeriodBoundsTheDrain) {
 // the request behind it is answered as usual. The first request's callback holds the
 // one instance (it runs on the instance's thread), so the others wait in the queue.
 void ExpectCancelledWhileQueuedNeverRuns(Server& server, InferRequest request) {
-  std::promise<void> release;
-  std::shared_future<void> released = release.get_future().share();
-  std::promise<void> first_running;
-  std::promise<bool> first_ok;
-  server.InferAsync(request, [&, released](StatusOr<InferResponse> r) {
-    first_running.set_value();
-    released.wait();
-    first_ok.set_value(r.ok());
-  });
-  first_running.get_future().wait();
+  HeldInstance first(server, request);
 
   auto gone = std::make_shared<std::atomic<bool>>(false);
   InferRequest cancelled = request;
@@ -407,9 +396,7 @@ void ExpectCancelledWhileQueuedNeverRuns(Server& server, InferRequest request) {
   next.id = "next";
   std::promise<StatusOr<InferResponse>> next_result;
   server.InferAsync(next, [&](StatusOr<InferResponse> r) { next_result.set_value(std::move(r)); });
-  release.set_value();
-
-  EXPECT_TRUE(first_ok.get_future().get());
+  EXPECT_TRUE(first.Release());
   const StatusOr<InferResponse> dropped = cancelled_result.get_future().get();
   EXPECT_EQ(dropped.status().code(), StatusCode::kCancelled) << dropped.status().ToString();
   EXPECT_NE(dropped.status().message().find("never reached the model"), std::string::npos)
@@ -437,11 +424,7 @@ TEST_F(ServerTest, CancelledWhileQueuedNeverRunsAndIsCounted) {
 TEST_F(ServerTest, CancelledWhileQueuedInTheDynamicBatcherNeverRunsAndIsCounted) {
   server_.reset();
   repo_.WriteConfig("simple", std::string(kSimpleConfig) + "dynamic_batching { }\n");
-  ServerOptions options;
-  options.repository.roots = {repo_.root()};
-  auto backend = onnxruntime::CreateOrtBackend();
-  ASSERT_TRUE(backend.ok());
-  auto server = Server::Create(options, std::move(backend).value());
+  auto server = ServeRepository(repo_.root());
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   server_ = std::move(server).value();
   ExpectCancelledWhileQueuedNeverRuns(*server_, SimpleRequest());
