@@ -155,6 +155,11 @@ Status CompleteAndValidate(const ModelSignature& signature, inference::ModelConf
     }
   }
 
+  // Triton's ONNX Runtime backend completes a config only when it leaves the inputs or the
+  // outputs to the model (one that lists both is taken as written), and then turns on its
+  // dynamic batcher for a model that batches.
+  const bool tensors_left_to_model = config->input_size() == 0 || config->output_size() == 0;
+
   if (config->platform().empty()) config->set_platform(std::string(kPlatform));
   if (config->backend().empty()) config->set_backend(std::string(kBackend));
 
@@ -165,6 +170,10 @@ Status CompleteAndValidate(const ModelSignature& signature, inference::ModelConf
     config->set_max_batch_size(options.default_max_batch_size);
   }
   const int max_batch_size = config->max_batch_size();
+  if (tensors_left_to_model && max_batch_size > 1 && ModelCanBatch(signature) &&
+      !config->has_dynamic_batching()) {
+    config->mutable_dynamic_batching();
+  }
 
   for (const auto& spec : signature.inputs) {
     inference::ModelInput* entry = nullptr;

@@ -41,7 +41,10 @@ TEST(CompleteTest, MissingConfigIsCompletedEntirely) {
   EXPECT_EQ(c.platform(), "onnxruntime_onnx");
   EXPECT_EQ(c.backend(), "onnxruntime");
   EXPECT_EQ(c.max_batch_size(), kDefaultMaxBatchSize);
-  EXPECT_FALSE(c.has_dynamic_batching());  // batching stays as written
+  // As Triton's ONNX Runtime backend: a model that batches gets its dynamic batcher.
+  ASSERT_TRUE(c.has_dynamic_batching());
+  EXPECT_EQ(c.dynamic_batching().max_queue_delay_microseconds(), 0u);
+  EXPECT_TRUE(c.dynamic_batching().preferred_batch_size().empty());
   ASSERT_EQ(c.input_size(), 1);
   EXPECT_EQ(c.input(0).name(), "image");
   EXPECT_EQ(c.input(0).data_type(), inference::TYPE_FP32);
@@ -65,6 +68,38 @@ TEST(CompleteTest, FixedFirstDimMeansNoBatching) {
   EXPECT_EQ(c.input(1).data_type(), inference::TYPE_BOOL);
   EXPECT_EQ(c.instance_group(0).name(), "fixed_0");
   EXPECT_THAT(ProtocolShape(c, c.input(0).dims()), ElementsAre(1, 4));
+}
+
+TEST(CompleteTest, TheDynamicBatcherIsAddedOnlyWhereTritonAddsIt) {
+  auto complete = [](const std::string& text, const ModelSignature& signature) {
+    ParseDetails details;
+    auto parsed = ParseModelConfig(text, "config.pbtxt", &details);
+    EXPECT_TRUE(parsed.ok()) << parsed.status().ToString();
+    inference::ModelConfig c = parsed.ok() ? *parsed : inference::ModelConfig();
+    CompletionOptions options;
+    options.max_batch_size_set = details.max_batch_size_set;
+    const Status status = CompleteAndValidate(signature, &c, options);
+    EXPECT_TRUE(status.ok()) << text << ": " << status.ToString();
+    return c;
+  };
+  // Inputs left to the model, max_batch_size written: added.
+  EXPECT_TRUE(complete("max_batch_size: 8", Classifier()).has_dynamic_batching());
+  // Outputs left to the model: added.
+  EXPECT_TRUE(complete(R"(input { name: "image" })", Classifier()).has_dynamic_batching());
+  // A config that lists its inputs and outputs is taken as written.
+  EXPECT_FALSE(complete(R"(max_batch_size: 8
+                           input { name: "image" data_type: TYPE_FP32 dims: [ 3, 8, 8 ] }
+                           output { name: "logits" data_type: TYPE_FP32 dims: [ 10 ] })",
+                        Classifier())
+                   .has_dynamic_batching());
+  // A batch of one has nothing to gather; no batching at all has no batcher.
+  EXPECT_FALSE(complete("max_batch_size: 1", Classifier()).has_dynamic_batching());
+  EXPECT_FALSE(complete("max_batch_size: 0", Classifier()).has_dynamic_batching());
+  EXPECT_FALSE(complete("", Fixed()).has_dynamic_batching());
+  // The user's own section is kept as written.
+  const inference::ModelConfig own =
+      complete("dynamic_batching { max_queue_delay_microseconds: 300 }", Classifier());
+  EXPECT_EQ(own.dynamic_batching().max_queue_delay_microseconds(), 300u);
 }
 
 TEST(CompleteTest, OneFixedOutputPreventsBatching) {

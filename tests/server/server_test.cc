@@ -432,3 +432,58 @@ TEST_F(ServerTest, CancelledWhileQueuedInTheDynamicBatcherNeverRunsAndIsCounted)
 
 }  // namespace
 }  // namespace fastpath::server
+
+namespace fastpath::server {
+namespace {
+
+// A model with no config.pbtxt batches what queues while its instance is busy, as Triton's
+// ONNX Runtime backend turns its dynamic batcher on for a model that batches: requests
+// queued behind the held one run together, and each gets its own rows back.
+TEST(ServerBatchingTest, AModelWithNoConfigBatchesWhatQueuesWhileItsInstanceIsBusy) {
+  testing::TempRepository repo(FASTPATH_TEST_MODELS_DIR);
+  repo.AddVersion("simple", 1, "simple");  // no config.pbtxt
+  auto created = ServeRepository(repo.root());
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  Server& server = **created;
+  auto config = server.GetModelConfig("simple", "");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->max_batch_size(), config::kDefaultMaxBatchSize);
+  EXPECT_TRUE(config->has_dynamic_batching());
+
+  auto request = [](int32_t base) {
+    InferRequest r;
+    r.model_name = "simple";
+    std::vector<int32_t> a(16, base), b(16);
+    for (int i = 0; i < 16; ++i) b[i] = i;
+    r.inputs.push_back(Int32Tensor("INPUT0", {1, 16}, a));
+    r.inputs.push_back(Int32Tensor("INPUT1", {1, 16}, b));
+    return r;
+  };
+  HeldInstance first(server, request(0));
+  constexpr int kQueued = 3;
+  std::vector<std::promise<StatusOr<InferResponse>>> queued(kQueued);
+  for (int i = 0; i < kQueued; ++i) {
+    server.InferAsync(request(100 * (i + 1)), [&queued, i](StatusOr<InferResponse> r) {
+      queued[i].set_value(std::move(r));
+    });
+  }
+  EXPECT_TRUE(first.Release());
+  for (int i = 0; i < kQueued; ++i) {
+    const StatusOr<InferResponse> r = queued[i].get_future().get();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_FALSE(r->outputs.empty());
+    EXPECT_EQ(r->outputs[0].shape, (std::vector<int64_t>{1, 16}));
+    const std::vector<int32_t> sum = Int32Values(r->outputs[0]);
+    for (int j = 0; j < 16; ++j) EXPECT_EQ(sum[j], 100 * (i + 1) + j) << "request " << i;
+  }
+  auto stats = server.GetModelStatistics("simple", "");
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ((*stats)[0].inference_count, 1u + kQueued);
+  // The first queued request may take the instance while the held answer is delivered; the
+  // two behind it wait for that run and share the next.
+  EXPECT_LE((*stats)[0].execution_count, static_cast<uint64_t>(kQueued))
+      << "no queued requests ran together";
+}
+
+}  // namespace
+}  // namespace fastpath::server

@@ -90,7 +90,10 @@ struct CompletionOptions {
 // - platform "onnxruntime_onnx" and backend "onnxruntime" when empty;
 // - max_batch_size when 0 and not written: kDefaultMaxBatchSize when every input's and
 //   output's first dim is -1 and no config entry spells the full (batch-included) rank;
-//   otherwise 0. A dynamic_batching section is not added: batching stays as written;
+//   otherwise 0;
+// - dynamic_batching {} when the config lists no inputs or no outputs, max_batch_size
+//   (written or filled) is above 1, the model batches and the config has none, as
+//   Triton's ONNX Runtime backend adds it: a config that lists both is taken as written;
 // - inputs missing from the config, outputs when it lists none (as Triton's, a config that
 //   lists some outputs serves those only), and data_type/dims missing from listed ones,
 //   from the signature (the batch dim dropped when max_batch_size > 0; a scalar
