@@ -38,6 +38,29 @@ bool ModelCanBatch(const ModelSignature& signature) {
          std::all_of(signature.outputs.begin(), signature.outputs.end(), dynamic_first);
 }
 
+// Why the rows of a batch may not stay rows through the model, "" when they do: every
+// input's and output's first dim must carry one name. An output whose first dim is another
+// size (a sum over the rows, NonZero's count) would give one request another's rows.
+std::string WhyRowsMayNotStayRows(const ModelSignature& signature) {
+  const TensorSpec* first = nullptr;
+  for (const auto* specs : {&signature.inputs, &signature.outputs}) {
+    for (const TensorSpec& spec : *specs) {
+      const std::string& name = spec.dim_names.empty() ? std::string() : spec.dim_names[0];
+      if (name.empty()) {
+        return "the first dim of '" + spec.name + "' has no name in the model, so it cannot " +
+               "be told to be the batch";
+      }
+      if (first == nullptr) {
+        first = &spec;
+      } else if (name != first->dim_names[0]) {
+        return "the first dim of '" + spec.name + "' is '" + name + "' in the model, not '" +
+               first->dim_names[0] + "' as that of '" + first->name + "'";
+      }
+    }
+  }
+  return "";
+}
+
 // The dims the model sees for a config entry: reshape.shape when there is one.
 template <typename Entry>
 const google::protobuf::RepeatedField<int64_t>& ModelSideDims(const Entry& entry) {
@@ -129,8 +152,10 @@ Status CompleteAndValidate(const ModelSignature& signature, inference::ModelConf
 }
 
 Status CompleteAndValidate(const ModelSignature& signature, inference::ModelConfig* config,
-                           const CompletionOptions& options) {
+                           const CompletionOptions& options, CompletionNotes* notes) {
   if (config == nullptr) return Internal("CompleteAndValidate: config is null");
+  CompletionNotes ignored;
+  if (notes == nullptr) notes = &ignored;
   for (const auto* specs : {&signature.inputs, &signature.outputs}) {
     for (const auto& spec : *specs) {
       if (spec.dtype == DataType::kInvalid) {
@@ -168,11 +193,16 @@ Status CompleteAndValidate(const ModelSignature& signature, inference::ModelConf
       !SpellsFullRank(config->input(), signature.inputs) &&
       !SpellsFullRank(config->output(), signature.outputs)) {
     config->set_max_batch_size(options.default_max_batch_size);
+    notes->max_batch_size_filled = true;
   }
   const int max_batch_size = config->max_batch_size();
   if (tensors_left_to_model && max_batch_size > 1 && ModelCanBatch(signature) &&
       !config->has_dynamic_batching()) {
-    config->mutable_dynamic_batching();
+    notes->dynamic_batching_withheld = WhyRowsMayNotStayRows(signature);
+    if (notes->dynamic_batching_withheld.empty()) {
+      config->mutable_dynamic_batching();
+      notes->dynamic_batching_added = true;
+    }
   }
 
   for (const auto& spec : signature.inputs) {

@@ -43,6 +43,9 @@ StatusOr<backend::TensorSpec> ReadTensorSpec(const Ort::TypeInfo& type_info, std
   for (int64_t& dim : spec.dims) {
     if (dim < 0) dim = -1;
   }
+  for (const char* symbol : tensor_info.GetSymbolicDimensions()) {
+    spec.dim_names.emplace_back(symbol == nullptr ? "" : symbol);
+  }
   return spec;
 }
 

@@ -257,6 +257,32 @@ std::string ModelRepository::Fingerprint(const std::string& name) const {
   return out.str();
 }
 
+namespace {
+
+// What auto-complete filled in that changes how the model is served, as Triton's backend
+// logs the max_batch_size it fills in.
+void LogCompletion(const std::string& name, int64_t version, const inference::ModelConfig& config,
+                   const config::CompletionNotes& notes) {
+  const std::string model = "model '" + name + "' v" + std::to_string(version) + ": ";
+  const std::string batch = std::to_string(config.max_batch_size());
+  if (notes.dynamic_batching_added) {
+    log::Info(model + "its config leaves its tensors to the model, so it batches as Triton " +
+              "completes it: " +
+              (notes.max_batch_size_filled ? "max_batch_size " + batch + " and " : "") +
+              "dynamic_batching {} (list the inputs and outputs in config.pbtxt to choose)");
+  } else if (!notes.dynamic_batching_withheld.empty()) {
+    log::Warn(model + "each request runs alone, without the dynamic_batching {} Triton would " +
+              "add: " + notes.dynamic_batching_withheld + ", and batched requests could get " +
+              "each other's rows (write dynamic_batching in config.pbtxt if every first dim " +
+              "is the batch)");
+  } else if (notes.max_batch_size_filled) {
+    log::Info(model + "max_batch_size " + batch + " filled in from the model, as Triton " +
+              "completes it (write max_batch_size in config.pbtxt to choose)");
+  }
+}
+
+}  // namespace
+
 StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadVersion(
     const std::string& name, const fs::path& dir, int64_t version,
     const inference::ModelConfig& base, const config::CompletionOptions& completion) const {
@@ -278,7 +304,10 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadVersion(
   runtime->config = base;
   runtime->folder = dir / std::to_string(version);
   FASTPATH_ASSIGN_OR_RETURN(const backend::ModelSignature signature, backend_->Inspect(file));
-  FASTPATH_RETURN_IF_ERROR(config::CompleteAndValidate(signature, &runtime->config, completion));
+  config::CompletionNotes notes;
+  FASTPATH_RETURN_IF_ERROR(
+      config::CompleteAndValidate(signature, &runtime->config, completion, &notes));
+  LogCompletion(name, version, runtime->config, notes);
 
   // What an instance answers after it runs out of memory before it serves again.
   std::optional<scheduler::RecoveryProbe> probe;

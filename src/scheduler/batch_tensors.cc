@@ -75,9 +75,12 @@ StatusOr<std::vector<Tensor>> SplitRows(Tensor& whole, const std::vector<uint64_
   uint64_t total = 0;
   for (uint64_t r : rows) total += r;
   if (whole.shape.empty() || whole.shape[0] < 0 || static_cast<uint64_t>(whole.shape[0]) != total) {
-    return Internal("output '" + whole.name + "' of the batched model has shape " +
-                    ShapeToString(whole.shape) + "; its first dim should be the batch size " +
-                    std::to_string(total));
+    return Internal("output '" + whole.name + "' has shape " + ShapeToString(whole.shape) +
+                    " for a batch of " + std::to_string(total) + " rows from " +
+                    std::to_string(rows.size()) +
+                    " requests: the model does not keep the batch as its first dim, so its " +
+                    "requests cannot be batched together (max_batch_size: 0, or no " +
+                    "dynamic_batching, in config.pbtxt)");
   }
   const std::vector<int64_t> row_shape(whole.shape.begin() + 1, whole.shape.end());
   FASTPATH_ASSIGN_OR_RETURN(const int64_t per_row, ElementCount(row_shape));

@@ -615,8 +615,8 @@ instance_group [ { kind: KIND_CPU count: 2 } ]
 ModelMetadata Mlp() {
   ModelMetadata m;
   m.name = "mlp";
-  m.inputs = {{"input", DataType::kFp32, {-1, 64}}, {"ids", DataType::kInt64, {-1, -1}}};
-  m.outputs = {{"probabilities", DataType::kFp32, {-1, 10}}};
+  m.inputs = {{"input", DataType::kFp32, {-1, 64}, {}}, {"ids", DataType::kInt64, {-1, -1}, {}}};
+  m.outputs = {{"probabilities", DataType::kFp32, {-1, 10}, {}}};
   return m;
 }
 
@@ -672,7 +672,7 @@ TEST(InputsTest, ClearErrors) {
 TEST(InputsTest, ALeadingDynamicDimOfAModelThatDoesNotBatchIsNotTheBatch) {
   ModelMetadata m;
   m.name = "tokens";
-  m.inputs = {{"ids", DataType::kInt64, {-1, 8}}};
+  m.inputs = {{"ids", DataType::kInt64, {-1, 8}, {}}};
   m.max_batch_size = 0;
   auto missing = MakeInputs(m, {}, 1, 0, 0);
   ASSERT_FALSE(missing.ok());

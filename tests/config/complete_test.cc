@@ -18,15 +18,16 @@ inference::ModelConfig Parse(std::string_view text) {
   return parsed.ok() ? *parsed : inference::ModelConfig();
 }
 
-// An image classifier that batches: [-1,3,8,8] -> [-1,10].
+// An image classifier that batches: [batch,3,8,8] -> [batch,10].
 ModelSignature Classifier() {
-  return {{{"image", DataType::kFp32, {-1, 3, 8, 8}}}, {{"logits", DataType::kFp32, {-1, 10}}}};
+  return {{{"image", DataType::kFp32, {-1, 3, 8, 8}, {"batch", "", "", ""}}},
+          {{"logits", DataType::kFp32, {-1, 10}, {"batch", ""}}}};
 }
 
 // A model with a fixed first dim: it cannot batch.
 ModelSignature Fixed() {
-  return {{{"x", DataType::kInt64, {1, 4}}, {"mask", DataType::kBool, {1, 4}}},
-          {{"y", DataType::kFp32, {1, 2}}}};
+  return {{{"x", DataType::kInt64, {1, 4}, {}}, {"mask", DataType::kBool, {1, 4}, {}}},
+          {{"y", DataType::kFp32, {1, 2}, {}}}};
 }
 
 void ExpectInvalid(const Status& status, const std::string& substring) {
@@ -102,9 +103,50 @@ TEST(CompleteTest, TheDynamicBatcherIsAddedOnlyWhereTritonAddsIt) {
   EXPECT_EQ(own.dynamic_batching().max_queue_delay_microseconds(), 300u);
 }
 
+// Unlike Triton's, the batcher is added only where every first dim is one dim of the model:
+// an output whose first dim is another size (a sum over the rows, NonZero's count) would give
+// one request another's rows once requests are batched together. Such a model keeps its
+// max_batch_size and runs each request alone, and the notes say why.
+TEST(CompleteTest, NoDynamicBatcherWhereAnOutputsFirstDimMayNotBeTheBatch) {
+  CompletionNotes notes;
+  inference::ModelConfig added;
+  ASSERT_TRUE(CompleteAndValidate(Classifier(), &added, CompletionOptions{}, &notes).ok());
+  EXPECT_TRUE(notes.max_batch_size_filled);
+  EXPECT_TRUE(notes.dynamic_batching_added);
+  EXPECT_EQ(notes.dynamic_batching_withheld, "");
+
+  // y = ReduceSum(x, axes=[0]): [N, M] -> [M].
+  const ModelSignature reduce = {{{"x", DataType::kFp32, {-1, -1}, {"N", "M"}}},
+                                 {{"y", DataType::kFp32, {-1}, {"M"}}}};
+  notes = {};
+  inference::ModelConfig c;
+  ASSERT_TRUE(CompleteAndValidate(reduce, &c, CompletionOptions{}, &notes).ok());
+  EXPECT_EQ(c.max_batch_size(), kDefaultMaxBatchSize);  // as Triton fills it
+  EXPECT_FALSE(c.has_dynamic_batching());
+  EXPECT_FALSE(notes.dynamic_batching_added);
+  EXPECT_EQ(notes.dynamic_batching_withheld,
+            "the first dim of 'y' is 'M' in the model, not 'N' as that of 'x'");
+
+  // A first dim with no name cannot be told to be the batch.
+  ModelSignature unnamed = Classifier();
+  unnamed.outputs[0].dim_names.clear();
+  notes = {};
+  inference::ModelConfig d;
+  ASSERT_TRUE(CompleteAndValidate(unnamed, &d, CompletionOptions{}, &notes).ok());
+  EXPECT_FALSE(d.has_dynamic_batching());
+  EXPECT_THAT(notes.dynamic_batching_withheld, HasSubstr("'logits' has no name in the model"));
+
+  // A config that writes its batcher is taken as written, and nothing is withheld.
+  notes = {};
+  inference::ModelConfig written = Parse("dynamic_batching { }");
+  ASSERT_TRUE(CompleteAndValidate(reduce, &written, CompletionOptions{}, &notes).ok());
+  EXPECT_TRUE(written.has_dynamic_batching());
+  EXPECT_EQ(notes.dynamic_batching_withheld, "");
+}
+
 TEST(CompleteTest, OneFixedOutputPreventsBatching) {
   ModelSignature s = Classifier();
-  s.outputs.push_back({"count", DataType::kInt64, {1}});
+  s.outputs.push_back({"count", DataType::kInt64, {1}, {}});
   inference::ModelConfig c;
   ASSERT_TRUE(CompleteAndValidate(s, &c).ok());
   EXPECT_EQ(c.max_batch_size(), 0);
@@ -131,8 +173,9 @@ TEST(CompleteTest, PartialConfigKeepsWhatIsWrittenAndFillsTheRest) {
 // As Triton's: a config that lists some outputs serves those only (the model's others are
 // not computed for clients, nor in its metadata); one that lists none takes them all.
 TEST(CompleteTest, AConfigsOutputsAreAllItServes) {
-  const ModelSignature two{{{"x", DataType::kFp32, {-1, 4}}},
-                           {{"sum", DataType::kFp32, {-1, 4}}, {"diff", DataType::kFp32, {-1, 4}}}};
+  const ModelSignature two{
+      {{"x", DataType::kFp32, {-1, 4}, {}}},
+      {{"sum", DataType::kFp32, {-1, 4}, {}}, {"diff", DataType::kFp32, {-1, 4}, {}}}};
   inference::ModelConfig listed = Parse(R"(output { name: "diff" })");
   ASSERT_TRUE(CompleteAndValidate(two, &listed).ok());
   ASSERT_EQ(listed.output_size(), 1);
@@ -144,7 +187,8 @@ TEST(CompleteTest, AConfigsOutputsAreAllItServes) {
 }
 
 TEST(CompleteTest, ConfigMayNarrowDynamicDims) {
-  ModelSignature s = {{{"tokens", DataType::kInt64, {-1, -1}}}, {{"out", DataType::kFp32, {-1, -1, 16}}}};
+  ModelSignature s = {{{"tokens", DataType::kInt64, {-1, -1}, {}}},
+                      {{"out", DataType::kFp32, {-1, -1, 16}, {}}}};
   inference::ModelConfig c = Parse(R"pb(
     max_batch_size: 4
     input { name: "tokens" data_type: TYPE_INT64 dims: [ 128 ] }
@@ -183,7 +227,7 @@ TEST(CompleteTest, ExplicitZeroMaxBatchSizeIsHonouredWhenTheCallerSaysSo) {
 }
 
 TEST(CompleteTest, ScalarsBecomeDimsOneWithAnEmptyReshape) {
-  ModelSignature s = {{{"alpha", DataType::kFp32, {}}}, {{"beta", DataType::kFp32, {}}}};
+  ModelSignature s = {{{"alpha", DataType::kFp32, {}, {}}}, {{"beta", DataType::kFp32, {}, {}}}};
   inference::ModelConfig c;
   ASSERT_TRUE(CompleteAndValidate(s, &c).ok());
   EXPECT_EQ(c.max_batch_size(), 0);
@@ -191,7 +235,8 @@ TEST(CompleteTest, ScalarsBecomeDimsOneWithAnEmptyReshape) {
   EXPECT_TRUE(c.input(0).has_reshape());
   EXPECT_EQ(c.input(0).reshape().shape_size(), 0);
 
-  ModelSignature batched = {{{"alpha", DataType::kFp32, {-1}}}, {{"beta", DataType::kFp32, {-1}}}};
+  ModelSignature batched = {{{"alpha", DataType::kFp32, {-1}, {}}},
+                            {{"beta", DataType::kFp32, {-1}, {}}}};
   inference::ModelConfig b;
   ASSERT_TRUE(CompleteAndValidate(batched, &b).ok());
   EXPECT_EQ(b.max_batch_size(), kDefaultMaxBatchSize);
@@ -203,7 +248,7 @@ TEST(CompleteTest, ScalarsBecomeDimsOneWithAnEmptyReshape) {
 // auto-complete writes with max_batch_size 0): the scalar, as Triton reads it. It was
 // refused as a rank mismatch.
 TEST(CompleteTest, DimsOneIsAScalarOfAModelThatDoesNotBatch) {
-  const ModelSignature scalars{{{"x", DataType::kFp32, {}}}, {{"y", DataType::kFp32, {}}}};
+  const ModelSignature scalars{{{"x", DataType::kFp32, {}, {}}}, {{"y", DataType::kFp32, {}, {}}}};
   inference::ModelConfig c = Parse(R"(
     max_batch_size: 0
     input { name: "x" data_type: TYPE_FP32 dims: [ 1 ] }
@@ -214,7 +259,8 @@ TEST(CompleteTest, DimsOneIsAScalarOfAModelThatDoesNotBatch) {
 }
 
 TEST(CompleteTest, ReshapeIsWhatTheModelSees) {
-  ModelSignature s = {{{"img", DataType::kUint8, {-1, 2, 6}}}, {{"o", DataType::kFp32, {-1, 12}}}};
+  ModelSignature s = {{{"img", DataType::kUint8, {-1, 2, 6}, {}}},
+                      {{"o", DataType::kFp32, {-1, 12}, {}}}};
   inference::ModelConfig c = Parse(R"pb(
     max_batch_size: 2
     input { name: "img" data_type: TYPE_UINT8 dims: [ 12 ] reshape { shape: [ 2, 6 ] } }
@@ -304,7 +350,7 @@ TEST(CompleteTest, PartialConfigPassesWrittenChecksThenCompletes) {
 
   // A warmup sample that misses an input the model has is caught after completion.
   ModelSignature two = Classifier();
-  two.inputs.push_back({"bias", DataType::kFp32, {-1, 1}});
+  two.inputs.push_back({"bias", DataType::kFp32, {-1, 1}, {}});
   inference::ModelConfig d = Parse(R"pb(
     model_warmup { batch_size: 1 inputs { key: "image" value { data_type: TYPE_FP32 dims: [ 3, 8, 8 ] zero_data: true } } }
   )pb");
@@ -321,7 +367,7 @@ TEST(CompleteTest, GpuGroupIsKeptAsWritten) {
 }
 
 TEST(CompleteTest, UnsupportedModelElementTypeIsNamed) {
-  ModelSignature s = {{{"weird", DataType::kInvalid, {-1}}}, {}};
+  ModelSignature s = {{{"weird", DataType::kInvalid, {-1}, {}}}, {}};
   inference::ModelConfig c;
   ExpectInvalid(CompleteAndValidate(s, &c), "'weird'");
 }

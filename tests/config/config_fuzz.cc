@@ -14,8 +14,8 @@ void CheckParsed(inference::ModelConfig cfg, const fastpath::config::ParseDetail
   using namespace fastpath;
   (void)config::ValidateModelConfig(cfg);
   const backend::ModelSignature signature = {
-      {{"x", DataType::kFp32, {-1, 4}}, {"ids", DataType::kInt64, {-1, -1}}},
-      {{"y", DataType::kFp32, {-1, 2}}}};
+      {{"x", DataType::kFp32, {-1, 4}, {}}, {"ids", DataType::kInt64, {-1, -1}, {}}},
+      {{"y", DataType::kFp32, {-1, 2}, {}}}};
   config::CompletionOptions options;
   options.max_batch_size_set = details.max_batch_size_set;
   if (!config::CompleteAndValidate(signature, &cfg, options).ok()) return;

@@ -35,6 +35,10 @@ struct TensorSpec {
   std::string name;
   DataType dtype = DataType::kInvalid;
   std::vector<int64_t> dims;
+  // The model's name for each dim (ONNX's dim_param, such as "batch"), "" where it gives
+  // none; empty when the backend does not read them. Two dynamic dims with one name are
+  // the same size in every run.
+  std::vector<std::string> dim_names;
 };
 
 struct ModelSignature {

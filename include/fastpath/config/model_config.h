@@ -85,6 +85,16 @@ struct CompletionOptions {
   int default_max_batch_size = kDefaultMaxBatchSize;
 };
 
+// What CompleteAndValidate filled in that changes how the model is served, for the load's
+// log (Triton's backend logs the max_batch_size it fills in).
+struct CompletionNotes {
+  bool max_batch_size_filled = false;
+  bool dynamic_batching_added = false;
+  // Why a model that batches got no dynamic_batching where Triton's backend would add it;
+  // "" when none was withheld.
+  std::string dynamic_batching_withheld;
+};
+
 // Triton-style auto-complete, then ValidateModelConfig, then a consistency check
 // against the model file's signature:
 // - platform "onnxruntime_onnx" and backend "onnxruntime" when empty;
@@ -93,7 +103,10 @@ struct CompletionOptions {
 //   otherwise 0;
 // - dynamic_batching {} when the config lists no inputs or no outputs, max_batch_size
 //   (written or filled) is above 1, the model batches and the config has none, as
-//   Triton's ONNX Runtime backend adds it: a config that lists both is taken as written;
+//   Triton's ONNX Runtime backend adds it (a config that lists both is taken as written);
+//   unlike Triton's, only where every input's and output's first dim has one name in the
+//   model (TensorSpec::dim_names): an output whose first dim is another size would hand
+//   one request another's rows once requests are batched together;
 // - inputs missing from the config, outputs when it lists none (as Triton's, a config that
 //   lists some outputs serves those only), and data_type/dims missing from listed ones,
 //   from the signature (the batch dim dropped when max_batch_size > 0; a scalar
@@ -107,8 +120,8 @@ struct CompletionOptions {
 // On error *config may be partly completed; discard it.
 Status CompleteAndValidate(const backend::ModelSignature& signature,
                            inference::ModelConfig* config);
-Status CompleteAndValidate(const backend::ModelSignature& signature,
-                           inference::ModelConfig* config, const CompletionOptions& options);
+Status CompleteAndValidate(const backend::ModelSignature& signature, inference::ModelConfig* config,
+                           const CompletionOptions& options, CompletionNotes* notes = nullptr);
 
 // Applies the version policy (latest{num_versions}, default 1 / all / specific) to the
 // numeric version folders found on disk. Returns the selected versions ascending. A
