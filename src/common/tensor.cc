@@ -102,6 +102,17 @@ Status ValidateTensorData(const Tensor& tensor) {
                            std::to_string(static_cast<uint64_t>(count) * elem) + " bytes but has " +
                            std::to_string(tensor.data.size()));
   }
+  if (tensor.dtype == DataType::kBool) {
+    // Any byte other than 0 or 1 is not a valid C++ bool, and ONNX Runtime's kernels read
+    // BOOL tensors as bool. Checked on each request's own tensor, before it joins a batch.
+    for (size_t i = 0; i < tensor.data.size(); ++i) {
+      const auto byte = static_cast<unsigned char>(tensor.data[i]);
+      if (byte > 1) {
+        return InvalidArgument("BOOL tensor '" + tensor.name + "' element " + std::to_string(i) +
+                               " is " + std::to_string(byte) + "; BOOL elements must be 0 or 1");
+      }
+    }
+  }
   return Status::Ok();
 }
 

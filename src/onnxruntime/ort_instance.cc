@@ -52,19 +52,9 @@ Status CheckInputAgainstSpec(const Tensor& tensor, const backend::TensorSpec& sp
     return InvalidArgument("input '" + tensor.name + "' has shape " + ShapeToString(tensor.shape) +
                            " but the model expects " + ShapeToString(spec.dims));
   }
-  // Fixed-size types cost O(1) here; BYTES are split (and so checked) when converted.
+  // Fixed-size types cost O(1) here (BOOL a pass over its bytes); BYTES are split (and so
+  // checked) when converted.
   if (tensor.dtype != DataType::kBytes) FASTPATH_RETURN_IF_ERROR(ValidateTensorData(tensor));
-  if (tensor.dtype == DataType::kBool) {
-    // Any byte other than 0 or 1 is not a valid C++ bool, and ORT's kernels read BOOL
-    // tensors as bool.
-    for (size_t i = 0; i < tensor.data.size(); ++i) {
-      const auto byte = static_cast<unsigned char>(tensor.data[i]);
-      if (byte > 1) {
-        return InvalidArgument("BOOL input '" + tensor.name + "' element " + std::to_string(i) +
-                               " is " + std::to_string(byte) + "; BOOL elements must be 0 or 1");
-      }
-    }
-  }
   return Status::Ok();
 }
 

@@ -36,6 +36,16 @@ TEST(TensorTest, ValidatesFixedSizeLength) {
   EXPECT_NE(s.message().find("'x'"), std::string::npos);
 }
 
+// Checked on each request's own tensor, so the index is its own, not a batch's.
+TEST(TensorTest, BoolBytesAreZeroOrOne) {
+  EXPECT_TRUE(
+      ValidateTensorData({"b", DataType::kBool, {1, 3}, std::string("\x01\x00\x01", 3)}).ok());
+  const Status s =
+      ValidateTensorData({"b", DataType::kBool, {1, 3}, std::string("\x01\x02\x00", 3)});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "BOOL tensor 'b' element 1 is 2; BOOL elements must be 0 or 1");
+}
+
 TEST(TensorTest, BytesElementsRoundTrip) {
   std::string data;
   AppendBytesElement(&data, "hello");

@@ -485,5 +485,42 @@ TEST(ServerBatchingTest, AModelWithNoConfigBatchesWhatQueuesWhileItsInstanceIsBu
       << "no queued requests ran together";
 }
 
+// A request whose BOOL bytes are not 0 or 1 is refused alone, before it joins a batch: it was
+// checked on the batch, which failed every request batched with it, and named an element of
+// the batch, not of its own tensor.
+TEST(ServerBatchingTest, ABadBoolRequestIsRefusedAloneAndItsBatchRuns) {
+  testing::TempRepository repo(FASTPATH_TEST_MODELS_DIR);
+  repo.AddVersion("flags", 1, "identity_bool");
+  repo.WriteConfig("flags", R"(name: "flags" max_batch_size: 4
+input [ { name: "INPUT0" data_type: TYPE_BOOL dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_BOOL dims: [ -1 ] } ]
+dynamic_batching { })");
+  auto created = ServeRepository(repo.root());
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  Server& server = **created;
+  auto request = [](std::string bytes) {
+    InferRequest r;
+    r.model_name = "flags";
+    const auto n = static_cast<int64_t>(bytes.size());
+    r.inputs.push_back(Tensor{"INPUT0", DataType::kBool, {1, n}, std::move(bytes)});
+    return r;
+  };
+  HeldInstance first(server, request(std::string("\x01\x00", 2)));
+  std::promise<StatusOr<InferResponse>> good, bad;
+  server.InferAsync(request(std::string("\x00\x01", 2)),
+                    [&](StatusOr<InferResponse> r) { good.set_value(std::move(r)); });
+  server.InferAsync(request(std::string("\x01\x00\x02", 3)),
+                    [&](StatusOr<InferResponse> r) { bad.set_value(std::move(r)); });
+  const StatusOr<InferResponse> refused = bad.get_future().get();  // before the batch runs
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.status().message(),
+            "BOOL tensor 'INPUT0' element 2 is 2; BOOL elements must be 0 or 1");
+  EXPECT_TRUE(first.Release());
+  const StatusOr<InferResponse> answered = good.get_future().get();
+  ASSERT_TRUE(answered.ok()) << answered.status().ToString();
+  ASSERT_EQ(answered->outputs.size(), 1u);
+  EXPECT_EQ(answered->outputs[0].data, std::string("\x00\x01", 2));
+}
+
 }  // namespace
 }  // namespace fastpath::server

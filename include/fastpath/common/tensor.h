@@ -37,8 +37,8 @@ StatusOr<int64_t> ElementCount(const std::vector<int64_t>& shape,
 std::string ShapeToString(const std::vector<int64_t>& shape);
 
 // Checks that `data` matches dtype and shape: the exact byte length for fixed-size
-// types, and exactly ElementCount well-formed length-prefixed elements for BYTES.
-// The message names the tensor.
+// types (and only 0 or 1 in each BOOL byte), and exactly ElementCount well-formed
+// length-prefixed elements for BYTES. The message names the tensor.
 Status ValidateTensorData(const Tensor& tensor);
 
 // Splits BYTES data into element views (which point into `data`). Fails with a
