@@ -68,12 +68,17 @@ Status DecodeIntegers(const Value& data, int64_t count, int depth, const std::st
   return ForEachLeaf(data, depth, what, [&](const Value& v) -> Status {
     T x{};
     bool in_range = false;
+    // An integer beyond 64 bits reaches here as a double: an integer, just out of range (a
+    // double this large has no fraction; 3.0 is still no integer, nor 1e19 a UINT64).
+    const double d = v.IsDouble() ? v.GetDouble() : 0;
+    const bool huge_integer =
+        std::isfinite(d) && (d >= 0x1p64 || d <= -0x1p63 || (std::is_signed_v<T> && d >= 0x1p63));
     if constexpr (std::is_signed_v<T>) {
       if (v.IsInt64()) {
         const int64_t n = v.GetInt64();
         in_range = n >= std::numeric_limits<T>::min() && n <= std::numeric_limits<T>::max();
         x = static_cast<T>(n);
-      } else if (!v.IsUint64()) {  // a uint64 beyond int64 is an integer, just out of range
+      } else if (!v.IsUint64() && !huge_integer) {  // a uint64 beyond int64: out of range
         return ElementError(what, i, v, "an integer");
       }
     } else {
@@ -81,7 +86,7 @@ Status DecodeIntegers(const Value& data, int64_t count, int depth, const std::st
         const uint64_t n = v.GetUint64();
         in_range = n <= std::numeric_limits<T>::max();
         x = static_cast<T>(n);
-      } else if (!v.IsInt64()) {  // a negative integer: out of range
+      } else if (!v.IsInt64() && !huge_integer) {  // a negative integer: out of range
         return ElementError(what, i, v, "a non-negative integer");
       }
     }
@@ -783,7 +788,19 @@ Status WriteJsonData(JsonWriter& w, const Tensor& t, int64_t count) {
     case DataType::kBytes: {
       auto elements = SplitBytesElements(t.data, count, t.name);
       if (!elements.ok()) return Internal("output '" + t.name + "': " + elements.status().message());
-      for (std::string_view e : *elements) WriteString(w, e);
+      // JSON carries text: an element that is not UTF-8 (an image's bytes) would reach the
+      // client changed, each stray byte as U+FFFD. Triton writes the bytes as they are, in a
+      // body no JSON reader accepts; here the client is told how to get them.
+      for (size_t i = 0; i < elements->size(); ++i) {
+        if (!IsValidUtf8((*elements)[i])) {
+          return InvalidArgument("output '" + t.name + "' element " + std::to_string(i) +
+                                 " is not UTF-8 text, which JSON cannot carry; request it with "
+                                 "parameters {\"binary_data\": true}");
+        }
+      }
+      for (std::string_view e : *elements) {
+        w.String(e.data(), static_cast<rapidjson::SizeType>(e.size()));
+      }
       break;
     }
     default:
@@ -792,6 +809,18 @@ Status WriteJsonData(JsonWriter& w, const Tensor& t, int64_t count) {
                              "parameters {\"binary_data\": true}");
   }
   return Status::Ok();
+}
+
+// Whether the body is a JSON value with more after it (`error` being how the whole body
+// failed to parse): binary tensor data sent without the Inference-Header-Content-Length
+// header that says where the JSON ends. Tensor bytes are seldom UTF-8 throughout, and the
+// whole body's first stray byte is found before its JSON is read: the JSON before it is.
+bool JsonThenMore(std::string& body, const JsonParseError& error) {
+  if (error.code == rapidjson::kParseErrorDocumentRootNotSingular) return true;
+  if (error.code != rapidjson::kParseErrorStringInvalidEncoding || error.offset == 0) return false;
+  rapidjson::Document before;
+  const auto parsed = ParseJsonInPlace(body.data(), error.offset, &before);
+  return !parsed || parsed->code == rapidjson::kParseErrorDocumentRootNotSingular;
 }
 
 void WriteParameters(JsonWriter& w, const Parameters& params) {
@@ -878,7 +907,7 @@ StatusOr<DecodedInferRequest> internal::DecodeInferRequest(std::string& body, st
   rapidjson::Document doc;
   if (auto error = ParseJsonInPlace(body.data(), json_size, &doc)) {
     std::string message = DescribeJsonError(*error, "the request body");
-    if (!json_length && error->code == rapidjson::kParseErrorDocumentRootNotSingular) {
+    if (!json_length && JsonThenMore(body, *error)) {
       message +=
           " (binary tensor data after the JSON needs the Inference-Header-Content-Length header)";
     }

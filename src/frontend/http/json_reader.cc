@@ -125,6 +125,11 @@ std::optional<JsonParseError> ParseJsonInPlace(char* text, size_t size, rapidjso
   doc->Populate(generate);
   text[size] = saved;
   if (reader.HasParseError()) return JsonParseError{reader.GetParseErrorCode(), reader.GetErrorOffset()};
+  // RapidJSON ends the text at its first NUL, which would let whatever follows one pass
+  // unread: it is text after the value like any other.
+  if (stream.Tell() < size) {
+    return JsonParseError{rapidjson::kParseErrorDocumentRootNotSingular, stream.Tell()};
+  }
   return std::nullopt;
 }
 

@@ -168,6 +168,19 @@ TEST(InferCodecDecode, OutOfRangeAndWrongTypesNameTheTensorAndElement) {
               StatusCode::kInvalidArgument, "out of range for INT64");
   ExpectError(R"({"inputs":[{"name":"x","datatype":"INT32","shape":[2],"data":[1,1.5]}]})",
               StatusCode::kInvalidArgument, "element 1 is a number, expected an integer");
+  // Integers beyond 64 bits (read as doubles) are out of range, as any other; a number with
+  // a fraction or an exponent is no integer, whatever its value.
+  ExpectError(
+      R"({"inputs":[{"name":"x","datatype":"UINT64","shape":[1],"data":[18446744073709551616]}]})",
+      StatusCode::kInvalidArgument, "element 0 is out of range for UINT64");
+  ExpectError(
+      R"({"inputs":[{"name":"x","datatype":"INT64","shape":[1],"data":[-9223372036854775809]}]})",
+      StatusCode::kInvalidArgument, "element 0 is out of range for INT64");
+  ExpectError(R"({"inputs":[{"name":"x","datatype":"INT32","shape":[1],"data":[3.0]}]})",
+              StatusCode::kInvalidArgument, "element 0 is a number, expected an integer");
+  ExpectError(R"({"inputs":[{"name":"x","datatype":"UINT64","shape":[1],"data":[1e19]}]})",
+              StatusCode::kInvalidArgument,
+              "element 0 is a number, expected a non-negative integer");
   ExpectError(R"({"inputs":[{"name":"x","datatype":"BOOL","shape":[1],"data":[1]}]})",
               StatusCode::kInvalidArgument, "expected true or false");
   ExpectError(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":["1"]}]})",
@@ -271,9 +284,10 @@ TEST(InferCodecDecode, PathologicalNumbers) {
   // Beyond double's range the grammar check refuses it, with the offset.
   ExpectError(R"({"inputs":[{"name":"x","datatype":"FP64","shape":[1],"data":[1e400]}]})",
               StatusCode::kInvalidArgument, "Number too big");
-  // Integers beyond 64 bits are numbers, just not integers.
-  ExpectError(R"({"inputs":[{"name":"x","datatype":"INT64","shape":[1],"data":[99999999999999999999999]}]})",
-              StatusCode::kInvalidArgument, "expected an integer");
+  // Integers beyond 64 bits are integers out of range, as any other.
+  ExpectError(
+      R"({"inputs":[{"name":"x","datatype":"INT64","shape":[1],"data":[99999999999999999999999]}]})",
+      StatusCode::kInvalidArgument, "element 0 is out of range for INT64");
 }
 
 // JSON is UTF-8: text that is not is refused at its first bad byte, on both paths. A body
@@ -306,6 +320,14 @@ TEST(InferCodecDecode, TextThatIsNotUtf8IsRefusedAtItsOffset) {
   EXPECT_EQ(r->request.id, "caf\xc3\xa9");
 }
 
+// A NUL ended the JSON text for the parser, and what followed it went unread.
+TEST(InferCodecDecode, TextAfterANulIsRefusedAsAnyOther) {
+  const std::string json = R"({"inputs":[{"name":"x","datatype":"INT32","shape":[1],"data":[7]}]})";
+  ExpectError(json + std::string("\0 not JSON {{{", 14), StatusCode::kInvalidArgument,
+              "at offset " + std::to_string(json.size()));
+  ExpectError(json + std::string("\0", 1), StatusCode::kInvalidArgument, "malformed JSON");
+}
+
 TEST(InferCodecDecode, DeepNestingIsRefusedNotRecursed) {
   std::string deep = std::string(100000, '[') + "1" + std::string(100000, ']');
   ExpectError(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":)" + deep + "}]}",
@@ -330,6 +352,11 @@ TEST(InferCodecDecode, BinaryFramingErrors) {
   // Binary input without the header at all: the bytes read as trailing garbage, and the
   // message says what is missing.
   ExpectError(one + "12345678", StatusCode::kInvalidArgument,
+              "binary tensor data after the JSON needs the Inference-Header-Content-Length header");
+  // The same where the bytes are not UTF-8, as most tensor bytes are not: the body's first
+  // stray byte is found before its JSON is read.
+  ExpectError(one + std::string("\x00\x00\x80\x3f\x00\x00\x00\x40", 8),
+              StatusCode::kInvalidArgument,
               "binary tensor data after the JSON needs the Inference-Header-Content-Length header");
   ExpectError(one, StatusCode::kInvalidArgument, "'binary_data_size' is set but the request has no "
                                                  "Inference-Header-Content-Length header");
@@ -716,6 +743,27 @@ TEST(InferCodecEncode, Fp16AsJsonIsRefusedWithAHint) {
   EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(e.status().message(), HasSubstr("output 'h' is FP16"));
   EXPECT_THAT(e.status().message(), HasSubstr("binary_data"));
+}
+
+// JSON carries text: BYTES that are not UTF-8 came back with each stray byte as U+FFFD, an
+// identity model changing what it was sent. They are refused with the way to get them.
+TEST(InferCodecEncode, BytesThatAreNotUtf8AsJsonAreRefusedWithAHint) {
+  InferResponse r;
+  std::string s;
+  AppendBytesElement(&s, "text");
+  AppendBytesElement(&s, std::string("\x89PNG\xff", 5));
+  r.outputs.push_back({"img", DataType::kBytes, {2}, s});
+  auto e = EncodeInferResponse(r, {});
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(e.status().message(),
+            "output 'img' element 1 is not UTF-8 text, which JSON cannot carry; request it with "
+            "parameters {\"binary_data\": true}");
+  OutputEncoding binary;
+  binary.binary["img"] = true;
+  auto b = EncodeInferResponse(r, binary);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->body.substr(b->json_length), s);
 }
 
 TEST(InferCodecEncode, InconsistentOutputIsInternal) {
