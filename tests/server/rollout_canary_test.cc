@@ -16,8 +16,13 @@
 namespace fastpath::server {
 namespace {
 
+// The gate's limits are wide: these tests follow the canary phase, and the gate's timing of
+// one model against itself can land past 1.1x on a loaded machine (1.11x in one full-suite
+// run), which refused the reload they expect to pass.
 constexpr const char* kCanaryRollout = R"(
 parameters { key: "fastpath.rollout.gate" value { string_value: "true" } }
+parameters { key: "fastpath.rollout.max_p95_ratio" value { string_value: "100" } }
+parameters { key: "fastpath.rollout.min_throughput_ratio" value { string_value: "0.01" } }
 parameters { key: "fastpath.rollout.canary_percent" value { string_value: "20" } }
 parameters { key: "fastpath.rollout.canary_duration_s" value { string_value: "60" } }
 )";
