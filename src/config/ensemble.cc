@@ -246,12 +246,25 @@ Status ValidateEnsembleGraph(const inference::ModelConfig& config) {
       return InvalidArgument("ensemble input '" + in.name() + "' is not read by any step");
     }
   }
+  std::set<std::string> outputs;
   for (const auto& out : config.output()) {
     auto it = producers.find(out.name());
     if (it == producers.end() || it->second.step < 0) {
       return InvalidArgument("ensemble output '" + out.name() +
                              "' is not produced by any step (map a step output to it in "
                              "output_map)");
+    }
+    outputs.insert(out.name());
+  }
+  // As Triton refuses it: a step output nothing reads is a wiring mistake, and its step
+  // would still run on every request (and fail requests whose outputs need none of it).
+  for (const auto& [tensor, producer] : producers) {
+    if (producer.step >= 0 && read.count(tensor) == 0 && outputs.count(tensor) == 0) {
+      return InvalidArgument("ensemble tensor '" + tensor + "' (" +
+                             DescribeStep(config, producer.step) + " output '" +
+                             producer.model_output +
+                             "') is unused: no step reads it and it is no ensemble output "
+                             "(leave the step output out of output_map)");
     }
   }
 

@@ -389,11 +389,22 @@ TEST_F(EnsembleConfigTest, InputMapNamesAnUnknownInput) {
                 "'INPUT0')");
 }
 
+// As Triton refuses it ("ensemble tensor 'DIFF' is unused"): its step would run on every
+// request for nothing, and fail requests whose outputs need none of it.
+TEST_F(EnsembleConfigTest, AStepOutputThatNothingReadsIsRefused) {
+  auto c = Diamond([&](auto& c) { c.mutable_output()->RemoveLast(); });  // DIFF
+  ExpectInvalid(ValidateModelConfig(c),
+                "ensemble tensor 'DIFF' (step 3 (model 'simple_fp32') output 'OUTPUT1') is unused",
+                "leave the step output out of output_map");
+}
+
 TEST_F(EnsembleConfigTest, RequiredStepInputNotMapped) {
   auto c = Diamond([&](auto& c) {
     Steps(c)->mutable_step(2)->mutable_input_map()->erase("INPUT1");
     (*Steps(c)->mutable_step(2)->mutable_input_map())["INPUT0"] = "A";
-    // B is now unused, which is allowed; INPUT1 of simple_fp32 is not fed.
+    // INPUT1 of simple_fp32 is not fed; B, which no step reads now, is an output instead.
+    *c.add_output() = c.output(0);
+    c.mutable_output(c.output_size() - 1)->set_name("B");
   });
   ExpectInvalid(ValidateEnsembleSteps(c, Lookup()), "step 3 (model 'simple_fp32')",
                 "input 'INPUT1' is not in input_map");
