@@ -258,6 +258,30 @@ def fastpath_containers(docs):
     return found
 
 
+def check_termination(c, errors):
+    """The pod's grace outlasts the preStop wait and fastpath's drain: Kubernetes sends SIGTERM
+    once preStop returns and SIGKILL at terminationGracePeriodSeconds (30 by default) from the
+    start, so a drain still running then loses every answer it owes."""
+    grace = int(c.values.get("--grace-period-secs", 30))
+    wait = 0
+    pre_stop = (c.c.get("lifecycle") or {}).get("preStop") or {}
+    if "sleep" in pre_stop:
+        wait = int(pre_stop["sleep"].get("seconds", 0))
+    elif "exec" in pre_stop:
+        command = [str(a) for a in pre_stop["exec"].get("command") or []]
+        if command[:1] == ["sleep"] and len(command) == 2 and command[1].isdigit():
+            wait = int(command[1])
+        else:
+            errors.append("%s: preStop exec %s: only `sleep N` is checked here" % (c.where, command))
+    total = c.spec.get("terminationGracePeriodSeconds")
+    if c.doc.kind == "ServingRuntime" or total is None:
+        total = 30  # not a ServingRuntime field: Kubernetes' default
+    if total <= wait + grace:
+        errors.append("%s: terminationGracePeriodSeconds %d is not above the preStop wait %d s "
+                      "plus --grace-period-secs %d: Kubernetes would kill the drain"
+                      % (c.where, total, wait, grace))
+
+
 def check_container(c, docs, errors):
     if c.args[:1] != ["serve"]:
         errors.append("%s: args must start with `serve` (got %s)" % (c.where, c.args[:1]))
@@ -319,6 +343,7 @@ def check_container(c, docs, errors):
                     c.lock = (maps[0], json.loads(data[key]))
                 except ValueError as e:
                     errors.append("%s: data %s is not JSON: %s" % (maps[0], key, e))
+    check_termination(c, errors)
     repository = c.values.get("--model-repository")
     if c.doc.kind == "ServingRuntime":
         check_serving_runtime(c, errors)
