@@ -260,11 +260,13 @@ Status ValidateEnsembleGraph(const inference::ModelConfig& config) {
   // would still run on every request (and fail requests whose outputs need none of it).
   for (const auto& [tensor, producer] : producers) {
     if (producer.step >= 0 && read.count(tensor) == 0 && outputs.count(tensor) == 0) {
-      return InvalidArgument("ensemble tensor '" + tensor + "' (" +
-                             DescribeStep(config, producer.step) + " output '" +
-                             producer.model_output +
-                             "') is unused: no step reads it and it is no ensemble output "
-                             "(leave the step output out of output_map)");
+      const bool only = steps[producer.step].output_map_size() == 1;
+      return InvalidArgument(
+          "ensemble tensor '" + tensor + "' (" + DescribeStep(config, producer.step) + " output '" +
+          producer.model_output + "') is unused: no step reads it and it is no ensemble output (" +
+          (only ? "it is the step's only output: remove the step"
+                : "leave the step output out of output_map") +
+          ")");
     }
   }
 

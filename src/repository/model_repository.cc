@@ -276,8 +276,8 @@ void LogCompletion(const std::string& name, int64_t version, const inference::Mo
               "each other's rows (write dynamic_batching in config.pbtxt if every first dim " +
               "is the batch)");
   } else if (notes.max_batch_size_filled) {
-    log::Info(model + "max_batch_size " + batch + " filled in from the model, as Triton " +
-              "completes it (write max_batch_size in config.pbtxt to choose)");
+    log::Info(model + "max_batch_size " + batch + " filled in from the model (write " +
+              "max_batch_size in config.pbtxt to choose)");
   }
 }
 

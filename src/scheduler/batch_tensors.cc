@@ -79,8 +79,8 @@ StatusOr<std::vector<Tensor>> SplitRows(Tensor& whole, const std::vector<uint64_
                     " for a batch of " + std::to_string(total) + " rows from " +
                     std::to_string(rows.size()) +
                     " requests: the model does not keep the batch as its first dim, so its " +
-                    "requests cannot be batched together (max_batch_size: 0, or no " +
-                    "dynamic_batching, in config.pbtxt)");
+                    "requests cannot be batched together (max_batch_size: 0 in config.pbtxt " +
+                    "turns batching off)");
   }
   const std::vector<int64_t> row_shape(whole.shape.begin() + 1, whole.shape.end());
   FASTPATH_ASSIGN_OR_RETURN(const int64_t per_row, ElementCount(row_shape));

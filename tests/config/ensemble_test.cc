@@ -396,6 +396,15 @@ TEST_F(EnsembleConfigTest, AStepOutputThatNothingReadsIsRefused) {
   ExpectInvalid(ValidateModelConfig(c),
                 "ensemble tensor 'DIFF' (step 3 (model 'simple_fp32') output 'OUTPUT1') is unused",
                 "leave the step output out of output_map");
+  // A step whose only output goes nowhere is to be removed, not emptied (an empty
+  // output_map is refused too).
+  auto dead = Diamond([&](auto& c) {
+    auto* step = Steps(c)->add_step();
+    *step = Steps(c)->step(0);
+    (*step->mutable_output_map())["OUTPUT0"] = "DEAD";
+  });
+  ExpectInvalid(ValidateModelConfig(dead), "ensemble tensor 'DEAD' (step 4 (model 'add_one')",
+                "it is the step's only output: remove the step");
 }
 
 TEST_F(EnsembleConfigTest, RequiredStepInputNotMapped) {

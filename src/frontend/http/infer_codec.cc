@@ -69,7 +69,9 @@ Status DecodeIntegers(const Value& data, int64_t count, int depth, const std::st
     T x{};
     bool in_range = false;
     // An integer beyond 64 bits reaches here as a double: an integer, just out of range (a
-    // double this large has no fraction; 3.0 is still no integer, nor 1e19 a UINT64).
+    // double this large has no fraction; 3.0 is still no integer, nor 1e19 a UINT64). The
+    // double cannot tell -2^63 - 1 from -2^63.0, INT64's least written as a float: both are
+    // out of range here.
     const double d = v.IsDouble() ? v.GetDouble() : 0;
     const bool huge_integer =
         std::isfinite(d) && (d >= 0x1p64 || d <= -0x1p63 || (std::is_signed_v<T> && d >= 0x1p63));

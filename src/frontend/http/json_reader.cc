@@ -126,8 +126,10 @@ std::optional<JsonParseError> ParseJsonInPlace(char* text, size_t size, rapidjso
   text[size] = saved;
   if (reader.HasParseError()) return JsonParseError{reader.GetParseErrorCode(), reader.GetErrorOffset()};
   // RapidJSON ends the text at its first NUL, which would let whatever follows one pass
-  // unread: it is text after the value like any other.
-  if (stream.Tell() < size) {
+  // unread: it is text after the value like any other, unless it is NULs alone (a C client
+  // that sends its string's terminator, which Triton accepts).
+  const std::string_view tail(text + stream.Tell(), size - stream.Tell());
+  if (tail.find_first_not_of('\0') != std::string_view::npos) {
     return JsonParseError{rapidjson::kParseErrorDocumentRootNotSingular, stream.Tell()};
   }
   return std::nullopt;
