@@ -6,6 +6,7 @@
 
 #include "batch_tensors.h"
 #include "caller_run.h"
+#include "fastpath/common/log.h"
 #include "fastpath/common/thread_name.h"
 #include "instance_health.h"
 
@@ -428,6 +429,9 @@ bool DynamicBatchScheduler::Execute(backend::ModelInstance* instance, Batch& bat
     }
   }
   if (!failed.ok()) {
+    if (live.size() > 1 && !suspect && failed.code() != StatusCode::kResourceExhausted) {
+      return ExecuteEachAlone(instance, live, failed, answers);
+    }
     for (Entry* e : live) answers->push_back(Fail(*e, failed, FailureReason::kBackend));
     return suspect;
   }
@@ -481,6 +485,51 @@ bool DynamicBatchScheduler::Execute(backend::ModelInstance* instance, Batch& bat
     answers->push_back(Answer{live[i]->sequence, std::move(jobs[i]->done), std::move(response)});
   }
   return false;
+}
+
+bool DynamicBatchScheduler::ExecuteEachAlone(backend::ModelInstance* instance,
+                                             const std::vector<Entry*>& live,
+                                             const Status& batch_failure,
+                                             std::vector<Answer>* answers) {
+  if (!warned_each_alone_.exchange(true)) {
+    log::Warn("model '" + live[0]->job.request.model_name + "': a batch of " +
+              std::to_string(live.size()) + " requests failed (" + batch_failure.message() +
+              "); each runs alone, so that only a request that fails is answered with it " +
+              "(said once; a model that fails every batch wants max_batch_size: 0)");
+  }
+  bool out_of_memory = false;
+  for (Entry* e : live) {
+    Job& job = e->job;
+    const Clock::time_point start = clock_->Now();
+    auto outputs = instance->Run(job.request.inputs, job.output_names);
+    const Clock::time_point ran = clock_->Now();
+    Status failed = outputs.status();
+    if (failed.ok() && outputs->size() != job.output_names.size()) {
+      failed = Internal("the model returned " + std::to_string(outputs->size()) + " outputs for " +
+                        std::to_string(job.output_names.size()) + " requested");
+    }
+    if (failed.ok() && options_.shape_outputs) failed = options_.shape_outputs(&*outputs);
+    if (!failed.ok()) {
+      out_of_memory = out_of_memory || failed.code() == StatusCode::kResourceExhausted;
+      answers->push_back(Fail(*e, failed, FailureReason::kBackend));
+      continue;
+    }
+    const Clock::time_point end = clock_->Now();
+    if (!job.canary) {
+      StatsRecorder::Timings timings;
+      timings.compute_infer_ns = Nanoseconds(ran - start);
+      timings.compute_output_ns = Nanoseconds(end - ran);
+      stats_->RecordSuccess({{Nanoseconds(end - job.arrival), Nanoseconds(start - job.arrival)}},
+                            BatchOf(job), timings, 0);
+    }
+    InferResponse response;
+    response.model_name = job.request.model_name;
+    response.model_version = job.request.model_version;
+    response.id = job.request.id;
+    response.outputs = std::move(outputs).value();
+    answers->push_back(Answer{e->sequence, std::move(job.done), std::move(response)});
+  }
+  return out_of_memory;
 }
 
 void DynamicBatchScheduler::Deliver(std::vector<Answer> answers) {

@@ -14,6 +14,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -54,6 +55,12 @@ class FakeModel {
   void FailWith(Status s) {
     std::lock_guard lock(mu_);
     fail_ = std::move(s);
+  }
+  // A run that holds request `id` fails with `s` (after it is recorded), as a model fails on
+  // one request's data (a token id beyond its vocabulary).
+  void FailRunsHolding(int id, Status s) {
+    std::lock_guard lock(mu_);
+    poison_ = {id, std::move(s)};
   }
   // A run of more than `rows` rows fails as running out of memory does (after it is
   // recorded).
@@ -118,6 +125,9 @@ class FakeModel {
                                   [&](int id) { return released_.count(id) > 0; });
     });
     if (!fail_.ok()) return fail_;
+    if (poison_ && std::count(record.ids.begin(), record.ids.end(), poison_->first) > 0) {
+      return poison_->second;
+    }
     if (in.shape[0] > memory_rows_) {
       return ResourceExhausted("out of memory: " + std::to_string(in.shape[0]) + " rows");
     }
@@ -147,6 +157,7 @@ class FakeModel {
   std::vector<RunRecord> runs_;
   Status fail_ = Status::Ok();
   int64_t memory_rows_ = INT64_MAX;
+  std::optional<std::pair<int, Status>> poison_;
   std::function<void()> hook_;
 };
 
@@ -829,6 +840,31 @@ TEST_F(DynamicBatchSchedulerTest, AFailedRunAnswersEveryRequestInTheBatch) {
   answers_.WaitCount(3);
   for (int id = 1; id <= 3; ++id) EXPECT_EQ(answers_.Get(id).status().message(), "boom");
   EXPECT_EQ(stats_.Snapshot("m", "1").inference_stats.fail.count, 3u);
+}
+
+// One request whose data the model refuses failed every request batched with it. The batch
+// now runs again one request at a time, and only that request is answered with the failure.
+TEST_F(DynamicBatchSchedulerTest, ABatchThatFailsRunsEachRequestAloneSoOnlyTheCulpritFails) {
+  Start(Options(4, milliseconds(1)));
+  model_.FailRunsHolding(2, InvalidArgument("index 9000 is out of bounds"));
+  model_.Open();
+  for (int id = 1; id <= 3; ++id) Enqueue(MakeJob(id));
+  Advance(milliseconds(1));
+  answers_.WaitCount(3);
+  ExpectOk(1);
+  ExpectOk(3);
+  EXPECT_EQ(answers_.Get(2).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(answers_.Get(2).status().message(), "index 9000 is out of bounds");
+  const auto runs = model_.Runs();
+  ASSERT_EQ(runs.size(), 4u);
+  EXPECT_EQ(runs[0].ids, (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(runs[1].ids, (std::vector<int>{1}));
+  EXPECT_EQ(runs[2].ids, (std::vector<int>{2}));
+  EXPECT_EQ(runs[3].ids, (std::vector<int>{3}));
+  const auto stats = stats_.Snapshot("m", "1");
+  EXPECT_EQ(stats.inference_stats.success.count, 2u);
+  EXPECT_EQ(stats.inference_stats.fail.count, 1u);
+  EXPECT_EQ(stats.execution_count, 2u);  // the runs that answered
 }
 
 TEST_F(DynamicBatchSchedulerTest, ABatchThatRunsOutOfMemoryIsRetriedOnceInHalves) {

@@ -169,6 +169,12 @@ class DynamicBatchScheduler final : public Scheduler {
   // Runs the batch and adds its answers; true when the run failed for lack of memory (the
   // instance must then recover before it takes more work).
   bool Execute(backend::ModelInstance* instance, Batch& batch, std::vector<Answer>* answers);
+  // After a batch of several requests failed (not for memory): each runs alone, so that a
+  // request whose data the model refuses (a token id beyond the vocabulary), or a model that
+  // cannot run batched, fails its own request only. Each run is an execution of its own.
+  // True when one of them ran out of memory.
+  bool ExecuteEachAlone(backend::ModelInstance* instance, const std::vector<Entry*>& live,
+                        const Status& batch_failure, std::vector<Answer>* answers);
   // Answers outside the lock, in arrival order when preserve_ordering asks for it.
   void Deliver(std::vector<Answer> answers);
   Answer Fail(Entry& entry, Status status, FailureReason reason);
@@ -178,6 +184,7 @@ class DynamicBatchScheduler final : public Scheduler {
   DynamicBatchOptions options_;
   Clock* clock_;
   uint64_t max_preferred_;  // the largest preferred size, else max_batch_size (as Triton)
+  std::atomic<bool> warned_each_alone_{false};  // ExecuteEachAlone's log line, said once
   std::unique_ptr<InstanceHealth> health_;
 
   mutable std::mutex mu_;
