@@ -246,6 +246,19 @@ StatusOr<ThreadPoolMode> ParseThreadPoolMode(std::string_view text) {
                          std::string(text) + "'");
 }
 
+std::vector<std::string> UnreadParameters(const inference::ModelConfig& config) {
+  std::vector<std::string> unread;
+  for (const auto& [key, value] : config.parameters()) {
+    if (key.rfind("fastpath.", 0) == 0 || key == kIntraOpThreadCount ||
+        key == kInterOpThreadCount || key == kExecutionMode) {
+      continue;
+    }
+    unread.push_back(key);
+  }
+  std::sort(unread.begin(), unread.end());
+  return unread;
+}
+
 bool UsesGlobalThreadPool(const inference::ModelConfig& config, ThreadPoolMode mode) {
   return mode == ThreadPoolMode::kGlobal &&
          config.parameters().count(std::string(kIntraOpThreadCount)) == 0 &&
@@ -315,6 +328,11 @@ StatusOr<backend::InstanceOptions> InstanceOptionsFor(const inference::ModelConf
   };
   FASTPATH_RETURN_IF_ERROR(threads(kIntraOpThreadCount, &options.intra_op_threads));
   FASTPATH_RETURN_IF_ERROR(threads(kInterOpThreadCount, &options.inter_op_threads));
+  // Sequential, as Triton's backend runs it: ONNX Runtime uses no inter-op pool then.
+  const auto mode = config.parameters().find(std::string(kExecutionMode));
+  if (mode != config.parameters().end() && mode->second.string_value() == "0") {
+    options.inter_op_threads = 1;
+  }
   const auto allowed = config.parameters().find(std::string(backend::kAllowCpuOpsParameter));
   if (allowed != config.parameters().end()) {
     FASTPATH_ASSIGN_OR_RETURN(options.allowed_cpu_ops,

@@ -299,6 +299,22 @@ Status ValidateParameters(const inference::ModelConfig& config) {
         }
       }
     }
+    if (key == kExecutionMode) {
+      const std::string& mode = value.string_value();
+      if (mode != "0" && mode != "1") {
+        return InvalidArgument("parameters: '" + key + "' is '" + mode +
+                               "'; it must be 0 (sequential) or 1 (parallel)");
+      }
+      const auto inter = config.parameters().find(std::string(kInterOpThreadCount));
+      if (mode == "1" &&
+          (inter == config.parameters().end() ||
+           internal::ParsePositiveInt(inter->second.string_value(), kMaxThreadCount) <= 1)) {
+        return InvalidArgument("parameters: '" + key + "' 1 (parallel) needs '" +
+                               std::string(kInterOpThreadCount) +
+                               "' above 1: fastpath sizes the inter-op pool from it alone, and "
+                               "never lets ONNX Runtime pick");
+      }
+    }
     if (key == kIntraOpThreadCount || key == kInterOpThreadCount) {
       if (!internal::ParsePositiveInt(value.string_value(), kMaxThreadCount)) {
         return InvalidArgument("parameters: '" + key + "' is '" + value.string_value() +

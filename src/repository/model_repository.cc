@@ -308,6 +308,13 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadVersion(
   FASTPATH_RETURN_IF_ERROR(
       config::CompleteAndValidate(signature, &runtime->config, completion, &notes));
   LogCompletion(name, version, runtime->config, notes);
+  if (const auto unread = config::UnreadParameters(runtime->config); !unread.empty()) {
+    std::string keys;
+    for (const std::string& key : unread) keys += (keys.empty() ? "" : ", ") + key;
+    log::Info("model '" + name + "' v" + std::to_string(version) +
+              ": parameters fastpath does not read, accepted as Triton hands them to its " +
+              "backend: " + keys);
+  }
 
   // What an instance answers after it runs out of memory before it serves again.
   std::optional<scheduler::RecoveryProbe> probe;
@@ -326,11 +333,16 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadVersion(
   if (const auto threads =
           config::DefaultIntraOpThreads(runtime->config, options_.usable_cpu_cores)) {
     const bool global = config::UsesGlobalThreadPool(runtime->config, options_.thread_pool);
+    // Under --ort-thread-pool global, a model that sets inter_op_thread_count keeps pools of
+    // its own (UsesGlobalThreadPool).
+    const std::string why = options_.thread_pool == config::ThreadPoolMode::kGlobal
+                                ? "pools of its own, as it sets inter_op_thread_count; "
+                                : "--ort-thread-pool per-session; ";
     log::Info("model '" + name + "' v" + std::to_string(version) + ": " +
               (global ? std::string("its CPU instances run on the process-wide intra-op thread "
                                     "pool (--ort-thread-pool global; ")
                       : std::to_string(*threads) + " intra-op thread" + (*threads == 1 ? "" : "s") +
-                            " per CPU instance (--ort-thread-pool per-session; ") +
+                            " per CPU instance (" + why) +
               std::to_string(options_.usable_cpu_cores) +
               " usable cores from the affinity mask and the cgroup quota, shared by " +
               (global ? "the sessions of every model that sets no thread count"

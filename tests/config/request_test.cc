@@ -275,6 +275,36 @@ TEST(InstanceOptionsForTest, GpuWithThreadsFromParameters) {
   EXPECT_FALSE(InstanceOptionsFor(c, g, -1).ok());
 }
 
+// execution_mode 0 is sequential, as in Triton, whatever inter_op_thread_count says: the
+// inter-op pool is one thread (fastpath runs parallel exactly when it has more).
+TEST(InstanceOptionsForTest, SequentialExecutionModeKeepsOneInterOpThread) {
+  inference::ModelConfig c = Parse(R"pb(
+    parameters {
+      key: "inter_op_thread_count"
+      value { string_value: "4" }
+    }
+    parameters {
+      key: "execution_mode"
+      value { string_value: "0" }
+    }
+    parameters {
+      key: "enable_mem_arena"
+      value { string_value: "1" }
+    }
+  )pb");
+  inference::ModelInstanceGroup g;
+  g.set_kind(inference::ModelInstanceGroup::KIND_CPU);
+  auto o = InstanceOptionsFor(c, g, 0);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->inter_op_threads, 1);
+  (*c.mutable_parameters())["execution_mode"].set_string_value("1");
+  o = InstanceOptionsFor(c, g, 0);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->inter_op_threads, 4);
+  // What fastpath does not read is named for the load's log.
+  EXPECT_THAT(UnreadParameters(c), ElementsAre("enable_mem_arena"));
+}
+
 TEST(InstanceOptionsForTest, BadThreadValueNamesKeyAndValue) {
   inference::ModelConfig c = Parse("parameters { key: \"intra_op_thread_count\" value { string_value: \"0\" } }");
   inference::ModelInstanceGroup g;

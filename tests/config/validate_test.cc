@@ -311,6 +311,29 @@ TEST(ValidateModelConfigTest, ThreadParameters) {
   }
 }
 
+// Triton's ONNX Runtime backend reads execution_mode: 0 or 1, anything else refused. Parallel
+// needs the inter-op pool that fastpath sizes from inter_op_thread_count alone.
+TEST(ValidateModelConfigTest, ExecutionMode) {
+  const auto with = [](const std::string& mode, const std::string& inter) {
+    std::string text =
+        "parameters { key: \"execution_mode\" value { string_value: \"" + mode + "\" } }";
+    if (!inter.empty()) {
+      text +=
+          "parameters { key: \"inter_op_thread_count\" value { string_value: \"" + inter + "\" } }";
+    }
+    return ValidateWith(text);
+  };
+  EXPECT_TRUE(with("0", "").ok());
+  EXPECT_TRUE(with("0", "4").ok());
+  EXPECT_TRUE(with("1", "2").ok());
+  ExpectInvalid(with("7", ""),
+                "'execution_mode' is '7'; it must be 0 (sequential) or 1 (parallel)");
+  ExpectInvalid(with("", ""), "'execution_mode' is ''");
+  ExpectInvalid(with("1", ""),
+                "'execution_mode' 1 (parallel) needs 'inter_op_thread_count' above 1");
+  ExpectInvalid(with("1", "1"), "needs 'inter_op_thread_count' above 1");
+}
+
 TEST(ValidateModelConfigTest, Warmup) {
   constexpr std::string_view kGood =
       "model_warmup { name: \"w\" batch_size: 2 inputs { key: \"x\" value { data_type: TYPE_FP32 "

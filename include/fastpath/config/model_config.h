@@ -41,6 +41,15 @@ inline constexpr int kMaxThreadCount = 1024;
 // Names of the per-model ORT thread parameters (Triton's ORT backend spells them so).
 inline constexpr std::string_view kIntraOpThreadCount = "intra_op_thread_count";
 inline constexpr std::string_view kInterOpThreadCount = "inter_op_thread_count";
+// Triton's ONNX Runtime backend's "0" (sequential) or "1" (parallel); fastpath runs parallel
+// exactly when the inter-op pool has more than one thread, so "1" needs
+// inter_op_thread_count above 1 and "0" makes the inter-op pool one thread.
+inline constexpr std::string_view kExecutionMode = "execution_mode";
+
+// The config's parameters that are neither fastpath.* nor one fastpath reads (the thread
+// counts, execution_mode), in key order: Triton hands parameters to its backend, so they
+// are accepted, and the load's log names those that change nothing here.
+std::vector<std::string> UnreadParameters(const inference::ModelConfig& config);
 inline constexpr std::string_view kPlatform = "onnxruntime_onnx";
 inline constexpr std::string_view kBackend = "onnxruntime";
 
