@@ -138,7 +138,8 @@ Status CheckPlacement(const PlacementAudit& audit, const InstanceOptions& option
     return FailedPrecondition(
         "no node was placed on " + ProviderNameList(options) + ": all " +
         std::to_string(audit.total_nodes) + " nodes run on " + std::string(kCpuProviderName) +
-        " (the silent CPU fallback); a GPU instance that computes nothing on the GPU is refused");
+        " (the silent CPU fallback); a GPU instance that computes nothing on the GPU is refused, "
+        "unless --allow-cpu-fallback serves it, in the dev profile");
   }
   const ProviderPlacement* cpu = audit.Find(kCpuProviderName);
   if (cpu == nullptr || cpu->compute.empty()) return Status::Ok();

@@ -437,10 +437,16 @@ Status Server::Admit(const std::filesystem::path& model_dir, repository::ModelVe
   // A GPU instance the placement policy would refuse serves only under --allow-cpu-fallback
   // (dev), and TensorRT engines built under another key are rebuilt only in dev; either is
   // labelled DEGRADED like a missed budget.
+  // Said once for the instances that share it (a GPU group of several on one node).
   for (const backend::PlacementAudit& audit : version.placements) {
     if (audit.degraded_reason.empty()) continue;
-    record.degradations.push_back("GPU fast path degraded (dev profile): " + audit.degraded_reason);
-    log::Warn("!!! " + what + " is DEGRADED: " + record.degradations.back());
+    const std::string reason = "GPU fast path degraded (dev profile): " + audit.degraded_reason;
+    if (std::find(record.degradations.begin(), record.degradations.end(), reason) !=
+        record.degradations.end()) {
+      continue;
+    }
+    record.degradations.push_back(reason);
+    log::Warn("!!! " + what + " is DEGRADED: " + reason);
   }
   // A refused load is kept apart from the admitted one: a reload of the same version that
   // is refused leaves the previous load serving, with its figures and canary.

@@ -103,7 +103,8 @@ TEST(PlacementTest, NothingOnTheGpuIsTheSilentFallback) {
   EXPECT_EQ(status.message(),
             "no node was placed on TensorrtExecutionProvider or CUDAExecutionProvider: all 2 "
             "nodes run on CPUExecutionProvider (the silent CPU fallback); a GPU instance that "
-            "computes nothing on the GPU is refused");
+            "computes nothing on the GPU is refused, unless --allow-cpu-fallback serves it, in "
+            "the dev profile");
 }
 
 TEST(PlacementTest, CpuInstancesAreNotPoliced) {

@@ -285,7 +285,8 @@ TEST(EpAdmissionTest, CudaLibraryWithoutADeviceIsRefused) {
             expected +
                 " (the dev profile allows the cpu provider listed after it); no node was placed "
                 "on CUDAExecutionProvider: all 5 nodes run on CPUExecutionProvider (the silent "
-                "CPU fallback); a GPU instance that computes nothing on the GPU is refused");
+                "CPU fallback); a GPU instance that computes nothing on the GPU is refused, "
+                "unless --allow-cpu-fallback serves it, in the dev profile");
   EXPECT_THAT(backend::PlacementSummary(*audit),
               HasSubstr("CUDAExecutionProvider 0 nodes (0 compute), CPUExecutionProvider 5 nodes "
                         "(2 compute: Gather, Gemm x2, Relu, Shape); DEGRADED: "));
