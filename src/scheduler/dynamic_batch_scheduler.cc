@@ -482,6 +482,8 @@ bool DynamicBatchScheduler::Execute(backend::ModelInstance* instance, Batch& bat
     response.model_version = jobs[i]->request.model_version;
     response.id = jobs[i]->request.id;
     response.outputs = std::move(split[i]);
+    response.times = timings;
+    response.times.queue_ns = Nanoseconds(start - jobs[i]->arrival);
     answers->push_back(Answer{live[i]->sequence, std::move(jobs[i]->done), std::move(response)});
   }
   return false;
@@ -515,18 +517,20 @@ bool DynamicBatchScheduler::ExecuteEachAlone(backend::ModelInstance* instance,
       continue;
     }
     const Clock::time_point end = clock_->Now();
+    StatsRecorder::Timings timings;
+    timings.queue_ns = Nanoseconds(start - job.arrival);
+    timings.compute_infer_ns = Nanoseconds(ran - start);
+    timings.compute_output_ns = Nanoseconds(end - ran);
     if (!job.canary) {
-      StatsRecorder::Timings timings;
-      timings.compute_infer_ns = Nanoseconds(ran - start);
-      timings.compute_output_ns = Nanoseconds(end - ran);
-      stats_->RecordSuccess({{Nanoseconds(end - job.arrival), Nanoseconds(start - job.arrival)}},
-                            BatchOf(job), timings, 0);
+      stats_->RecordSuccess({{Nanoseconds(end - job.arrival), timings.queue_ns}}, BatchOf(job),
+                            timings, 0);
     }
     InferResponse response;
     response.model_name = job.request.model_name;
     response.model_version = job.request.model_version;
     response.id = job.request.id;
     response.outputs = std::move(outputs).value();
+    response.times = timings;
     answers->push_back(Answer{e->sequence, std::move(job.done), std::move(response)});
   }
   return out_of_memory;

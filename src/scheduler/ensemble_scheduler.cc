@@ -48,6 +48,7 @@ struct EnsembleScheduler::Run {
   size_t launched = 0;                        // steps started
   size_t completed = 0;                       // steps answered
   Status error = Status::Ok();                // the first step failure
+  ModelTimes steps_compute;                   // the answered steps' compute times, summed
 };
 
 StatusOr<std::unique_ptr<EnsembleScheduler>> EnsembleScheduler::Create(EnsemblePlan plan,
@@ -252,6 +253,9 @@ void EnsembleScheduler::OnStepDone(const std::shared_ptr<Run>& run, size_t step,
     if (!result.ok()) {
       if (run->error.ok()) run->error = StepFailure(step, result.status());
     } else if (run->error.ok()) {
+      run->steps_compute.compute_input_ns += result->times.compute_input_ns;
+      run->steps_compute.compute_infer_ns += result->times.compute_infer_ns;
+      run->steps_compute.compute_output_ns += result->times.compute_output_ns;
       for (auto& tensor : result->outputs) {
         for (const auto& [output, t] : steps_[step].outputs) {
           if (output != tensor.name) continue;
@@ -318,14 +322,16 @@ void EnsembleScheduler::Finish(const std::shared_ptr<Run>& run) {
   }
   const Clock::time_point end = clock_->Now();
   const uint64_t request_ns = Nanoseconds(end - run->job.arrival);
+  // As in Triton: the ensemble's compute times are its steps' summed (their queue waits,
+  // and the time between steps, are in its request time only), and its queue time is its
+  // own wait before the first step started. Each step's times are in its model's
+  // statistics as well.
+  response.times = run->steps_compute;
+  response.times.queue_ns = Nanoseconds(run->start - run->job.arrival);
   if (run->job.canary) {
     // Counted apart (its steps are in their models' statistics as requests of theirs).
   } else if (status.ok()) {
-    StatsRecorder::Timings timings;
-    // The steps' own queue and compute times are in their models' statistics; the
-    // ensemble's compute is the time from the first step's start to the last's end.
-    timings.compute_infer_ns = Nanoseconds(end - run->start);
-    stats_->RecordSuccess(1, run->job.batch_size, timings, request_ns);
+    stats_->RecordSuccess(1, run->job.batch_size, response.times, request_ns);
   } else {
     stats_->RecordFailure(request_ns, FailureReasonOf(status));
   }

@@ -241,6 +241,7 @@ bool InstancePoolScheduler::Execute(backend::ModelInstance* instance, Job& job) 
   const Clock::time_point end = clock_->Now();
   timings.compute_output_ns = Nanoseconds(end - ran);
   if (!job.canary) stats_->RecordSuccess(1, job.batch_size, timings, Nanoseconds(end - job.arrival));
+  response.times = timings;
   job.done(std::move(response));
   return false;
 }

@@ -327,20 +327,40 @@ TEST_F(EnsembleTest, MetadataAndConfig) {
   EXPECT_EQ(ready.status, 200) << ready.Describe();
 }
 
+// Each step is counted in its own model, and the ensemble's compute times are its steps'
+// summed, as Triton reports them.
 TEST_F(EnsembleTest, StatisticsCountEnsembleAndSteps) {
-  auto count = [&](const std::string& model) -> uint64_t {
+  auto stat = [&](const std::string& model, const std::string& name,
+                  const std::string& field = "count") -> uint64_t {
     HttpResponse r = http().Get("/v2/models/" + model + "/stats");
     EXPECT_EQ(r.status, 200) << r.Describe();
     auto doc = ParseJson(r.body);
-    return JsonUint(doc["model_stats"][0]["inference_stats"]["success"]["count"]).value_or(0);
+    return JsonUint(doc["model_stats"][0]["inference_stats"][name.c_str()][field.c_str()])
+        .value_or(0);
   };
-  const uint64_t diamond = count("diamond"), add_one = count("add_one");
+  const std::vector<std::string> steps = {"add_one", "double", "simple_fp32"};
+  auto compute = [&](const std::string& phase) {
+    std::vector<uint64_t> ns = {stat("diamond", phase, "ns")};
+    for (const auto& step : steps) ns.push_back(stat(step, phase, "ns"));
+    return ns;
+  };
+  const uint64_t diamond = stat("diamond", "success"), add_one = stat("add_one", "success");
+  const std::vector<std::string> phases = {"compute_input", "compute_infer", "compute_output"};
+  std::vector<std::vector<uint64_t>> before;
+  for (const auto& phase : phases) before.push_back(compute(phase));
   for (int i = 0; i < 3; ++i) {
     HttpResponse r = http().Post("/v2/models/diamond/infer", JsonRequest("X", Floats(i, 16), 1));
     ASSERT_EQ(r.status, 200) << r.Describe();
   }
-  EXPECT_EQ(count("diamond"), diamond + 3);
-  EXPECT_EQ(count("add_one"), add_one + 3);  // each step went through its own model
+  EXPECT_EQ(stat("diamond", "success"), diamond + 3);
+  EXPECT_EQ(stat("add_one", "success"), add_one + 3);  // each step went through its own model
+  for (size_t p = 0; p < phases.size(); ++p) {
+    const std::vector<uint64_t> after = compute(phases[p]);
+    uint64_t steps_ns = 0;
+    for (size_t k = 1; k < after.size(); ++k) steps_ns += after[k] - before[p][k];
+    EXPECT_EQ(after[0] - before[p][0], steps_ns) << phases[p];
+  }
+  EXPECT_GT(stat("diamond", "compute_infer", "ns"), 0u);
 }
 
 class EnsembleExplicitTest : public EnsembleTest {

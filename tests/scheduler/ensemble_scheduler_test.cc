@@ -10,6 +10,8 @@
 #include <optional>
 #include <thread>
 
+#include "fakes/manual_clock.h"
+
 namespace fastpath::scheduler {
 namespace {
 
@@ -45,10 +47,12 @@ class ManualRunner {
   }
   // Answers the call for `model` with one output per requested output: the first input's
   // data with `suffix` appended (so the test can follow values through the graph).
-  void Answer(const std::string& model, const std::string& suffix) {
+  // `times` are the step model's, as its scheduler reports them.
+  void Answer(const std::string& model, const std::string& suffix, ModelTimes times = {}) {
     for (auto& c : calls_) {
       if (c.request.model_name != model || !c.done) continue;
       InferResponse response;
+      response.times = times;
       for (const auto& out : c.request.outputs) {
         Tensor t = c.request.inputs.empty() ? Tensor{} : c.request.inputs[0];
         t.name = out.name;
@@ -150,6 +154,43 @@ TEST(EnsembleSchedulerTest, RunsStepsAsSoonAsTheirInputsAreThere) {
   EXPECT_EQ((*answer)->id, "req-1");
   EXPECT_EQ((*scheduler)->Pending(), 0u);
   EXPECT_EQ(stats.Snapshot("diamond", "1").inference_stats.success.count, 1u);
+}
+
+// As in Triton's statistics, an ensemble's compute times are the sums of its steps' (what
+// ran, not the waits in the step models' queues or between steps), and its queue time is
+// its own wait before its first step started; its response carries them, so that an
+// ensemble that is the step of another adds up the same way.
+TEST(EnsembleSchedulerTest, ItsComputeTimesAreItsStepsSummed) {
+  ManualRunner runner;
+  StatsRecorder stats;
+  testing::ManualClock clock;
+  auto scheduler = EnsembleScheduler::Create(Diamond(), runner.AsBinder(), &stats, &clock);
+  ASSERT_TRUE(scheduler.ok()) << scheduler.status().ToString();
+  std::optional<StatusOr<InferResponse>> answer;
+  Job job = MakeJob(&answer);
+  job.arrival = clock.Now();
+  (*scheduler)->Enqueue(std::move(job));
+  clock.Advance(std::chrono::milliseconds(7));  // the steps' wall time: not compute
+  runner.Answer("a", "+a", {/*queue*/ 5'000'000, 1'000, 20'000, 3'000});
+  runner.Answer("b", "+b", {9'000'000, 2'000, 30'000, 4'000});
+  clock.Advance(std::chrono::milliseconds(2));
+  runner.Answer("c", "+c", {0, 0, 10'000, 0});
+  ASSERT_TRUE(answer.has_value() && answer->ok());
+
+  const ModelStatistics snapshot = stats.Snapshot("diamond", "1");
+  const InferStatistics& s = snapshot.inference_stats;
+  EXPECT_EQ(s.success.ns, 9'000'000u);  // end to end: the clock's 9 ms
+  EXPECT_EQ(s.queue.ns, 0u);            // started on arrival
+  EXPECT_EQ(s.compute_input.ns, 3'000u);
+  EXPECT_EQ(s.compute_infer.ns, 60'000u);
+  EXPECT_EQ(s.compute_output.ns, 7'000u);
+  ASSERT_EQ(snapshot.batch_stats.size(), 1u);
+  EXPECT_EQ(snapshot.batch_stats[0].compute_infer.ns, 60'000u);
+  const ModelTimes& times = (*answer)->times;
+  EXPECT_EQ(times.queue_ns, 0u);
+  EXPECT_EQ(times.compute_input_ns, 3'000u);
+  EXPECT_EQ(times.compute_infer_ns, 60'000u);
+  EXPECT_EQ(times.compute_output_ns, 7'000u);
 }
 
 // Every step is bound once, when the request is accepted (the runners hold their versions

@@ -77,12 +77,25 @@ struct InferRequest {
   bool caller_may_run_model = false;
 };
 
+// What a request spent in its model, as the statistics extension counts it: its own wait in
+// the queue, and the phases of the execution that ran it (shared with the requests batched
+// with it).
+struct ModelTimes {
+  uint64_t queue_ns = 0;
+  uint64_t compute_input_ns = 0;
+  uint64_t compute_infer_ns = 0;
+  uint64_t compute_output_ns = 0;
+};
+
 struct InferResponse {
   std::string model_name;
   std::string model_version;
   std::string id;
   std::vector<Tensor> outputs;  // in the order requested (model order when all)
   Parameters parameters;
+  // Filled by the scheduler that answered. An ensemble's compute times are the sums of its
+  // steps' (its queue time is its own), as in Triton's statistics.
+  ModelTimes times;
 };
 
 }  // namespace fastpath

@@ -8,18 +8,14 @@
 #include <vector>
 
 #include "fastpath/common/statistics.h"
+#include "fastpath/common/tensor.h"
 
 namespace fastpath::scheduler {
 
 // Thread-safe accumulator of one model version's statistics.
 class StatsRecorder {
  public:
-  struct Timings {
-    uint64_t queue_ns = 0;
-    uint64_t compute_input_ns = 0;
-    uint64_t compute_infer_ns = 0;
-    uint64_t compute_output_ns = 0;
-  };
+  using Timings = ModelTimes;
   // One request's own times: end to end in the server, and in the queue.
   struct RequestTimes {
     uint64_t request_ns = 0;
