@@ -300,6 +300,33 @@ def scalar_models():
     ]
 
 
+def unservable_signature_models():
+    """Models ORT loads whose signature the protocol cannot serve: a graph with no outputs,
+    two inputs ORT reads as one name (it cuts names at a NUL byte), and an input whose name
+    is not UTF-8. Flat only: fastpath must refuse each at load, naming why."""
+    f = TensorProto.FLOAT
+
+    def identity(name, in_names, out_names):
+        # Each input doubled; an output list shorter than the inputs leaves the rest unread.
+        results = out_names + ["unread%d" % i for i in range(len(in_names) - len(out_names))]
+        nodes = [helper.make_node("Add", [i, i], [o]) for i, o in zip(in_names, results)]
+        graph = helper.make_graph(
+            nodes, name,
+            [helper.make_tensor_value_info(n, f, [2]) for n in in_names],
+            [helper.make_tensor_value_info(n, f, [2]) for n in out_names])
+        return _finish(graph)
+
+    bad_utf8 = identity("bad_utf8_name", ["BADNAME"], ["Y"])
+    # The name's bytes changed after the fact, length kept: onnx.helper takes str only.
+    bad_utf8_bytes = serialize(bad_utf8).replace(b"BADNAME", b"in\xff\xfeput")
+    no_outputs = identity("no_outputs", ["X"], [])
+    return [
+        ("no_outputs", serialize(no_outputs)),
+        ("nul_names", serialize(identity("nul_names", ["a\0", "a\0b"], ["Y", "Z"]))),
+        ("bad_utf8_name", bad_utf8_bytes),
+    ]
+
+
 def ensemble_step_models():
     # Flat only: the ensemble tests write their own configs around them.
     return [
@@ -365,6 +392,8 @@ def write_flat(out_dir, models):
     for spec in (models + [mlp_model(), square_model()] + chain_models() + ensemble_step_models() +
                  fp16_accuracy_models() + scalar_models()):
         write_if_changed(os.path.join(out_dir, spec.name + ".onnx"), serialize(spec.model))
+    for name, data in unservable_signature_models():
+        write_if_changed(os.path.join(out_dir, name + ".onnx"), data)
     write_if_changed(os.path.join(out_dir, "corrupt.onnx"), CORRUPT_BYTES)
 
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <system_error>
 #include <unordered_map>
@@ -13,12 +14,30 @@
 
 #include "cpu/cpu_provider.h"
 #include "cuda/cuda_provider.h"
+#include "fastpath/common/utf8.h"
 #include "ort_environment.h"
 #include "ort_types.h"
 #include "tensorrt/tensorrt_provider.h"
 
 namespace fastpath::onnxruntime {
 namespace {
+
+// A name the protocol can carry, once: KServe's JSON and gRPC's strings are UTF-8, and
+// ORT cuts a name at a NUL, so two names that differ after one become the same.
+Status CheckTensorName(const std::string& name, const char* kind, std::set<std::string>* seen) {
+  if (name.empty())
+    return InvalidArgument(std::string("the model has an ") + kind + " with no name");
+  if (!IsValidUtf8(name)) {
+    return InvalidArgument(std::string(kind) + " '" + ToValidUtf8(name) +
+                           "' of the model has a name that is not UTF-8 text, which the "
+                           "protocol's JSON and gRPC strings cannot carry; rename it in the model");
+  }
+  if (!seen->insert(name).second) {
+    return InvalidArgument("the model has two " + std::string(kind) + "s named '" + name +
+                           "' (ONNX Runtime reads a name up to its first NUL byte)");
+  }
+  return Status::Ok();
+}
 
 StatusOr<backend::TensorSpec> ReadTensorSpec(const Ort::TypeInfo& type_info, std::string name,
                                              const char* kind) {
@@ -256,13 +275,19 @@ StatusOr<backend::ModelSignature> ReadSignature(const Ort::Session& session) {
       "reading the model signature", [&]() -> StatusOr<backend::ModelSignature> {
         backend::ModelSignature signature;
         const std::vector<std::string> input_names = session.GetInputNames();
+        std::set<std::string> inputs_seen, outputs_seen;
         for (size_t i = 0; i < input_names.size(); ++i) {
+          FASTPATH_RETURN_IF_ERROR(CheckTensorName(input_names[i], "input", &inputs_seen));
           FASTPATH_ASSIGN_OR_RETURN(
               auto spec, ReadTensorSpec(session.GetInputTypeInfo(i), input_names[i], "input"));
           signature.inputs.push_back(std::move(spec));
         }
         const std::vector<std::string> output_names = session.GetOutputNames();
+        if (output_names.empty()) {
+          return InvalidArgument("the model's graph has no outputs: a request could get nothing");
+        }
         for (size_t i = 0; i < output_names.size(); ++i) {
+          FASTPATH_RETURN_IF_ERROR(CheckTensorName(output_names[i], "output", &outputs_seen));
           FASTPATH_ASSIGN_OR_RETURN(
               auto spec, ReadTensorSpec(session.GetOutputTypeInfo(i), output_names[i], "output"));
           signature.outputs.push_back(std::move(spec));

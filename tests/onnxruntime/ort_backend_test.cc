@@ -286,6 +286,26 @@ TEST_F(OrtBackendTest, MissingModelIsNotFoundNamingThePath) {
   EXPECT_THAT(instance.status().message(), HasSubstr(path.string()));
 }
 
+// Models ORT loads but the protocol cannot serve are refused at load, saying why: before,
+// each was READY and every request to it failed (or, over gRPC, its metadata broke the
+// client).
+TEST_F(OrtBackendTest, ASignatureTheProtocolCannotServeIsRefused) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"no_outputs", "the model's graph has no outputs"},
+      {"nul_names", "the model has two inputs named 'a'"},
+      {"bad_utf8_name",
+       "input 'in\xEF\xBF\xBD\xEF\xBF\xBDput' of the model has a name that is not UTF-8"},
+  };
+  for (const auto& [model, why] : cases) {
+    auto signature = backend_->Inspect(ModelPath(model));
+    ASSERT_FALSE(signature.ok()) << model;
+    EXPECT_EQ(signature.status().code(), StatusCode::kInvalidArgument) << model;
+    EXPECT_THAT(signature.status().message(), HasSubstr(why)) << model;
+    // (An instance of the graph with no outputs fails in ORT's own initialisation first.)
+    EXPECT_FALSE(backend_->CreateInstance(ModelPath(model), {}).ok()) << model;
+  }
+}
+
 TEST_F(OrtBackendTest, DirectoryIsNotAModel) {
   auto signature = backend_->Inspect(kModels);
   ASSERT_FALSE(signature.ok());
