@@ -16,6 +16,16 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <boost/asio/basic_waitable_timer.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -28,22 +38,12 @@
 #include <utility>
 #include <vector>
 
-#include <boost/asio/basic_waitable_timer.hpp>
-#include <boost/asio/dispatch.hpp>
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-
 #include "endpoint_router.h"
 #include "fastpath/common/log.h"
 #include "fastpath/common/open_files.h"
 #include "fastpath/common/thread_name.h"
 #include "infer_codec.h"
+#include "request_body.h"
 #include "rollout_verdict.h"
 
 namespace fastpath::frontend {
@@ -337,11 +337,6 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void ReadBody() {
     const uint64_t body = parser_->content_length().value_or(kBodyReadBytes);
     buffer_.reserve(buffer_.size() + std::min<uint64_t>(body, kBodyReadBytes));
-    // Room past a known body for the inference codec's fast path, which would otherwise
-    // copy the body to make it (beast reserves the Content-Length; reserve never shrinks).
-    if (auto length = parser_->content_length(); length && *length > 0) {
-      parser_->get().body().reserve(*length + http::kInferBodyPadding);
-    }
     ExpireIn(core_->options.idle_timeout);
     // A small request's body usually came in the header's read. Parsed here, it is
     // handled at once; async_read would find it complete too, but answer through the
@@ -399,8 +394,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     core_->AwaitReply(id_, shared_from_this());
     auto in_flight = std::make_shared<InFlight>();
     in_flight_ = in_flight;
+    bhttp::request<http::RequestBody> received = parser_->release();
     core_->router->Handle(
-        parser_->release(),
+        http::Request(std::move(received.base()), std::move(received.body())),
         [core = core_, id = id_, in_flight](http::HttpReply reply) {
           in_flight->answered.store(true, std::memory_order_release);
           core->Deliver(id, std::move(reply));
@@ -576,7 +572,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   Timer timer_;
   Clock::time_point deadline_ = Clock::time_point::max();
   beast::flat_buffer buffer_;
-  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  std::optional<bhttp::request_parser<http::RequestBody>> parser_;
   std::shared_ptr<ServerCore> core_;
   const uint64_t id_;
   // All below: touched only on the session's event loop.

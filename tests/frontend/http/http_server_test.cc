@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "fakes/fake_inference_server.h"
+#include "request_body.h"
 #include "test_client.h"
 
 namespace fastpath::frontend {
@@ -154,6 +155,46 @@ class HttpFrontendTest : public ::testing::Test {
 };
 
 // --- health, metadata, config, stats ---
+
+// A body holds room for what came, not for what was announced: a client that announces
+// 64 MB and sends 10 bytes holds 1 MiB, and a body that arrives whole ends with exactly its
+// length and the codec's padding reserved.
+TEST(RequestBodyTest, ReservesAsTheBodyArrivesNotAllItsAnnouncedLength) {
+  namespace bhttp = boost::beast::http;
+  constexpr uint64_t kAnnounced = 64 * 1024 * 1024;
+  bhttp::request_header<> header;
+  std::string body;
+  http::RequestBody::reader reader(header, body);
+  boost::beast::error_code ec;
+  reader.init(kAnnounced, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_LT(body.capacity(), http::kBodyFirstReserveBytes + 4096);
+
+  const std::string part(10, 'x');
+  reader.put(boost::asio::buffer(part), ec);
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(body, part);
+  EXPECT_LT(body.capacity(), http::kBodyFirstReserveBytes + 4096);
+
+  // The rest, 1 MiB at a time: the room never runs ahead of twice what came (+1 MiB).
+  const std::string chunk(1024 * 1024, 'y');
+  uint64_t sent = part.size();
+  while (sent < kAnnounced) {
+    const size_t n = std::min<uint64_t>(chunk.size(), kAnnounced - sent);
+    ASSERT_EQ(reader.put(boost::asio::buffer(chunk.data(), n), ec), n);
+    ASSERT_FALSE(ec) << ec.message();
+    sent += n;
+    ASSERT_EQ(body.size(), sent);
+    ASSERT_LE(body.capacity(), 2 * sent + http::kBodyFirstReserveBytes + 4096);
+  }
+  reader.finish(ec);
+  ASSERT_FALSE(ec);
+  EXPECT_EQ(body.size(), kAnnounced);
+  EXPECT_EQ(body[9], 'x');
+  EXPECT_EQ(body[10], 'y');
+  EXPECT_GE(body.capacity(), kAnnounced + http::kInferBodyPadding);
+  EXPECT_LT(body.capacity(), kAnnounced + 64 * 1024);
+}
 
 TEST_F(HttpFrontendTest, HealthLiveAndReady) {
   auto live = Get("/v2/health/live");
