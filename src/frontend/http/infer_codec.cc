@@ -744,9 +744,10 @@ class FastRequestReader {
 };
 
 // The fast path over body[0, json_size), the binary part after it; false when it gave up
-// (what it left in `out` is then to be discarded).
+// (what it left in `out` is then to be discarded), or when the parser's buffers could not
+// be had (`*no_memory` then says so).
 bool ReadFast(std::string& body, size_t json_size, bool has_header_length,
-              const InferCodecLimits& limits, DecodedInferRequest* out) {
+              const InferCodecLimits& limits, DecodedInferRequest* out, bool* no_memory) {
   static_assert(kInferBodyPadding >= simdjson::SIMDJSON_PADDING);
   // simdjson reads past the JSON; whatever is there (the binary part, say) is only read.
   if (body.capacity() - json_size < simdjson::SIMDJSON_PADDING) {
@@ -755,6 +756,14 @@ bool ReadFast(std::string& body, size_t json_size, bool has_header_length,
   thread_local simdjson::ondemand::parser retained;
   std::optional<simdjson::ondemand::parser> own;
   simdjson::ondemand::parser& parser = json_size <= kRetainedParserBytes ? retained : own.emplace();
+  // The parser's buffers, allocated here so that a failure is answered (iterate() would
+  // allocate them and go on). simdjson 3.0 reports only its larger buffer's failure: when
+  // its string buffer alone cannot be had, it goes on with a null one and crashes. Both
+  // failing together, the usual case when memory runs out (under `ulimit -v`), is caught.
+  if (parser.capacity() < json_size && parser.allocate(json_size) != simdjson::SUCCESS) {
+    *no_memory = true;
+    return false;
+  }
   simdjson::ondemand::document json;
   if (parser.iterate(body.data(), json_size, body.capacity()).get(json)) return false;
   const std::string_view binary = std::string_view(body).substr(json_size);
@@ -902,9 +911,15 @@ StatusOr<DecodedInferRequest> internal::DecodeInferRequest(std::string& body, st
 
   if (path == JsonPath::kFastWithFallback) {
     DecodedInferRequest decoded;
-    const bool fast = ReadFast(body, json_size, json_length.has_value(), limits, &decoded);
+    bool no_memory = false;
+    const bool fast =
+        ReadFast(body, json_size, json_length.has_value(), limits, &decoded, &no_memory);
     if (fast_path_used != nullptr) *fast_path_used = fast;
     if (fast) return decoded;
+    if (no_memory) {
+      return ResourceExhausted("out of memory: the server could not allocate the " +
+                               std::to_string(json_size) + "-byte request JSON's parser");
+    }
   }
   rapidjson::Document doc;
   if (auto error = ParseJsonInPlace(body.data(), json_size, &doc)) {
