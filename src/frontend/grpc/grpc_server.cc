@@ -22,17 +22,22 @@ namespace {
 // gRPC's own lines (its errors, and what GRPC_VERBOSITY asks for) through the process logger,
 // so that --log-level and --log-format cover them too: with --log-format json, a line gRPC
 // wrote as text would be the one a log collector cannot parse. Called on gRPC's threads.
+// A request whose metadata gRPC cannot parse (`grpc-timeout: abc`) writes an error line
+// before the call is refused: a client's mistake, one line per request, so a warning.
 void LogThroughProcessLogger(gpr_log_func_args* args) {
   try {
-    const log::Level level = args->severity == GPR_LOG_SEVERITY_ERROR  ? log::Level::kError
-                             : args->severity == GPR_LOG_SEVERITY_INFO ? log::Level::kInfo
-                                                                       : log::Level::kDebug;
+    const std::string_view message = args->message != nullptr ? args->message : "";
+    const bool clients_metadata = message.starts_with("Error parsing metadata");
+    const log::Level level = args->severity == GPR_LOG_SEVERITY_ERROR && !clients_metadata
+                                 ? log::Level::kError
+                             : args->severity == GPR_LOG_SEVERITY_ERROR ? log::Level::kWarn
+                             : args->severity == GPR_LOG_SEVERITY_INFO  ? log::Level::kInfo
+                                                                        : log::Level::kDebug;
     if (!log::Enabled(level)) return;
     const std::string_view file = args->file != nullptr ? args->file : "";
     const std::string location =
         std::string(file.substr(file.rfind('/') + 1)) + ":" + std::to_string(args->line);
-    log::Write(level, args->message != nullptr ? args->message : "",
-               {{"source", "grpc"}, {"location", location}});
+    log::Write(level, message, {{"source", "grpc"}, {"location", location}});
   } catch (...) {
   }
 }
