@@ -345,6 +345,11 @@ TEST_F(DynamicBatchSchedulerTest, EachRequestOfABatchIsTimedOnItsOwn) {
   EXPECT_EQ(s.request_latency.buckets[bucket(100'000)], 1u);
   EXPECT_EQ(s.request_latency.buckets[bucket(1'000)], 1u);
   EXPECT_EQ(s.inference_stats.queue.ns, 101'000'000u);
+  // Each answer carries its own queue time and the execution's compute (what an ensemble
+  // that ran this model as a step adds up).
+  EXPECT_EQ(answers_.Get(1)->times.queue_ns, 100'000'000u);
+  EXPECT_EQ(answers_.Get(2)->times.queue_ns, 1'000'000u);
+  EXPECT_EQ(answers_.Get(1)->times.compute_infer_ns, s.inference_stats.compute_infer.ns / 2);
 }
 
 TEST_F(DynamicBatchSchedulerTest, BatchesNeverExceedMaxBatchSize) {
