@@ -14,6 +14,7 @@ namespace {
 using inference::ModelStreamInferResponse;
 
 constexpr char kShuttingDown[] = "the server is shutting down";
+constexpr char kFinalResponse[] = "triton_final_response";
 
 std::unique_ptr<ModelStreamInferResponse> ErrorResponse(const RequestEcho& echo,
                                                         const std::string& message) {
@@ -210,6 +211,10 @@ void StreamInferCall::Dispatch(uint64_t sequence, inference::ModelInferRequest r
 
 void StreamInferCall::Complete(uint64_t sequence,
                                std::unique_ptr<ModelStreamInferResponse> response) {
+  // Each request gets one answer, its last, and says so as Triton does on every stream
+  // response: clients read responses until triton_final_response (a missing key in the map
+  // reads as false, and such a client would wait for ever).
+  (*response->mutable_infer_response()->mutable_parameters())[kFinalResponse].set_bool_param(true);
   Actions actions;
   {
     std::lock_guard lock(mu_);

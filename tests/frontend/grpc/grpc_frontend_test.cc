@@ -840,6 +840,10 @@ void ExpectStreamAnswers(const StreamResult& result, int n, const std::set<int>&
     const std::string& id = r.infer_response().id();
     ASSERT_TRUE(seen.insert(id).second) << "answered twice: " << id;
     const int i = std::stoi(id.substr(1));
+    // Each is its request's last, as Triton marks every stream response, errors included.
+    const auto& parameters = r.infer_response().parameters();
+    ASSERT_TRUE(parameters.contains("triton_final_response")) << id;
+    EXPECT_TRUE(parameters.at("triton_final_response").bool_param()) << id;
     if (failing.count(i)) {
       EXPECT_FALSE(r.error_message().empty()) << id;
     } else {
