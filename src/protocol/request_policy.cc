@@ -6,6 +6,7 @@
 #include <array>
 #include <string>
 #include <string_view>
+#include <variant>
 
 #include "fastpath/common/utf8.h"
 
@@ -93,9 +94,30 @@ Status CheckFilePath(const std::string& key, std::string_view path) {
 }  // namespace
 
 Status CheckRequestParameters(const Parameters& parameters) {
-  if (const std::string* key = FindAny(parameters, kSequence)) {
-    return Unimplemented("request parameter '" + *key +
-                         "' asks for sequence batching, which fastpath does not support");
+  if (FindAny(parameters, kSequence) == nullptr) return Status::Ok();
+  for (std::string_view key : kSequence) {
+    const auto it = parameters.find(std::string(key));
+    if (it == parameters.end()) continue;
+    // Triton's "not in a sequence": sequence_id 0 or "", sequence_start/end false.
+    const ParameterValue& value = it->second;
+    bool in_sequence = false;
+    if (key == "sequence_id") {
+      if (const auto* id = std::get_if<int64_t>(&value)) {
+        in_sequence = *id != 0;
+      } else if (const auto* text = std::get_if<std::string>(&value)) {
+        in_sequence = !text->empty();
+      } else {
+        return InvalidArgument("request parameter 'sequence_id' must be an integer or a string");
+      }
+    } else if (const auto* flag = std::get_if<bool>(&value)) {
+      in_sequence = *flag;
+    } else {
+      return InvalidArgument("request parameter '" + std::string(key) + "' must be a boolean");
+    }
+    if (in_sequence) {
+      return Unimplemented("request parameter '" + std::string(key) +
+                           "' asks for sequence batching, which fastpath does not support");
+    }
   }
   return Status::Ok();
 }

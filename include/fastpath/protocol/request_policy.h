@@ -8,7 +8,10 @@
 //                                                             non-negative integers (Server)
 //   sequence_id, sequence_start,           request            Unimplemented: fastpath has no
 //   sequence_end                                              sequence batcher, and a stateful
-//                                                             request must not run as stateless
+//                                                             request must not run as stateless;
+//                                                             but Triton's "not in a sequence"
+//                                                             (id 0 or "", start/end false) is
+//                                                             accepted
 //   shared_memory_region, _byte_size,      input, output      Unimplemented: the shared-memory
 //   _offset                                                   extensions
 //   classification                         output             Unimplemented: the
