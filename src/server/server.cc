@@ -259,9 +259,11 @@ bool Server::IsReady() const {
 ServerMetadata Server::Metadata() const {
   return {"fastpath",
           FASTPATH_VERSION,
-          // Only what is implemented: clients decide what to call from this list.
-          {"binary_tensor_data", "model_repository", "model_configuration", "statistics",
-           "parameters"}};
+          // Only what is implemented: clients decide what to call from this list. Triton's
+          // names: schedule_policy is the priority and timeout parameters, and
+          // model_repository(unload_dependents) the unload parameter.
+          {"binary_tensor_data", "model_repository", "model_repository(unload_dependents)",
+           "model_configuration", "schedule_policy", "statistics", "parameters"}};
 }
 
 StatusOr<ModelMetadata> Server::GetModelMetadata(const std::string& name,

@@ -35,8 +35,9 @@ TEST_F(GrpcTest, ServerMetadataListsExtensions) {
   ASSERT_TRUE(s.ok()) << Describe(s);
   EXPECT_EQ(response.name(), "fastpath");
   EXPECT_FALSE(response.version().empty());
-  for (const char* ext : {"binary_tensor_data", "model_repository", "statistics",
-                          "model_configuration"}) {
+  for (const char* ext :
+       {"binary_tensor_data", "model_repository", "statistics", "model_configuration",
+        "schedule_policy", "model_repository(unload_dependents)"}) {
     EXPECT_NE(std::find(response.extensions().begin(), response.extensions().end(), ext),
               response.extensions().end())
         << ext << " missing from " << response.ShortDebugString();

@@ -51,8 +51,9 @@ TEST_F(HttpTest, ServerMetadataListsExtensions) {
   EXPECT_NE(std::string(doc["version"].GetString()), "");
   ASSERT_TRUE(doc.HasMember("extensions")) << r.body;
   // The extensions this issue implements, under Triton's names.
-  for (const char* ext : {"binary_tensor_data", "model_repository", "statistics",
-                          "model_configuration"}) {
+  for (const char* ext :
+       {"binary_tensor_data", "model_repository", "statistics", "model_configuration",
+        "schedule_policy", "model_repository(unload_dependents)"}) {
     EXPECT_TRUE(ArrayHasString(doc["extensions"], ext)) << ext << " missing from " << r.body;
   }
 }

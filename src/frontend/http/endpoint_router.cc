@@ -278,6 +278,46 @@ void EndpointRouter::Route(Request& request, const ReplyFn& reply, const ClientG
     return reply(NotFoundReply());
   }
 
+  // Triton's extensions that fastpath does not implement, refused by name rather than with
+  // a bare 404. Shared memory: no region is ever registered, so its status is an empty list
+  // and an unregister has nothing to do (client clean-up code calls both); a register is
+  // refused.
+  if (s[1] == "systemsharedmemory" || s[1] == "cudasharedmemory") {
+    const std::string extension = s[1] == "systemsharedmemory" ? "system" : "CUDA";
+    const bool named = s.size() >= 4 && s[2] == "region" && !s[3].empty();
+    const std::string_view action = s.back();
+    if (s.size() != (named ? 5u : 3u)) return reply(NotFoundReply());
+    if (action == "status") {
+      if (!get) return reply(MethodNotAllowedReply());
+      if (named) {
+        return reply(ErrorReply(
+            NotFound("no " + extension + " shared memory region '" + s[3] + "' is registered")));
+      }
+      return reply(JsonReply(200, "[]"));
+    }
+    if (action == "unregister") {
+      if (!post) return reply(MethodNotAllowedReply());
+      HttpReply r;
+      r.status = 200;
+      return reply(std::move(r));
+    }
+    if (action == "register" && named) {
+      if (!post) return reply(MethodNotAllowedReply());
+      return reply(ErrorReply(
+          Unimplemented("the " + extension +
+                        " shared memory extension is not supported: send tensors in the request")));
+    }
+    return reply(NotFoundReply());
+  }
+  const bool trace = s.back() == "setting" && s[s.size() - 2] == "trace" &&
+                     (s.size() == 3 || (s.size() == 5 && s[1] == "models"));
+  if (trace || (s.size() == 2 && s[1] == "logging")) {
+    if (!get && !post) return reply(MethodNotAllowedReply());
+    return reply(ErrorReply(Unimplemented(
+        std::string("the ") + (trace ? "trace" : "logging") +
+        " extension is not supported: fastpath logs with --log-level and --log-format")));
+  }
+
   if (s[1] != "models" || s.size() < 3 || s[2].empty()) return reply(NotFoundReply());
   // Triton checks this path before treating "stats" as a model name.
   if (s.size() == 3 && s[2] == "stats") {
@@ -338,6 +378,11 @@ void EndpointRouter::Route(Request& request, const ReplyFn& reply, const ClientG
     auto stats = server_.GetModelStatistics(model, version);
     if (!stats.ok()) return reply(ErrorReply(stats.status()));
     return reply(JsonReply(200, ModelStatisticsJson(*stats)));
+  }
+  if (action == "generate" || action == "generate_stream") {
+    if (!post) return reply(MethodNotAllowedReply());
+    return reply(ErrorReply(Unimplemented(
+        "the generate extension is not supported: send a KServe inference request to infer")));
   }
   return reply(NotFoundReply());
 }

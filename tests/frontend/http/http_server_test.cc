@@ -221,6 +221,35 @@ TEST_F(HttpFrontendTest, ServerMetadata) {
   EXPECT_STREQ(d["extensions"][0].GetString(), "binary_tensor_data");
 }
 
+// Triton's extensions that fastpath lacks are named in the refusal, not a bare 404. No
+// shared-memory region is ever registered: its status is an empty list, and an unregister
+// (client clean-up code) succeeds with nothing to do.
+TEST_F(HttpFrontendTest, ExtensionsItLacksAreRefusedByName) {
+  for (const char* kind : {"systemsharedmemory", "cudasharedmemory"}) {
+    const std::string base = std::string("/v2/") + kind;
+    auto status = Get(base + "/status");
+    EXPECT_EQ(status.status, 200) << kind;
+    EXPECT_EQ(status.body, "[]") << kind;
+    auto one = Get(base + "/region/r0/status");
+    EXPECT_EQ(one.status, 404) << kind;
+    EXPECT_THAT(ErrorOf(one), HasSubstr("shared memory region 'r0' is registered")) << kind;
+    EXPECT_EQ(Post(base + "/unregister", "").status, 200) << kind;
+    EXPECT_EQ(Post(base + "/region/r0/unregister", "").status, 200) << kind;
+    auto registered = Post(base + "/region/r0/register", R"({"key":"/r0","byte_size":64})");
+    EXPECT_EQ(registered.status, 501) << kind;
+    EXPECT_THAT(ErrorOf(registered), HasSubstr("shared memory extension is not supported")) << kind;
+  }
+  for (const char* path : {"/v2/trace/setting", "/v2/models/simple/trace/setting"}) {
+    auto r = Get(path);
+    EXPECT_EQ(r.status, 501) << path;
+    EXPECT_THAT(ErrorOf(r), HasSubstr("the trace extension is not supported")) << path;
+  }
+  EXPECT_THAT(ErrorOf(Post("/v2/logging", "{}")), HasSubstr("the logging extension"));
+  auto generate = Post("/v2/models/simple/generate", R"({"text_input":"hi"})");
+  EXPECT_EQ(generate.status, 501);
+  EXPECT_THAT(ErrorOf(generate), HasSubstr("the generate extension is not supported"));
+}
+
 TEST_F(HttpFrontendTest, ModelMetadata) {
   for (const char* path : {"/v2/models/simple", "/v2/models/simple/versions/2"}) {
     auto r = Get(path);
