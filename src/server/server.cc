@@ -5,6 +5,7 @@
 #include "fastpath/admission/memory_budget.h"
 #include "fastpath/admission/self_test.h"
 #include "fastpath/common/log.h"
+#include "fastpath/common/utf8.h"
 #include "fastpath/config/ensemble_config.h"
 #include "fastpath/config/model_config.h"
 #include "fastpath/scheduler/dynamic_batch_scheduler.h"
@@ -13,6 +14,19 @@
 namespace fastpath::server {
 
 namespace {
+
+// A client's version as the repository names it. Triton reads the string as an integer, so
+// "01" is version 1; one that is not a non-negative integer is refused as Triton refuses it
+// (HTTP's path already takes digits only).
+StatusOr<std::string> CanonicalVersion(const std::string& version) {
+  if (version.empty()) return version;
+  if (version.find_first_not_of("0123456789") != std::string::npos) {
+    return InvalidArgument("model version '" + ToValidUtf8(version) +
+                           "' is not a version number: a version is an integer, e.g. '1'");
+  }
+  const size_t first = version.find_first_not_of('0');
+  return first == std::string::npos ? std::string("0") : version.substr(first);
+}
 
 std::vector<TensorMetadata> Describe(const inference::ModelConfig& config, bool inputs) {
   std::vector<TensorMetadata> out;
@@ -267,7 +281,8 @@ ServerMetadata Server::Metadata() const {
 }
 
 StatusOr<ModelMetadata> Server::GetModelMetadata(const std::string& name,
-                                                 const std::string& version) const {
+                                                 const std::string& asked) const {
+  FASTPATH_ASSIGN_OR_RETURN(const std::string version, CanonicalVersion(asked));
   FASTPATH_ASSIGN_OR_RETURN(auto runtime, repository_->FindReady(name, version));
   ModelMetadata meta;
   meta.name = name;
@@ -280,7 +295,8 @@ StatusOr<ModelMetadata> Server::GetModelMetadata(const std::string& name,
   return meta;
 }
 
-StatusOr<bool> Server::IsModelReady(const std::string& name, const std::string& version) const {
+StatusOr<bool> Server::IsModelReady(const std::string& name, const std::string& asked) const {
+  FASTPATH_ASSIGN_OR_RETURN(const std::string version, CanonicalVersion(asked));
   if (shutting_down_) return false;
   if (gpu_watch_ && gpu_watch_->AnyQuarantined()) {
     auto runtime = repository_->FindReady(name, version);
@@ -290,13 +306,15 @@ StatusOr<bool> Server::IsModelReady(const std::string& name, const std::string& 
 }
 
 StatusOr<inference::ModelConfig> Server::GetModelConfig(const std::string& name,
-                                                        const std::string& version) const {
+                                                        const std::string& asked) const {
+  FASTPATH_ASSIGN_OR_RETURN(const std::string version, CanonicalVersion(asked));
   FASTPATH_ASSIGN_OR_RETURN(auto runtime, repository_->FindReady(name, version));
   return runtime->config;
 }
 
 StatusOr<std::vector<ModelStatistics>> Server::GetModelStatistics(const std::string& name,
-                                                                  const std::string& version) const {
+                                                                  const std::string& asked) const {
+  FASTPATH_ASSIGN_OR_RETURN(const std::string version, CanonicalVersion(asked));
   if (!name.empty()) {
     // Distinguish an unknown model or version (404) from one that is not ready.
     FASTPATH_ASSIGN_OR_RETURN(auto found, repository_->FindReady(name, version));
@@ -403,6 +421,9 @@ void Server::InferAsync(InferRequest request, InferCallback done) {
 }
 
 void Server::RunOnModel(InferRequest request, InferCallback done, bool canary) {
+  StatusOr<std::string> version = CanonicalVersion(request.model_version);
+  if (!version.ok()) return done(version.status());
+  request.model_version = std::move(version).value();
   // A canary probe checks what is published; a request may meet a canary phase's split.
   auto found = canary ? repository_->FindReady(request.model_name, request.model_version)
                       : repository_->Route(request.model_name, request.model_version);

@@ -113,6 +113,32 @@ TEST_F(ServerTest, ReadyAndMetadata) {
   EXPECT_EQ(server_->GetModelConfig("simple", "")->max_batch_size(), 8);
 }
 
+// As in Triton, a version is read as an integer: "01" is version 1, over every call, and a
+// version that is not a number is refused as one (not "unknown").
+TEST_F(ServerTest, AVersionIsANumber) {
+  EXPECT_TRUE(*server_->IsModelReady("simple", "01"));
+  EXPECT_TRUE(server_->GetModelMetadata("simple", "001").ok());
+  EXPECT_TRUE(server_->GetModelConfig("simple", "01").ok());
+  auto stats = server_->GetModelStatistics("simple", "01");
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  ASSERT_EQ(stats->size(), 1u);
+  EXPECT_EQ((*stats)[0].version, "1");
+  InferRequest request = SimpleRequest();
+  request.model_version = "01";
+  auto r = Infer(std::move(request));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->model_version, "1");
+  for (const char* bad : {"-1", "one", "1.0"}) {
+    auto ready = server_->IsModelReady("simple", bad);
+    EXPECT_EQ(ready.status().code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(ready.status().message().find("is not a version number"), std::string::npos) << bad;
+    InferRequest refused = SimpleRequest();
+    refused.model_version = bad;
+    EXPECT_EQ(Infer(std::move(refused)).status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+  EXPECT_EQ(server_->IsModelReady("simple", "02").status().code(), StatusCode::kNotFound);
+}
+
 TEST_F(ServerTest, InferComputesExactOutputs) {
   auto r = Infer(SimpleRequest(2));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
