@@ -327,31 +327,6 @@ def unservable_signature_models():
     ]
 
 
-def external_data_model():
-    """Y = X + W, W's 1 MiB (0, 1, 2, ...) in the file external_weights.bin beside the model,
-    as ONNX's external data: (model bytes, data bytes). The tests copy both into a folder of
-    their own, then rewrite or truncate the data file under the served model."""
-    import numpy as np
-    from onnx import numpy_helper
-
-    count = 1 << 18
-    graph = helper.make_graph(
-        [helper.make_node("Add", ["X", "W"], ["Y"], name="add")], "external_weights",
-        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, count])],
-        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1, count])],
-        initializer=[numpy_helper.from_array(np.arange(count, dtype=np.float32), "W")])
-    model = _finish(graph)  # checked with the weights inline, then moved out
-    weights = model.graph.initializer[0]
-    data = weights.raw_data
-    weights.ClearField("raw_data")
-    weights.data_location = TensorProto.EXTERNAL
-    for key, value in (("location", "external_weights.bin"), ("offset", "0"),
-                       ("length", str(len(data)))):
-        entry = weights.external_data.add()
-        entry.key, entry.value = key, value
-    return serialize(model), data
-
-
 def ensemble_step_models():
     # Flat only: the ensemble tests write their own configs around them.
     return [
@@ -419,9 +394,6 @@ def write_flat(out_dir, models):
         write_if_changed(os.path.join(out_dir, spec.name + ".onnx"), serialize(spec.model))
     for name, data in unservable_signature_models():
         write_if_changed(os.path.join(out_dir, name + ".onnx"), data)
-    model, weights = external_data_model()
-    write_if_changed(os.path.join(out_dir, "external_weights.onnx"), model)
-    write_if_changed(os.path.join(out_dir, "external_weights.bin"), weights)
     write_if_changed(os.path.join(out_dir, "corrupt.onnx"), CORRUPT_BYTES)
 
 

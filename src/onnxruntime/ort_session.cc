@@ -14,7 +14,6 @@
 
 #include "cpu/cpu_provider.h"
 #include "cuda/cuda_provider.h"
-#include "external_data.h"
 #include "fastpath/common/utf8.h"
 #include "ort_environment.h"
 #include "ort_types.h"
@@ -258,22 +257,8 @@ StatusOr<Ort::Session> OpenSession(const Ort::Env& env, const std::filesystem::p
                                    const Ort::SessionOptions& session_options) {
   FASTPATH_RETURN_IF_ERROR(CheckModelFile(model_file));
   const std::string context = "cannot load ONNX model '" + model_file.string() + "'";
-  // Its external data in memory, copied by ORT as the session is created (external_data.h).
-  StatusOr<ExternalDataFiles> external = ReadExternalData(model_file);
-  if (!external.ok()) return external.status().WithContext(context);
   return CatchOrtExceptions(context, [&]() -> StatusOr<Ort::Session> {
     try {
-      if (!external->locations.empty()) {
-        Ort::SessionOptions with_data = session_options.Clone();
-        std::vector<char*> buffers;
-        std::vector<size_t> lengths;
-        for (std::string& bytes : external->contents) {
-          buffers.push_back(bytes.data());
-          lengths.push_back(bytes.size());
-        }
-        with_data.AddExternalInitializersFromFilesInMemory(external->locations, buffers, lengths);
-        return Ort::Session(env, model_file.c_str(), with_data);
-      }
       return Ort::Session(env, model_file.c_str(), session_options);
     } catch (const Ort::Exception& e) {
       // At load time ORT reports a file it cannot parse or resolve as ORT_FAIL as often as
