@@ -219,6 +219,13 @@ void EndpointRouter::Route(Request& request, const ReplyFn& reply, const ClientG
   const bhttp::verb method = request.method();
   const bool get = method == bhttp::verb::get;
   const bool post = method == bhttp::verb::post;
+  // Every body may come compressed, as Triton accepts (an inference request's JSON header
+  // length then counts the inflated bytes).
+  if (post) {
+    if (Status s = DecodeContentEncoding(request, max_body_bytes_); !s.ok()) {
+      return reply(ErrorReply(s));
+    }
+  }
 
   // /v2 and /v2/health/{live,ready}
   if (s.size() == 1) {
@@ -387,9 +394,9 @@ void EndpointRouter::Route(Request& request, const ReplyFn& reply, const ClientG
   return reply(NotFoundReply());
 }
 
-void EndpointRouter::HandleInfer(Request& request, const std::string& model, const std::string& version,
-                                 const ReplyFn& reply, const ClientGone& client_gone) {
-  if (Status s = DecodeContentEncoding(request, max_body_bytes_); !s.ok()) return reply(ErrorReply(s));
+void EndpointRouter::HandleInfer(Request& request, const std::string& model,
+                                 const std::string& version, const ReplyFn& reply,
+                                 const ClientGone& client_gone) {
   auto header_length = ParseInferHeaderLength(request);
   if (!header_length.ok()) return reply(ErrorReply(header_length.status()));
 

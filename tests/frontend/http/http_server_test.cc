@@ -856,6 +856,11 @@ TEST_F(HttpFrontendTest, CompressedRequestBodies) {
   auto unknown = Infer(body, {{"Content-Encoding", "br"}});
   EXPECT_EQ(unknown.status, 400);
   EXPECT_THAT(ErrorOf(unknown), HasSubstr("Content-Encoding 'br'"));
+  // The repository's bodies too, as Triton inflates every request body.
+  auto index = Post("/v2/repository/index", Compress(R"({"ready":true})", true),
+                    {{"Content-Encoding", "gzip"}});
+  EXPECT_EQ(index.status, 200) << index.body;
+  EXPECT_TRUE(Json(index.body).IsArray()) << index.body;
 }
 
 // --- bad input: each a 4xx naming the field, and the server keeps serving ---
