@@ -16,16 +16,6 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <boost/asio/basic_waitable_timer.hpp>
-#include <boost/asio/dispatch.hpp>
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -37,6 +27,17 @@
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include <boost/asio/basic_waitable_timer.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 
 #include "endpoint_router.h"
 #include "fastpath/common/log.h"
