@@ -25,8 +25,9 @@ namespace {
 // A name the protocol can carry, once: KServe's JSON and gRPC's strings are UTF-8, and
 // ORT cuts a name at a NUL, so two names that differ after one become the same.
 Status CheckTensorName(const std::string& name, const char* kind, std::set<std::string>* seen) {
-  if (name.empty())
+  if (name.empty()) {
     return InvalidArgument(std::string("the model has an ") + kind + " with no name");
+  }
   if (!IsValidUtf8(name)) {
     return InvalidArgument(std::string(kind) + " '" + ToValidUtf8(name) +
                            "' of the model has a name that is not UTF-8 text, which the "
