@@ -192,4 +192,28 @@ Status CheckUnloadParameters(const Parameters& parameters, bool* unload_dependen
   return Status::Ok();
 }
 
+namespace {
+
+std::string_view Name(SharedMemory kind) {
+  return kind == SharedMemory::kSystem ? "system" : "CUDA";
+}
+
+}  // namespace
+
+Status SharedMemoryRegionNotFound(SharedMemory kind, std::string_view region) {
+  return NotFound("no " + std::string(Name(kind)) + " shared memory region '" +
+                  std::string(region) + "' is registered");
+}
+
+Status SharedMemoryRegisterRefused(SharedMemory kind) {
+  return Unimplemented("the " + std::string(Name(kind)) +
+                       " shared memory extension is not supported: send tensors in the request");
+}
+
+Status SettingsRefused(Settings which) {
+  return Unimplemented(std::string("the ") + (which == Settings::kTrace ? "trace" : "logging") +
+                       " extension is not supported: fastpath logs with --log-level and "
+                       "--log-format");
+}
+
 }  // namespace fastpath::protocol

@@ -34,6 +34,8 @@
 //   unload anything else              InvalidArgument naming it
 #pragma once
 
+#include <string_view>
+
 #include "fastpath/common/load_override.h"
 #include "fastpath/common/status.h"
 #include "fastpath/common/tensor.h"
@@ -53,5 +55,15 @@ enum class FileEncoding { kBase64, kRaw };
                                          LoadOverride* load);
 // Sets *unload_dependents (false when the parameter is absent).
 [[nodiscard]] Status CheckUnloadParameters(const Parameters& parameters, bool* unload_dependents);
+
+// Triton's extensions that fastpath does not implement, answered alike over HTTP and gRPC.
+// No shared-memory region is ever registered: a status lists none and an unregister has
+// nothing to do (client clean-up code calls both), so both succeed; a region asked for by
+// name is NotFound, a register Unimplemented. Trace and log settings are Unimplemented.
+enum class SharedMemory { kSystem, kCuda };
+[[nodiscard]] Status SharedMemoryRegionNotFound(SharedMemory kind, std::string_view region);
+[[nodiscard]] Status SharedMemoryRegisterRefused(SharedMemory kind);
+enum class Settings { kTrace, kLog };
+[[nodiscard]] Status SettingsRefused(Settings which);
 
 }  // namespace fastpath::protocol

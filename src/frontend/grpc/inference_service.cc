@@ -200,6 +200,45 @@ GrpcInferenceServiceImpl::GrpcInferenceServiceImpl(server::InferenceServer& serv
   AddUnary<RepositoryModelUnloadRequest, RepositoryModelUnloadResponse>(
       "RepositoryModelUnload", 1, false,
       [this](auto& call) { RepositoryControl(call, /*load=*/false); });
+  AddExtensionsItLacks();
+}
+
+// The RPCs of Triton's extensions that fastpath does not implement, answered as
+// protocol/request_policy.h says (and as the HTTP front end answers).
+void GrpcInferenceServiceImpl::AddExtensionsItLacks() {
+  using namespace inference;  // NOLINT(google-build-using-namespace): the message names
+  using protocol::SharedMemory;
+  // No region is ever registered: a status lists none, or names the region it lacks.
+  auto status = [](SharedMemory kind) {
+    return [kind](auto& call) {
+      const std::string& name = call.request().name();
+      call.Finish(name.empty() ? grpc::Status::OK
+                               : ToGrpcStatus(protocol::SharedMemoryRegionNotFound(
+                                     kind, ToValidUtf8(name))));
+    };
+  };
+  auto unregister = [](auto& call) { call.Finish(grpc::Status::OK); };
+  auto refuse = [](Status refusal) {
+    return [refusal = std::move(refusal)](auto& call) { call.Finish(ToGrpcStatus(refusal)); };
+  };
+  AddUnary<SystemSharedMemoryStatusRequest, SystemSharedMemoryStatusResponse>(
+      "SystemSharedMemoryStatus", 1, false, status(SharedMemory::kSystem));
+  AddUnary<SystemSharedMemoryRegisterRequest, SystemSharedMemoryRegisterResponse>(
+      "SystemSharedMemoryRegister", 1, false,
+      refuse(protocol::SharedMemoryRegisterRefused(SharedMemory::kSystem)));
+  AddUnary<SystemSharedMemoryUnregisterRequest, SystemSharedMemoryUnregisterResponse>(
+      "SystemSharedMemoryUnregister", 1, false, unregister);
+  AddUnary<CudaSharedMemoryStatusRequest, CudaSharedMemoryStatusResponse>(
+      "CudaSharedMemoryStatus", 1, false, status(SharedMemory::kCuda));
+  AddUnary<CudaSharedMemoryRegisterRequest, CudaSharedMemoryRegisterResponse>(
+      "CudaSharedMemoryRegister", 1, false,
+      refuse(protocol::SharedMemoryRegisterRefused(SharedMemory::kCuda)));
+  AddUnary<CudaSharedMemoryUnregisterRequest, CudaSharedMemoryUnregisterResponse>(
+      "CudaSharedMemoryUnregister", 1, false, unregister);
+  AddUnary<TraceSettingRequest, TraceSettingResponse>(
+      "TraceSetting", 1, false, refuse(protocol::SettingsRefused(protocol::Settings::kTrace)));
+  AddUnary<LogSettingsRequest, LogSettingsResponse>(
+      "LogSettings", 1, false, refuse(protocol::SettingsRefused(protocol::Settings::kLog)));
 }
 
 void GrpcInferenceServiceImpl::RequestCalls(grpc_internal::Queues* queues) {

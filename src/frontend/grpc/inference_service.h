@@ -48,6 +48,8 @@ class GrpcInferenceServiceImpl final {
   template <typename Request, typename Response, typename Handle>
   void AddUnary(const std::string& method, int calls_per_queue, bool watch_cancel, Handle handle);
 
+  // Shared memory, trace and log settings: Triton's RPCs, answered with what fastpath lacks.
+  void AddExtensionsItLacks();
   void ModelInfer(Call<inference::ModelInferRequest, inference::ModelInferResponse>& call);
   // RepositoryModelLoad (load) and RepositoryModelUnload.
   template <typename Request, typename Response>

@@ -103,8 +103,8 @@ Status Inflate(std::string* body, size_t limit) {
     if (produced == out.size()) {
       if (out.size() >= limit) {
         inflateEnd(&zs);
-        return PayloadTooLarge("the decompressed request body exceeds the limit of " + std::to_string(limit) +
-                               " bytes");
+        return PayloadTooLarge("the decompressed request body exceeds the limit of " +
+                               std::to_string(limit) + " bytes");
       }
       out.resize(std::min(limit, out.size() * 2));
     }
@@ -135,9 +135,9 @@ Status Inflate(std::string* body, size_t limit) {
 Status DecodeContentEncoding(Request& request, size_t limit) {
   auto it = request.find(bhttp::field::content_encoding);
   if (it == request.end()) return Status::Ok();
-  std::string_view enc(it->value().data(), it->value().size());
-  if (enc.empty() || boost::beast::iequals(boost::beast::string_view(enc.data(), enc.size()), "identity")) return Status::Ok();
-  if (boost::beast::iequals(boost::beast::string_view(enc.data(), enc.size()), "gzip") || boost::beast::iequals(boost::beast::string_view(enc.data(), enc.size()), "deflate")) {
+  const boost::beast::string_view enc = it->value();
+  if (enc.empty() || boost::beast::iequals(enc, "identity")) return Status::Ok();
+  if (boost::beast::iequals(enc, "gzip") || boost::beast::iequals(enc, "deflate")) {
     return Inflate(&request.body(), limit);
   }
   return InvalidArgument("unsupported Content-Encoding '" + std::string(enc) +
@@ -151,8 +151,8 @@ StatusOr<std::optional<size_t>> ParseInferHeaderLength(const Request& request) {
   size_t n = 0;
   auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
   if (v.empty() || ec != std::errc() || end != v.data() + v.size()) {
-    return InvalidArgument(std::string(kInferHeaderLength) + " must be a non-negative integer, got '" +
-                           std::string(v) + "'");
+    return InvalidArgument(std::string(kInferHeaderLength) +
+                           " must be a non-negative integer, got '" + std::string(v) + "'");
   }
   return std::optional<size_t>(n);
 }
@@ -214,7 +214,9 @@ void EndpointRouter::Handle(Request&& request, ReplyFn reply, ClientGone client_
 
 void EndpointRouter::Route(Request& request, const ReplyFn& reply, const ClientGone& client_gone) {
   auto segments_or = SplitPath(std::string_view(request.target().data(), request.target().size()));
-  if (!segments_or || segments_or->empty() || (*segments_or)[0] != "v2") return reply(NotFoundReply());
+  if (!segments_or || segments_or->empty() || (*segments_or)[0] != "v2") {
+    return reply(NotFoundReply());
+  }
   const std::vector<std::string>& s = *segments_or;
   const bhttp::verb method = request.method();
   const bool get = method == bhttp::verb::get;
@@ -285,21 +287,17 @@ void EndpointRouter::Route(Request& request, const ReplyFn& reply, const ClientG
     return reply(NotFoundReply());
   }
 
-  // Triton's extensions that fastpath does not implement, refused by name rather than with
-  // a bare 404. Shared memory: no region is ever registered, so its status is an empty list
-  // and an unregister has nothing to do (client clean-up code calls both); a register is
-  // refused.
+  // Triton's extensions that fastpath does not implement, answered as request_policy.h says
+  // rather than with a bare 404.
   if (s[1] == "systemsharedmemory" || s[1] == "cudasharedmemory") {
-    const std::string extension = s[1] == "systemsharedmemory" ? "system" : "CUDA";
+    const auto kind = s[1] == "systemsharedmemory" ? protocol::SharedMemory::kSystem
+                                                   : protocol::SharedMemory::kCuda;
     const bool named = s.size() >= 4 && s[2] == "region" && !s[3].empty();
     const std::string_view action = s.back();
     if (s.size() != (named ? 5u : 3u)) return reply(NotFoundReply());
     if (action == "status") {
       if (!get) return reply(MethodNotAllowedReply());
-      if (named) {
-        return reply(ErrorReply(
-            NotFound("no " + extension + " shared memory region '" + s[3] + "' is registered")));
-      }
+      if (named) return reply(ErrorReply(protocol::SharedMemoryRegionNotFound(kind, s[3])));
       return reply(JsonReply(200, "[]"));
     }
     if (action == "unregister") {
@@ -310,9 +308,7 @@ void EndpointRouter::Route(Request& request, const ReplyFn& reply, const ClientG
     }
     if (action == "register" && named) {
       if (!post) return reply(MethodNotAllowedReply());
-      return reply(ErrorReply(
-          Unimplemented("the " + extension +
-                        " shared memory extension is not supported: send tensors in the request")));
+      return reply(ErrorReply(protocol::SharedMemoryRegisterRefused(kind)));
     }
     return reply(NotFoundReply());
   }
@@ -320,9 +316,8 @@ void EndpointRouter::Route(Request& request, const ReplyFn& reply, const ClientG
                      (s.size() == 3 || (s.size() == 5 && s[1] == "models"));
   if (trace || (s.size() == 2 && s[1] == "logging")) {
     if (!get && !post) return reply(MethodNotAllowedReply());
-    return reply(ErrorReply(Unimplemented(
-        std::string("the ") + (trace ? "trace" : "logging") +
-        " extension is not supported: fastpath logs with --log-level and --log-format")));
+    return reply(ErrorReply(
+        protocol::SettingsRefused(trace ? protocol::Settings::kTrace : protocol::Settings::kLog)));
   }
 
   if (s[1] != "models" || s.size() < 3 || s[2].empty()) return reply(NotFoundReply());
@@ -417,33 +412,32 @@ void EndpointRouter::HandleInfer(Request& request, const std::string& model,
   // instance is idle, which spares the request two thread hand-offs.
   infer.caller_may_run_model = true;
   std::string request_id = infer.id;
-  server_.InferAsync(
-      std::move(infer),
-      [reply, encoding = std::move(decoded->encoding), model, request_id](StatusOr<InferResponse> result) {
-        // Runs on the facade's thread: its own safety net, since the router's has returned.
-        try {
-          if (!result.ok()) return reply(ErrorReply(result.status()));
-          InferResponse& response = *result;
-          if (response.id.empty()) response.id = request_id;
-          if (response.model_name.empty()) response.model_name = model;
-          auto encoded = EncodeInferResponse(response, encoding);
-          if (!encoded.ok()) return reply(ErrorReply(encoded.status()));
-          HttpReply r;
-          r.status = 200;
-          if (encoded->has_binary) {
-            r.content_type = "application/octet-stream";
-            r.inference_header_length = encoded->json_length;
-          } else {
-            r.content_type = "application/json";
-          }
-          r.body = std::move(encoded->body);
-          reply(std::move(r));
-        } catch (const std::exception& e) {
-          reply(ErrorReply(500, std::string("internal error: ") + e.what()));
-        } catch (...) {
-          reply(ErrorReply(500, "internal error"));
-        }
-      });
+  server_.InferAsync(std::move(infer), [reply, encoding = std::move(decoded->encoding), model,
+                                        request_id](StatusOr<InferResponse> result) {
+    // Runs on the facade's thread: its own safety net, since the router's has returned.
+    try {
+      if (!result.ok()) return reply(ErrorReply(result.status()));
+      InferResponse& response = *result;
+      if (response.id.empty()) response.id = request_id;
+      if (response.model_name.empty()) response.model_name = model;
+      auto encoded = EncodeInferResponse(response, encoding);
+      if (!encoded.ok()) return reply(ErrorReply(encoded.status()));
+      HttpReply r;
+      r.status = 200;
+      if (encoded->has_binary) {
+        r.content_type = "application/octet-stream";
+        r.inference_header_length = encoded->json_length;
+      } else {
+        r.content_type = "application/json";
+      }
+      r.body = std::move(encoded->body);
+      reply(std::move(r));
+    } catch (const std::exception& e) {
+      reply(ErrorReply(500, std::string("internal error: ") + e.what()));
+    } catch (...) {
+      reply(ErrorReply(500, "internal error"));
+    }
+  });
 }
 
 void EndpointRouter::HandleRepositoryIndex(Request& request, const ReplyFn& reply) {
@@ -454,7 +448,9 @@ void EndpointRouter::HandleRepositoryIndex(Request& request, const ReplyFn& repl
   bool ready_only = false;
   auto it = doc.FindMember("ready");
   if (it != doc.MemberEnd()) {
-    if (!it->value.IsBool()) return reply(ErrorReply(InvalidArgument("'ready' must be true or false")));
+    if (!it->value.IsBool()) {
+      return reply(ErrorReply(InvalidArgument("'ready' must be true or false")));
+    }
     ready_only = it->value.GetBool();
   }
   reply(JsonReply(200, RepositoryIndexJson(server_.RepositoryIndex(ready_only))));
@@ -464,7 +460,9 @@ void EndpointRouter::HandleRepositoryControl(Request& request, const std::string
                                              const ReplyFn& reply) {
   const char* endpoint = load ? "model load" : "model unload";
   rapidjson::Document doc;
-  if (Status s = ParseOptionalObject(request.body(), endpoint, &doc); !s.ok()) return reply(ErrorReply(s));
+  if (Status s = ParseOptionalObject(request.body(), endpoint, &doc); !s.ok()) {
+    return reply(ErrorReply(s));
+  }
   Parameters parameters;
   if (auto params = doc.FindMember("parameters"); params != doc.MemberEnd()) {
     if (Status s = DecodeParameters(params->value, "'parameters'", &parameters); !s.ok()) {

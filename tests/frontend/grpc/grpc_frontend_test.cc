@@ -223,6 +223,69 @@ TEST_F(GrpcFrontendTest, ServerMetadata) {
   EXPECT_THAT(response.extensions(), ::testing::Contains("model_repository"));
 }
 
+// Triton's extensions that fastpath lacks answer with what is missing, not a bare
+// UNIMPLEMENTED from gRPC: no shared-memory region is ever registered, so a status lists
+// none and an unregister (client clean-up code) succeeds; a register and the trace and log
+// settings are refused by name. The HTTP front end answers alike.
+TEST_F(GrpcFrontendTest, ExtensionsItLacksAreRefusedByName) {
+  {
+    grpc::ClientContext context;
+    inference::SystemSharedMemoryStatusResponse response;
+    ASSERT_TRUE(stub_->SystemSharedMemoryStatus(&context, {}, &response).ok());
+    EXPECT_TRUE(response.regions().empty());
+  }
+  {
+    grpc::ClientContext context;
+    inference::CudaSharedMemoryStatusRequest request;
+    request.set_name("r0");
+    inference::CudaSharedMemoryStatusResponse response;
+    const grpc::Status s = stub_->CudaSharedMemoryStatus(&context, request, &response);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_THAT(s.error_message(), HasSubstr("no CUDA shared memory region 'r0' is registered"));
+  }
+  for (const char* name : {"", "r0"}) {
+    grpc::ClientContext c1, c2;
+    inference::SystemSharedMemoryUnregisterRequest system;
+    system.set_name(name);
+    inference::SystemSharedMemoryUnregisterResponse system_response;
+    EXPECT_TRUE(stub_->SystemSharedMemoryUnregister(&c1, system, &system_response).ok()) << name;
+    inference::CudaSharedMemoryUnregisterRequest cuda;
+    cuda.set_name(name);
+    inference::CudaSharedMemoryUnregisterResponse cuda_response;
+    EXPECT_TRUE(stub_->CudaSharedMemoryUnregister(&c2, cuda, &cuda_response).ok()) << name;
+  }
+  {
+    grpc::ClientContext context;
+    inference::SystemSharedMemoryRegisterRequest request;
+    request.set_name("r0");
+    request.set_key("/r0");
+    request.set_byte_size(64);
+    inference::SystemSharedMemoryRegisterResponse response;
+    const grpc::Status s = stub_->SystemSharedMemoryRegister(&context, request, &response);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+    EXPECT_THAT(s.error_message(),
+                HasSubstr("the system shared memory extension is not supported"));
+  }
+  {
+    grpc::ClientContext context;
+    inference::CudaSharedMemoryRegisterResponse response;
+    const grpc::Status s = stub_->CudaSharedMemoryRegister(&context, {}, &response);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+    EXPECT_THAT(s.error_message(), HasSubstr("the CUDA shared memory extension is not supported"));
+  }
+  {
+    grpc::ClientContext c1, c2;
+    inference::TraceSettingResponse trace;
+    const grpc::Status t = stub_->TraceSetting(&c1, {}, &trace);
+    EXPECT_EQ(t.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+    EXPECT_THAT(t.error_message(), HasSubstr("the trace extension is not supported"));
+    inference::LogSettingsResponse log;
+    const grpc::Status l = stub_->LogSettings(&c2, {}, &log);
+    EXPECT_EQ(l.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+    EXPECT_THAT(l.error_message(), HasSubstr("the logging extension is not supported"));
+  }
+}
+
 TEST_F(GrpcFrontendTest, ModelReadyLikeTriton) {
   auto ready = [&](const std::string& name, const std::string& version) {
     grpc::ClientContext context;
