@@ -42,7 +42,14 @@ void Server::WatchRollouts() {
       ++it;
       continue;
     }
-    if (auto candidate = it->second.candidate.lock()) candidate->stats.KeepLatencies(0);
+    // It stops keeping latencies unless it is a side of a live phase: a load during the
+    // phase starts a new one, in which the ended phase's candidate is the serving side.
+    if (auto candidate = it->second.candidate.lock();
+        candidate && std::none_of(phases.begin(), phases.end(), [&](const auto& p) {
+          return p.stable == candidate || p.candidate == candidate;
+        })) {
+      candidate->stats.KeepLatencies(0);
+    }
     RolloutDecision ended;
     ended.model = it->second.model;
     ended.candidate_version = it->second.candidate_version;

@@ -208,6 +208,24 @@ TEST_F(RolloutCanaryTest, ALaterReloadEndsThePhaseAndTheOldLoadGoes) {
   EXPECT_EQ(Send(10), 0);
 }
 
+// The phase a later reload starts compares its candidate with the first phase's, which
+// serves the rest: that side keeps its latencies, and a slower candidate is caught. It was
+// promoted with "p95 not judged", the serving side having kept no latency.
+TEST_F(RolloutCanaryTest, APhaseStartedDuringAnotherJudgesLatencyToo) {
+  Reload();
+  const auto [from, to] = Reload();
+  backend_->faulty_from = from;
+  backend_->faulty_to = to;
+  backend_->faulty_cost_us = 3000;
+  EXPECT_EQ(Send(500), 0);
+  clock_.Advance(std::chrono::seconds(61));
+  server_->WatchRollouts();
+  ASSERT_EQ(Outcomes().back(), "rolled_back");
+  const RolloutDecision last = server_->RolloutHistory("simple").value().back();
+  ASSERT_TRUE(last.canary.has_value());
+  EXPECT_DOUBLE_EQ(last.canary->p95_ratio, 3.0);
+}
+
 TEST_F(RolloutCanaryTest, ANewVersionRolledBackLeavesTheOldOneServingAndTheServerReady) {
   // Version 2 beside version 1; the version policy (latest 1) publishes only version 2.
   repo_.AddVersion("simple", 2, "simple");
