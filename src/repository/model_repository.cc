@@ -568,8 +568,9 @@ std::string ModelRepository::KeepServing(ModelState& serving, ModelState& fresh)
   if (std::none_of(serving.versions.begin(), serving.versions.end(), ready)) return "";
   if (!fresh.reason.empty() || std::none_of(fresh.versions.begin(), fresh.versions.end(), ready)) {
     // Nothing new serves: the model stays as it was. The fingerprint is the new one, so
-    // that a poll does not reload the same broken files again (a changed folder's is the
-    // old one: it is read again).
+    // that a poll does not reload the same broken files again, unless the failure may pass
+    // when tried again (UNAVAILABLE: the rollout gate found the serving version too busy to
+    // time, or the folder changed while it was read): then the next poll reads it again.
     std::string why = fresh.reason;
     for (const auto& v : fresh.versions) {
       why += (why.empty() ? "" : "; ") + std::string("version ") + std::to_string(v.version) +
@@ -578,7 +579,9 @@ std::string ModelRepository::KeepServing(ModelState& serving, ModelState& fresh)
     why = "the reload failed, and the previous load keeps serving: " + why;
     ModelState kept = std::move(serving);
     kept.reload_failure = why;
-    if (!fresh.fingerprint.empty()) kept.fingerprint = fresh.fingerprint;
+    if (!fresh.fingerprint.empty() && LoadFailureCode(fresh) != StatusCode::kUnavailable) {
+      kept.fingerprint = fresh.fingerprint;
+    }
     serving = std::move(fresh);
     fresh = std::move(kept);
     return why;

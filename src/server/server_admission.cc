@@ -464,13 +464,14 @@ Status Server::Admit(const std::filesystem::path& model_dir, repository::ModelVe
     admission_records_[key] = std::move(r);
   };
   // A refusal is the model's (FailedPrecondition: the same files are refused again), unless
-  // its run ran out of memory, which may pass once memory frees (RESOURCE_EXHAUSTED).
+  // it may pass when tried again: a run out of memory, once memory frees (RESOURCE_EXHAUSTED),
+  // or a busy serving version or the server shutting down (UNAVAILABLE).
   auto refuse = [&](const std::string& reason, StatusCode code = StatusCode::kFailedPrecondition) {
     record.refused = reason;
     record.runtime = nullptr;
     remember(record);
-    return Status(code == StatusCode::kResourceExhausted ? code : StatusCode::kFailedPrecondition,
-                  reason);
+    const bool again = code == StatusCode::kResourceExhausted || code == StatusCode::kUnavailable;
+    return Status(again ? code : StatusCode::kFailedPrecondition, reason);
   };
   // The rollout gate's settings are checked first: a typo must not cost a whole admission.
   auto gate = admission::RolloutGateFor(version.config);
@@ -480,7 +481,7 @@ Status Server::Admit(const std::filesystem::path& model_dir, repository::ModelVe
   auto admitted = [&]() -> Status {
     if (gate->has_value() && version.scheduler) {
       if (Status gated = GateRollout(model_dir, version, **gate); !gated.ok()) {
-        return refuse(gated.message());
+        return refuse(gated.message(), gated.code());
       }
       // Let through: the repository gives it a share of the traffic first, when asked.
       version.canary_plan = {(*gate)->canary_percent,

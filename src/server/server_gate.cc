@@ -88,14 +88,20 @@ Status Server::GateRollout(const std::filesystem::path& model_dir,
   decision.candidate_version = candidate.version;
   const std::string what =
       "model '" + candidate.model_name + "' version " + std::to_string(candidate.version);
-  // Refused without a comparison: recorded, logged, and the reason returned.
-  auto not_measured = [&](const std::string& why) {
+  // Refused without a comparison: recorded, logged, and the reason returned. A comparison
+  // that may succeed when tried again keeps its code: the serving version too busy to be
+  // timed or the server shutting down (UNAVAILABLE), out of memory (RESOURCE_EXHAUSTED).
+  // Anything else is the candidate's (FailedPrecondition), a first phase past its budget
+  // included: minutes of runs are not worth repeating at every poll.
+  auto not_measured = [&](const Status& why) {
     decision.outcome = RolloutDecision::Outcome::kNotMeasured;
     decision.detail = "rollout gate could not compare " + what + " with version " +
-                      std::to_string(decision.baseline_version) + ": " + why;
+                      std::to_string(decision.baseline_version) + ": " + why.message();
     log::Warn("!!! " + decision.detail);
     RecordRollout(decision);
-    return FailedPrecondition(decision.detail);
+    const bool again =
+        why.code() == StatusCode::kUnavailable || why.code() == StatusCode::kResourceExhausted;
+    return Status(again ? why.code() : StatusCode::kFailedPrecondition, decision.detail);
   };
   // What it would take traffic from: the same version number reloaded, else the highest
   // version READY (the one a request without a version reaches today). Only a version that
@@ -264,10 +270,10 @@ Status Server::GateRollout(const std::filesystem::path& model_dir,
                    &samples.candidate_batch_ms);
   };
   const Clock::time_point first_began = clock_->Now();
-  if (Status s = phase(); !s.ok()) return not_measured(s.message());
+  if (Status s = phase(); !s.ok()) return not_measured(s);
   const Clock::duration first_phase = clock_->Now() - first_began;
   auto difference = Difference(candidate_outputs, baseline_outputs);
-  if (!difference.ok()) return not_measured(difference.status().message());
+  if (!difference.ok()) return not_measured(difference.status());
   samples.output_difference = difference->first;
   samples.output_difference_detail = difference->second;
 
@@ -289,7 +295,7 @@ Status Server::GateRollout(const std::filesystem::path& model_dir,
                 "; judged on the rounds measured so far");
       break;
     }
-    if (!s.ok()) return not_measured(s.message());
+    if (!s.ok()) return not_measured(s);
   }
   decision.outcome =
       verdict.passed ? RolloutDecision::Outcome::kPassed : RolloutDecision::Outcome::kRefused;

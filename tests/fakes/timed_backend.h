@@ -5,7 +5,8 @@
 // has its first byte changed, as a silently different engine would answer. Hold() makes
 // every run wait until Release(), as a hung execution would. The instances created in
 // [faulty_from, faulty_to) (by creation order, instances_created) misbehave beside the
-// others: with faulty_fail every run fails, and with faulty_cost_us > 0 each takes that long.
+// others: with faulty_fail every run fails, with faulty_cost_us > 0 each takes that long, and
+// with faulty_hold each waits as under Hold() until Release().
 #pragma once
 
 #include <algorithm>
@@ -48,6 +49,7 @@ class TimedBackend final : public backend::Backend {
   std::atomic<int> faulty_from{0}, faulty_to{0};
   std::atomic<bool> faulty_fail{false};
   std::atomic<int64_t> faulty_cost_us{0};
+  std::atomic<bool> faulty_hold{false};
 
   void Hold() {
     std::lock_guard lock(hold_mu_);
@@ -57,6 +59,7 @@ class TimedBackend final : public backend::Backend {
     {
       std::lock_guard lock(hold_mu_);
       held_ = false;
+      faulty_hold = false;
     }
     hold_cv_.notify_all();
   }
@@ -75,11 +78,12 @@ class TimedBackend final : public backend::Backend {
     StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& inputs,
                                       const std::vector<std::string>& names) override {
       ++backend_->runs_entered;
+      const bool faulty = serial_ >= backend_->faulty_from && serial_ < backend_->faulty_to;
       {
         std::unique_lock lock(backend_->hold_mu_);
-        backend_->hold_cv_.wait(lock, [&] { return !backend_->held_; });
+        backend_->hold_cv_.wait(
+            lock, [&] { return !backend_->held_ && !(faulty && backend_->faulty_hold); });
       }
-      const bool faulty = serial_ >= backend_->faulty_from && serial_ < backend_->faulty_to;
       if (faulty && backend_->faulty_fail) return Internal("injected failure");
       const int64_t cost = faulty && backend_->faulty_cost_us > 0 ? backend_->faulty_cost_us.load()
                                                                   : backend_->cost_us.load();

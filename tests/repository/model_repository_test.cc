@@ -269,6 +269,54 @@ TEST_F(ModelRepositoryTest, ALoadThatMayPassWhenTriedAgainKeepsItsCode) {
   EXPECT_TRUE(repo.Load("simple").ok());
 }
 
+// In poll mode a reload that failed for a reason of the model's is not read again until its
+// files change, but one that may pass when tried again (UNAVAILABLE: the rollout gate found
+// the serving version too busy to time) is read again at the next poll. It was never
+// retried: a version 2 refused during a burst stayed out until its files changed.
+TEST_F(ModelRepositoryTest, APollRetriesAReloadThatMayPassWhenTriedAgain) {
+  repo_.AddVersion("simple", 1, "simple");
+  RepositoryOptions options;
+  options.roots = {repo_.root()};
+  options.mode = ControlMode::kPoll;
+  std::function<Status(ModelVersion&)> admit = [](ModelVersion&) { return Status::Ok(); };
+  int admitted_2 = 0;
+  options.admit = [&](const std::filesystem::path&, ModelVersion& version) {
+    if (version.version == 2) ++admitted_2;
+    return admit(version);
+  };
+  ModelRepository repo(options, backend_.get());
+  repo.Poll();
+  ASSERT_EQ((*repo.FindReady("simple", ""))->version, 1);
+
+  admit = [](ModelVersion& version) {
+    return version.version == 2 ? Unavailable("the serving version is busy") : Status::Ok();
+  };
+  repo_.AddVersion("simple", 2, "simple");
+  repo.Poll();
+  EXPECT_EQ((*repo.FindReady("simple", ""))->version, 1);
+  EXPECT_EQ(admitted_2, 1);
+  admit = [](ModelVersion&) { return Status::Ok(); };
+  repo.Poll();  // no file changed
+  EXPECT_EQ(admitted_2, 2);
+  EXPECT_EQ((*repo.FindReady("simple", ""))->version, 2);
+
+  // A refusal of the model's own stays until its files change.
+  admit = [](ModelVersion& version) {
+    return version.version == 3 ? FailedPrecondition("the self-test failed") : Status::Ok();
+  };
+  repo_.AddVersion("simple", 3, "simple");
+  int admitted_3 = 0;
+  const auto refusing = admit;
+  admit = [&](ModelVersion& version) {
+    if (version.version == 3) ++admitted_3;
+    return refusing(version);
+  };
+  repo.Poll();
+  repo.Poll();
+  EXPECT_EQ(admitted_3, 1);
+  EXPECT_EQ((*repo.FindReady("simple", ""))->version, 2);
+}
+
 // Triton's load parameter "config": used instead of config.pbtxt for this load only; a
 // load without it reads the folder again.
 TEST_F(ModelRepositoryTest, ALoadsConfigIsUsedInsteadOfConfigPbtxt) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <future>
+#include <thread>
 
 #include "fakes/manual_clock.h"
 #include "fakes/temp_repository.h"
@@ -50,6 +51,7 @@ class RolloutCanaryTest : public ::testing::Test {
     options.memory_sample_interval = std::chrono::milliseconds(0);
     options.drift_sample_interval = std::chrono::milliseconds(0);
     options.canary_tick = std::chrono::milliseconds(0);  // the test watches
+    options.repository.max_queue_size = MaxQueueSize();
     auto ort = onnxruntime::CreateOrtBackend();
     ASSERT_TRUE(ort.ok());
     backend_ = std::make_shared<testing::TimedBackend>(std::move(ort).value(), &clock_);
@@ -58,6 +60,8 @@ class RolloutCanaryTest : public ::testing::Test {
     server_ = std::move(created).value();
     ASSERT_TRUE(server_->IsModelReady("simple", "1").value());
   }
+
+  virtual size_t MaxQueueSize() { return 1024; }
 
   // Reloads version 1 (the gate passes: both loads take 1 ms a run) and starts watching its
   // canary phase. Returns the range of instances the new load created.
@@ -250,6 +254,38 @@ TEST_F(RolloutCanaryTest, ANewVersionRolledBackLeavesTheOldOneServingAndTheServe
   for (const RepositoryEntry& e : server_->RepositoryIndex(false)) {
     EXPECT_NE(e.version, "2") << e.reason;
   }
+}
+
+// A queue of one request: the serving version's fills with one request running and one
+// waiting.
+class BusyRolloutTest : public RolloutCanaryTest {
+ protected:
+  size_t MaxQueueSize() override { return 1; }
+};
+
+// A serving version too busy for the gate to time (its queue full through all the gate's
+// tries) is no fault of the candidate's: the load fails UNAVAILABLE (503), worth trying
+// again, where it was FAILED_PRECONDITION (400, "fix the files"). The serving load serves on.
+TEST_F(BusyRolloutTest, AServingVersionTooBusyToTimeFailsTheLoadAsUnavailable) {
+  backend_->faulty_from = 0;  // version 1's one instance
+  backend_->faulty_to = backend_->instances_created.load();
+  backend_->faulty_hold = true;
+  const int entered = backend_->runs_entered;
+  std::promise<StatusOr<InferResponse>> running, waiting;
+  server_->InferAsync(SimpleRequest(),
+                      [&](StatusOr<InferResponse> r) { running.set_value(std::move(r)); });
+  while (backend_->runs_entered == entered) std::this_thread::yield();
+  server_->InferAsync(SimpleRequest(),
+                      [&](StatusOr<InferResponse> r) { waiting.set_value(std::move(r)); });
+
+  const Status s = server_->LoadModel("simple");
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  EXPECT_NE(s.message().find("is full"), std::string::npos) << s.message();
+  backend_->Release();
+  EXPECT_TRUE(running.get_future().get().ok());
+  EXPECT_TRUE(waiting.get_future().get().ok());
+  EXPECT_EQ(Send(5), 0);
+  EXPECT_EQ(Outcomes().back(), "not_measured");
 }
 
 }  // namespace
