@@ -414,8 +414,8 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadVersion(
   pool.max_queue_size = options_.max_queue_size;
   pool.clock = options_.clock;
   pool.shape_outputs = std::move(shape_outputs);
-  runtime->scheduler = std::make_unique<scheduler::InstancePoolScheduler>(
-      std::move(instances), &runtime->stats, pool);
+  FASTPATH_ASSIGN_OR_RETURN(runtime->scheduler, scheduler::InstancePoolScheduler::Create(
+                                                    std::move(instances), &runtime->stats, pool));
   return runtime;
 }
 

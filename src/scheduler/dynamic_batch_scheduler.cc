@@ -9,6 +9,7 @@
 #include "fastpath/common/log.h"
 #include "fastpath/common/thread_name.h"
 #include "instance_health.h"
+#include "thread_start.h"
 
 namespace fastpath::scheduler {
 namespace {
@@ -90,8 +91,10 @@ StatusOr<std::unique_ptr<DynamicBatchScheduler>> DynamicBatchScheduler::Create(
                              std::to_string(options.priority_levels));
     }
   }
-  return std::unique_ptr<DynamicBatchScheduler>(
+  std::unique_ptr<DynamicBatchScheduler> scheduler(
       new DynamicBatchScheduler(std::move(instances), stats, std::move(options)));
+  FASTPATH_RETURN_IF_ERROR(scheduler->Start());
+  return scheduler;
 }
 
 DynamicBatchScheduler::DynamicBatchScheduler(
@@ -124,16 +127,23 @@ DynamicBatchScheduler::DynamicBatchScheduler(
     worker->index = workers_.size();
     workers_.push_back(std::move(worker));
   }
-  for (auto& worker : workers_) {
-    worker->thread = std::thread([this, w = worker.get()] {
-      NameThisThread("fp-run/" + std::to_string(w->index));
-      WorkerLoop(w);
-    });
-  }
-  timer_ = std::thread([this] {
-    NameThisThread("fp-batch-timer");
-    TimerLoop();
-  });
+}
+
+Status DynamicBatchScheduler::Start() {
+  return StartThreads(
+      [this] {
+        for (auto& worker : workers_) {
+          worker->thread = std::thread([this, w = worker.get()] {
+            NameThisThread("fp-run/" + std::to_string(w->index));
+            WorkerLoop(w);
+          });
+        }
+        timer_ = std::thread([this] {
+          NameThisThread("fp-batch-timer");
+          TimerLoop();
+        });
+      },
+      [this] { Stop(); });
 }
 
 DynamicBatchScheduler::~DynamicBatchScheduler() { Stop(); }

@@ -6,6 +6,7 @@
 #include "batch_tensors.h"
 #include "caller_run.h"
 #include "instance_health.h"
+#include "thread_start.h"
 
 namespace fastpath::scheduler {
 InstancePoolScheduler::InstancePoolScheduler(
@@ -18,11 +19,22 @@ InstancePoolScheduler::InstancePoolScheduler(
       busy_(instances_.size(), false),
       needs_recovery_(instances_.size(), false),
       health_(std::make_unique<InstanceHealth>(instances_.size(), clock_)),
-      caller_estimate_(std::make_unique<CallerRunEstimate>(options_.caller_run_limit)) {
-  workers_.reserve(instances_.size());
-  for (size_t i = 0; i < instances_.size(); ++i) {
-    workers_.emplace_back([this, i] { WorkerLoop(i); });
-  }
+      caller_estimate_(std::make_unique<CallerRunEstimate>(options_.caller_run_limit)) {}
+
+StatusOr<std::unique_ptr<InstancePoolScheduler>> InstancePoolScheduler::Create(
+    std::vector<std::unique_ptr<backend::ModelInstance>> instances, StatsRecorder* stats,
+    InstancePoolOptions options) {
+  std::unique_ptr<InstancePoolScheduler> scheduler(
+      new InstancePoolScheduler(std::move(instances), stats, std::move(options)));
+  FASTPATH_RETURN_IF_ERROR(StartThreads(
+      [&] {
+        scheduler->workers_.reserve(scheduler->instances_.size());
+        for (size_t i = 0; i < scheduler->instances_.size(); ++i) {
+          scheduler->workers_.emplace_back([raw = scheduler.get(), i] { raw->WorkerLoop(i); });
+        }
+      },
+      [&] { scheduler->Stop(); }));
+  return scheduler;
 }
 
 InstancePoolScheduler::~InstancePoolScheduler() { Stop(); }

@@ -1,15 +1,20 @@
+#include "fastpath/scheduler/instance_pool_scheduler.h"
+
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <atomic>
-#include <cstring>
 #include <condition_variable>
+#include <cstdio>
+#include <cstring>
 #include <future>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "fakes/manual_clock.h"
-#include "fastpath/scheduler/instance_pool_scheduler.h"
+#include "fastpath/scheduler/dynamic_batch_scheduler.h"
 
 namespace fastpath::scheduler {
 namespace {
@@ -61,6 +66,14 @@ std::vector<std::unique_ptr<backend::ModelInstance>> MakeInstances(int n, GatedI
   return v;
 }
 
+std::unique_ptr<InstancePoolScheduler> MakePool(
+    std::vector<std::unique_ptr<backend::ModelInstance>> instances, StatsRecorder* stats,
+    InstancePoolOptions options) {
+  auto made = InstancePoolScheduler::Create(std::move(instances), stats, std::move(options));
+  EXPECT_TRUE(made.ok()) << made.status().ToString();
+  return std::move(made).value();
+}
+
 Job MakeJob(const std::string& id, std::promise<StatusOr<InferResponse>>* result,
             Clock::time_point arrival = SteadyClock()->Now()) {
   Job job;
@@ -79,7 +92,8 @@ TEST(InstancePoolSchedulerTest, EveryResponseGoesToItsRequest) {
   GatedInstance::Gate gate;
   gate.Open();
   StatsRecorder stats;
-  InstancePoolScheduler sched(MakeInstances(3, &gate), &stats, {});
+  auto pool = MakePool(MakeInstances(3, &gate), &stats, {});
+  InstancePoolScheduler& sched = *pool;
   std::vector<std::promise<StatusOr<InferResponse>>> results(50);
   for (int i = 0; i < 50; ++i) sched.Enqueue(MakeJob("req" + std::to_string(i), &results[i]));
   for (int i = 0; i < 50; ++i) {
@@ -106,7 +120,8 @@ TEST(InstancePoolSchedulerTest, AHoldRunsWithTheInstanceItHoldsInPlaceOfTheModel
   GatedInstance::Gate gate;
   gate.Open();
   StatsRecorder stats;
-  InstancePoolScheduler sched(MakeInstances(1, &gate), &stats, {});
+  auto pool = MakePool(MakeInstances(1, &gate), &stats, {});
+  InstancePoolScheduler& sched = *pool;
   std::promise<StatusOr<InferResponse>> hold_result, refused_result;
   Job hold = MakeJob("hold", &hold_result);
   hold.canary = true;
@@ -138,7 +153,8 @@ TEST(InstancePoolSchedulerTest, AHoldRunsWithTheInstanceItHoldsInPlaceOfTheModel
 TEST(InstancePoolSchedulerTest, AJobGoesToTheFirstFreeInstance) {
   GatedInstance::Gate gate;
   StatsRecorder stats;
-  InstancePoolScheduler sched(MakeInstances(2, &gate), &stats, {});
+  auto pool = MakePool(MakeInstances(2, &gate), &stats, {});
+  InstancePoolScheduler& sched = *pool;
   std::vector<std::promise<StatusOr<InferResponse>>> results(3);
   for (int i = 0; i < 3; ++i) sched.Enqueue(MakeJob(std::to_string(i), &results[i]));
   gate.WaitRunning(2);  // both instances busy, the third job waits in the queue
@@ -153,7 +169,8 @@ TEST(InstancePoolSchedulerTest, AFullQueueRejectsAtOnce) {
   StatsRecorder stats;
   InstancePoolOptions options;
   options.max_queue_size = 1;
-  InstancePoolScheduler sched(MakeInstances(1, &gate), &stats, options);
+  auto pool = MakePool(MakeInstances(1, &gate), &stats, options);
+  InstancePoolScheduler& sched = *pool;
   std::vector<std::promise<StatusOr<InferResponse>>> results(3);
   sched.Enqueue(MakeJob("running", &results[0]));
   gate.WaitRunning(1);
@@ -176,7 +193,8 @@ TEST(InstancePoolSchedulerTest, AnExpiredRequestNeverReachesTheModel) {
   const Clock::time_point fake_now = clock.Now();
   InstancePoolOptions options;
   options.clock = &clock;
-  InstancePoolScheduler sched(MakeInstances(1, &gate), &stats, options);
+  auto pool = MakePool(MakeInstances(1, &gate), &stats, options);
+  InstancePoolScheduler& sched = *pool;
   std::promise<StatusOr<InferResponse>> result;
   Job job = MakeJob("late", &result, fake_now);
   job.request.deadline = fake_now - std::chrono::microseconds(1);
@@ -189,8 +207,7 @@ TEST(InstancePoolSchedulerTest, AnExpiredRequestNeverReachesTheModel) {
 TEST(InstancePoolSchedulerTest, StopAnswersEveryAcceptedJobAndRejectsNewOnes) {
   GatedInstance::Gate gate;
   StatsRecorder stats;
-  auto sched = std::make_unique<InstancePoolScheduler>(MakeInstances(1, &gate), &stats,
-                                                       InstancePoolOptions{});
+  auto sched = MakePool(MakeInstances(1, &gate), &stats, {});
   std::vector<std::promise<StatusOr<InferResponse>>> results(4);
   for (int i = 0; i < 3; ++i) sched->Enqueue(MakeJob(std::to_string(i), &results[i]));
   gate.WaitRunning(1);
@@ -207,7 +224,8 @@ TEST(InstancePoolSchedulerTest, ModelErrorsReachTheCaller) {
   GatedInstance::Gate gate;
   gate.Open();
   StatsRecorder stats;
-  InstancePoolScheduler sched(MakeInstances(1, &gate), &stats, {});
+  auto pool = MakePool(MakeInstances(1, &gate), &stats, {});
+  InstancePoolScheduler& sched = *pool;
   std::promise<StatusOr<InferResponse>> result;
   Job job = MakeJob("x", &result);
   job.request.inputs.clear();
@@ -230,7 +248,8 @@ TEST(InstancePoolSchedulerTest, ShortRequestOnAnIdleInstanceRunsOnTheCallersThre
   const Clock::time_point origin = clock.Now();
   InstancePoolOptions options;
   options.clock = &clock;
-  InstancePoolScheduler sched(MakeInstances(1, &gate), &stats, options);
+  auto pool = MakePool(MakeInstances(1, &gate), &stats, options);
+  InstancePoolScheduler& sched = *pool;
   // Until one run has been timed, the worker runs it; the worker answers before it lets
   // the instance go, so wait until the instance is idle again.
   std::promise<StatusOr<InferResponse>> timed;
@@ -258,7 +277,8 @@ TEST(InstancePoolSchedulerTest, WithoutTheCallersLeaveAWorkerRunsIt) {
   GatedInstance::Gate gate;
   gate.Open();
   StatsRecorder stats;
-  InstancePoolScheduler sched(MakeInstances(1, &gate), &stats, {});
+  auto pool = MakePool(MakeInstances(1, &gate), &stats, {});
+  InstancePoolScheduler& sched = *pool;
   std::promise<StatusOr<InferResponse>> result;
   sched.Enqueue(MakeJob("worker", &result));
   ASSERT_TRUE(result.get_future().get().ok());
@@ -269,7 +289,8 @@ TEST(InstancePoolSchedulerTest, WithoutTheCallersLeaveAWorkerRunsIt) {
 TEST(InstancePoolSchedulerTest, ABusyInstanceSendsTheCallersRequestToItsWorker) {
   GatedInstance::Gate gate;
   StatsRecorder stats;
-  InstancePoolScheduler sched(MakeInstances(1, &gate), &stats, {});
+  auto pool = MakePool(MakeInstances(1, &gate), &stats, {});
+  InstancePoolScheduler& sched = *pool;
   std::vector<std::promise<StatusOr<InferResponse>>> results(2);
   sched.Enqueue(MakeJob("first", &results[0]));
   gate.WaitRunning(1);  // the only instance is busy on its worker
@@ -294,7 +315,8 @@ TEST(InstancePoolSchedulerTest, ALongLastRunSendsTheCallersRequestToAWorker) {
   testing::ManualClock clock(std::chrono::milliseconds(1));
   const Clock::time_point origin = clock.Now();
   options.clock = &clock;
-  InstancePoolScheduler sched(MakeInstances(1, &gate), &stats, options);
+  auto pool = MakePool(MakeInstances(1, &gate), &stats, options);
+  InstancePoolScheduler& sched = *pool;
   std::vector<std::promise<StatusOr<InferResponse>>> results(2);
   for (int i = 0; i < 2; ++i) {
     Job job = MakeJob(std::to_string(i), &results[i], origin);
@@ -321,7 +343,8 @@ TEST(InstancePoolSchedulerTest, ARequestFarLargerThanTheRecentOnesGoesToAWorker)
   testing::ManualClock clock(std::chrono::microseconds(10));
   const Clock::time_point origin = clock.Now();
   options.clock = &clock;
-  InstancePoolScheduler sched(MakeInstances(1, &gate), &stats, options);
+  auto pool = MakePool(MakeInstances(1, &gate), &stats, options);
+  InstancePoolScheduler& sched = *pool;
   // 5 input bytes each ("a", "b", "c" as one BYTES element), then 1004 (200 times more).
   const std::vector<std::string> ids = {"a", "b", std::string(1000, 'x'), "c"};
   std::vector<std::promise<StatusOr<InferResponse>>> results(ids.size());
@@ -344,7 +367,8 @@ TEST(InstancePoolSchedulerTest, ARequestFarLargerThanTheRecentOnesGoesToAWorker)
 TEST(InstancePoolSchedulerTest, StopWaitsForARunOnACallersThread) {
   GatedInstance::Gate gate;
   StatsRecorder stats;
-  InstancePoolScheduler sched(MakeInstances(1, &gate), &stats, {});
+  auto pool = MakePool(MakeInstances(1, &gate), &stats, {});
+  InstancePoolScheduler& sched = *pool;
   std::promise<StatusOr<InferResponse>> result;
   auto answered = result.get_future();
   std::thread caller([&] {
@@ -399,7 +423,8 @@ StatusOr<InferResponse> RunRows(int64_t max_rows, int64_t rows, std::vector<int6
   StatsRecorder stats;
   StatusOr<InferResponse> answer = Internal("not answered");
   {
-    InstancePoolScheduler sched(std::move(instances), &stats, {});
+    auto pool = MakePool(std::move(instances), &stats, {});
+    InstancePoolScheduler& sched = *pool;
     std::promise<StatusOr<InferResponse>> result;
     Job job;
     job.request.model_name = "m";
@@ -441,6 +466,36 @@ TEST(InstancePoolSchedulerTest, ARequestThatRunsOutOfMemoryIsRetriedOnceInHalves
   EXPECT_EQ(rows_run, (std::vector<int64_t>{1}));
   EXPECT_EQ(RunRows(1, 4, &rows_run).status().code(), StatusCode::kResourceExhausted);
   EXPECT_EQ(rows_run, (std::vector<int64_t>{4, 2}));
+}
+
+// Creates both schedulers as a user other than root (whom the limit does not bind) under a
+// limit of 1 process, where no thread can start; exits 0 when both loads failed as they must.
+[[noreturn]] void CreateSchedulersAtTheThreadLimit() {
+  if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) std::_Exit(3);
+  const rlimit one{1, 1};
+  if (setrlimit(RLIMIT_NPROC, &one) != 0) std::_Exit(4);
+  GatedInstance::Gate gate;
+  StatsRecorder stats;
+  auto pool = InstancePoolScheduler::Create(MakeInstances(2, &gate), &stats, {});
+  DynamicBatchOptions batching;
+  batching.max_batch_size = 4;
+  auto batcher = DynamicBatchScheduler::Create(MakeInstances(2, &gate), &stats, batching);
+  for (const Status& s : {pool.status(), batcher.status()}) {
+    if (s.code() != StatusCode::kResourceExhausted ||
+        s.message().find("thread limit") == std::string::npos) {
+      std::fprintf(stderr, "%s\n", s.ToString().c_str());
+      std::_Exit(1);
+    }
+  }
+  std::_Exit(0);
+}
+
+// A process at its thread limit (ulimit -u, a pod's pids limit) cannot start a scheduler's
+// threads: the model's load fails RESOURCE_EXHAUSTED, naming the limit. std::thread's
+// exception in the constructor aborted the whole server (a joinable thread destroyed), in
+// a poll that loaded one model too many. In a child process.
+TEST(SchedulerThreadsTest, AtTheThreadLimitTheLoadFailsAndTheProcessLives) {
+  EXPECT_EXIT(CreateSchedulersAtTheThreadLimit(), ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace

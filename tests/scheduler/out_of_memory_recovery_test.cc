@@ -293,8 +293,10 @@ class OutOfMemoryRecoveryTest : public ::testing::TestWithParam<bool> {
     if (!GetParam()) {
       InstancePoolOptions options;
       options.clock = &clock_;
-      return std::make_unique<InstancePoolScheduler>(SelfChecking(instances, &script_), &stats_,
-                                                     options);
+      auto made =
+          InstancePoolScheduler::Create(SelfChecking(instances, &script_), &stats_, options);
+      EXPECT_TRUE(made.ok());
+      return std::move(made).value();
     }
     DynamicBatchOptions options;
     options.max_batch_size = 4;

@@ -149,6 +149,8 @@ class DynamicBatchScheduler final : public Scheduler {
 
   DynamicBatchScheduler(std::vector<std::unique_ptr<backend::ModelInstance>> instances,
                         StatsRecorder* stats, DynamicBatchOptions options);
+  // Starts the instances' threads and the timer's (Create).
+  Status Start();
 
   // Under mu_: drops what may no longer run (cancelled, past its deadline, timed out
   // under REJECT) into `answers`, hands ready batches to free instances (added to

@@ -38,9 +38,11 @@ struct InstancePoolOptions {
 // recovered (backend::ModelInstance::RecoverFromOutOfMemory) on its own thread.
 class InstancePoolScheduler final : public Scheduler {
  public:
-  // Takes ownership of the instances. `stats` must outlive the scheduler.
-  InstancePoolScheduler(std::vector<std::unique_ptr<backend::ModelInstance>> instances,
-                        StatsRecorder* stats, InstancePoolOptions options);
+  // Takes ownership of the instances (one execution thread each). `stats` must outlive the
+  // scheduler. RESOURCE_EXHAUSTED when the threads cannot be started.
+  static StatusOr<std::unique_ptr<InstancePoolScheduler>> Create(
+      std::vector<std::unique_ptr<backend::ModelInstance>> instances, StatsRecorder* stats,
+      InstancePoolOptions options);
   ~InstancePoolScheduler() override;
 
   void Enqueue(Job job) override;
@@ -50,6 +52,8 @@ class InstancePoolScheduler final : public Scheduler {
   Status Health() const override;
 
  private:
+  InstancePoolScheduler(std::vector<std::unique_ptr<backend::ModelInstance>> instances,
+                        StatsRecorder* stats, InstancePoolOptions options);
   void WorkerLoop(size_t index);
   void RunOnCaller(size_t index, Job& job);
   // Runs and answers the job; true when the run failed for lack of memory (the instance
