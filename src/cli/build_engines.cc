@@ -166,6 +166,11 @@ int BuildEngines(const std::vector<std::string>& args) {
               << "' is not a directory\n";
     return kExitUsage;
   }
+  if (fs::directory_iterator(flags.repository, ec); ec) {
+    std::cerr << "fastpath build-engines: model repository '" << flags.repository.string()
+              << "' cannot be listed: " << ec.message() << "\n";
+    return kExitUsage;
+  }
   std::vector<std::string> models;
   if (!flags.model.empty()) {
     if (!fs::exists(flags.repository / flags.model / "config.pbtxt", ec)) {

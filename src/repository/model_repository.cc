@@ -34,7 +34,7 @@ Status Serving(const VersionStatus& v) {
 
 StatusOr<std::string> ReadFile(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound("cannot read " + path.string());
+  if (!in) return NotFound("cannot read " + path.string() + ": " + std::strerror(errno));
   std::ostringstream out;
   out << in.rdbuf();
   return out.str();
@@ -42,10 +42,14 @@ StatusOr<std::string> ReadFile(const fs::path& path) {
 
 // Numeric folder names only: Triton ignores anything else in a model folder, and a name with
 // a leading zero ("02" would be version 2, beside a "2" or with its own files; logged).
-std::vector<int64_t> VersionFolders(const fs::path& dir) {
+// A folder that cannot be listed (its permissions) is an error naming the cause, not a
+// model without versions.
+StatusOr<std::vector<int64_t>> VersionFolders(const fs::path& dir) {
   std::vector<int64_t> versions;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+  fs::directory_iterator it(dir, ec);
+  if (ec) return FailedPrecondition("cannot list " + dir.string() + ": " + ec.message());
+  for (const auto& entry : it) {
     if (!entry.is_directory(ec)) continue;
     const std::string name = entry.path().filename().string();
     if (name.empty() || name[0] == '-') continue;
@@ -198,9 +202,17 @@ std::vector<fs::path> ModelRepository::FoldersOf(const std::string& name) const 
 
 std::string ModelRepository::NoFolder(const std::string& name) const {
   std::string where;
-  for (const fs::path& root : options_.roots) where += (where.empty() ? "" : ", ") + root.string();
+  std::string unreadable;  // a folder that may be there, behind a permission
+  for (const fs::path& root : options_.roots) {
+    where += (where.empty() ? "" : ", ") + root.string();
+    std::error_code ec;
+    (void)fs::status(root / name, ec);
+    if (ec && ec != std::errc::no_such_file_or_directory) {
+      unreadable += "; " + (root / name).string() + ": " + ec.message();
+    }
+  }
   return "no model folder '" + name + "' in " + (options_.roots.size() > 1 ? "any of " : "") +
-         where;
+         where + unreadable;
 }
 
 scheduler::OutputShaper ModelRepository::OutputShaperFor(const inference::ModelConfig& config) {
@@ -294,6 +306,9 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::LoadVersion(
   // weights in external data files beside it) is the model.onnx inside it.
   if (fs::is_directory(file, ec)) file /= kDefaultModelFile;
   if (!fs::is_regular_file(file, ec)) {
+    if (ec && ec != std::errc::no_such_file_or_directory) {  // its folder's permissions
+      return FailedPrecondition("model file " + file.string() + " cannot be read: " + ec.message());
+    }
     return NotFound("model file " + file.string() +
                     (fs::exists(file, ec) ? " is not a regular file" : " is missing"));
   }
@@ -467,13 +482,22 @@ ModelRepository::ModelState ModelRepository::LoadFromDisk(const std::string& nam
   if (override != nullptr) {
     config = override->config;
     details = override->parse_details;
-  } else if (fs::exists(dir / kConfigFile, ec)) {
-    if (!fs::is_regular_file(dir / kConfigFile, ec)) {
-      return fail(InvalidArgument((dir / kConfigFile).string() + " is not a file"));
+  } else if (const fs::path file = dir / kConfigFile; fs::exists(fs::symlink_status(file, ec)) ||
+                                                      ec != std::errc::no_such_file_or_directory) {
+    // There, whatever it points to: a link to nothing (a ConfigMap mounted elsewhere) or a
+    // file that cannot be read is an error, never a model served on a config completed from
+    // the model alone, without its instance groups, limits and policies.
+    if (ec) return fail(FailedPrecondition("cannot read " + file.string() + ": " + ec.message()));
+    if (!fs::is_regular_file(file, ec)) {
+      return fail(InvalidArgument(file.string() + (fs::is_symlink(file) && !fs::exists(file, ec)
+                                                       ? " is a symbolic link to " +
+                                                             fs::read_symlink(file, ec).string() +
+                                                             ", which does not exist"
+                                                       : " is not a file")));
     }
-    auto text = ReadFile(dir / kConfigFile);
+    auto text = ReadFile(file);
     if (!text.ok()) return fail(text.status());
-    auto parsed = config::ParseModelConfig(*text, (dir / kConfigFile).string(), &details);
+    auto parsed = config::ParseModelConfig(*text, file.string(), &details);
     if (!parsed.ok()) return fail(parsed.status());
     config = std::move(parsed).value();
   }
@@ -500,7 +524,9 @@ ModelRepository::ModelState ModelRepository::LoadFromDisk(const std::string& nam
     }
   }
 
-  const std::vector<int64_t> available = VersionFolders(dir);
+  auto listed = VersionFolders(dir);
+  if (!listed.ok()) return fail(listed.status());
+  const std::vector<int64_t>& available = *listed;
   if (available.empty()) {
     const bool ensemble = config::IsEnsemble(config);
     return fail(NotFound(

@@ -131,6 +131,11 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options,
     if (!std::filesystem::is_directory(root, ec)) {
       return NotFound("model repository " + root.string() + " is not a directory");
     }
+    // One the server may not list (a volume's owner or mode) would serve, READY, nothing.
+    if (std::filesystem::directory_iterator(root, ec); ec) {
+      return FailedPrecondition("model repository " + root.string() +
+                                " cannot be listed: " + ec.message());
+    }
   }
   if (!backend) return InvalidArgument("no backend");
   std::unique_ptr<Server> server(new Server(std::move(options), std::move(backend)));

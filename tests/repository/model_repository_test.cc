@@ -1,8 +1,10 @@
 #include "fastpath/repository/model_repository.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -315,6 +317,61 @@ TEST_F(ModelRepositoryTest, APollRetriesAReloadThatMayPassWhenTriedAgain) {
   repo.Poll();
   EXPECT_EQ(admitted_3, 1);
   EXPECT_EQ((*repo.FindReady("simple", ""))->version, 2);
+}
+
+// A config.pbtxt that is a link to nothing (a ConfigMap mounted elsewhere) is an error: the
+// model was served on a config completed from the model alone, its instance groups, limits
+// and policies dropped without a word.
+TEST_F(ModelRepositoryTest, AConfigLinkedToNothingIsAnError) {
+  repo_.AddVersion("simple", 1, "simple");
+  std::filesystem::create_symlink("/nonexistent/config.pbtxt",
+                                  repo_.root() / "simple" / "config.pbtxt");
+  auto repo = Make(ControlMode::kExplicit);
+  const Status s = repo->Load("simple");
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("config.pbtxt is a symbolic link to /nonexistent/config.pbtxt, "
+                             "which does not exist"),
+            std::string::npos)
+      << s.message();
+}
+
+// Loads `model` as a user other than root (whom permissions do not bind) and exits 0 when
+// the load failed naming `cause`.
+[[noreturn]] void LoadAsNobody(ModelRepository& repo, const std::string& model,
+                               const std::string& cause) {
+  if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) std::_Exit(3);
+  const Status s = repo.Load(model);
+  if (s.ok() || s.message().find(cause) == std::string::npos) {
+    std::fprintf(stderr, "%s\n", s.ToString().c_str());
+    std::_Exit(1);
+  }
+  std::_Exit(0);
+}
+
+// A model or version folder the server may not read is named with the cause, where it read
+// as "no numeric version folder" or "model file ... is missing".
+TEST_F(ModelRepositoryTest, AFolderThatCannotBeReadIsNamedWithItsCause) {
+  repo_.AddVersion("simple", 1, "simple");
+  repo_.AddVersion("simple_fp32", 1, "simple_fp32");
+  repo_.AddVersion("simple_int8", 1, "simple");
+  using std::filesystem::perms;
+  std::filesystem::permissions(repo_.root(),
+                               perms::owner_all | perms::others_read | perms::others_exec);
+  std::filesystem::permissions(repo_.root() / "simple", std::filesystem::perms::none);
+  std::filesystem::permissions(repo_.root() / "simple_fp32" / "1", std::filesystem::perms::none);
+  auto repo = Make(ControlMode::kExplicit);
+  EXPECT_EXIT(LoadAsNobody(*repo, "simple", "simple/config.pbtxt: Permission denied"),
+              ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(LoadAsNobody(*repo, "simple_fp32", "cannot be read: Permission denied"),
+              ::testing::ExitedWithCode(0), "");
+  // A repository folder that may be listed but not entered (r--): the model's folder is
+  // named behind the permission, not as absent.
+  std::filesystem::permissions(repo_.root(), perms::owner_all | perms::others_read);
+  EXPECT_EXIT(LoadAsNobody(*repo, "simple_int8", "simple_int8: Permission denied"),
+              ::testing::ExitedWithCode(0), "");
+  for (const char* folder : {"", "simple", "simple_fp32/1"}) {
+    std::filesystem::permissions(repo_.root() / folder, perms::owner_all);
+  }
 }
 
 // Triton's load parameter "config": used instead of config.pbtxt for this load only; a

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <future>
 #include <memory>
@@ -115,6 +117,31 @@ TEST_F(ServerTest, ReadyAndMetadata) {
 
 // As in Triton, a version is read as an integer: "01" is version 1, over every call, and a
 // version that is not a number is refused as one (not "unknown").
+// Creates a server on `root` as a user other than root (whom permissions do not bind);
+// exits 0 when it is refused for a repository it cannot list.
+[[noreturn]] void CreateAsNobody(const std::filesystem::path& root) {
+  if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) std::_Exit(3);
+  ServerOptions options;
+  options.repository.roots = {root};
+  auto created = Server::Create(options, nullptr);  // refused before it needs a backend
+  if (created.ok() ||
+      created.status().message().find("cannot be listed: Permission denied") == std::string::npos) {
+    std::fprintf(stderr, "%s\n", created.status().ToString().c_str());
+    std::_Exit(1);
+  }
+  std::_Exit(0);
+}
+
+// A repository the server may not list (a volume's owner or mode) is refused at start, as
+// Triton refuses it. It served nothing and said READY, with no line in the log.
+TEST(ServerRepositoryTest, ARepositoryThatCannotBeListedIsRefused) {
+  testing::TempRepository repo(FASTPATH_TEST_MODELS_DIR);
+  repo.AddVersion("simple", 1, "simple");
+  std::filesystem::permissions(repo.root(), std::filesystem::perms::owner_exec);
+  EXPECT_EXIT(CreateAsNobody(repo.root()), ::testing::ExitedWithCode(0), "");
+  std::filesystem::permissions(repo.root(), std::filesystem::perms::owner_all);
+}
+
 TEST_F(ServerTest, AVersionIsANumber) {
   EXPECT_TRUE(*server_->IsModelReady("simple", "01"));
   EXPECT_TRUE(server_->GetModelMetadata("simple", "001").ok());
