@@ -1,5 +1,7 @@
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -11,11 +13,19 @@ namespace fastpath::cli {
 
 Status WriteFileAtomically(const std::string& path, const std::string& content) {
   const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!(out << content)) return Internal("cannot write " + tmp);
-  }
   std::error_code ec;
+  {
+    // Checked after the close: a short file stays in the stream's buffer until then, and
+    // a full disk shows only there (it replaced a good file with an empty one).
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << content;
+    out.close();
+    if (out.fail()) {
+      const std::string why = std::strerror(errno);
+      std::filesystem::remove(tmp, ec);
+      return Internal("cannot write " + tmp + ": " + why);
+    }
+  }
   std::filesystem::rename(tmp, path, ec);
   if (ec) {
     std::error_code ignored;
@@ -56,9 +66,18 @@ constexpr Command kCommands[] = {
      fastpath::cli::Gate},
 };
 
-}  // namespace
+// What a command wrote to its standard output, checked once it is done: `fastpath budget
+// --json > budget.json` on a full disk must not exit 0 with the JSON lost.
+int FlushStandardOutput(int exit_code) {
+  std::cout.flush();
+  if (std::cout.fail() || std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "fastpath: write error on standard output: %s\n", std::strerror(errno));
+    return exit_code == fastpath::cli::kExitOk ? fastpath::cli::kExitRuntime : exit_code;
+  }
+  return exit_code;
+}
 
-int main(int argc, char** argv) {
+int Run(int argc, char** argv) {
   // ONNX Runtime 1.29's Linux build sends telemetry to Microsoft over HTTPS unless this is
   // set before its environment starts. A server on a production node sends nothing nobody
   // asked for; an operator who wants it sets ORT_DISABLE_TELEMETRY=0 (not overwritten).
@@ -95,18 +114,34 @@ int main(int argc, char** argv) {
   for (const auto& [sub, command] : commands) {
     if (sub->parsed()) return command->run(sub->remaining());
   }
+  // The top level's help; app.help() would give the parsed `help` command's.
+  const auto top_help = [&app] {
+    return app.get_formatter()->make_help(&app, app.get_name(), CLI::AppFormatMode::Normal);
+  };
   if (version->parsed()) {
+    if (const auto extra = version->remaining(); !extra.empty()) {
+      std::cerr << "fastpath version: unexpected argument '" << extra[0] << "'\n";
+      return fastpath::cli::kExitUsage;
+    }
     std::cout << "fastpath " << FASTPATH_VERSION << "\n";
     return fastpath::cli::kExitOk;
   }
   if (help->parsed()) {  // `fastpath help serve` is `fastpath serve --help`
     const std::vector<std::string> topic = help->remaining();
-    for (const auto& [sub, command] : commands) {
-      if (!topic.empty() && topic[0] == command->name) return command->run({"--help"});
+    if (topic.empty()) {
+      std::cout << top_help();
+      return fastpath::cli::kExitOk;
     }
-    std::cout << app.help();
-    return fastpath::cli::kExitOk;
+    for (const auto& [sub, command] : commands) {
+      if (topic[0] == command->name) return command->run({"--help"});
+    }
+    std::cerr << "fastpath help: unknown command '" << topic[0] << "'\n" << top_help();
+    return fastpath::cli::kExitUsage;
   }
-  std::cout << app.help();  // no command
+  std::cout << top_help();  // no command
   return fastpath::cli::kExitUsage;
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { return FlushStandardOutput(Run(argc, argv)); }

@@ -3,7 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
+#include <sys/wait.h>
 
+#include <cstdlib>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -106,6 +108,26 @@ TEST(CommandLine, TopLevel) {
   run = Fastpath({"help", "doctor"});
   EXPECT_EQ(run.exit_code, 0);
   EXPECT_THAT(run.out, StartsWith("usage: fastpath doctor"));
+  // `help` alone is the top level's help (it printed an empty usage), an unknown topic a
+  // usage error, and so is a word after `version`.
+  run = Fastpath({"help"});
+  EXPECT_EQ(run.exit_code, 0);
+  EXPECT_THAT(run.out, HasSubstr("\n  serve "));
+  run = Fastpath({"help", "nosuch"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, HasSubstr("fastpath help: unknown command 'nosuch'"));
+  run = Fastpath({"version", "--bogus"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, HasSubstr("fastpath version: unexpected argument '--bogus'"));
+}
+
+// What a command writes to a standard output that cannot take it (a full disk) is an
+// error: `fastpath budget --json > budget.json` exited 0 with the JSON lost.
+TEST(CommandLine, AWriteErrorOnStandardOutputIsAFailure) {
+  const int status =
+      std::system((std::string(FASTPATH_BINARY) + " version > /dev/full 2>/dev/null").c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 1);
 }
 
 TEST(CommandLine, BadCommandLinesExitTwoNamingTheOption) {
