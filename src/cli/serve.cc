@@ -261,7 +261,10 @@ void DefineServeOptions(CLI::App& app, ServeFlags& flags) {
            "XIDs that are the application's fault and never quarantine a GPU (the Kubernetes "
            "device plugin's list); every other XID does",
            "13,31,43,45,68,109", [&flags](const std::string& value) {
-             FASTPATH_ASSIGN_OR_RETURN(flags.server.gpu_ignored_xids, gpu::ParseXidList(value));
+             auto xids = gpu::ParseXidList(value);
+             if (!xids.ok())
+               return InvalidArgument("--gpu-ignored-xids: " + xids.status().message());
+             flags.server.gpu_ignored_xids = std::move(xids).value();
              return Status::Ok();
            });
   AddValue(app, "--drift-window", "DURATION",
@@ -309,6 +312,19 @@ void DefineServeOptions(CLI::App& app, ServeFlags& flags) {
 
 // What depends on the values, beyond what CLI11 checks.
 Status CheckServeFlags(const ServeFlags& flags) {
+  // The port file is written once the ports are open, after every model's load: a folder
+  // that is not there is said now, not after the loads with the file never written.
+  if (!flags.port_file.empty()) {
+    std::error_code ec;
+    const std::filesystem::path file(flags.port_file);
+    if (std::filesystem::is_directory(file, ec)) {
+      return InvalidArgument("--port-file: " + flags.port_file + " is a folder");
+    }
+    if (file.has_parent_path() && !std::filesystem::is_directory(file.parent_path(), ec)) {
+      return InvalidArgument("--port-file: the folder " + file.parent_path().string() +
+                             " does not exist");
+    }
+  }
   if (flags.server.policy.profile == admission::Profile::kProduction &&
       flags.server.policy.allow_cpu_fallback) {
     return InvalidArgument(
@@ -628,8 +644,11 @@ int Serve(const std::vector<std::string>& args) {
     std::string ports =
         "http=" + std::to_string((*http)->port()) + " grpc=" + std::to_string((*grpc)->port());
     if (metrics_server) ports += " metrics=" + std::to_string(metrics_server->port());
-    Status s = WriteFileAtomically(flags.port_file, ports + "\n");
-    if (!s.ok()) log::Error(s.message());
+    // Whoever waits for the file would wait for ever: a failure ends the server.
+    if (Status s = WriteFileAtomically(flags.port_file, ports + "\n"); !s.ok()) {
+      log::Error("--port-file: " + s.message());
+      return kExitRuntime;
+    }
   }
 
   const int signal_number = shutdown_signals->AwaitDrain();

@@ -144,6 +144,12 @@ TEST(CommandLine, BadCommandLinesExitTwoNamingTheOption) {
        "--log-level must be trace, debug, info, warn or error, not 'loud'"},
       {{"serve", "--model-repository", "/tmp", "--log-format", "xml"},
        "--log-format must be text or json, not 'xml'"},
+      {{"serve", "--model-repository", "/tmp", "--port-file", "/nonexistent/ports"},
+       "--port-file: the folder /nonexistent does not exist"},
+      {{"serve", "--model-repository", "/tmp", "--port-file", "/tmp"},
+       "--port-file: /tmp is a folder"},
+      {{"serve", "--model-repository", "/tmp", "--gpu-ignored-xids", "13,a"},
+       "--gpu-ignored-xids: 'a' is not an XID"},
       {{"serve", "--model-repository", "/tmp", "--host", "localhost"},
        "--host must be an IP address (0.0.0.0 or :: for every interface, 127.0.0.1 or ::1 for "
        "this host only), not 'localhost'"},
