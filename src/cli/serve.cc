@@ -135,6 +135,7 @@ void DefineServeOptions(CLI::App& app, ServeFlags& flags) {
                    "Triton-layout model repository; given again, each one more, served as one "
                    "(a model name must be unique across them)",
                    [&flags](const std::string& value) {
+                     if (value.empty()) return InvalidArgument("--model-repository needs a value");
                      flags.server.repository.roots.push_back(value);
                      return Status::Ok();
                    })

@@ -148,6 +148,7 @@ TEST(CommandLine, BadCommandLinesExitTwoNamingTheOption) {
        "--port-file: the folder /nonexistent does not exist"},
       {{"serve", "--model-repository", "/tmp", "--port-file", "/tmp"},
        "--port-file: /tmp is a folder"},
+      {{"serve", "--model-repository", ""}, "--model-repository needs a value"},
       {{"serve", "--model-repository", "/tmp", "--gpu-ignored-xids", "13,a"},
        "--gpu-ignored-xids: 'a' is not an XID"},
       {{"serve", "--model-repository", "/tmp", "--host", "localhost"},
