@@ -313,6 +313,19 @@ void DefineServeOptions(CLI::App& app, ServeFlags& flags) {
 
 // What depends on the values, beyond what CLI11 checks.
 Status CheckServeFlags(const ServeFlags& flags) {
+  // Said before the models load, not when the second front end fails to bind after them.
+  const std::pair<const char*, int> ports[] = {{"--http-port", flags.http.port},
+                                               {"--grpc-port", flags.grpc.port},
+                                               {"--metrics-port", flags.metrics.port}};
+  for (size_t i = 0; i < std::size(ports); ++i) {
+    for (size_t j = i + 1; j < std::size(ports); ++j) {
+      if (ports[i].second != 0 && ports[i].second == ports[j].second &&
+          (j < 2 || flags.allow_metrics)) {
+        return InvalidArgument(std::string(ports[i].first) + " and " + ports[j].first +
+                               " are both " + std::to_string(ports[i].second));
+      }
+    }
+  }
   // The port file is written once the ports are open, after every model's load: a folder
   // that is not there is said now, not after the loads with the file never written.
   if (!flags.port_file.empty()) {

@@ -149,6 +149,8 @@ TEST(CommandLine, BadCommandLinesExitTwoNamingTheOption) {
       {{"serve", "--model-repository", "/tmp", "--port-file", "/tmp"},
        "--port-file: /tmp is a folder"},
       {{"serve", "--model-repository", ""}, "--model-repository needs a value"},
+      {{"serve", "--model-repository", "/tmp", "--http-port", "9000", "--grpc-port", "9000"},
+       "--http-port and --grpc-port are both 9000"},
       {{"serve", "--model-repository", "/tmp", "--gpu-ignored-xids", "13,a"},
        "--gpu-ignored-xids: 'a' is not an XID"},
       {{"serve", "--model-repository", "/tmp", "--host", "localhost"},
