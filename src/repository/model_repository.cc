@@ -489,11 +489,17 @@ ModelRepository::ModelState ModelRepository::LoadFromDisk(const std::string& nam
     // the model alone, without its instance groups, limits and policies.
     if (ec) return fail(FailedPrecondition("cannot read " + file.string() + ": " + ec.message()));
     if (!fs::is_regular_file(file, ec)) {
-      return fail(InvalidArgument(file.string() + (fs::is_symlink(file) && !fs::exists(file, ec)
-                                                       ? " is a symbolic link to " +
-                                                             fs::read_symlink(file, ec).string() +
-                                                             ", which does not exist"
-                                                       : " is not a file")));
+      std::error_code target;  // what the name leads to, through a link
+      (void)fs::status(file, target);
+      std::error_code link_ec;
+      std::string why = " is not a file";
+      if (target == std::errc::no_such_file_or_directory) {
+        why = " is a symbolic link to " + fs::read_symlink(file, link_ec).string() +
+              ", which does not exist";
+      } else if (target) {
+        why = " cannot be read: " + target.message();
+      }
+      return fail(InvalidArgument(file.string() + why));
     }
     auto text = ReadFile(file);
     if (!text.ok()) return fail(text.status());
@@ -605,14 +611,14 @@ std::string ModelRepository::KeepServing(ModelState& serving, ModelState& fresh)
     why = "the reload failed, and the previous load keeps serving: " + why;
     ModelState kept = std::move(serving);
     kept.reload_failure = why;
-    if (!fresh.fingerprint.empty() && LoadFailureCode(fresh) != StatusCode::kUnavailable) {
-      kept.fingerprint = fresh.fingerprint;
-    }
+    if (!fresh.fingerprint.empty() && !ReadAgain(fresh)) kept.fingerprint = fresh.fingerprint;
     serving = std::move(fresh);
     fresh = std::move(kept);
     return why;
   }
   // Some new versions serve: each one that failed keeps its previous load, if it had one.
+  // One that may pass when read again is: the old fingerprint stays.
+  if (ReadAgain(fresh)) fresh.fingerprint = serving.fingerprint;
   std::string why;
   for (VersionStatus& v : fresh.versions) {
     if (v.runtime) continue;
@@ -628,6 +634,13 @@ std::string ModelRepository::KeepServing(ModelState& serving, ModelState& fresh)
     }
   }
   return why;
+}
+
+bool ModelRepository::ReadAgain(const ModelState& fresh) {
+  if (!fresh.reason.empty()) return fresh.failure == StatusCode::kUnavailable;
+  return std::any_of(fresh.versions.begin(), fresh.versions.end(), [](const VersionStatus& v) {
+    return v.runtime == nullptr && v.failure == StatusCode::kUnavailable;
+  });
 }
 
 void ModelRepository::Retire(const ModelState& state) {
@@ -915,11 +928,18 @@ void ModelRepository::Poll() {
   std::map<std::string, std::string> fingerprints;
   for (const auto& name : on_disk) fingerprints[name] = Fingerprint(name);
   std::vector<std::string> to_load, to_unload;
+  const Clock::time_point now = OrSteadyClock(options_.clock)->Now();
   {
     std::lock_guard lock(mu_);
     for (const auto& [name, fingerprint] : fingerprints) {
       auto it = models_.find(name);
-      if (it == models_.end() || it->second.fingerprint != fingerprint) to_load.push_back(name);
+      if (it != models_.end() && it->second.fingerprint == fingerprint) continue;
+      if (auto retry = poll_retries_.find(name); retry != poll_retries_.end() &&
+                                                 retry->second.fingerprint == fingerprint &&
+                                                 now < retry->second.next) {
+        continue;  // to be read again, later
+      }
+      to_load.push_back(name);
     }
     for (const auto& [name, state] : models_) {
       if (std::find(on_disk.begin(), on_disk.end(), name) == on_disk.end()) to_unload.push_back(name);
@@ -939,6 +959,16 @@ void ModelRepository::Poll() {
       if (it != models_.end() && it->second.fingerprint == fingerprints[name]) continue;
     }
     (void)Load(name);
+    std::lock_guard lock(mu_);
+    auto it = models_.find(name);
+    if (it == models_.end() || it->second.fingerprint == fingerprints[name]) {
+      poll_retries_.erase(name);
+      continue;
+    }
+    PollRetry& retry = poll_retries_[name];  // to be read again (ReadAgain)
+    retry.tries = retry.fingerprint == fingerprints[name] ? retry.tries + 1 : 1;
+    retry.fingerprint = fingerprints[name];
+    retry.next = now + options_.poll_interval * ((1 << std::min(retry.tries, 5)) - 1);
   }
 }
 
@@ -946,7 +976,13 @@ void ModelRepository::PollLoop() {
   std::unique_lock lock(poll_mu_);
   while (!poll_cv_.wait_for(lock, options_.poll_interval, [&] { return poll_stop_; })) {
     lock.unlock();
-    Poll();
+    // The poll thread's safety net: what a load did not turn into its model's failure ends
+    // this poll, not the serving process.
+    try {
+      Poll();
+    } catch (const std::exception& e) {
+      log::Error(std::string("model repository poll: ") + e.what());
+    }
     lock.lock();
   }
 }

@@ -8,8 +8,8 @@
 #include "caller_run.h"
 #include "fastpath/common/log.h"
 #include "fastpath/common/thread_name.h"
+#include "fastpath/common/thread_start.h"
 #include "instance_health.h"
-#include "thread_start.h"
 
 namespace fastpath::scheduler {
 namespace {

@@ -5,8 +5,8 @@
 
 #include "batch_tensors.h"
 #include "caller_run.h"
+#include "fastpath/common/thread_start.h"
 #include "instance_health.h"
-#include "thread_start.h"
 
 namespace fastpath::scheduler {
 InstancePoolScheduler::InstancePoolScheduler(

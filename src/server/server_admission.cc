@@ -9,8 +9,10 @@
 #include <future>
 #include <mutex>
 #include <optional>
+#include <system_error>
 
 #include "fastpath/common/log.h"
+#include "fastpath/common/thread_start.h"
 #include "fastpath/common/utf8.h"
 #include "fastpath/config/model_config.h"
 #include "fastpath/server/server_impl.h"
@@ -264,11 +266,16 @@ Status Server::WarmEachInstance(repository::ModelVersion& version,
     return Status::Ok();
   };
   std::vector<std::future<Status>> holds;
-  for (size_t i = 0; i < n; ++i) {
-    holds.push_back(std::async(
-        std::launch::async, [&] { return HoldInstance(version, Clock::time_point::max(), warm); }));
-  }
   Status first = Status::Ok();
+  try {
+    for (size_t i = 0; i < n; ++i) {
+      holds.push_back(std::async(std::launch::async, [&] {
+        return HoldInstance(version, Clock::time_point::max(), warm);
+      }));
+    }
+  } catch (const std::system_error& e) {
+    first = ThreadLimitReached(e);  // the holds started go on once kMeet has passed
+  }
   for (auto& hold : holds) {
     Status s = hold.get();
     if (first.ok() && !s.ok()) first = std::move(s);

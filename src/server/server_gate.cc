@@ -90,9 +90,9 @@ Status Server::GateRollout(const std::filesystem::path& model_dir,
       "model '" + candidate.model_name + "' version " + std::to_string(candidate.version);
   // Refused without a comparison: recorded, logged, and the reason returned. A comparison
   // that may succeed when tried again keeps its code: the serving version too busy to be
-  // timed or the server shutting down (UNAVAILABLE), out of memory (RESOURCE_EXHAUSTED).
-  // Anything else is the candidate's (FailedPrecondition), a first phase past its budget
-  // included: minutes of runs are not worth repeating at every poll.
+  // timed or the server shutting down (UNAVAILABLE), out of memory (RESOURCE_EXHAUSTED, 503
+  // with Retry-After over HTTP). Anything else is the candidate's (FailedPrecondition), a
+  // first phase past its budget included: minutes of runs are not worth repeating.
   auto not_measured = [&](const Status& why) {
     decision.outcome = RolloutDecision::Outcome::kNotMeasured;
     decision.detail = "rollout gate could not compare " + what + " with version " +
@@ -211,6 +211,11 @@ Status Server::GateRollout(const std::filesystem::path& model_dir,
       if (!retry || shutting_down_) break;
     }
     if (!on_serving.ok()) return on_serving.WithContext("on the serving version");
+    // Only the serving version's being busy is no fault of the candidate's: the candidate
+    // out of service is.
+    if (on_candidate.code() == StatusCode::kUnavailable) {
+      return FailedPrecondition("on the candidate: " + on_candidate.message());
+    }
     if (!on_candidate.ok()) return on_candidate.WithContext("on the candidate");
     return Status::Ok();
   };

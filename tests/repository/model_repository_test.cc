@@ -1,7 +1,6 @@
 #include "fastpath/repository/model_repository.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -10,6 +9,7 @@
 #include <future>
 #include <thread>
 
+#include "fakes/as_nobody.h"
 #include "fakes/manual_clock.h"
 #include "fakes/temp_repository.h"
 #include "fastpath/onnxruntime/ort_backend.h"
@@ -273,13 +273,17 @@ TEST_F(ModelRepositoryTest, ALoadThatMayPassWhenTriedAgainKeepsItsCode) {
 
 // In poll mode a reload that failed for a reason of the model's is not read again until its
 // files change, but one that may pass when tried again (UNAVAILABLE: the rollout gate found
-// the serving version too busy to time) is read again at the next poll. It was never
-// retried: a version 2 refused during a burst stayed out until its files changed.
+// the serving version too busy to time) is read again, at the next poll first and then
+// backing off (1, 3, 7 ... poll intervals) while it keeps failing so. It was never retried:
+// a version 2 refused during a burst stayed out until its files changed.
 TEST_F(ModelRepositoryTest, APollRetriesAReloadThatMayPassWhenTriedAgain) {
   repo_.AddVersion("simple", 1, "simple");
+  fastpath::testing::ManualClock clock;
   RepositoryOptions options;
   options.roots = {repo_.root()};
   options.mode = ControlMode::kPoll;
+  options.clock = &clock;
+  const auto interval = options.poll_interval;
   std::function<Status(ModelVersion&)> admit = [](ModelVersion&) { return Status::Ok(); };
   int admitted_2 = 0;
   options.admit = [&](const std::filesystem::path&, ModelVersion& version) {
@@ -297,9 +301,16 @@ TEST_F(ModelRepositoryTest, APollRetriesAReloadThatMayPassWhenTriedAgain) {
   repo.Poll();
   EXPECT_EQ((*repo.FindReady("simple", ""))->version, 1);
   EXPECT_EQ(admitted_2, 1);
-  admit = [](ModelVersion&) { return Status::Ok(); };
-  repo.Poll();  // no file changed
+  clock.Advance(interval);
+  repo.Poll();  // no file changed: read again
   EXPECT_EQ(admitted_2, 2);
+  clock.Advance(interval);
+  repo.Poll();  // failed twice: not before 3 intervals
+  EXPECT_EQ(admitted_2, 2);
+  admit = [](ModelVersion&) { return Status::Ok(); };
+  clock.Advance(2 * interval);
+  repo.Poll();
+  EXPECT_EQ(admitted_2, 3);
   EXPECT_EQ((*repo.FindReady("simple", ""))->version, 2);
 
   // A refusal of the model's own stays until its files change.
@@ -314,6 +325,7 @@ TEST_F(ModelRepositoryTest, APollRetriesAReloadThatMayPassWhenTriedAgain) {
     return refusing(version);
   };
   repo.Poll();
+  clock.Advance(40 * interval);
   repo.Poll();
   EXPECT_EQ(admitted_3, 1);
   EXPECT_EQ((*repo.FindReady("simple", ""))->version, 2);
@@ -339,7 +351,7 @@ TEST_F(ModelRepositoryTest, AConfigLinkedToNothingIsAnError) {
 // the load failed naming `cause`.
 [[noreturn]] void LoadAsNobody(ModelRepository& repo, const std::string& model,
                                const std::string& cause) {
-  if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) std::_Exit(3);
+  testing::BecomeNobody();
   const Status s = repo.Load(model);
   if (s.ok() || s.message().find(cause) == std::string::npos) {
     std::fprintf(stderr, "%s\n", s.ToString().c_str());
@@ -351,9 +363,11 @@ TEST_F(ModelRepositoryTest, AConfigLinkedToNothingIsAnError) {
 // A model or version folder the server may not read is named with the cause, where it read
 // as "no numeric version folder" or "model file ... is missing".
 TEST_F(ModelRepositoryTest, AFolderThatCannotBeReadIsNamedWithItsCause) {
+  if (!testing::CanRunAsNobody()) GTEST_SKIP() << "cannot run a child as another user here";
   repo_.AddVersion("simple", 1, "simple");
   repo_.AddVersion("simple_fp32", 1, "simple_fp32");
   repo_.AddVersion("simple_int8", 1, "simple");
+  repo_.AddVersion("simple_int16", 1, "simple");
   using std::filesystem::perms;
   std::filesystem::permissions(repo_.root(),
                                perms::owner_all | perms::others_read | perms::others_exec);
@@ -364,12 +378,16 @@ TEST_F(ModelRepositoryTest, AFolderThatCannotBeReadIsNamedWithItsCause) {
               ::testing::ExitedWithCode(0), "");
   EXPECT_EXIT(LoadAsNobody(*repo, "simple_fp32", "cannot be read: Permission denied"),
               ::testing::ExitedWithCode(0), "");
+  // A model folder that may be entered but not listed (--x): its versions cannot be read.
+  std::filesystem::permissions(repo_.root() / "simple_int16",
+                               perms::owner_exec | perms::others_exec);
+  EXPECT_EXIT(LoadAsNobody(*repo, "simple_int16", "cannot list"), ::testing::ExitedWithCode(0), "");
   // A repository folder that may be listed but not entered (r--): the model's folder is
   // named behind the permission, not as absent.
-  std::filesystem::permissions(repo_.root(), perms::owner_all | perms::others_read);
+  std::filesystem::permissions(repo_.root(), perms::owner_read | perms::others_read);
   EXPECT_EXIT(LoadAsNobody(*repo, "simple_int8", "simple_int8: Permission denied"),
               ::testing::ExitedWithCode(0), "");
-  for (const char* folder : {"", "simple", "simple_fp32/1"}) {
+  for (const char* folder : {"", "simple", "simple_fp32/1", "simple_int16"}) {
     std::filesystem::permissions(repo_.root() / folder, perms::owner_all);
   }
 }

@@ -2,7 +2,6 @@
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -13,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "fakes/as_nobody.h"
 #include "fakes/manual_clock.h"
 #include "fastpath/scheduler/dynamic_batch_scheduler.h"
 
@@ -471,9 +471,12 @@ TEST(InstancePoolSchedulerTest, ARequestThatRunsOutOfMemoryIsRetriedOnceInHalves
 // Creates both schedulers as a user other than root (whom the limit does not bind) under a
 // limit of 1 process, where no thread can start; exits 0 when both loads failed as they must.
 [[noreturn]] void CreateSchedulersAtTheThreadLimit() {
-  if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) std::_Exit(3);
+  testing::BecomeNobody();
   const rlimit one{1, 1};
-  if (setrlimit(RLIMIT_NPROC, &one) != 0) std::_Exit(4);
+  if (setrlimit(RLIMIT_NPROC, &one) != 0) {
+    std::perror("setrlimit(RLIMIT_NPROC)");
+    std::_Exit(4);
+  }
   GatedInstance::Gate gate;
   StatsRecorder stats;
   auto pool = InstancePoolScheduler::Create(MakeInstances(2, &gate), &stats, {});
@@ -495,6 +498,7 @@ TEST(InstancePoolSchedulerTest, ARequestThatRunsOutOfMemoryIsRetriedOnceInHalves
 // exception in the constructor aborted the whole server (a joinable thread destroyed), in
 // a poll that loaded one model too many. In a child process.
 TEST(SchedulerThreadsTest, AtTheThreadLimitTheLoadFailsAndTheProcessLives) {
+  if (!testing::CanRunAsNobody()) GTEST_SKIP() << "cannot run a child as another user here";
   EXPECT_EXIT(CreateSchedulersAtTheThreadLimit(), ::testing::ExitedWithCode(0), "");
 }
 

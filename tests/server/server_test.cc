@@ -1,5 +1,4 @@
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -8,6 +7,7 @@
 #include <memory>
 #include <thread>
 
+#include "fakes/as_nobody.h"
 #include "fakes/temp_repository.h"
 #include "fastpath/onnxruntime/ort_backend.h"
 #include "fastpath/server/server_impl.h"
@@ -115,12 +115,10 @@ TEST_F(ServerTest, ReadyAndMetadata) {
   EXPECT_EQ(server_->GetModelConfig("simple", "")->max_batch_size(), 8);
 }
 
-// As in Triton, a version is read as an integer: "01" is version 1, over every call, and a
-// version that is not a number is refused as one (not "unknown").
 // Creates a server on `root` as a user other than root (whom permissions do not bind);
 // exits 0 when it is refused for a repository it cannot list.
 [[noreturn]] void CreateAsNobody(const std::filesystem::path& root) {
-  if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) std::_Exit(3);
+  testing::BecomeNobody();
   ServerOptions options;
   options.repository.roots = {root};
   auto created = Server::Create(options, nullptr);  // refused before it needs a backend
@@ -135,6 +133,7 @@ TEST_F(ServerTest, ReadyAndMetadata) {
 // A repository the server may not list (a volume's owner or mode) is refused at start, as
 // Triton refuses it. It served nothing and said READY, with no line in the log.
 TEST(ServerRepositoryTest, ARepositoryThatCannotBeListedIsRefused) {
+  if (!testing::CanRunAsNobody()) GTEST_SKIP() << "cannot run a child as another user here";
   testing::TempRepository repo(FASTPATH_TEST_MODELS_DIR);
   repo.AddVersion("simple", 1, "simple");
   std::filesystem::permissions(repo.root(), std::filesystem::perms::owner_exec);
@@ -142,6 +141,8 @@ TEST(ServerRepositoryTest, ARepositoryThatCannotBeListedIsRefused) {
   std::filesystem::permissions(repo.root(), std::filesystem::perms::owner_all);
 }
 
+// As in Triton, a version is read as an integer: "01" is version 1, over every call, and a
+// version that is not a number is refused as one (not "unknown").
 TEST_F(ServerTest, AVersionIsANumber) {
   EXPECT_TRUE(*server_->IsModelReady("simple", "01"));
   EXPECT_TRUE(server_->GetModelMetadata("simple", "001").ok());

@@ -377,6 +377,10 @@ class ModelRepository {
   // `fresh` is published whole. `fresh` then holds what is published, and `serving` what
   // is given up.
   static std::string KeepServing(ModelState& serving, ModelState& fresh);
+  // Whether a failed load may pass when its files are read again as they are: the model or a
+  // version failed UNAVAILABLE (the rollout gate found the serving version too busy to time,
+  // the folder changed while it was read).
+  static bool ReadAgain(const ModelState& fresh);
   void PollLoop();
 
   RepositoryOptions options_;
@@ -395,6 +399,17 @@ class ModelRepository {
       retiring_;               // guarded by retire_mu_, oldest first
   bool retire_stop_ = false;  // guarded by retire_mu_
   std::thread retire_thread_;
+
+  // A model whose load is to be read again (ReadAgain): when its next poll may, backing
+  // off as tries with the same files fail, 1 poll interval after the first, then 3, 7, 15,
+  // 31 at most. A server too busy for the rollout gate is not given a new load and
+  // admission at every poll.
+  struct PollRetry {
+    std::string fingerprint;  // the files tried
+    int tries = 0;
+    Clock::time_point next;
+  };
+  std::map<std::string, PollRetry> poll_retries_;  // guarded by mu_
 
   std::mutex poll_mu_;
   std::condition_variable poll_cv_;

@@ -211,15 +211,19 @@ void GrpcInferenceServiceImpl::AddExtensionsItLacks() {
   // No region is ever registered: a status lists none, or names the region it lacks.
   auto status = [](SharedMemory kind) {
     return [kind](auto& call) {
-      const std::string& name = call.request().name();
-      call.Finish(name.empty() ? grpc::Status::OK
-                               : ToGrpcStatus(protocol::SharedMemoryRegionNotFound(
-                                     kind, ToValidUtf8(name))));
+      call.Finish(Guarded([&] {
+        const std::string& name = call.request().name();
+        return name.empty()
+                   ? grpc::Status::OK
+                   : ToGrpcStatus(protocol::SharedMemoryRegionNotFound(kind, ToValidUtf8(name)));
+      }));
     };
   };
   auto unregister = [](auto& call) { call.Finish(grpc::Status::OK); };
   auto refuse = [](Status refusal) {
-    return [refusal = std::move(refusal)](auto& call) { call.Finish(ToGrpcStatus(refusal)); };
+    return [refusal = std::move(refusal)](auto& call) {
+      call.Finish(Guarded([&] { return ToGrpcStatus(refusal); }));
+    };
   };
   AddUnary<SystemSharedMemoryStatusRequest, SystemSharedMemoryStatusResponse>(
       "SystemSharedMemoryStatus", 1, false, status(SharedMemory::kSystem));
