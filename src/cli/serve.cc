@@ -263,8 +263,9 @@ void DefineServeOptions(CLI::App& app, ServeFlags& flags) {
            "device plugin's list); every other XID does",
            "13,31,43,45,68,109", [&flags](const std::string& value) {
              auto xids = gpu::ParseXidList(value);
-             if (!xids.ok())
+             if (!xids.ok()) {
                return InvalidArgument("--gpu-ignored-xids: " + xids.status().message());
+             }
              flags.server.gpu_ignored_xids = std::move(xids).value();
              return Status::Ok();
            });

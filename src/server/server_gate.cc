@@ -88,20 +88,17 @@ Status Server::GateRollout(const std::filesystem::path& model_dir,
   decision.candidate_version = candidate.version;
   const std::string what =
       "model '" + candidate.model_name + "' version " + std::to_string(candidate.version);
-  // Refused without a comparison: recorded, logged, and the reason returned. A comparison
-  // that may succeed when tried again keeps its code: the serving version too busy to be
-  // timed or the server shutting down (UNAVAILABLE), out of memory (RESOURCE_EXHAUSTED, 503
-  // with Retry-After over HTTP). Anything else is the candidate's (FailedPrecondition), a
-  // first phase past its budget included: minutes of runs are not worth repeating.
+  // Refused without a comparison: recorded, logged, and the reason returned with its code,
+  // from which admission tells what may pass when tried again (the serving version too busy
+  // to be timed, the server shutting down, out of memory) from the candidate's own fault (a
+  // first phase past its budget included: minutes of runs are not worth repeating).
   auto not_measured = [&](const Status& why) {
     decision.outcome = RolloutDecision::Outcome::kNotMeasured;
     decision.detail = "rollout gate could not compare " + what + " with version " +
                       std::to_string(decision.baseline_version) + ": " + why.message();
     log::Warn("!!! " + decision.detail);
     RecordRollout(decision);
-    const bool again =
-        why.code() == StatusCode::kUnavailable || why.code() == StatusCode::kResourceExhausted;
-    return Status(again ? why.code() : StatusCode::kFailedPrecondition, decision.detail);
+    return Status(why.code(), decision.detail);
   };
   // What it would take traffic from: the same version number reloaded, else the highest
   // version READY (the one a request without a version reaches today). Only a version that
