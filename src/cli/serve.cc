@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <mutex>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -24,6 +25,7 @@
 #include "fastpath/common/duration.h"
 #include "fastpath/common/log.h"
 #include "fastpath/common/open_files.h"
+#include "fastpath/common/thread_start.h"
 #include "fastpath/config/model_config.h"
 #include "fastpath/frontend/grpc_server.h"
 #include "fastpath/frontend/http_server.h"
@@ -590,7 +592,13 @@ int Serve(const std::vector<std::string>& args) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   // Leaked on purpose: its thread uses it until the process ends.
-  auto* shutdown_signals = new ShutdownSignals(signals);
+  ShutdownSignals* shutdown_signals = nullptr;
+  try {
+    shutdown_signals = new ShutdownSignals(signals);
+  } catch (const std::system_error& e) {
+    log::Error(ThreadLimitReached(e, "the thread that takes SIGTERM").ToString());
+    return kExitRuntime;
+  }
 
   if (int code = AdmitNode(&flags); code != kExitOk) return code;
   if (int code = OpenGpuTelemetry(&flags); code != kExitOk) return code;
@@ -682,9 +690,15 @@ int Serve(const std::vector<std::string>& args) {
   const auto remaining = std::max(std::chrono::milliseconds(1000),
                                   grace - std::chrono::duration_cast<std::chrono::milliseconds>(
                                               std::chrono::steady_clock::now() - started));
-  std::thread grpc_stop([&] { (*grpc)->Shutdown(remaining); });
+  // Side by side, each with the time left; one after the other when no thread can start.
+  std::thread grpc_stop;
+  try {
+    grpc_stop = std::thread([&] { (*grpc)->Shutdown(remaining); });
+  } catch (const std::system_error&) {
+    (*grpc)->Shutdown(remaining);
+  }
   (*http)->Shutdown(remaining);
-  grpc_stop.join();
+  if (grpc_stop.joinable()) grpc_stop.join();
   metrics_server.reset();  // served through the drain; closed last
   if (left.outlived > 0) {
     log::Warn(std::to_string(left.outlived) + " requests outlived the grace period; " +

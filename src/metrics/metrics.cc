@@ -24,6 +24,7 @@
 #include "fastpath/common/log.h"
 #include "fastpath/common/open_files.h"
 #include "fastpath/common/thread_name.h"
+#include "fastpath/common/thread_start.h"
 #include "fastpath/common/utf8.h"
 
 namespace fastpath::metrics {
@@ -659,14 +660,14 @@ StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const server::Infe
   const int port = acceptor.local_endpoint(ec).port();
   if (ec) return Unavailable("cannot serve metrics on " + where + ": " + ec.message());
   impl->Accept();
-  try {
-    impl->thread = std::thread([raw = impl.get()] {
-      NameThisThread("fp-metrics");
-      raw->io.run();
-    });
-  } catch (const std::exception& e) {
-    return Unavailable(std::string("cannot start the metrics thread: ") + e.what());
-  }
+  FASTPATH_RETURN_IF_ERROR(StartThreads(
+      [&] {
+        impl->thread = std::thread([raw = impl.get()] {
+          NameThisThread("fp-metrics");
+          raw->io.run();
+        });
+      },
+      [] {}, "the metrics thread"));
   return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(impl), port));
 }
 

@@ -12,6 +12,7 @@
 
 #include "fastpath/backend/placement.h"
 #include "fastpath/common/log.h"
+#include "fastpath/common/thread_start.h"
 #include "fastpath/common/utf8.h"
 #include "fastpath/config/ensemble_config.h"
 #include "fastpath/config/model_config.h"
@@ -669,8 +670,19 @@ void ModelRepository::Retire(std::vector<std::shared_ptr<ModelVersion>> versions
     for (auto& version : versions) version->scheduler->Stop();
     return;
   }
+  if (!retire_thread_.joinable()) {
+    Status started = StartThreads([&] { retire_thread_ = std::thread([this] { RetireLoop(); }); },
+                                  [] {}, "the thread that retires replaced versions");
+    if (!started.ok()) {
+      // Stopped now, draining what they accepted, without the grace: an ensemble request
+      // that bound one of them and has not reached it yet fails that step.
+      lock.unlock();
+      log::Warn(started.message() + "; the replaced versions are stopped now");
+      for (auto& version : versions) version->scheduler->Stop();
+      return;
+    }
+  }
   for (auto& version : versions) retiring_.emplace_back(clock->Now() + kRetireGrace, version);
-  if (!retire_thread_.joinable()) retire_thread_ = std::thread([this] { RetireLoop(); });
   retire_cv_.notify_all();
 }
 
@@ -710,7 +722,7 @@ void ModelRepository::StopVersions(const ModelState& state) {
   }
 }
 
-void ModelRepository::LoadStartupModels(const std::vector<std::string>& explicit_models) {
+Status ModelRepository::LoadStartupModels(const std::vector<std::string>& explicit_models) {
   std::vector<std::string> names;
   const bool all = options_.mode != ControlMode::kExplicit ||
                    std::find(explicit_models.begin(), explicit_models.end(), "*") !=
@@ -735,9 +747,9 @@ void ModelRepository::LoadStartupModels(const std::vector<std::string>& explicit
       }
     }
   }
-  if (options_.mode == ControlMode::kPoll && !poll_thread_.joinable()) {
-    poll_thread_ = std::thread([this] { PollLoop(); });
-  }
+  if (options_.mode != ControlMode::kPoll || poll_thread_.joinable()) return Status::Ok();
+  return StartThreads([&] { poll_thread_ = std::thread([this] { PollLoop(); }); }, [] {},
+                      "the repository's poll thread");
 }
 
 Status ModelRepository::Load(const std::string& name, const LoadOverride& load) {

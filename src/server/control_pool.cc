@@ -9,7 +9,12 @@ namespace fastpath::server {
 ControlPool::ControlPool(size_t threads, size_t max_queued) : max_queued_(max_queued) {
   const size_t n = std::max<size_t>(threads, 1);
   workers_.reserve(n);
-  for (size_t i = 0; i < n; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  try {
+    for (size_t i = 0; i < n; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  } catch (...) {
+    Stop();  // a joinable std::thread destroyed would end the process
+    throw;
+  }
 }
 
 ControlPool::~ControlPool() { Stop(); }

@@ -20,10 +20,10 @@ GpuWatch::GpuWatch(std::shared_ptr<gpu::GpuSource> source, Clock* clock,
       hang_watch_(clock_, std::min<std::chrono::milliseconds>(interval, std::chrono::seconds(1)),
                   [this] { CheckHungNow(); }) {}
 
-void GpuWatch::Start() {
+Status GpuWatch::Start() {
   SampleNow();
-  periodic_.Start();
-  hang_watch_.Start();
+  FASTPATH_RETURN_IF_ERROR(periodic_.Start("the GPU watch's thread"));
+  return hang_watch_.Start("the GPU hang watch's thread");
 }
 
 bool GpuWatch::Stop(std::optional<std::chrono::milliseconds> patience) {

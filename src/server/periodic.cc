@@ -1,9 +1,15 @@
 #include "fastpath/server/periodic.h"
 
+#include "fastpath/common/thread_start.h"
+
 namespace fastpath::server {
 
-void Periodic::Start() {
-  if (interval_.count() <= 0 || thread_.joinable()) return;
+Status Periodic::Start(const std::string& what) {
+  if (interval_.count() <= 0 || thread_.joinable()) return Status::Ok();
+  return StartThreads([&] { StartThread(); }, [] {}, what);
+}
+
+void Periodic::StartThread() {
   // Read now, not when the thread first runs: a manual clock moved meanwhile would put the
   // first pass an interval past that move.
   thread_ = std::thread([this, next = clock_->Now() + interval_]() mutable {

@@ -1,10 +1,12 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <system_error>
 
 #include "fastpath/admission/memory_budget.h"
 #include "fastpath/admission/self_test.h"
 #include "fastpath/common/log.h"
+#include "fastpath/common/thread_start.h"
 #include "fastpath/common/utf8.h"
 #include "fastpath/config/ensemble_config.h"
 #include "fastpath/config/model_config.h"
@@ -138,7 +140,12 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options,
     }
   }
   if (!backend) return InvalidArgument("no backend");
-  std::unique_ptr<Server> server(new Server(std::move(options), std::move(backend)));
+  std::unique_ptr<Server> server;
+  try {
+    server.reset(new Server(std::move(options), std::move(backend)));
+  } catch (const std::system_error& e) {
+    return ThreadLimitReached(e, "the model-control thread");
+  }
   // Every loaded version passes admission (the start-up self-test) before it is READY.
   server->options_.repository.admit = [raw = server.get()](const std::filesystem::path& dir,
                                                            repository::ModelVersion& version) {
@@ -174,17 +181,17 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options,
       [raw = server.get()](const std::string& model, const std::string& version) {
         return raw->BindStep(model, version);
       });
-  server->repository_->LoadStartupModels(server->options_.startup_models);
+  FASTPATH_RETURN_IF_ERROR(server->repository_->LoadStartupModels(server->options_.startup_models));
   Server* raw = server.get();
   server->memory_watch_ = std::make_unique<MemoryWatch>(
       [raw] { return raw->ServingVersions(); }, server->clock_,
       server->options_.memory_sample_interval, server->options_.leak_detector);
-  server->memory_watch_->Start();
+  FASTPATH_RETURN_IF_ERROR(server->memory_watch_->Start());
   if (server->options_.gpu_source) {
     server->gpu_watch_ = std::make_unique<GpuWatch>(
         server->options_.gpu_source, server->clock_, server->options_.gpu_sample_interval,
         server->options_.gpu_ignored_xids);
-    server->gpu_watch_->Start();
+    FASTPATH_RETURN_IF_ERROR(server->gpu_watch_->Start());
   }
   server->drift_watch_ = std::make_unique<DriftWatch>(
       [raw] {
@@ -203,13 +210,13 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options,
           DriftWatch::IntervalFor(server->options_.drift.window)));
   // The first observation is each version's start: its baseline counts from here.
   server->drift_watch_->SampleNow();
-  server->drift_watch_->Start();
+  FASTPATH_RETURN_IF_ERROR(server->drift_watch_->Start());
   server->canary_thread_ =
       std::make_unique<Periodic>(server->clock_, server->options_.canary_tick, [raw] {
         raw->RunCanaries();
         raw->WatchRollouts();
       });
-  server->canary_thread_->Start();
+  FASTPATH_RETURN_IF_ERROR(server->canary_thread_->Start("the canary thread"));
   return server;
 }
 

@@ -26,6 +26,19 @@ inline bool CanRunAsNobody() {
          WEXITSTATUS(status) == 0;
 }
 
+// Whether nobody may run the program at `path` (every folder above it may be entered).
+inline bool NobodyCanExecute(const char* path) {
+  if (!CanRunAsNobody()) return false;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (geteuid() == 0 && (setgid(kNobody) != 0 || setuid(kNobody) != 0)) std::_Exit(1);
+    std::_Exit(access(path, X_OK) == 0 ? 0 : 1);
+  }
+  int status = 0;
+  return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+         WEXITSTATUS(status) == 0;
+}
+
 // In the child: becomes nobody when root; exits 3, saying why, when it cannot.
 inline void BecomeNobody() {
   if (geteuid() == 0 && (setgid(kNobody) != 0 || setuid(kNobody) != 0)) {

@@ -23,6 +23,7 @@
 #include <string_view>
 #include <thread>
 
+#include "fakes/as_nobody.h"
 #include "integration_fixture.h"
 
 namespace fastpath::integration {
@@ -782,6 +783,54 @@ TEST(StartupTest, MissingRepositoryFailsWithAMessage) {
                        &output);
   EXPECT_NE(code, 0) << output;
   EXPECT_NE(output.find("/nonexistent/fastpath-repo"), std::string::npos) << output;
+}
+
+// At its thread limit (ulimit -u, a pod's pids limit) `serve` either starts or exits 1
+// naming the threads it could not start. It used to abort (std::system_error from a
+// joinable std::thread destroyed, or uncaught), or to hang for ever in gRPC's destructor
+// when gRPC could not start threads of its own. Each limit from 1 up, in a fresh process
+// run as nobody (the limit does not bind root), until one starts.
+TEST(StartupTest, AtTheThreadLimitServeStartsOrExitsOneNamingIt) {
+  if (access("/usr/bin/setpriv", X_OK) != 0 || access("/usr/bin/prlimit", X_OK) != 0) {
+    GTEST_SKIP() << "needs setpriv and prlimit (util-linux)";
+  }
+  if (!testing::NobodyCanExecute(FastpathBinary().c_str())) {
+    GTEST_SKIP() << "user nobody cannot be had, or cannot run " << FastpathBinary();
+  }
+  testing::TempRepository repo(FASTPATH_TEST_MODELS_DIR);
+  repo.AddVersion("simple", 1, "simple");
+  testing::TempRepository work(FASTPATH_TEST_MODELS_DIR);  // the port file and the log
+  namespace fs = std::filesystem;
+  fs::permissions(repo.root(), fs::perms::owner_all | fs::perms::group_read |
+                                   fs::perms::group_exec | fs::perms::others_read |
+                                   fs::perms::others_exec);
+  fs::permissions(work.root(), fs::perms::all);
+
+  for (int limit = 1; limit <= 400; ++limit) {
+    ServerProcess server(work.root());
+    ServeOptions options;
+    options.repository = repo.root();
+    options.wait_ready = false;
+    options.command_prefix = {"/usr/bin/setpriv",
+                              "--reuid=65534",
+                              "--regid=65534",
+                              "--clear-groups",
+                              "/usr/bin/prlimit",
+                              "--nproc=" + std::to_string(limit),
+                              "--"};
+    const ::testing::AssertionResult started = server.Start(options);
+    if (started) {
+      EXPECT_TRUE(server.Stop()) << "limit " << limit;
+      std::cout << "serve started under a limit of " << limit << " processes\n";
+      return;
+    }
+    const std::string log = server.LogTail();
+    ASSERT_THAT(started.message(), ::testing::HasSubstr("(exit status 1)")) << "limit " << limit;
+    ASSERT_THAT(log, ::testing::HasSubstr("the process is at its thread limit"))
+        << "limit " << limit;
+    std::filesystem::remove(server.log_path());
+  }
+  FAIL() << "serve never started";
 }
 
 TEST(StartupTest, BadFlagIsAUsageError) {

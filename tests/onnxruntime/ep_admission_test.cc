@@ -384,7 +384,7 @@ TEST(EpAdmissionTest, RepositoryMarksARefusedGpuModelUnavailable) {
   repository::RepositoryOptions options;
   options.roots = {files.root()};
   repository::ModelRepository repo(options, backend.get());
-  repo.LoadStartupModels({});
+  ASSERT_TRUE(repo.LoadStartupModels({}).ok());
 
   EXPECT_EQ(repo.FindReady("mlp_gpu", "").status().code(), StatusCode::kUnavailable);
   bool found = false;

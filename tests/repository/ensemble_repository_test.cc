@@ -133,7 +133,7 @@ class EnsembleRepositoryTest : public ::testing::Test {
 
 TEST_F(EnsembleRepositoryTest, LoadsReadyWhateverTheFolderOrder) {
   auto repo = Make();
-  repo->LoadStartupModels({});
+  ASSERT_TRUE(repo->LoadStartupModels({}).ok());
   EXPECT_TRUE(repo->AllReady());
   auto v = repo->FindReady("a_pipeline", "");
   ASSERT_TRUE(v.ok()) << v.status().ToString();
@@ -144,7 +144,7 @@ TEST_F(EnsembleRepositoryTest, LoadsReadyWhateverTheFolderOrder) {
 
 TEST_F(EnsembleRepositoryTest, RunsTheStepsOnTheirModels) {
   auto repo = Make();
-  repo->LoadStartupModels({});
+  ASSERT_TRUE(repo->LoadStartupModels({}).ok());
   std::vector<float> x(16);
   for (int i = 0; i < 16; ++i) x[i] = static_cast<float>(i) - 4;
   auto result = Run(*repo, x);
@@ -167,7 +167,7 @@ TEST_F(EnsembleRepositoryTest, RunsTheStepsOnTheirModels) {
 
 TEST_F(EnsembleRepositoryTest, AFailingStepFailsTheRequestNamingTheStep) {
   auto repo = Make();
-  repo->LoadStartupModels({});
+  ASSERT_TRUE(repo->LoadStartupModels({}).ok());
   fail_step_ = "double";
   auto result = Run(*repo, std::vector<float>(16, 1.0f));
   ASSERT_FALSE(result.ok());
@@ -184,7 +184,7 @@ TEST_F(EnsembleRepositoryTest, MissingStepModelMakesItUnavailableWithTheReason) 
   config.replace(config.find("\"double\""), 8, "\"triple\"");
   AddEnsemble("b_broken", config);
   auto repo = Make();
-  repo->LoadStartupModels({});
+  ASSERT_TRUE(repo->LoadStartupModels({}).ok());
   EXPECT_FALSE(repo->AllReady());
   EXPECT_TRUE(repo->FindReady("a_pipeline", "").ok());  // the others still serve
   const auto index = repo->Index(false);
@@ -237,7 +237,7 @@ TEST_F(EnsembleRepositoryTest, ALoadsConfigNamesTheStepsToLoad) {
 TEST_F(EnsembleRepositoryTest, EnsembleNeedsAVersionFolder) {
   repo_.WriteConfig("c_no_version", kPipeline);
   auto repo = Make();
-  repo->LoadStartupModels({});
+  ASSERT_TRUE(repo->LoadStartupModels({}).ok());
   const auto index = repo->Index(false);
   const server::RepositoryEntry* e = Entry(index, "c_no_version");
   ASSERT_NE(e, nullptr);
@@ -248,7 +248,7 @@ TEST_F(EnsembleRepositoryTest, EnsembleNeedsAVersionFolder) {
 
 TEST_F(EnsembleRepositoryTest, ExplicitLoadBringsItsStepsAndFollowsThem) {
   auto repo = Make(ControlMode::kExplicit);
-  repo->LoadStartupModels({});
+  ASSERT_TRUE(repo->LoadStartupModels({}).ok());
   EXPECT_TRUE(repo->Index(true).empty());
   ASSERT_TRUE(repo->Load("a_pipeline").ok());
   EXPECT_TRUE(Ready(*repo, "add_one", false));
@@ -428,7 +428,7 @@ TEST_F(EnsembleRepositoryTest, UnloadDependentsTakesTheStepsItsLoadBroughtIn) {
 // (first) loaded it.
 TEST_F(EnsembleRepositoryTest, AStartUpModelAnEnsembleLoadedFirstIsTheUsers) {
   auto repo = Make(ControlMode::kExplicit);
-  repo->LoadStartupModels({"a_pipeline", "add_one"});
+  ASSERT_TRUE(repo->LoadStartupModels({"a_pipeline", "add_one"}).ok());
   ASSERT_TRUE(Ready(*repo, "a_pipeline", false));
   ASSERT_TRUE(repo->Unload("a_pipeline", /*unload_dependents=*/true).ok());
   EXPECT_TRUE(Ready(*repo, "add_one", false));

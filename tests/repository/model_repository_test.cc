@@ -70,7 +70,7 @@ TEST_F(ModelRepositoryTest, LoadsAGoodModelAndCompletesItsConfig) {
   repo_.AddVersion("simple", 1, "simple");
   repo_.WriteConfig("simple", kSimpleConfig);
   auto repo = Make();
-  repo->LoadStartupModels({});
+  ASSERT_TRUE(repo->LoadStartupModels({}).ok());
   auto v = repo->FindReady("simple", "");
   ASSERT_TRUE(v.ok()) << v.status().ToString();
   EXPECT_EQ((*v)->version, 1);
@@ -81,7 +81,7 @@ TEST_F(ModelRepositoryTest, LoadsAGoodModelAndCompletesItsConfig) {
 TEST_F(ModelRepositoryTest, ConfigIsOptional) {
   repo_.AddVersion("simple", 1, "simple");
   auto repo = Make();
-  repo->LoadStartupModels({});
+  ASSERT_TRUE(repo->LoadStartupModels({}).ok());
   auto v = repo->FindReady("simple", "1");
   ASSERT_TRUE(v.ok()) << v.status().ToString();
   EXPECT_EQ((*v)->config.input_size(), 2);
@@ -107,7 +107,7 @@ TEST_F(ModelRepositoryTest, BadModelsAreUnavailableWithTheirReasonAndOthersServe
   // protobuf strings): listed UNAVAILABLE with the reason, never served.
   repo_.AddVersion("bad\xffname", 1, "simple");
   auto repo = Make();
-  repo->LoadStartupModels({});
+  ASSERT_TRUE(repo->LoadStartupModels({}).ok());
 
   EXPECT_TRUE(repo->FindReady("simple", "").ok());
   EXPECT_FALSE(repo->AllReady());
@@ -163,7 +163,7 @@ TEST_F(ModelRepositoryTest, VersionPolicies) {
   std::filesystem::create_directories(repo_.root() / "zeros" / "02");
   std::filesystem::create_directories(repo_.root() / "zeros" / "-3");
   auto repo = Make();
-  repo->LoadStartupModels({});
+  ASSERT_TRUE(repo->LoadStartupModels({}).ok());
 
   EXPECT_TRUE(*repo->IsReady("latest", "3"));
   EXPECT_EQ(repo->FindReady("latest", "1").status().code(), StatusCode::kNotFound);
@@ -184,12 +184,12 @@ TEST_F(ModelRepositoryTest, AModelFileThatIsAFolderIsTheModelOnnxInIt) {
   std::filesystem::copy_file(std::filesystem::path(FASTPATH_TEST_MODELS_DIR) / "simple.onnx",
                              folder / "model.onnx");
   auto repo = Make();
-  repo->LoadStartupModels({});
+  ASSERT_TRUE(repo->LoadStartupModels({}).ok());
   EXPECT_TRUE(repo->FindReady("external", "").ok());
   std::filesystem::remove(folder / "model.onnx");
   std::filesystem::create_directories(folder / "model.onnx");  // a folder all the way down
   auto again = Make();
-  again->LoadStartupModels({});
+  ASSERT_TRUE(again->LoadStartupModels({}).ok());
   const auto index = again->Index(false);
   const server::RepositoryEntry* e = Entry(index, "external", "1");
   ASSERT_NE(e, nullptr);
@@ -201,7 +201,7 @@ TEST_F(ModelRepositoryTest, ExplicitModeLoadsOnlyWhatIsAsked) {
   repo_.AddVersion("simple", 1, "simple");
   repo_.AddVersion("simple_fp32", 1, "simple_fp32");
   auto repo = Make(ControlMode::kExplicit);
-  repo->LoadStartupModels({"simple"});
+  ASSERT_TRUE(repo->LoadStartupModels({"simple"}).ok());
   EXPECT_TRUE(repo->FindReady("simple", "").ok());
   EXPECT_EQ(repo->FindReady("simple_fp32", "").status().code(), StatusCode::kNotFound);
   const auto index = repo->Index(false);

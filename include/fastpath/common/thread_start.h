@@ -1,7 +1,8 @@
-// Starting a model's threads (a scheduler's, admission's holds), which fails when the process
-// is at its thread limit (ulimit -u, a container's pids limit): std::thread and std::async
-// then throw std::system_error, which would end the process (from a constructor, a joinable
-// std::thread destroyed; on the poll thread, uncaught). The model's load fails instead.
+// Starting threads, which fails when the process is at its thread limit (ulimit -u, a
+// container's pids limit): std::thread and std::async then throw std::system_error, which
+// would end the process (from a constructor, a joinable std::thread destroyed; on the poll
+// thread, uncaught). What wanted them fails instead: a model's load (its scheduler's,
+// admission's holds), or the server's start (its front ends', its watches').
 #pragma once
 
 #include <exception>
@@ -12,23 +13,25 @@
 
 namespace fastpath {
 
-// What the model's load is told: RESOURCE_EXHAUSTED, as it may load once other threads end.
-inline Status ThreadLimitReached(const std::system_error& e) {
-  return ResourceExhausted(std::string("could not start the model's threads (") + e.what() +
+// RESOURCE_EXHAUSTED, as it may start once other threads end. `what` names the threads:
+// "the model's threads".
+inline Status ThreadLimitReached(const std::system_error& e,
+                                 const std::string& what = "the model's threads") {
+  return ResourceExhausted("could not start " + what + " (" + e.what() +
                            "): the process is at its thread limit (ulimit -u, or the "
                            "container's pids limit)");
 }
 
 // Calls `start`, which starts threads one by one; when one cannot be started, calls `stop`
-// (which joins those started) and returns ThreadLimitReached.
+// (which joins those started) and returns ThreadLimitReached(e, what).
 template <typename Start, typename Stop>
-Status StartThreads(Start start, Stop stop) {
+Status StartThreads(Start start, Stop stop, const std::string& what = "the model's threads") {
   try {
     start();
     return Status::Ok();
   } catch (const std::system_error& e) {
     stop();
-    return ThreadLimitReached(e);
+    return ThreadLimitReached(e, what);
   }
 }
 

@@ -23,7 +23,8 @@ class ControlPool {
   using Task = std::function<Status()>;
   using Done = std::function<void(Status)>;
 
-  // `threads` workers (at least 1); at most `max_queued` operations wait for one.
+  // `threads` workers (at least 1); at most `max_queued` operations wait for one. At the
+  // thread limit, throws std::system_error (with no thread left running).
   ControlPool(size_t threads, size_t max_queued);
   ~ControlPool();  // Stop()
   ControlPool(const ControlPool&) = delete;

@@ -41,7 +41,7 @@ class DriftWatch {
   DriftWatch(const DriftWatch&) = delete;
   DriftWatch& operator=(const DriftWatch&) = delete;
 
-  void Start() { periodic_.Start(); }
+  Status Start() { return periodic_.Start("the drift watch's thread"); }
   void Stop() { periodic_.Stop(); }
   // One pass: every listed version observed at the clock's now, and judged. Versions no
   // longer listed are forgotten.

@@ -39,7 +39,7 @@ class GpuWatch {
 
   // Takes the first sample at once (a GPU already failing never looks ready), then starts
   // the sampling thread; an interval of 0 starts none (SampleNow still works).
-  void Start();
+  Status Start();
   // Stops the threads and waits for them; idempotent. With `patience`, waits that long at
   // most for a pass of reads: one that hangs keeps its thread, which is left to it (false),
   // and this watch, which that thread still uses, must then never be destroyed.

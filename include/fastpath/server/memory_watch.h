@@ -38,7 +38,7 @@ class MemoryWatch {
   MemoryWatch& operator=(const MemoryWatch&) = delete;
 
   // Starts the sampling thread; an interval of 0 starts none (SampleNow still works).
-  void Start() { periodic_.Start(); }
+  Status Start() { return periodic_.Start("the memory watch's thread"); }
   // Stops the thread and waits for it; idempotent.
   void Stop() { periodic_.Stop(); }
   // One pass: every instance of every listed version sampled at the clock's now, and judged.

@@ -7,9 +7,11 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 
 #include "fastpath/common/clock.h"
+#include "fastpath/common/status.h"
 
 namespace fastpath::server {
 
@@ -22,14 +24,17 @@ class Periodic {
   Periodic& operator=(const Periodic&) = delete;
 
   // Starts the thread, whose first pass is one interval from now; an interval of 0 starts
-  // none. Once only.
-  void Start();
+  // none. Once only. At the thread limit, RESOURCE_EXHAUSTED naming `what` ("the memory
+  // watch's thread"), and no thread.
+  Status Start(const std::string& what);
   // Stops the thread and waits for it (and a pass it is in); idempotent. With `patience`,
   // waits that long at most: a pass still running then keeps the thread, which is detached
   // and left to it (false). It still uses this object: its owner must then never destroy it.
   bool Stop(std::optional<std::chrono::milliseconds> patience = std::nullopt);
 
  private:
+  void StartThread();
+
   Clock* clock_;
   std::chrono::milliseconds interval_;
   std::function<void()> pass_;

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "fastpath/common/thread_name.h"
+#include "fastpath/common/thread_start.h"
 
 namespace fastpath::frontend::grpc_internal {
 namespace {
@@ -106,13 +107,17 @@ Inbox& Queues::InboxOf(const grpc::ServerCompletionQueue* cq) {
   std::abort();  // every call's queue is one of these
 }
 
-void Queues::Start() {
-  for (auto& queue : queues_) {
-    threads_.emplace_back([cq = queue.get(), i = threads_.size()] {
-      NameThisThread("fp-grpc/" + std::to_string(i));
-      Poll(cq);
-    });
-  }
+Status Queues::Start() {
+  return StartThreads(
+      [this] {
+        for (auto& queue : queues_) {
+          threads_.emplace_back([cq = queue.get(), i = threads_.size()] {
+            NameThisThread("fp-grpc/" + std::to_string(i));
+            Poll(cq);
+          });
+        }
+      },
+      [] {}, "the gRPC front end's threads");
 }
 
 void Queues::Close() {

@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "fastpath/common/status.h"
 #include "fastpath/frontend/request_bytes.h"
 
 namespace fastpath::frontend::grpc_internal {
@@ -129,8 +130,10 @@ class Queues {
     InboxOf(cq).Post(std::make_unique<HandoffOf<std::decay_t<Fn>>>(std::forward<Fn>(fn)));
   }
 
-  // Starts the threads, once the server is built and the first calls are requested.
-  void Start();
+  // Starts the threads, once the server is built and before the first calls are requested.
+  // At the thread limit, RESOURCE_EXHAUSTED: the threads started go on polling, and the
+  // server's shutdown (then Close) ends them; no call waits on a queue nobody polls.
+  Status Start();
 
   // Runs `request` (which requests a call on one of the queues) unless Close has begun:
   // gRPC does not allow a request on a queue that is shut down. The call counts from

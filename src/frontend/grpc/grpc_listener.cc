@@ -11,6 +11,7 @@
 #include <iterator>
 
 #include "fastpath/common/thread_name.h"
+#include "fastpath/common/thread_start.h"
 
 namespace fastpath::frontend::grpc_internal {
 
@@ -54,13 +55,17 @@ StatusOr<std::unique_ptr<GrpcListener>> GrpcListener::Listen(const std::string& 
 
 GrpcListener::~GrpcListener() { Stop(); }
 
-void GrpcListener::Start(grpc::Server* server) {
+Status GrpcListener::Start(grpc::Server* server) {
   server_ = server;
   Accept();
-  thread_ = std::thread([this] {
-    NameThisThread("fp-grpc-accept");
-    io_.run();
-  });
+  return StartThreads(
+      [this] {
+        thread_ = std::thread([this] {
+          NameThisThread("fp-grpc-accept");
+          io_.run();
+        });
+      },
+      [] {}, "the gRPC front end's accepting thread");
 }
 
 void GrpcListener::Stop() {

@@ -41,7 +41,7 @@ class GrpcListener {
 
   // Accepts on a thread of its own and hands every connection to `server`, which must be
   // started and outlive Stop().
-  void Start(grpc::Server* server);
+  Status Start(grpc::Server* server);
 
   // Closes the listening socket. Once it returns no connection is handed over; connections
   // still in the listen queue are reset. Idempotent.

@@ -8,8 +8,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "async_call.h"
 #include "fastpath/common/log.h"
@@ -117,9 +120,25 @@ StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(server::InferenceServer&
     out->queues_->Close();
     return Internal("the gRPC server did not start");
   }
-  out->service_->RequestCalls(out->queues_.get());
-  out->queues_->Start();
-  out->listener_->Start(out->server_.get());
+  // Threads first: should one not start, no call has been requested that a queue nobody
+  // polls would hold, and the shutdown ends those started.
+  Status started = out->queues_->Start();
+  if (started.ok()) {
+    out->service_->RequestCalls(out->queues_.get());
+    started = out->listener_->Start(out->server_.get());
+  }
+  if (!started.ok()) {
+    // At the thread limit gRPC may have failed to start threads of its own too, and then
+    // its event engine waits for ever, in grpc::Server's destructor, for a timer thread
+    // it never started (gRPC 1.51). The server is shut down and left, not destroyed: the
+    // process is about to end for want of threads anyway.
+    out->Shutdown(std::chrono::milliseconds(0));
+    static auto* const parked = new std::vector<std::unique_ptr<grpc::Server>>();
+    static std::mutex parked_mu;
+    std::lock_guard lock(parked_mu);
+    parked->push_back(std::move(out->server_));
+    return started;
+  }
   return out;
 }
 

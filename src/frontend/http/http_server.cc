@@ -16,18 +16,6 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <cerrno>
-#include <chrono>
-#include <condition_variable>
-#include <cstdint>
-#include <future>
-#include <mutex>
-#include <optional>
-#include <thread>
-#include <unordered_map>
-#include <utility>
-#include <vector>
-
 #include <boost/asio/basic_waitable_timer.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>
@@ -38,11 +26,24 @@
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <future>
+#include <mutex>
+#include <optional>
+#include <system_error>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "endpoint_router.h"
 #include "fastpath/common/log.h"
 #include "fastpath/common/open_files.h"
 #include "fastpath/common/thread_name.h"
+#include "fastpath/common/thread_start.h"
 #include "infer_codec.h"
 #include "request_body.h"
 #include "rollout_verdict.h"
@@ -662,8 +663,20 @@ class HttpServerImpl {
     return Status::Ok();
   }
 
-  void Run() {
+  // Starts the event loops' threads. At the thread limit, RESOURCE_EXHAUSTED with none left
+  // running.
+  Status Run() {
     Accept();
+    return StartThreads([this] { StartLoopThreads(); },
+                        [this] {
+                          for (auto& loop : iocs_) loop->stop();
+                          for (auto& t : threads_) t.join();
+                          threads_.clear();
+                        },
+                        "the HTTP front end's threads");
+  }
+
+  void StartLoopThreads() {
     const int n = std::max(core_->options.threads, 1);
     threads_.reserve(static_cast<size_t>(n));
     for (int i = 0; i < n; ++i) {
@@ -802,9 +815,14 @@ class HttpServerImpl {
 StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(server::InferenceServer& server,
                                                         const HttpOptions& options) {
   if (options.max_body_bytes == 0) return InvalidArgument("HTTP max_body_bytes must be positive");
-  auto impl = std::make_unique<HttpServerImpl>(server, options);
+  std::unique_ptr<HttpServerImpl> impl;
+  try {
+    impl = std::make_unique<HttpServerImpl>(server, options);
+  } catch (const std::system_error& e) {
+    return ThreadLimitReached(e, "the HTTP front end's rollout-verdict thread");
+  }
   FASTPATH_RETURN_IF_ERROR(impl->Listen());
-  impl->Run();
+  FASTPATH_RETURN_IF_ERROR(impl->Run());
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }
 

@@ -1621,7 +1621,7 @@ TEST(GrpcQueuesTest, RunOnRunsHandedOverWorkOnTheQueueThreadInOrder) {
   grpc_internal::Queues queues(builder, 1);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   ASSERT_NE(server, nullptr);
-  queues.Start();
+  ASSERT_TRUE(queues.Start().ok());
   grpc::ServerCompletionQueue* cq = queues.at(0);
 
   constexpr int kThreads = 3;
