@@ -708,6 +708,12 @@ Status PrepareRequests(bench::Target& target, const BenchFlags& flags, int64_t b
     return InvalidArgument("-b " + std::to_string(batch_size) + ": model '" + flags.model +
                            "' does not batch (its config's max_batch_size is 0), so -b must be 1");
   }
+  // Every request would be refused: say so before the measurement, not after it.
+  if (metadata.max_batch_size.value_or(0) > 0 && batch_size > *metadata.max_batch_size) {
+    return InvalidArgument("-b " + std::to_string(batch_size) + ": model '" + flags.model +
+                           "' takes at most " + std::to_string(*metadata.max_batch_size) +
+                           " rows a request (its config's max_batch_size)");
+  }
   std::vector<std::vector<Tensor>> requests;
   for (int64_t i = 0; i < flags.request_pool; ++i) {
     FASTPATH_ASSIGN_OR_RETURN(auto inputs,

@@ -345,6 +345,36 @@ TEST_F(NoBatchingBenchTest, BatchSizeIsRefused) {
   }
 }
 
+// A batch larger than the model's max_batch_size: every request would be refused, so the run
+// is refused before it measures (it used to measure the whole run, then exit 1).
+class SmallBatchBenchTest : public BenchTest {
+ protected:
+  std::vector<std::string> Models() override { return {}; }
+  void PrepareRepository(testing::TempRepository& repo) override {
+    repo.WriteConfig("simple",
+                     "max_batch_size: 4\n"
+                     "input [ { name: \"INPUT0\" data_type: TYPE_INT32 dims: [ 16 ] },\n"
+                     "        { name: \"INPUT1\" data_type: TYPE_INT32 dims: [ 16 ] } ]\n");
+    repo.AddVersion("simple", 1, "simple");
+  }
+};
+
+TEST_F(SmallBatchBenchTest, ABatchPastMaxBatchSizeIsRefusedBeforeTheRun) {
+  for (const std::vector<std::string>& transport :
+       {std::vector<std::string>{"-u", "127.0.0.1:" + std::to_string(server().http_port())},
+        std::vector<std::string>{"-i", "grpc", "-u", server().grpc_target()}}) {
+    auto args = Short();
+    args.insert(args.end(), transport.begin(), transport.end());
+    args.push_back("-b");
+    args.push_back("5");
+    BenchRun r = Run(args);
+    EXPECT_EQ(r.exit_code, 2) << r.err << r.out;
+    EXPECT_NE(r.err.find("-b 5: model 'simple' takes at most 4 rows a request"), std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.out.find("c=1"), std::string::npos) << "measured anyway: " << r.out;
+  }
+}
+
 TEST_F(BenchTest, Grpc) {
   auto args = Short();
   for (const std::string& a :
