@@ -10,6 +10,8 @@
 #include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <string>
+#include <string_view>
 
 #include "cli.h"
 #include "command_line.h"
@@ -44,11 +46,14 @@ CLI::Option* AddSetting(CLI::App& app, const std::string& flag, const std::strin
                   });
 }
 
-// --baseline is a recorded file when it names one (or ends in .json); a server otherwise.
+// --baseline is a recorded file when it names one, ends in .json or is a path (a server's
+// HOST:PORT has no '/'); a server otherwise.
 bool IsRecordFile(const std::string& text) {
   if (text.find("://") != std::string::npos) return false;
   std::error_code ec;
   if (fs::is_regular_file(text, ec)) return true;
+  const std::string_view trimmed(text.data(), text.find_last_not_of('/') + 1);
+  if (trimmed.find('/') != std::string_view::npos) return true;
   return text.size() > 5 && text.compare(text.size() - 5, 5, ".json") == 0;
 }
 

@@ -248,6 +248,9 @@ TEST(GateCommandLine, BadCommandLinesExit2NamingTheFlag) {
        "--output-tolerance"},
       {{"--model", "m", "--baseline", url, "--candidate", url, "--protocol", "ftp"}, "--protocol"},
       {{"--model", "m", "--baseline", "no-such-baseline.json", "--candidate", url}, "--baseline"},
+      // A path is a file, whatever its name (it was read as a server's address "with a path").
+      {{"--model", "m", "--baseline", "/nonexistent/baseline", "--candidate", url},
+       "--baseline '/nonexistent/baseline': no such file"},
       {{"--model", "m", "--baseline", url, "--candidate", "https://example.com"}, "--candidate"},
       {{"--model", "m", "--baseline", url, "--candidate", "127.0.0.1:port"}, "--candidate"},
       {{"--model", "m", "--baseline", url, "--candidate", url, "--candidate-grpc", "h:1"},
