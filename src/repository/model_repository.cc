@@ -3,11 +3,13 @@
 #include <stdlib.h>  // mkdtemp
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "fastpath/backend/placement.h"
@@ -41,10 +43,10 @@ StatusOr<std::string> ReadFile(const fs::path& path) {
   return out.str();
 }
 
-// Numeric folder names only: Triton ignores anything else in a model folder, and a name with
-// a leading zero ("02" would be version 2, beside a "2" or with its own files; logged).
-// A folder that cannot be listed (its permissions) is an error naming the cause, not a
-// model without versions.
+// Numeric folder names only: Triton ignores anything else in a model folder. A name that
+// looks meant as a version but is not one ("02", which would be version 2 beside a "2";
+// "1.0", "-1", "+5", one past int64) is ignored too, and logged. A folder that cannot be
+// listed (its permissions) is an error naming the cause, not a model without versions.
 StatusOr<std::vector<int64_t>> VersionFolders(const fs::path& dir) {
   std::vector<int64_t> versions;
   std::error_code ec;
@@ -53,16 +55,19 @@ StatusOr<std::vector<int64_t>> VersionFolders(const fs::path& dir) {
   for (const auto& entry : it) {
     if (!entry.is_directory(ec)) continue;
     const std::string name = entry.path().filename().string();
-    if (name.empty() || name[0] == '-') continue;
-    if (name.size() > 1 && name[0] == '0' &&
-        name.find_first_not_of("0123456789") == std::string::npos) {
-      log::Warn("version folder " + ToValidUtf8(entry.path().string()) +
-                " is ignored: a version's name has no leading zero (as Triton)");
-      continue;
-    }
+    if (name.empty()) continue;
     int64_t v = 0;
     auto [ptr, err] = std::from_chars(name.data(), name.data() + name.size(), v);
-    if (err == std::errc() && ptr == name.data() + name.size() && v >= 0) versions.push_back(v);
+    const bool leading_zero = name.size() > 1 && name[0] == '0';
+    if (err == std::errc() && ptr == name.data() + name.size() && v >= 0 && !leading_zero) {
+      versions.push_back(v);
+    } else if (std::isdigit(static_cast<unsigned char>(name[0])) || name[0] == '-' ||
+               name[0] == '+') {
+      log::Warn("version folder " + ToValidUtf8(entry.path().string()) +
+                " is ignored: a version is a whole number from 0 to " +
+                std::to_string(std::numeric_limits<int64_t>::max()) +
+                " written with no sign or leading zero (as Triton)");
+    }
   }
   std::sort(versions.begin(), versions.end());
   return versions;

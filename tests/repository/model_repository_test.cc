@@ -1,5 +1,6 @@
 #include "fastpath/repository/model_repository.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -7,11 +8,13 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <sstream>
 #include <thread>
 
 #include "fakes/as_nobody.h"
 #include "fakes/manual_clock.h"
 #include "fakes/temp_repository.h"
+#include "fastpath/common/log.h"
 #include "fastpath/onnxruntime/ort_backend.h"
 
 namespace fastpath::repository {
@@ -158,12 +161,28 @@ TEST_F(ModelRepositoryTest, VersionPolicies) {
   repo_.AddVersion("latest2", 5, "simple");
   repo_.WriteConfig("latest2", "version_policy { latest { num_versions: 2 } }");
   // As Triton: a folder with a leading zero is no version (it made "02" version 2, here an
-  // empty one that failed the model).
+  // empty one that failed the model), nor is one with a sign, a fraction or past int64. Each
+  // is logged, as meant for a version; a folder of another name (assets) is not.
   repo_.AddVersion("zeros", 1, "simple");
-  std::filesystem::create_directories(repo_.root() / "zeros" / "02");
-  std::filesystem::create_directories(repo_.root() / "zeros" / "-3");
+  const std::vector<std::string> not_versions = {"02", "-3", "+5", "1.0", "9223372036854775808"};
+  for (const std::string& name : not_versions) {
+    std::filesystem::create_directories(repo_.root() / "zeros" / name);
+  }
+  std::filesystem::create_directories(repo_.root() / "zeros" / "assets");
+  const log::Options saved = log::CurrentOptions();
+  std::ostringstream logged;
+  log::SetOutputForTesting(&logged);
   auto repo = Make();
-  ASSERT_TRUE(repo->LoadStartupModels({}).ok());
+  const Status loaded = repo->LoadStartupModels({});
+  log::SetOutputForTesting(nullptr);
+  log::Configure(saved);
+  ASSERT_TRUE(loaded.ok());
+  for (const std::string& name : not_versions) {
+    EXPECT_THAT(logged.str(),
+                ::testing::HasSubstr("zeros/" + name + " is ignored: a version is a whole number"))
+        << name;
+  }
+  EXPECT_THAT(logged.str(), ::testing::Not(::testing::HasSubstr("zeros/assets")));
 
   EXPECT_TRUE(*repo->IsReady("latest", "3"));
   EXPECT_EQ(repo->FindReady("latest", "1").status().code(), StatusCode::kNotFound);
