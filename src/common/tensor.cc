@@ -26,6 +26,14 @@ StatusOr<int64_t> ElementCount(const std::vector<int64_t>& shape, int64_t max_el
   return count;
 }
 
+StatusOr<int64_t> DeclaredElementCount(const std::vector<int64_t>& shape, int64_t max_elements,
+                                       const std::string& limit) {
+  auto count = ElementCount(shape, max_elements);
+  if (count.status().code() != StatusCode::kPayloadTooLarge) return count;
+  return InvalidArgument("shape " + ShapeToString(shape) + " has more elements than " + limit +
+                         " can hold (" + std::to_string(max_elements) + ")");
+}
+
 std::string ShapeToString(const std::vector<int64_t>& shape) {
   std::string out = "[";
   for (size_t i = 0; i < shape.size(); ++i) {

@@ -33,6 +33,13 @@ struct Tensor {
 // Called before anything is allocated for a request tensor.
 StatusOr<int64_t> ElementCount(const std::vector<int64_t>& shape,
                                int64_t max_elements = INT64_MAX);
+// The element count of a request tensor's declared shape, where `max_elements` is the most
+// that any request within its size limit (`limit`: "a request body of at most 64 MiB") can
+// carry. A shape past it contradicts the request it came in: InvalidArgument, not
+// PayloadTooLarge, for nothing was too large and the same request can never pass (413 and
+// RESOURCE_EXHAUSTED invite a retry).
+StatusOr<int64_t> DeclaredElementCount(const std::vector<int64_t>& shape, int64_t max_elements,
+                                       const std::string& limit);
 // "[1,3,224,224]"
 std::string ShapeToString(const std::vector<int64_t>& shape);
 

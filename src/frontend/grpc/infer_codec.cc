@@ -220,7 +220,9 @@ Status ParseInput(inference::ModelInferRequest& request, int index, bool use_raw
   // or a tag and a length byte (typed). Checked before anything is sized by the shape.
   const size_t elem = ElementSize(*dtype);
   const int64_t max_elements = max_message_bytes / static_cast<int64_t>(elem == 0 ? 2 : elem);
-  auto count = ElementCount(tensor->shape, max_elements);
+  auto count =
+      DeclaredElementCount(tensor->shape, max_elements,
+                           "a message of at most " + std::to_string(max_message_bytes) + " bytes");
   if (!count.ok()) return count.status().WithContext("input " + Quote(io.name()));
 
   if (use_raw) {

@@ -12,9 +12,9 @@
 
 namespace fastpath::frontend::grpc_internal {
 
-// Validates `request` and converts it. Every error is InvalidArgument (or
-// PayloadTooLarge for a shape whose element count could never fit in a message of
-// `max_message_bytes`) and names the offending input or field.
+// Validates `request` and converts it. Every error is InvalidArgument (a shape whose element
+// count could never fit in a message of `max_message_bytes` included) and names the
+// offending input or field.
 //
 // Takes `request` by mutable reference because it moves the raw_input_contents out of
 // it instead of copying them: the caller must not read them afterwards.

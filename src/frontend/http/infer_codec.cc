@@ -240,7 +240,8 @@ Status DecodeInput(const Value& input, size_t index, std::string_view binary,
 
   FASTPATH_RETURN_IF_ERROR(DecodeShape(input, what, &tensor->shape));
   // The one place a request's size claim meets the limit, before any allocation.
-  auto counted = ElementCount(tensor->shape, limits.max_elements);
+  auto counted = DeclaredElementCount(tensor->shape, limits.max_elements,
+                                      "a request body within the server's limit");
   if (!counted.ok()) return counted.status().WithContext(what);
   const int64_t count = *counted;
 

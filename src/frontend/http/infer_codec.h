@@ -50,8 +50,8 @@ struct DecodedInferRequest {
 // Parses an inference request body. `body` may be parsed in situ (its JSON part
 // overwritten) and may be reallocated; `json_length` is the parsed
 // Inference-Header-Content-Length, nullopt when the header is absent. Every error is
-// InvalidArgument (or PayloadTooLarge for a shape over the limit, Unimplemented for shared
-// memory and classification) with a message that names the offending field or tensor.
+// InvalidArgument (a shape over the limit included; Unimplemented for shared memory and
+// classification) with a message that names the offending field or tensor.
 //
 // The JSON is read first by a simdjson On-Demand fast path, which converts inputs' "data"
 // numbers straight into the tensors; anything it does not handle exactly as the RapidJSON

@@ -769,12 +769,16 @@ TEST_F(GrpcFrontendTest, RejectsTypedCountAndFieldMismatch) {
 TEST_F(GrpcFrontendTest, RejectsNegativeAndHugeDimsWithoutAllocating) {
   ExpectRejected(RawRequest("FP32", {1, -3}, Bytes<float>({1})),
                  grpc::StatusCode::INVALID_ARGUMENT, "negative dimension -3");
-  // 10^12 elements: refused from the shape alone, before anything is sized by it.
+  // 10^12 elements: refused from the shape alone, before anything is sized by it. No
+  // message within the limit holds them: INVALID_ARGUMENT, not RESOURCE_EXHAUSTED (which a
+  // retry policy retries).
   ExpectRejected(RawRequest("FP32", {1, 1000000000000}, Bytes<float>({1})),
-                 grpc::StatusCode::RESOURCE_EXHAUSTED, "input 'INPUT0'");
+                 grpc::StatusCode::INVALID_ARGUMENT,
+                 "input 'INPUT0': shape [1,1000000000000] has more elements than a message of "
+                 "at most");
   // Overflowing int64 when multiplied.
   ExpectRejected(RawRequest("INT8", {4611686018427387904, 4}, "x"),
-                 grpc::StatusCode::RESOURCE_EXHAUSTED, "input 'INPUT0'");
+                 grpc::StatusCode::INVALID_ARGUMENT, "input 'INPUT0'");
   // Typed: the huge count is not used to reserve either.
   ModelInferRequest typed;
   typed.set_model_name("identity");
@@ -784,7 +788,7 @@ TEST_F(GrpcFrontendTest, RejectsNegativeAndHugeDimsWithoutAllocating) {
   in->add_shape(1);
   in->add_shape(1000000000000);
   in->mutable_contents()->add_bytes_contents("a");
-  ExpectRejected(typed, grpc::StatusCode::RESOURCE_EXHAUSTED, "input 'INPUT0'");
+  ExpectRejected(typed, grpc::StatusCode::INVALID_ARGUMENT, "input 'INPUT0'");
 }
 
 TEST_F(GrpcFrontendTest, RejectsInvalidBytes) {
@@ -849,7 +853,7 @@ TEST_F(GrpcFrontendTest, MessageOverTheConfiguredLimitIsRefused) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_EQ(fake_.infer_calls(), 0);
   // The element bound follows the limit too: 2^20 + 1 one-byte elements cannot fit.
-  ExpectRejected(RawRequest("UINT8", {(1 << 20) + 1}, "x"), grpc::StatusCode::RESOURCE_EXHAUSTED,
+  ExpectRejected(RawRequest("UINT8", {(1 << 20) + 1}, "x"), grpc::StatusCode::INVALID_ARGUMENT,
                  "INPUT0");
 }
 
