@@ -46,7 +46,8 @@ namespace {
 // load (every other thread blocks them). During start-up a signal ends the process at once:
 // nothing has been accepted yet, and a pod deleted while it loads goes now, not at
 // Kubernetes' SIGKILL after terminationGracePeriodSeconds. Once serving, the first signal
-// begins the drain, and a second one ends the process at once (Ctrl-C twice).
+// begins the drain, and a second one ends the process at once (Ctrl-C twice). Once the drain
+// is done, SIGALRM (Done's alarm) ends a process that has not ended by itself.
 class ShutdownSignals {
  public:
   explicit ShutdownSignals(const sigset_t& signals) : signals_(signals) {
@@ -58,11 +59,15 @@ class ShutdownSignals {
     std::lock_guard lock(mu_);
     serving_ = true;
   }
-  // The drain is over: a signal from now on is ignored (the process is about to exit 0,
-  // and its logger may be going away).
-  void Done() {
+  // The drain is over: a signal from now on is ignored (the process is about to exit 0).
+  // What is left is to destroy what served, which should take a moment; should it hang,
+  // the process exits 0 all the same once `patience` has passed: everything it accepted
+  // has been answered. (At the thread limit gRPC 1.51 waits for ever, in grpc_shutdown, for
+  // a timer thread it could not start.)
+  void Done(std::chrono::seconds patience) {
     std::lock_guard lock(mu_);
     done_ = true;
+    alarm(static_cast<unsigned>(patience.count()));
   }
   // Waits for the signal that begins the drain; returns it.
   int AwaitDrain() {
@@ -76,8 +81,15 @@ class ShutdownSignals {
     for (;;) {
       int number = 0;
       if (sigwait(&signals_, &number) != 0) continue;
-      const std::string name = number == SIGTERM ? "SIGTERM" : "SIGINT";
       std::lock_guard lock(mu_);
+      if (number == SIGALRM) {
+        if (!done_) continue;  // not Done's
+        log::Warn(
+            "the process had not ended well after its drain (destroying what served hung): "
+            "exiting now");
+        std::_Exit(0);
+      }
+      const std::string name = number == SIGTERM ? "SIGTERM" : "SIGINT";
       if (done_) continue;
       if (!serving_) {
         log::Warn(name + " during start-up: exiting before serving (no request was accepted)");
@@ -590,6 +602,7 @@ int Serve(const std::vector<std::string>& args) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGALRM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   // Leaked on purpose: its thread uses it until the process ends.
   ShutdownSignals* shutdown_signals = nullptr;
@@ -690,14 +703,20 @@ int Serve(const std::vector<std::string>& args) {
   const auto remaining = std::max(std::chrono::milliseconds(1000),
                                   grace - std::chrono::duration_cast<std::chrono::milliseconds>(
                                               std::chrono::steady_clock::now() - started));
-  // Side by side, each with the time left; one after the other when no thread can start.
+  // Side by side, each with the time left; one after the other when no thread can start,
+  // HTTP with what gRPC left.
   std::thread grpc_stop;
+  auto http_remaining = remaining;
   try {
     grpc_stop = std::thread([&] { (*grpc)->Shutdown(remaining); });
   } catch (const std::system_error&) {
+    const auto before = std::chrono::steady_clock::now();
     (*grpc)->Shutdown(remaining);
+    http_remaining = std::max(std::chrono::milliseconds(0),
+                              remaining - std::chrono::duration_cast<std::chrono::milliseconds>(
+                                              std::chrono::steady_clock::now() - before));
   }
-  (*http)->Shutdown(remaining);
+  (*http)->Shutdown(http_remaining);
   if (grpc_stop.joinable()) grpc_stop.join();
   metrics_server.reset();  // served through the drain; closed last
   if (left.outlived > 0) {
@@ -706,7 +725,7 @@ int Serve(const std::vector<std::string>& args) {
               " queued jobs (requests, ensemble steps) had not started and were answered "
               "UNAVAILABLE, and the runs in progress ran to their answers");
   }
-  shutdown_signals->Done();
+  shutdown_signals->Done(std::chrono::seconds(10));
   log::Info("stopped");
   return 0;
 }

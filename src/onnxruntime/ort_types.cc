@@ -3,6 +3,8 @@
 #include <array>
 #include <utility>
 
+#include "fastpath/common/thread_start.h"
+
 namespace fastpath::onnxruntime {
 namespace {
 
@@ -102,6 +104,12 @@ Status StatusFromOrtError(OrtErrorCode code, const std::string& context,
   std::string text = context + ": " + message.substr(0, end == std::string::npos ? 0 : end + 1);
   if (code != ORT_OK && IsOutOfMemoryMessage(message)) {
     return ResourceExhausted("out of memory: " + std::move(text));
+  }
+  // ORT's thread pools throw this when the process is at its thread limit (EAGAIN): not the
+  // model's fault, and it may load once other threads end.
+  if (message.find("pthread_create failed") != std::string::npos &&
+      message.find("Resource temporarily unavailable") != std::string::npos) {
+    return ThreadLimitReached("ONNX Runtime's threads", text);
   }
   switch (code) {
     case ORT_OK:

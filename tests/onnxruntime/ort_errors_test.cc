@@ -40,6 +40,22 @@ TEST(OrtErrorsTest, EveryKnownOutOfMemoryFormIsResourceExhausted) {
   }
 }
 
+// ORT's thread pool, at the process's thread limit (its text, seen under ulimit -u): not the
+// model file's fault (a load's ORT_FAIL is otherwise taken as the file's), and it may load
+// once other threads end.
+TEST(OrtErrorsTest, AThreadThatCannotStartIsTheThreadLimit) {
+  const Status s = StatusFromOrtError(
+      ORT_FAIL, "cannot load ONNX model 'm'",
+      "/onnxruntime_src/onnxruntime/core/platform/posix/env.cc:185 "
+      "onnxruntime::{anonymous}::PosixThread::PosixThread(...) pthread_create failed, error "
+      "code: 11 error msg: Resource temporarily unavailable\n");
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
+  EXPECT_THAT(s.message(), ::testing::StartsWith("could not start ONNX Runtime's threads "
+                                                 "(cannot load ONNX model 'm': "));
+  EXPECT_THAT(s.message(), ::testing::EndsWith("the process is at its thread limit (ulimit -u, "
+                                               "or the container's pids limit)"));
+}
+
 TEST(OrtErrorsTest, OtherFailuresKeepTheirCodes) {
   EXPECT_FALSE(IsOutOfMemoryMessage("Got invalid dimensions for input: x"));
   EXPECT_EQ(StatusFromOrtError(ORT_INVALID_ARGUMENT, "c", "Got invalid dimensions").code(),

@@ -13,13 +13,17 @@
 
 namespace fastpath {
 
-// RESOURCE_EXHAUSTED, as it may start once other threads end. `what` names the threads:
-// "the model's threads".
-inline Status ThreadLimitReached(const std::system_error& e,
-                                 const std::string& what = "the model's threads") {
-  return ResourceExhausted("could not start " + what + " (" + e.what() +
+// RESOURCE_EXHAUSTED, as it may start once other threads end. `what` names the threads
+// ("the model's threads"), `cause` is what the failed start said.
+inline Status ThreadLimitReached(const std::string& what, const std::string& cause) {
+  return ResourceExhausted("could not start " + what + " (" + cause +
                            "): the process is at its thread limit (ulimit -u, or the "
                            "container's pids limit)");
+}
+
+inline Status ThreadLimitReached(const std::system_error& e,
+                                 const std::string& what = "the model's threads") {
+  return ThreadLimitReached(what, e.what());
 }
 
 // Calls `start`, which starts threads one by one; when one cannot be started, calls `stop`
