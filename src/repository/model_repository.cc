@@ -603,7 +603,12 @@ void ModelRepository::LoadVersions(const std::string& name, const std::vector<in
 
 std::string ModelRepository::KeepServing(ModelState& serving, ModelState& fresh) {
   const auto ready = [](const VersionStatus& v) { return v.runtime != nullptr; };
-  if (std::none_of(serving.versions.begin(), serving.versions.end(), ready)) return "";
+  if (std::none_of(serving.versions.begin(), serving.versions.end(), ready)) {
+    // Nothing served before (a new model): one whose failure may pass when tried again
+    // keeps no fingerprint, so that the next poll reads it again.
+    if (ReadAgain(fresh)) fresh.fingerprint.clear();
+    return "";
+  }
   if (!fresh.reason.empty() || std::none_of(fresh.versions.begin(), fresh.versions.end(), ready)) {
     // Nothing new serves: the model stays as it was. The fingerprint is the new one, so
     // that a poll does not reload the same broken files again, unless the failure may pass
@@ -643,9 +648,14 @@ std::string ModelRepository::KeepServing(ModelState& serving, ModelState& fresh)
 }
 
 bool ModelRepository::ReadAgain(const ModelState& fresh) {
-  if (!fresh.reason.empty()) return fresh.failure == StatusCode::kUnavailable;
-  return std::any_of(fresh.versions.begin(), fresh.versions.end(), [](const VersionStatus& v) {
-    return v.runtime == nullptr && v.failure == StatusCode::kUnavailable;
+  // UNAVAILABLE (busy, the folder changed while read) and RESOURCE_EXHAUSTED (out of memory,
+  // the thread limit): what other models hold may be given back.
+  const auto may_pass = [](StatusCode code) {
+    return code == StatusCode::kUnavailable || code == StatusCode::kResourceExhausted;
+  };
+  if (!fresh.reason.empty()) return may_pass(fresh.failure);
+  return std::any_of(fresh.versions.begin(), fresh.versions.end(), [&](const VersionStatus& v) {
+    return v.runtime == nullptr && may_pass(v.failure);
   });
 }
 
@@ -1088,10 +1098,18 @@ size_t ModelRepository::FailQueued(const Status& why) {
 
 StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::FindReady(const std::string& name,
                                                                   const std::string& version) const {
-  std::lock_guard lock(mu_);
-  auto it = models_.find(name);
-  if (it == models_.end()) return NotFound("unknown model '" + name + "'");
-  return FindLocked(name, it->second, version);
+  {
+    std::lock_guard lock(mu_);
+    auto it = models_.find(name);
+    if (it != models_.end()) return FindLocked(name, it->second, version);
+  }
+  // A model the repository holds but that is not loaded is not a typo: say which.
+  if (NamesAFolder(name) && !FoldersOf(name).empty()) {
+    return NotFound("model '" + name +
+                    "' is not loaded: its folder is in the repository, and the repository "
+                    "index lists it UNAVAILABLE (unloaded)");
+  }
+  return NotFound("unknown model '" + name + "'");
 }
 
 StatusOr<std::shared_ptr<ModelVersion>> ModelRepository::FindLocked(const std::string& name,
@@ -1143,7 +1161,9 @@ std::vector<std::shared_ptr<ModelVersion>> ModelRepository::ReadyVersions(
 
 std::vector<server::RepositoryEntry> ModelRepository::Index(bool ready_only) const {
   std::vector<server::RepositoryEntry> out;
-  const std::vector<std::string> on_disk = ModelFolders();
+  // Only the full index lists the folders: the watches and the canaries ask for what is
+  // ready every second, which must not read the repository (an NFS volume) each time.
+  const std::vector<std::string> on_disk = ready_only ? std::vector<std::string>() : ModelFolders();
   std::lock_guard lock(mu_);
   for (const auto& [name, state] : models_) {
     if (!state.reason.empty()) {

@@ -222,7 +222,13 @@ TEST_F(ModelRepositoryTest, ExplicitModeLoadsOnlyWhatIsAsked) {
   auto repo = Make(ControlMode::kExplicit);
   ASSERT_TRUE(repo->LoadStartupModels({"simple"}).ok());
   EXPECT_TRUE(repo->FindReady("simple", "").ok());
+  // Not loaded, and not a typo either: the answer says which.
   EXPECT_EQ(repo->FindReady("simple_fp32", "").status().code(), StatusCode::kNotFound);
+  EXPECT_THAT(repo->FindReady("simple_fp32", "").status().message(),
+              ::testing::StartsWith("model 'simple_fp32' is not loaded: its folder is in the "
+                                    "repository"));
+  EXPECT_EQ(repo->FindReady("simple_fp33", "").status().message(), "unknown model 'simple_fp33'");
+  EXPECT_EQ(repo->FindReady("../simple", "").status().message(), "unknown model '../simple'");
   const auto index = repo->Index(false);
   auto unloaded = Entry(index, "simple_fp32", "");
   ASSERT_NE(unloaded, nullptr);
@@ -348,6 +354,32 @@ TEST_F(ModelRepositoryTest, APollRetriesAReloadThatMayPassWhenTriedAgain) {
   repo.Poll();
   EXPECT_EQ(admitted_3, 1);
   EXPECT_EQ((*repo.FindReady("simple", ""))->version, 2);
+
+  // A new model that fails RESOURCE_EXHAUSTED (out of memory, the thread limit: what other
+  // models hold may be given back) is read again too, though nothing of it served. It stayed
+  // down until its files changed.
+  int admitted_new = 0;
+  admit = [&](ModelVersion& version) {
+    if (version.model_name != "later") return Status::Ok();
+    ++admitted_new;
+    return admitted_new < 3 ? ResourceExhausted("could not start the model's threads")
+                            : Status::Ok();
+  };
+  repo_.AddVersion("later", 1, "simple");
+  clock.Advance(interval);
+  repo.Poll();
+  EXPECT_EQ(admitted_new, 1);
+  EXPECT_FALSE(repo.FindReady("later", "").ok());
+  clock.Advance(interval);
+  repo.Poll();
+  EXPECT_EQ(admitted_new, 2);
+  clock.Advance(3 * interval);
+  repo.Poll();
+  EXPECT_EQ(admitted_new, 3);
+  EXPECT_TRUE(repo.FindReady("later", "").ok());
+  clock.Advance(40 * interval);
+  repo.Poll();
+  EXPECT_EQ(admitted_new, 3);  // serving, its files unchanged: not read again
 }
 
 // A config.pbtxt that is a link to nothing (a ConfigMap mounted elsewhere) is an error: the

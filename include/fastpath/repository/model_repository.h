@@ -380,7 +380,8 @@ class ModelRepository {
   static std::string KeepServing(ModelState& serving, ModelState& fresh);
   // Whether a failed load may pass when its files are read again as they are: the model or a
   // version failed UNAVAILABLE (the rollout gate found the serving version too busy to time,
-  // the folder changed while it was read).
+  // the folder changed while it was read) or RESOURCE_EXHAUSTED (out of memory, the thread
+  // limit).
   static bool ReadAgain(const ModelState& fresh);
   void PollLoop();
 
