@@ -379,19 +379,29 @@ std::vector<RepositoryEntry> Server::RepositoryIndex(bool ready_only) const {
   return out;
 }
 
+namespace {
+
+// Loads and unloads are the explicit mode's; in the others the repository's folders decide.
+Status CheckExplicitControl(repository::ControlMode mode) {
+  if (mode == repository::ControlMode::kExplicit) return Status::Ok();
+  return FailedPrecondition(
+      std::string("explicit model load/unload is not allowed: the server runs with "
+                  "--model-control-mode ") +
+      (mode == repository::ControlMode::kPoll
+           ? "poll, where the repository's folders decide what is loaded"
+           : "none, where what was loaded at start stays loaded") +
+      "; start it with --model-control-mode explicit");
+}
+
+}  // namespace
+
 Status Server::LoadModel(const std::string& name, const LoadOverride& load) {
-  if (repository_->options().mode != repository::ControlMode::kExplicit) {
-    return FailedPrecondition("explicit model load/unload is not allowed: the server runs with "
-                              "--model-control-mode other than explicit");
-  }
+  FASTPATH_RETURN_IF_ERROR(CheckExplicitControl(repository_->options().mode));
   return repository_->Load(name, load);
 }
 
 Status Server::UnloadModel(const std::string& name, bool unload_dependents) {
-  if (repository_->options().mode != repository::ControlMode::kExplicit) {
-    return FailedPrecondition("explicit model load/unload is not allowed: the server runs with "
-                              "--model-control-mode other than explicit");
-  }
+  FASTPATH_RETURN_IF_ERROR(CheckExplicitControl(repository_->options().mode));
   return repository_->Unload(name, unload_dependents);
 }
 

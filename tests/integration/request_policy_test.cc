@@ -254,7 +254,8 @@ TEST_F(RequestPolicyTest, LoadAndUnloadParametersAlike) {
       // Well-formed: refused by this server's control mode, alike.
       {true, "config", std::string("{}"), StatusCode::kFailedPrecondition,
        "explicit model load/unload is not allowed: the server runs with --model-control-mode "
-       "other than explicit"},
+       "none, where what was loaded at start stays loaded; start it with --model-control-mode "
+       "explicit"},
       {false, "colour", true, StatusCode::kInvalidArgument,
        "unknown unload parameter 'colour'; fastpath's model unload takes only "
        "'unload_dependents'"},
