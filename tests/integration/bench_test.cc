@@ -321,64 +321,61 @@ TEST_F(BenchTest, AnOutputItCannotWriteIsRefusedBeforeMeasuring) {
   EXPECT_EQ(r.out.find("c=1"), std::string::npos) << "measured anyway: " << r.out;
 }
 
-// A model that does not batch (max_batch_size 0, a leading -1 of its own): -b would count
-// each request's rows as inferences. Refused over both protocols, as perf_analyzer does.
-class NoBatchingBenchTest : public BenchTest {
+// The simple model under a config of the test's: `-b` is checked against its max_batch_size
+// before the run, over both protocols.
+class BatchLimitBenchTest : public BenchTest {
  protected:
+  virtual std::string Config() const = 0;
   std::vector<std::string> Models() override { return {}; }
   void PrepareRepository(testing::TempRepository& repo) override {
-    repo.WriteConfig("simple",
-                     "max_batch_size: 0\n"
-                     "input [ { name: \"INPUT0\" data_type: TYPE_INT32 dims: [ -1, 16 ] },\n"
-                     "        { name: \"INPUT1\" data_type: TYPE_INT32 dims: [ -1, 16 ] } ]\n");
+    repo.WriteConfig("simple", Config());
     repo.AddVersion("simple", 1, "simple");
+  }
+  // `-b batch` exits 2 naming `why`, over HTTP and gRPC, having measured nothing.
+  void ExpectRefused(int batch, const std::string& why) {
+    for (const std::vector<std::string>& transport :
+         {std::vector<std::string>{"-u", "127.0.0.1:" + std::to_string(server().http_port())},
+          std::vector<std::string>{"-i", "grpc", "-u", server().grpc_target()}}) {
+      auto args = Short();
+      args.insert(args.end(), transport.begin(), transport.end());
+      args.push_back("-b");
+      args.push_back(std::to_string(batch));
+      BenchRun r = Run(args);
+      EXPECT_EQ(r.exit_code, 2) << r.err << r.out;
+      EXPECT_NE(r.err.find(why), std::string::npos) << r.err;
+      EXPECT_EQ(r.out.find("c=1"), std::string::npos) << "measured anyway: " << r.out;
+    }
+  }
+};
+
+// A model that does not batch (max_batch_size 0, a leading -1 of its own): -b would count
+// each request's rows as inferences. Refused, as perf_analyzer does.
+class NoBatchingBenchTest : public BatchLimitBenchTest {
+ protected:
+  std::string Config() const override {
+    return "max_batch_size: 0\n"
+           "input [ { name: \"INPUT0\" data_type: TYPE_INT32 dims: [ -1, 16 ] },\n"
+           "        { name: \"INPUT1\" data_type: TYPE_INT32 dims: [ -1, 16 ] } ]\n";
   }
 };
 
 TEST_F(NoBatchingBenchTest, BatchSizeIsRefused) {
-  for (const std::vector<std::string>& transport :
-       {std::vector<std::string>{"-u", "127.0.0.1:" + std::to_string(server().http_port())},
-        std::vector<std::string>{"-i", "grpc", "-u", server().grpc_target()}}) {
-    auto args = Short();
-    args.insert(args.end(), transport.begin(), transport.end());
-    args.push_back("-b");
-    args.push_back("8");
-    BenchRun r = Run(args);
-    EXPECT_EQ(r.exit_code, 2) << r.err << r.out;
-    EXPECT_NE(r.err.find("-b 8: model 'simple' does not batch (its config's max_batch_size is 0)"),
-              std::string::npos)
-        << r.err;
-  }
+  ExpectRefused(8, "-b 8: model 'simple' does not batch (its config's max_batch_size is 0)");
 }
 
 // A batch larger than the model's max_batch_size: every request would be refused, so the run
 // is refused before it measures (it used to measure the whole run, then exit 1).
-class SmallBatchBenchTest : public BenchTest {
+class SmallBatchBenchTest : public BatchLimitBenchTest {
  protected:
-  std::vector<std::string> Models() override { return {}; }
-  void PrepareRepository(testing::TempRepository& repo) override {
-    repo.WriteConfig("simple",
-                     "max_batch_size: 4\n"
-                     "input [ { name: \"INPUT0\" data_type: TYPE_INT32 dims: [ 16 ] },\n"
-                     "        { name: \"INPUT1\" data_type: TYPE_INT32 dims: [ 16 ] } ]\n");
-    repo.AddVersion("simple", 1, "simple");
+  std::string Config() const override {
+    return "max_batch_size: 4\n"
+           "input [ { name: \"INPUT0\" data_type: TYPE_INT32 dims: [ 16 ] },\n"
+           "        { name: \"INPUT1\" data_type: TYPE_INT32 dims: [ 16 ] } ]\n";
   }
 };
 
 TEST_F(SmallBatchBenchTest, ABatchPastMaxBatchSizeIsRefusedBeforeTheRun) {
-  for (const std::vector<std::string>& transport :
-       {std::vector<std::string>{"-u", "127.0.0.1:" + std::to_string(server().http_port())},
-        std::vector<std::string>{"-i", "grpc", "-u", server().grpc_target()}}) {
-    auto args = Short();
-    args.insert(args.end(), transport.begin(), transport.end());
-    args.push_back("-b");
-    args.push_back("5");
-    BenchRun r = Run(args);
-    EXPECT_EQ(r.exit_code, 2) << r.err << r.out;
-    EXPECT_NE(r.err.find("-b 5: model 'simple' takes at most 4 rows a request"), std::string::npos)
-        << r.err;
-    EXPECT_EQ(r.out.find("c=1"), std::string::npos) << "measured anyway: " << r.out;
-  }
+  ExpectRefused(5, "-b 5: model 'simple' takes at most 4 rows a request");
 }
 
 TEST_F(BenchTest, Grpc) {
