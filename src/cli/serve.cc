@@ -67,6 +67,7 @@ class ShutdownSignals {
   void Done(std::chrono::seconds patience) {
     std::lock_guard lock(mu_);
     done_ = true;
+    patience_ = patience;
     alarm(static_cast<unsigned>(patience.count()));
   }
   // Waits for the signal that begins the drain; returns it.
@@ -84,9 +85,8 @@ class ShutdownSignals {
       std::lock_guard lock(mu_);
       if (number == SIGALRM) {
         if (!done_) continue;  // not Done's
-        log::Warn(
-            "the process had not ended well after its drain (destroying what served hung): "
-            "exiting now");
+        log::Warn("the process had not ended " + std::to_string(patience_.count()) +
+                  " s after its drain (destroying what served hung): exiting now");
         std::_Exit(0);
       }
       const std::string name = number == SIGTERM ? "SIGTERM" : "SIGINT";
@@ -111,6 +111,7 @@ class ShutdownSignals {
   std::condition_variable cv_;
   bool serving_ = false;  // guarded by mu_
   bool done_ = false;     // guarded by mu_
+  std::chrono::seconds patience_{0};  // guarded by mu_
   int first_ = 0;         // guarded by mu_; the signal that began the drain
 };
 
