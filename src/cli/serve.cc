@@ -629,12 +629,11 @@ int Serve(const std::vector<std::string>& args) {
             ", execution providers per model (KIND_GPU: the config's gpu_execution_accelerator "
             "list or cuda, through the plugin-EP API; placement logged per instance)");
   std::shared_ptr<backend::Backend> shared_backend = std::move(backend).value();
-  auto server = server::Server::Create(flags.server, shared_backend);
+  auto server = server::Server::Open(flags.server, shared_backend);
   if (!server.ok()) {
     log::Error(server.status().ToString());
     return kExitRuntime;
   }
-  if (int code = JudgeStartup((*server)->Admission()); code != kExitOk) return code;
   if (flags.rollout_verdict.enabled()) {
     flags.http.rollout_verdict = MakeRolloutVerdict(flags.rollout_verdict);
     log::Warn(
@@ -642,8 +641,9 @@ int Serve(const std::vector<std::string>& args) {
         "measure itself against the allowed baselines (--rollout-verdict-baseline, "
         "--rollout-verdict-records), a few seconds of load on both");
   }
-  // A signal from here on drains: the front ends may accept requests from now.
-  shutdown_signals->Serving();
+  // The front ends start before the models load, their threads with the server's own: under
+  // a thread limit the models that do not fit fail, not the process. Until the start ends
+  // they answer health (not ready) and refuse inference and model control (503).
   // One bound for both front ends: the memory is the process's.
   flags.http.request_bytes = flags.grpc.request_bytes =
       std::make_shared<frontend::RequestBytes>(flags.request_bytes_in_flight);
@@ -671,7 +671,16 @@ int Serve(const std::vector<std::string>& args) {
             flags.grpc.address + ":" + std::to_string((*grpc)->port()) + ", metrics " +
             (metrics_server ? "on " + flags.metrics.address + ":" +
                                   std::to_string(metrics_server->port()) + "/metrics"
-                            : std::string("off")));
+                            : std::string("off")) +
+            "; loading the models");
+  if (Status s = (*server)->LoadStartupModels(); !s.ok()) {
+    log::Error(s.ToString());
+    return kExitRuntime;
+  }
+  if (int code = JudgeStartup((*server)->Admission()); code != kExitOk) return code;
+  // A signal from here on drains: requests are accepted from now.
+  shutdown_signals->Serving();
+  (*server)->EndStartup();
   if ((*server)->IsReady()) {
     log::Info("server is READY");
   } else {

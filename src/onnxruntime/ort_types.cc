@@ -106,10 +106,11 @@ Status StatusFromOrtError(OrtErrorCode code, const std::string& context,
     return ResourceExhausted("out of memory: " + std::move(text));
   }
   // ORT's thread pools throw this when the process is at its thread limit (EAGAIN): not the
-  // model's fault, and it may load once other threads end.
+  // model's fault, and it may load once other threads end. ORT's source line and thread
+  // class say nothing to the reader; the caller names the model.
   if (message.find("pthread_create failed") != std::string::npos &&
       message.find("Resource temporarily unavailable") != std::string::npos) {
-    return ThreadLimitReached("ONNX Runtime's threads", text);
+    return ThreadLimitReached("ONNX Runtime's threads", "Resource temporarily unavailable");
   }
   switch (code) {
     case ORT_OK:

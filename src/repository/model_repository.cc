@@ -743,6 +743,14 @@ Status ModelRepository::LoadStartupModels(const std::vector<std::string>& explic
                    std::find(explicit_models.begin(), explicit_models.end(), "*") !=
                        explicit_models.end();
   names = all ? ModelFolders() : explicit_models;
+  // The poll thread starts before the models: under a thread limit (a pod's pids limit)
+  // the models that do not fit fail, not the server's own thread. Its first poll waits
+  // for the start-up loads.
+  if (options_.mode == ControlMode::kPoll && !poll_thread_.joinable()) {
+    FASTPATH_RETURN_IF_ERROR(
+        StartThreads([&] { poll_thread_ = std::thread([this] { PollLoop(); }); }, [] {},
+                     "the repository's poll thread"));
+  }
   for (const auto& name : names) {
     {
       // Already loaded as the step of an ensemble loaded before it: named here, it is the
@@ -762,9 +770,12 @@ Status ModelRepository::LoadStartupModels(const std::vector<std::string>& explic
       }
     }
   }
-  if (options_.mode != ControlMode::kPoll || poll_thread_.joinable()) return Status::Ok();
-  return StartThreads([&] { poll_thread_ = std::thread([this] { PollLoop(); }); }, [] {},
-                      "the repository's poll thread");
+  {
+    std::lock_guard lock(poll_mu_);
+    startup_loaded_ = true;
+  }
+  poll_cv_.notify_all();
+  return Status::Ok();
 }
 
 Status ModelRepository::Load(const std::string& name, const LoadOverride& load) {
@@ -1001,6 +1012,7 @@ void ModelRepository::Poll() {
 
 void ModelRepository::PollLoop() {
   std::unique_lock lock(poll_mu_);
+  poll_cv_.wait(lock, [&] { return startup_loaded_ || poll_stop_; });
   while (!poll_cv_.wait_for(lock, options_.poll_interval, [&] { return poll_stop_; })) {
     lock.unlock();
     // The poll thread's safety net: what a load did not turn into its model's failure ends

@@ -17,6 +17,10 @@ namespace fastpath::server {
 
 namespace {
 
+constexpr const char* kStarting =
+    "the server is starting: its start-up models are still loading (GET /v2/health/ready "
+    "answers 200 once they have)";
+
 // A client's version as the repository names it. Triton reads the string as an integer, so
 // "01" is version 1; one that is not a non-negative integer is refused as Triton refuses it
 // (HTTP's path already takes digits only).
@@ -127,6 +131,15 @@ Server::Server(ServerOptions options, std::shared_ptr<backend::Backend> backend)
 
 StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options,
                                                  std::shared_ptr<backend::Backend> backend) {
+  FASTPATH_ASSIGN_OR_RETURN(std::unique_ptr<Server> server,
+                            Open(std::move(options), std::move(backend)));
+  FASTPATH_RETURN_IF_ERROR(server->LoadStartupModels());
+  server->EndStartup();
+  return server;
+}
+
+StatusOr<std::unique_ptr<Server>> Server::Open(ServerOptions options,
+                                               std::shared_ptr<backend::Backend> backend) {
   std::error_code ec;
   if (options.repository.roots.empty()) return InvalidArgument("no model repository");
   for (const auto& root : options.repository.roots) {
@@ -181,7 +194,8 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options,
       [raw = server.get()](const std::string& model, const std::string& version) {
         return raw->BindStep(model, version);
       });
-  FASTPATH_RETURN_IF_ERROR(server->repository_->LoadStartupModels(server->options_.startup_models));
+  // The server's own threads start before any model: under a thread limit (a pod's pids
+  // limit) the models that do not fit fail, each named, and the server serves the others.
   Server* raw = server.get();
   server->memory_watch_ = std::make_unique<MemoryWatch>(
       [raw] { return raw->ServingVersions(); }, server->clock_,
@@ -208,8 +222,6 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options,
       server->clock_, server->options_.drift,
       server->options_.drift_sample_interval.value_or(
           DriftWatch::IntervalFor(server->options_.drift.window)));
-  // The first observation is each version's start: its baseline counts from here.
-  server->drift_watch_->SampleNow();
   FASTPATH_RETURN_IF_ERROR(server->drift_watch_->Start());
   server->canary_thread_ =
       std::make_unique<Periodic>(server->clock_, server->options_.canary_tick, [raw] {
@@ -218,6 +230,18 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options,
       });
   FASTPATH_RETURN_IF_ERROR(server->canary_thread_->Start("the canary thread"));
   return server;
+}
+
+Status Server::LoadStartupModels() {
+  FASTPATH_RETURN_IF_ERROR(repository_->LoadStartupModels(options_.startup_models));
+  // The first observation is each version's start: its baseline counts from here.
+  drift_watch_->SampleNow();
+  return Status::Ok();
+}
+
+void Server::EndStartup() {
+  std::lock_guard lock(inflight_mu_);
+  starting_ = false;
 }
 
 Server::~Server() {
@@ -276,7 +300,7 @@ Status Server::CheckGpusHealthy(const repository::ModelVersion& version) const {
 bool Server::IsLive() const { return true; }
 
 bool Server::IsReady() const {
-  if (shutting_down_) return false;
+  if (shutting_down_ || starting_) return false;
   // A GPU in quarantine announces hardware that is failing: no request should be sent here.
   if (gpu_watch_ && gpu_watch_->AnyQuarantined()) return false;
   return !options_.strict_readiness || repository_->AllReady();
@@ -309,7 +333,7 @@ StatusOr<ModelMetadata> Server::GetModelMetadata(const std::string& name,
 
 StatusOr<bool> Server::IsModelReady(const std::string& name, const std::string& asked) const {
   FASTPATH_ASSIGN_OR_RETURN(const std::string version, CanonicalVersion(asked));
-  if (shutting_down_) return false;
+  if (shutting_down_ || starting_) return false;
   if (gpu_watch_ && gpu_watch_->AnyQuarantined()) {
     auto runtime = repository_->FindReady(name, version);
     if (runtime.ok() && !CheckGpusHealthy(**runtime).ok()) return false;
@@ -397,11 +421,13 @@ Status CheckExplicitControl(repository::ControlMode mode) {
 
 Status Server::LoadModel(const std::string& name, const LoadOverride& load) {
   FASTPATH_RETURN_IF_ERROR(CheckExplicitControl(repository_->options().mode));
+  if (starting_) return Unavailable(kStarting);
   return repository_->Load(name, load);
 }
 
 Status Server::UnloadModel(const std::string& name, bool unload_dependents) {
   FASTPATH_RETURN_IF_ERROR(CheckExplicitControl(repository_->options().mode));
+  if (starting_) return Unavailable(kStarting);
   return repository_->Unload(name, unload_dependents);
 }
 
@@ -432,6 +458,10 @@ void Server::InferAsync(InferRequest request, InferCallback done) {
     std::lock_guard lock(inflight_mu_);
     if (shutting_down_) {
       done(Unavailable("the server is shutting down"));
+      return;
+    }
+    if (starting_) {
+      done(Unavailable(kStarting));
       return;
     }
     ++inflight_;

@@ -20,6 +20,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <string_view>
 #include <thread>
@@ -789,14 +790,37 @@ TEST(StartupTest, MissingRepositoryFailsWithAMessage) {
   EXPECT_NE(output.find("/nonexistent/fastpath-repo"), std::string::npos) << output;
 }
 
+// The repository index's models: name -> (state, reason).
+std::map<std::string, std::pair<std::string, std::string>> IndexStates(HttpClient& http) {
+  std::map<std::string, std::pair<std::string, std::string>> states;
+  const HttpResponse index = http.Post("/v2/repository/index", "");
+  rapidjson::Document doc;
+  doc.Parse(index.body.c_str());
+  EXPECT_EQ(index.status, 200) << index.body;
+  if (doc.HasParseError() || !doc.IsArray()) {
+    ADD_FAILURE() << "the index is not a JSON array: " << index.body;
+    return states;
+  }
+  for (const auto& entry : doc.GetArray()) {
+    std::string reason = entry.HasMember("reason") ? entry["reason"].GetString() : "";
+    states[entry["name"].GetString()] = {entry["state"].GetString(), std::move(reason)};
+  }
+  return states;
+}
+
 // At its thread limit (ulimit -u, a pod's pids limit) `serve` either starts or exits 1
 // naming the threads it could not start. It used to abort (std::system_error from a
 // joinable std::thread destroyed, or uncaught), or to hang for ever in gRPC's destructor
 // when gRPC could not start threads of its own. Each limit from 1 up, in a fresh process
 // run as a user of its own (the limit does not bind root, and counts every process of the
-// user: nobody's would be shared with other tests), until one starts. That one, with no
-// thread to spare, serves HTTP and gRPC, and its SIGTERM ends it with exit 0 (gRPC, short
-// of a timer thread under load, used to hang it for ever at exit).
+// user: nobody's would be shared with other tests).
+//  - The server's own threads and its front ends start before the models: the lowest
+//    limit that starts loads fewer models than the repository has, each one left out
+//    UNAVAILABLE naming the thread limit. (The models loaded first and took the threads
+//    the server then needed: under a pids limit with many models it crash-looped.)
+//  - The first limit that loads them all, with no thread to spare, serves HTTP and gRPC,
+//    and its SIGTERM ends it with exit 0 (gRPC, short of a timer thread under load, used to
+//    hang it for ever at exit).
 TEST(StartupTest, AtTheThreadLimitServeStartsOrExitsOneNamingIt) {
   if (access("/usr/bin/setpriv", X_OK) != 0 || access("/usr/bin/prlimit", X_OK) != 0) {
     GTEST_SKIP() << "needs setpriv and prlimit (util-linux)";
@@ -805,7 +829,8 @@ TEST(StartupTest, AtTheThreadLimitServeStartsOrExitsOneNamingIt) {
     GTEST_SKIP() << "user nobody cannot be had, or cannot run " << FastpathBinary();
   }
   testing::TempRepository repo(FASTPATH_TEST_MODELS_DIR);
-  repo.AddVersion("simple", 1, "simple");
+  const std::vector<std::string> models = {"a", "b", "simple"};
+  for (const std::string& model : models) repo.AddVersion(model, 1, "simple");
   testing::TempRepository work(FASTPATH_TEST_MODELS_DIR);  // the port file and the log
   namespace fs = std::filesystem;
   fs::permissions(repo.root(), fs::perms::owner_all | fs::perms::group_read |
@@ -821,7 +846,8 @@ TEST(StartupTest, AtTheThreadLimitServeStartsOrExitsOneNamingIt) {
   }
   // Fewer threads to count through, whatever the machine's cores.
   const std::vector<std::string> few_threads = {"--http-threads", "1", "--grpc-threads", "1"};
-  for (int limit = 1; limit <= 400; limit += limit < 40 ? 1 : 5) {
+  int first_start = 0;
+  for (int limit = 1; limit <= 400; limit += limit < 60 ? 1 : 5) {
     ServerProcess server(work.root());
     ServeOptions options;
     options.repository = repo.root();
@@ -836,8 +862,35 @@ TEST(StartupTest, AtTheThreadLimitServeStartsOrExitsOneNamingIt) {
                               "--nproc=" + std::to_string(limit),
                               "--"};
     const ::testing::AssertionResult started = server.Start(options);
-    if (started) {
-      HttpClient http(server.http_port());
+    if (!started) {
+      const std::string log = server.LogTail(1 << 20);
+      ASSERT_EQ(first_start, 0) << "limit " << limit << " exits after " << first_start
+                                << " started: " << log;
+      ASSERT_THAT(started.message(), ::testing::HasSubstr("(exit status 1)")) << "limit " << limit;
+      ASSERT_THAT(log, ::testing::HasSubstr("the process is at its thread limit"))
+          << "limit " << limit;
+      ASSERT_THAT(log, ::testing::Not(::testing::HasSubstr("Sanitizer"))) << "limit " << limit;
+      std::filesystem::remove(server.log_path());
+      continue;
+    }
+    HttpClient http(server.http_port());
+    size_t ready = 0;
+    for (const auto& [name, state] : IndexStates(http)) {
+      if (state.first == "READY") {
+        ++ready;
+      } else {
+        EXPECT_EQ(state.first, "UNAVAILABLE") << name << ", limit " << limit;
+        EXPECT_THAT(state.second, ::testing::HasSubstr("the process is at its thread limit"))
+            << name << ", limit " << limit;
+      }
+    }
+    if (first_start == 0) {
+      first_start = limit;
+      EXPECT_LT(ready, models.size())
+          << "at the lowest limit that starts (" << limit << ") every model loaded: the "
+          << "server's own threads did not start first";
+    }
+    if (ready == models.size()) {
       const std::vector<int32_t> a(16, 2), b(16, 1);
       ExpectSimpleJsonResponse(
           http.Post("/v2/models/simple/infer", SimpleJsonRequest(a, b, "h")).body, a, b);
@@ -850,19 +903,17 @@ TEST(StartupTest, AtTheThreadLimitServeStartsOrExitsOneNamingIt) {
         ASSERT_TRUE(s.ok()) << Describe(s) << " (request " << i << ", limit " << limit << ")";
         ExpectSimpleGrpcResponse(response, a, b);
       }
-      EXPECT_TRUE(server.Stop(std::chrono::seconds(40))) << "limit " << limit;
-      EXPECT_THAT(server.LogTail(1 << 20), ::testing::Not(::testing::HasSubstr("Sanitizer")));
-      std::cout << "serve started under a limit of " << limit << " processes\n";
+    }
+    EXPECT_TRUE(server.Stop(std::chrono::seconds(40))) << "limit " << limit;
+    EXPECT_THAT(server.LogTail(1 << 20), ::testing::Not(::testing::HasSubstr("Sanitizer")));
+    if (ready == models.size()) {
+      std::cout << "serve started under a limit of " << first_start << " processes, and loaded "
+                << "every model under " << limit << "\n";
       return;
     }
-    const std::string log = server.LogTail(1 << 20);
-    ASSERT_THAT(started.message(), ::testing::HasSubstr("(exit status 1)")) << "limit " << limit;
-    ASSERT_THAT(log, ::testing::HasSubstr("the process is at its thread limit"))
-        << "limit " << limit;
-    ASSERT_THAT(log, ::testing::Not(::testing::HasSubstr("Sanitizer"))) << "limit " << limit;
     std::filesystem::remove(server.log_path());
   }
-  FAIL() << "serve never started";
+  FAIL() << (first_start == 0 ? "serve never started" : "serve never loaded every model");
 }
 
 TEST(StartupTest, BadFlagIsAUsageError) {

@@ -385,6 +385,58 @@ TEST_F(ServerTest, ModelControlIsRefusedOutsideExplicitMode) {
   EXPECT_EQ(server_->UnloadModel("simple").code(), StatusCode::kFailedPrecondition);
 }
 
+// `serve` opens the server and its front ends before the models load (under a thread
+// limit the models that do not fit fail, not the server's own threads). Until the start
+// ends, readiness is false and a request or a model-control call is answered UNAVAILABLE
+// (retryable), not 404 for a model not loaded yet; then it serves.
+TEST(ServerStartupTest, UntilTheStartEndsRequestsAndModelControlAreUnavailable) {
+  TempRepository repo(FASTPATH_TEST_MODELS_DIR);
+  repo.AddVersion("simple", 1, "simple");
+  repo.WriteConfig("simple", kSimpleConfig);
+  ServerOptions options;
+  options.repository.roots = {repo.root()};
+  options.repository.mode = repository::ControlMode::kExplicit;
+  options.startup_models = {"simple"};
+  auto backend = onnxruntime::CreateOrtBackend();
+  ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+  auto opened = Server::Open(options, std::move(backend).value());
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  Server& server = **opened;
+  const auto infer = [&] {
+    std::promise<StatusOr<InferResponse>> p;
+    InferRequest request;
+    request.model_name = "simple";
+    request.inputs.push_back(Int32Tensor("INPUT0", {1, 16}, std::vector<int32_t>(16, 2)));
+    request.inputs.push_back(Int32Tensor("INPUT1", {1, 16}, std::vector<int32_t>(16, 1)));
+    server.InferAsync(std::move(request),
+                      [&](StatusOr<InferResponse> r) { p.set_value(std::move(r)); });
+    return p.get_future().get();
+  };
+  const auto expect_starting = [&](const char* step) {
+    SCOPED_TRACE(step);
+    EXPECT_TRUE(server.IsLive());
+    EXPECT_FALSE(server.IsReady());
+    const StatusOr<InferResponse> r = infer();
+    EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
+    EXPECT_NE(r.status().message().find("the server is starting"), std::string::npos)
+        << r.status().ToString();
+    EXPECT_EQ(server.LoadModel("simple").code(), StatusCode::kUnavailable);
+    EXPECT_EQ(server.UnloadModel("simple").code(), StatusCode::kUnavailable);
+  };
+  expect_starting("opened");
+  ASSERT_TRUE(server.LoadStartupModels().ok());
+  expect_starting("loaded");
+  EXPECT_FALSE(*server.IsModelReady("simple", "1"));
+
+  server.EndStartup();
+  EXPECT_TRUE(server.IsReady());
+  EXPECT_TRUE(*server.IsModelReady("simple", "1"));
+  const StatusOr<InferResponse> r = infer();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(Int32Values(r->outputs[0]), std::vector<int32_t>(16, 3));
+  EXPECT_TRUE(server.UnloadModel("simple").ok());
+}
+
 TEST_F(ServerTest, ShutdownAnswersInFlightAndRefusesNew) {
   constexpr int kRequests = 20;
   std::vector<std::promise<StatusOr<InferResponse>>> results(kRequests);

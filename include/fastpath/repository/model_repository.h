@@ -212,8 +212,9 @@ class ModelRepository {
   const RepositoryOptions& options() const { return options_; }
 
   // Loads what the mode says at start-up: every model folder for none/poll, only
-  // `explicit_models` ("*" = all) for explicit. Starts the poll thread in poll mode. A model
-  // that fails to load is logged; the error is the poll thread's (the thread limit).
+  // `explicit_models` ("*" = all) for explicit. Starts the poll thread in poll mode, before
+  // the loads (its first poll after them). A model that fails to load is logged; the error
+  // is the poll thread's (the thread limit).
   Status LoadStartupModels(const std::vector<std::string>& explicit_models);
   // Loads (or reloads) one model from disk. OK when at least one version is READY,
   // otherwise the reason. A reload loads, warms and admits the new versions beside the
@@ -416,6 +417,7 @@ class ModelRepository {
   std::mutex poll_mu_;
   std::condition_variable poll_cv_;
   bool poll_stop_ = false;  // guarded by poll_mu_
+  bool startup_loaded_ = false;  // guarded by poll_mu_: LoadStartupModels has loaded
   std::thread poll_thread_;
 };
 

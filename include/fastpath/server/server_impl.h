@@ -77,11 +77,19 @@ struct ServerOptions {
 
 class Server final : public InferenceServer {
  public:
-  // Loads the start-up models (a bad model is logged and marked UNAVAILABLE; it does not
-  // fail Create). Fails only for an unusable repository root. `backend` is shared with
-  // the repository and kept alive by the server.
+  // Open, LoadStartupModels, EndStartup: a bad model is logged and marked UNAVAILABLE; it
+  // does not fail Create. Fails for an unusable repository root, or a thread that cannot
+  // start. `backend` is shared with the repository and kept alive by the server.
   static StatusOr<std::unique_ptr<Server>> Create(ServerOptions options,
                                                   std::shared_ptr<backend::Backend> backend);
+  // `serve` takes the steps one by one, its front ends started before the models load:
+  // under a thread limit (a pod's pids limit) the models that do not fit fail, each named,
+  // not the server's own threads. Until EndStartup, readiness is false and inference and
+  // model control are answered UNAVAILABLE.
+  static StatusOr<std::unique_ptr<Server>> Open(ServerOptions options,
+                                                std::shared_ptr<backend::Backend> backend);
+  Status LoadStartupModels();
+  void EndStartup();
   ~Server() override;
 
   // One pass of the memory watch now (tests move a manual clock, then call it).
@@ -238,6 +246,7 @@ class Server final : public InferenceServer {
   std::unique_ptr<DriftWatch> drift_watch_;
 
   std::atomic<bool> shutting_down_{false};
+  std::atomic<bool> starting_{true};  // until LoadStartupModels; written under inflight_mu_
   std::mutex inflight_mu_;
   std::condition_variable inflight_cv_;
   size_t inflight_ = 0;  // guarded by inflight_mu_
