@@ -454,10 +454,56 @@ StatusOr<ModelRepository::Override> ModelRepository::ReadOverride(const std::str
   return out;
 }
 
+ModelRepository::Unchanged ModelRepository::UnchangedCandidates(const ModelState& serving) {
+  Unchanged out;
+  // The state's fingerprint must be the files its loads were read from. It is not when a
+  // failed reload left an older load serving (reload_failure, a version's reason, a canary
+  // phase's rollback sets one of them); nor for a load's own files or config.
+  if (serving.folder || serving.overridden || serving.canary || !serving.reload_failure.empty() ||
+      !serving.reason.empty() || !serving.config || config::IsEnsemble(*serving.config) ||
+      serving.fingerprint.empty()) {
+    return out;
+  }
+  for (const VersionStatus& v : serving.versions) {
+    // One out of service (its instances failing) is loaded again, as a reload is asked to.
+    if (!v.runtime || !v.reason.empty() || !v.runtime->scheduler ||
+        !v.runtime->scheduler->Health().ok()) {
+      continue;
+    }
+    out.emplace(v.version, std::make_pair(v.runtime, VersionFingerprint(serving.fingerprint,
+                                                                        serving.dir, v.version)));
+  }
+  return out;
+}
+
+std::string ModelRepository::VersionFingerprint(const std::string& fingerprint, const fs::path& dir,
+                                                int64_t version) {
+  const std::string prefix = dir.string() + "/";
+  const std::string own = std::to_string(version);
+  std::string out;
+  std::istringstream lines(fingerprint);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.compare(0, prefix.size(), prefix) == 0) {
+      // The first name under the model folder: another version's folder is left out.
+      const size_t end = line.find_first_of("/:", prefix.size());
+      const std::string first = line.substr(prefix.size(), end - prefix.size());
+      if (!first.empty() && first != own &&
+          std::all_of(first.begin(), first.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+        continue;
+      }
+    }
+    out += line;
+    out += '\n';
+  }
+  return out;
+}
+
 ModelRepository::ModelState ModelRepository::LoadFromDisk(const std::string& name,
-                                                          const Override* override) const {
+                                                          const Override* override,
+                                                          const Unchanged& unchanged) const {
   ModelState state;
   if (override != nullptr) state.folder = override->folder;
+  state.overridden = override != nullptr;
   const std::vector<fs::path> folders = state.folder ? std::vector<fs::path>{} : FoldersOf(name);
   state.dir = state.folder ? state.folder->path() : folders.empty() ? fs::path() : folders[0];
   // A load's own files are the server's: nothing else writes them while they are read.
@@ -556,7 +602,7 @@ ModelRepository::ModelState ModelRepository::LoadFromDisk(const std::string& nam
 
   state.config = config;
   state.parse_details = details;
-  LoadVersions(name, *selected, state);
+  LoadVersions(name, *selected, state, unchanged);
   // A load's files that nothing loaded from go now, not with the failed state: every load
   // with files writes a folder of its own, so none is read again.
   if (std::none_of(state.versions.begin(), state.versions.end(),
@@ -567,12 +613,26 @@ ModelRepository::ModelState ModelRepository::LoadFromDisk(const std::string& nam
 }
 
 void ModelRepository::LoadVersions(const std::string& name, const std::vector<int64_t>& selected,
-                                   ModelState& state) const {
+                                   ModelState& state, const Unchanged& unchanged) const {
   const inference::ModelConfig& config = *state.config;
   const fs::path& dir = state.dir;
   for (int64_t v : selected) {
     VersionStatus vs;
     vs.version = v;
+    // As Triton: a version whose files (and the model's config and shared files) are as
+    // when it was loaded keeps serving as it is, its statistics and baselines with it. A
+    // version added or removed beside it no longer reloads it, twice its memory for a while.
+    if (auto it = unchanged.find(v);
+        it != unchanged.end() && !state.fingerprint.empty() &&
+        it->second.second == VersionFingerprint(state.fingerprint, dir, v)) {
+      vs.state = server::ModelState::kReady;
+      vs.runtime = it->second.first;
+      vs.kept = true;
+      log::Info("model '" + name + "' version " + std::to_string(v) +
+                " is unchanged: it serves on as loaded");
+      state.versions.push_back(std::move(vs));
+      continue;
+    }
     auto runtime =
         config::IsEnsemble(config)
             ? LoadEnsembleVersion(name, v, config)
@@ -676,6 +736,9 @@ void ModelRepository::Retire(std::vector<std::shared_ptr<ModelVersion>> versions
   versions.erase(std::remove_if(versions.begin(), versions.end(),
                                 [](const auto& v) { return !v || !v->scheduler; }),
                  versions.end());
+  // A canary phase's stable load may also be one of its state's versions.
+  std::sort(versions.begin(), versions.end());
+  versions.erase(std::unique(versions.begin(), versions.end()), versions.end());
   if (versions.empty()) return;
   Clock* clock = OrSteadyClock(options_.clock);
   std::unique_lock lock(retire_mu_);
@@ -730,7 +793,7 @@ void ModelRepository::RetireLoop() {
 
 void ModelRepository::StopVersions(const ModelState& state) {
   for (const auto& v : state.versions) {
-    if (v.runtime && v.runtime->scheduler) v.runtime->scheduler->Stop();
+    if (v.runtime && v.runtime->scheduler && !v.kept) v.runtime->scheduler->Stop();
   }
   if (state.canary && state.canary->phase.stable->scheduler) {
     state.canary->phase.stable->scheduler->Stop();
@@ -835,7 +898,14 @@ Status ModelRepository::LoadLocked(const std::string& name, bool load_missing_st
       if (!current) (void)LoadLocked(step, true, touched, /*as_step=*/true);
     }
   }
-  ModelState fresh = LoadFromDisk(name, override);
+  Unchanged unchanged;
+  if (override == nullptr) {
+    std::lock_guard lock(mu_);
+    if (auto it = models_.find(name); it != models_.end()) {
+      unchanged = UnchangedCandidates(it->second);
+    }
+  }
+  ModelState fresh = LoadFromDisk(name, override, unchanged);
   if (!own_files && fresh.fingerprint != Fingerprint(name)) {
     // Written while it was read (a copy in progress): nothing of it is published, and the
     // old fingerprint stays, so that the next poll reads the folder again.
@@ -905,9 +975,33 @@ Status ModelRepository::Publish(const std::string& name, ModelState fresh, bool 
     if (!unchanged) StartCanary(name, old, fresh);
     slot = std::move(fresh);
     slot.loaded_as_step = as_step;
+    // A load that serves in both (a version kept unchanged) is not retired with what the
+    // new state replaced. Every version kept and nothing given up: nothing changed.
+    bool all_kept = slot.reason.empty() && !slot.versions.empty();
+    for (VersionStatus& v : slot.versions) {
+      all_kept = all_kept && v.kept;
+      v.kept = false;  // published: from now on stopped with the others
+    }
+    for (VersionStatus& given_up : old.versions) {
+      if (!given_up.runtime) continue;
+      const auto same = [&](const VersionStatus& v) { return v.runtime == given_up.runtime; };
+      const auto number = [&](const VersionStatus& v) {
+        return v.runtime && v.version == given_up.version;
+      };
+      if (std::any_of(slot.versions.begin(), slot.versions.end(), same)) {
+        given_up.runtime.reset();
+        continue;
+      }
+      all_kept = false;
+      if (std::none_of(slot.versions.begin(), slot.versions.end(), number)) {
+        log::Info("model '" + name + "' version " + std::to_string(given_up.version) +
+                  " unloaded: its folder is gone, or the version policy no longer selects it");
+      }
+    }
+    unchanged = unchanged || all_kept;
   }
   Retire(old);  // outside the lock
-  // Nothing changed for the ensembles that use it when it was kept whole.
+  // Nothing changed for the ensembles that use it when it was kept whole or unchanged.
   if (!unchanged) ReloadDependents(name, touched);
   return result;
 }

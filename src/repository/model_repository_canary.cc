@@ -111,8 +111,13 @@ Status ModelRepository::EndCanary(const std::string& name, const ModelVersion* c
     ModelState& state = it->second;
     CanaryPhase phase = std::move(state.canary->phase);
     state.canary.reset();
+    // The old load may serve its own number too (a version kept unchanged beside the new
+    // one): then it stays.
+    const bool published =
+        std::any_of(state.versions.begin(), state.versions.end(),
+                    [&](const VersionStatus& v) { return v.runtime == phase.stable; });
     if (promote) {
-      retire.push_back(std::move(phase.stable));
+      if (!published) retire.push_back(std::move(phase.stable));
     } else {
       retire.push_back(phase.candidate);
       const int64_t number = phase.stable->version;
@@ -139,7 +144,7 @@ Status ModelRepository::EndCanary(const std::string& name, const ModelVersion* c
         slot->runtime = std::move(phase.stable);
         slot->state = server::ModelState::kReady;
         slot->reason = slot->version == phase.candidate->version ? why : "";
-      } else {
+      } else if (!published) {
         retire.push_back(std::move(phase.stable));  // a newer load of its number serves
       }
     }

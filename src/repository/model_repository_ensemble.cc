@@ -126,6 +126,7 @@ void ModelRepository::Revalidate(const std::string& ensemble, std::set<std::stri
     fresh.folder = loaded.folder;
     fresh.config = loaded.config;
     fresh.parse_details = loaded.parse_details;
+    fresh.overridden = loaded.overridden;
     fresh.fingerprint = loaded.fingerprint;
     fresh.reload_failure = loaded.reload_failure;
     fresh.step_models = loaded.step_models;
@@ -133,7 +134,7 @@ void ModelRepository::Revalidate(const std::string& ensemble, std::set<std::stri
     for (const VersionStatus& v : loaded.versions) versions.push_back(v.version);
   }
   log::Info("re-validating ensemble '" + ensemble + "' after a change to one of its steps");
-  LoadVersions(ensemble, versions, fresh);
+  LoadVersions(ensemble, versions, fresh, /*unchanged=*/{});
   // Published even when it fails: an ensemble whose step is gone cannot serve, whatever it
   // did before. Never loads a missing step model: after an explicit unload the ensemble must
   // turn UNAVAILABLE, not bring the model back.

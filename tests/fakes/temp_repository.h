@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -39,6 +40,13 @@ class TempRepository {
     std::ofstream(root_ / model / "config.pbtxt", std::ios::trunc) << text;
   }
   void Remove(const std::string& model) { std::filesystem::remove_all(root_ / model); }
+  // A later modification time for the file at `relative` (e.g. "simple/1/model.onnx"), as
+  // new contents copied in give it: a reload loads what reads it again.
+  void Touch(const std::filesystem::path& relative) {
+    const std::filesystem::path file = root_ / relative;
+    std::filesystem::last_write_time(
+        file, std::filesystem::last_write_time(file) + std::chrono::seconds(5));
+  }
 
  private:
   std::filesystem::path models_dir_;

@@ -837,6 +837,7 @@ TEST_F(ModelRepositoryTest, AReplacedVersionServesWhatFoundItUntilItsGraceEnds) 
   ModelRepository repo(options, backend_.get());
   ASSERT_TRUE(repo.Load("simple").ok());
   const std::shared_ptr<ModelVersion> old = *repo.FindReady("simple", "");
+  repo_.Touch("simple/1/model.onnx");
   ASSERT_TRUE(repo.Load("simple").ok());  // a reload: a new load takes its place
   EXPECT_NE(repo.FindReady("simple", "")->get(), old.get());
   // A request that found the old load just before the swap still runs on it.
@@ -851,6 +852,84 @@ TEST_F(ModelRepositoryTest, AReplacedVersionServesWhatFoundItUntilItsGraceEnds) 
   }
   EXPECT_EQ(late.code(), StatusCode::kUnavailable);
   EXPECT_NE(late.message().find("shutting down"), std::string::npos) << late.message();
+}
+
+// Waits until `version` has been stopped (its grace over): a request then fails.
+bool BecomesStopped(ModelVersion& version) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (!RunOn(version).ok()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+// As Triton (24.08 on): a version added or removed reloads no version whose files are as
+// they were; that one serves on as loaded, its statistics with it. It was loaded again and
+// admitted beside the serving one, twice its memory for a while, its statistics and drift
+// baseline started over. The version the policy no longer selects is unloaded, and logged.
+// A version whose files changed, or a changed config, loads again; a load of files that
+// have not changed keeps what serves.
+TEST_F(ModelRepositoryTest, AVersionAddedOrRemovedLoadsNoUnchangedVersionAgain) {
+  for (int v : {1, 2}) repo_.AddVersion("simple", v, "simple");
+  repo_.WriteConfig("simple", "version_policy { latest { num_versions: 2 } }");
+  fastpath::testing::ManualClock clock;
+  RepositoryOptions options;
+  options.roots = {repo_.root()};
+  options.mode = ControlMode::kExplicit;
+  options.clock = &clock;
+  ModelRepository repo(options, backend_.get());
+  ASSERT_TRUE(repo.Load("simple").ok());
+  const std::shared_ptr<ModelVersion> one = *repo.FindReady("simple", "1");
+  const std::shared_ptr<ModelVersion> two = *repo.FindReady("simple", "2");
+  ASSERT_TRUE(RunOn(*two).ok());
+  const auto load = [&](const char* step) {
+    SCOPED_TRACE(step);
+    const Status s = repo.Load("simple");
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return std::make_pair(*repo.FindReady("simple", "1"), *repo.FindReady("simple", "2"));
+  };
+
+  repo_.AddVersion("simple", 3, "simple");
+  const log::Options saved = log::CurrentOptions();
+  std::ostringstream logged;
+  log::SetOutputForTesting(&logged);
+  const Status added = repo.Load("simple");
+  log::SetOutputForTesting(nullptr);
+  log::Configure(saved);
+  ASSERT_TRUE(added.ok()) << added.ToString();
+  EXPECT_EQ(repo.FindReady("simple", "2")->get(), two.get()) << "version 2 was loaded again";
+  EXPECT_EQ(two->stats.Snapshot("simple", "2").execution_count, 1u) << "its statistics restarted";
+  EXPECT_TRUE(*repo.IsReady("simple", "3"));
+  EXPECT_EQ(repo.FindReady("simple", "1").status().code(), StatusCode::kNotFound);
+  EXPECT_THAT(logged.str(), ::testing::HasSubstr("model 'simple' version 2 is unchanged"));
+  EXPECT_THAT(logged.str(), ::testing::HasSubstr("model 'simple' version 1 unloaded"));
+  // Version 1 goes after its grace; version 2, kept, does not.
+  clock.Advance(ModelRepository::kRetireGrace);
+  EXPECT_TRUE(BecomesStopped(*one));
+  EXPECT_TRUE(RunOn(*two).ok());
+
+  // Version 3 removed: version 1 loads again, version 2 stays.
+  std::filesystem::remove_all(repo_.root() / "simple" / "3");
+  auto [one_again, two_still] = load("version 3 removed");
+  EXPECT_NE(one_again.get(), one.get());
+  EXPECT_EQ(two_still.get(), two.get());
+  // Nothing changed: nothing loads.
+  auto [one_same, two_same] = load("nothing changed");
+  EXPECT_EQ(one_same.get(), one_again.get());
+  EXPECT_EQ(two_same.get(), two.get());
+  // Version 2's file changed: it alone loads again.
+  repo_.Touch("simple/2/model.onnx");
+  auto [one_kept, two_new] = load("version 2 changed");
+  EXPECT_EQ(one_kept.get(), one_again.get());
+  EXPECT_NE(two_new.get(), two.get());
+  // The config changed: every version loads again.
+  repo_.Touch("simple/config.pbtxt");
+  auto [one_last, two_last] = load("the config changed");
+  EXPECT_NE(one_last.get(), one_again.get());
+  EXPECT_NE(two_last.get(), two_new.get());
+  EXPECT_TRUE(RunOn(*one_last).ok());
+  EXPECT_TRUE(RunOn(*two_last).ok());
 }
 
 TEST(ControlModeTest, Parses) {

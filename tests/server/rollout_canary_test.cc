@@ -6,12 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <future>
+#include <string>
 #include <thread>
 
 #include "fakes/manual_clock.h"
 #include "fakes/temp_repository.h"
 #include "fakes/timed_backend.h"
 #include "fastpath/onnxruntime/ort_backend.h"
+#include "fastpath/repository/model_repository.h"
 #include "fastpath/server/server_impl.h"
 
 namespace fastpath::server {
@@ -42,7 +44,7 @@ class RolloutCanaryTest : public ::testing::Test {
  protected:
   void SetUp() override {
     repo_.AddVersion("simple", 1, "simple");
-    repo_.WriteConfig("simple", std::string(testing::kSimpleConfig) + kCanaryRollout);
+    repo_.WriteConfig("simple", Config());
     ServerOptions options;
     options.repository.roots = {repo_.root()};
     options.repository.mode = repository::ControlMode::kExplicit;
@@ -62,11 +64,13 @@ class RolloutCanaryTest : public ::testing::Test {
   }
 
   virtual size_t MaxQueueSize() { return 1024; }
+  virtual std::string Config() { return std::string(testing::kSimpleConfig) + kCanaryRollout; }
 
   // Reloads version 1 (the gate passes: both loads take 1 ms a run) and starts watching its
   // canary phase. Returns the range of instances the new load created.
   std::pair<int, int> Reload() {
     const int before = backend_->instances_created;
+    repo_.Touch("simple/1/model.onnx");  // unchanged files would keep the load serving
     EXPECT_TRUE(server_->LoadModel("simple").ok());
     server_->WatchRollouts();
     return {before, backend_->instances_created.load()};
@@ -145,6 +149,7 @@ TEST_F(RolloutCanaryTest, ACandidateThatFailsItsShareIsRolledBackAndTheOldLoadTa
 // that fails only before that look (its cold start, a tick's worth) is still rolled back.
 TEST_F(RolloutCanaryTest, FailuresBeforeTheWatchFirstLooksCount) {
   const int before = backend_->instances_created;
+  repo_.Touch("simple/1/model.onnx");
   ASSERT_TRUE(server_->LoadModel("simple").ok());
   backend_->faulty_from = before;
   backend_->faulty_to = backend_->instances_created.load();
@@ -256,6 +261,56 @@ TEST_F(RolloutCanaryTest, ANewVersionRolledBackLeavesTheOldOneServingAndTheServe
   }
 }
 
+// Version policy latest 2: a version added beside a serving one keeps that one as it is.
+class KeptVersionRolloutTest : public RolloutCanaryTest {
+ protected:
+  std::string Config() override {
+    return RolloutCanaryTest::Config() + "version_policy { latest { num_versions: 2 } }\n";
+  }
+  // For a second of real time after the retire grace, every request naming `version`
+  // succeeds: its load was not stopped.
+  bool KeepsServing(const std::string& version) {
+    clock_.Advance(repository::ModelRepository::kRetireGrace * 2);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    while (std::chrono::steady_clock::now() < until) {
+      if (Send(1, version) != 0) return false;
+    }
+    return true;
+  }
+};
+
+// A version kept unchanged beside a new one is the load the new one's canary phase splits
+// the unversioned requests with. The phase's end, promoted or rolled back, leaves it serving
+// its own number: it stopped it, as it stops a load the phase replaced.
+TEST_F(KeptVersionRolloutTest, APhasesEndLeavesTheKeptVersionServing) {
+  repo_.AddVersion("simple", 2, "simple");
+  ASSERT_TRUE(server_->LoadModel("simple").ok());
+  server_->WatchRollouts();
+  ASSERT_EQ(Outcomes().back(), "canary");
+  EXPECT_EQ(Send(100), 0);
+  clock_.Advance(std::chrono::seconds(61));
+  server_->WatchRollouts();
+  ASSERT_EQ(Outcomes().back(), "promoted");
+  EXPECT_TRUE(KeepsServing("1"));
+  EXPECT_TRUE(KeepsServing("2"));
+
+  // Version 3: version 2 is kept, version 1 goes; version 3 fails its share and is rolled
+  // back.
+  repo_.AddVersion("simple", 3, "simple");
+  const int before = backend_->instances_created;
+  ASSERT_TRUE(server_->LoadModel("simple").ok());
+  server_->WatchRollouts();
+  ASSERT_EQ(Outcomes().back(), "canary");
+  backend_->faulty_from = before;
+  backend_->faulty_to = backend_->instances_created.load();
+  backend_->faulty_fail = true;
+  EXPECT_EQ(Send(100), 20);
+  server_->WatchRollouts();
+  ASSERT_EQ(Outcomes().back(), "rolled_back");
+  EXPECT_TRUE(KeepsServing("2"));
+  EXPECT_TRUE(KeepsServing(""));
+}
+
 // A queue of one request: the serving version's fills with one request running and one
 // waiting.
 class BusyRolloutTest : public RolloutCanaryTest {
@@ -278,6 +333,7 @@ TEST_F(BusyRolloutTest, AServingVersionTooBusyToTimeFailsTheLoadAsUnavailable) {
   server_->InferAsync(SimpleRequest(),
                       [&](StatusOr<InferResponse> r) { waiting.set_value(std::move(r)); });
 
+  repo_.Touch("simple/1/model.onnx");
   const Status s = server_->LoadModel("simple");
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
   EXPECT_NE(s.message().find("is full"), std::string::npos) << s.message();

@@ -154,6 +154,9 @@ struct VersionStatus {
   std::string reason;
   StatusCode failure = StatusCode::kOk;   // the code of the load's failure, when it failed
   std::shared_ptr<ModelVersion> runtime;  // set only when READY
+  // The serving load of a version that a reload found unchanged, taken into it as it is
+  // (as Triton): nothing the reload does stops it.
+  bool kept = false;
 };
 
 struct RepositoryOptions {
@@ -294,6 +297,7 @@ class ModelRepository {
     // (an unreadable config, no version folder). An ensemble is re-validated from it.
     std::optional<inference::ModelConfig> config;
     config::ParseDetails parse_details;
+    bool overridden = false;  // its config came with a load request, not from the folder
     // The canary phase in progress; null when none. Its stable load is in no `versions`
     // entry (so neither the index nor the watches see it), only here.
     struct Canary {
@@ -327,12 +331,24 @@ class ModelRepository {
     std::shared_ptr<const LoadFolder> folder;  // null: the repository's folder
   };
   StatusOr<Override> ReadOverride(const std::string& name, const LoadOverride& load) const;
+  // The serving loads a reload may keep, by version: each with the files it was loaded
+  // from (VersionFingerprint).
+  using Unchanged = std::map<int64_t, std::pair<std::shared_ptr<ModelVersion>, std::string>>;
+  // What of `name`'s serving state a reload from its folder may keep (with mu_ held): the
+  // healthy READY versions of a load from the folder's own config, when no canary phase is
+  // in progress and no version serves an older load than its files. Not an ensemble's.
+  static Unchanged UnchangedCandidates(const ModelState& serving);
+  // The part of a model's Fingerprint that one version's load reads: everything but the
+  // other numeric version folders (config.pbtxt, labels, files beside the versions too).
+  static std::string VersionFingerprint(const std::string& fingerprint,
+                                        const std::filesystem::path& dir, int64_t version);
   // Builds the model's state from disk without touching the map; from what `override`
-  // gives instead, when set.
-  ModelState LoadFromDisk(const std::string& name, const Override* override = nullptr) const;
+  // gives instead, when set. A version in `unchanged` whose files are as they were is kept.
+  ModelState LoadFromDisk(const std::string& name, const Override* override = nullptr,
+                          const Unchanged& unchanged = {}) const;
   // Loads and admits the `selected` versions of state.config into state.versions.
   void LoadVersions(const std::string& name, const std::vector<int64_t>& selected,
-                    ModelState& state) const;
+                    ModelState& state, const Unchanged& unchanged) const;
   StatusOr<std::shared_ptr<ModelVersion>> LoadVersion(
       const std::string& name, const std::filesystem::path& dir, int64_t version,
       const inference::ModelConfig& config, const config::CompletionOptions& completion) const;
@@ -367,7 +383,8 @@ class ModelRepository {
   std::vector<std::filesystem::path> FoldersOf(const std::string& name) const;
   // "no model folder 'x' in A" (or "in any of A, B").
   std::string NoFolder(const std::string& name) const;
-  static void StopVersions(const ModelState& state);  // its canary phase's stable load too
+  // Its canary phase's stable load too; not the versions it kept.
+  static void StopVersions(const ModelState& state);
   // Versions replaced or unloaded: they stop (draining) after kRetireGrace, so that a
   // request that found one just before the swap still runs on it instead of meeting a
   // stopped scheduler, and not while an ensemble request holds one for a step (StepHold).
