@@ -975,6 +975,7 @@ Status ModelRepository::Publish(const std::string& name, ModelState fresh, bool 
     if (!unchanged) StartCanary(name, old, fresh);
     slot = std::move(fresh);
     slot.loaded_as_step = as_step;
+    IndexSteps(name, old.step_models, slot.step_models);
     // A load that serves in both (a version kept unchanged) is not retired with what the
     // new state replaced. Every version kept and nothing given up: nothing changed.
     bool all_kept = slot.reason.empty() && !slot.versions.empty();
@@ -1025,6 +1026,7 @@ Status ModelRepository::UnloadLocked(const std::string& name, bool unload_depend
     }
     old = std::move(it->second);
     models_.erase(it);
+    IndexSteps(name, old.step_models, {});
   }
   Retire(old);
   log::Info("model '" + name + "' unloaded");

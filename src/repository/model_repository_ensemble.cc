@@ -89,18 +89,25 @@ std::vector<std::string> ModelRepository::StepModelsOnDisk(const std::string& na
   return steps;
 }
 
+void ModelRepository::IndexSteps(const std::string& name, const std::vector<std::string>& before,
+                                 const std::vector<std::string>& after) {
+  for (const std::string& step : before) {
+    auto it = dependents_.find(step);
+    if (it == dependents_.end()) continue;
+    it->second.erase(name);
+    if (it->second.empty()) dependents_.erase(it);
+  }
+  for (const std::string& step : after) dependents_[step].insert(name);
+}
+
 void ModelRepository::ReloadDependents(const std::string& name, std::set<std::string>* touched) {
   std::vector<std::string> dependents;
   {
     std::lock_guard lock(mu_);
     if (stopped_) return;
-    for (const auto& [model, state] : models_) {
-      if (touched->count(model) > 0) continue;
-      for (const auto& step : state.step_models) {
-        if (step == name) {
-          dependents.push_back(model);
-          break;
-        }
+    if (auto it = dependents_.find(name); it != dependents_.end()) {
+      for (const std::string& model : it->second) {
+        if (touched->count(model) == 0) dependents.push_back(model);
       }
     }
   }

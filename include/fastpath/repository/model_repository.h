@@ -409,6 +409,12 @@ class ModelRepository {
 
   mutable std::mutex mu_;
   std::map<std::string, ModelState> models_;  // guarded by mu_
+  // Each step model's dependents: the models whose step_models name it (guarded by mu_), so
+  // that a load finds the ensembles to re-validate without a walk over every model.
+  std::map<std::string, std::set<std::string>> dependents_;
+  // Keeps dependents_ as `name`'s step models change from `before` to `after` (mu_ held).
+  void IndexSteps(const std::string& name, const std::vector<std::string>& before,
+                  const std::vector<std::string>& after);
   bool stopped_ = false;                      // guarded by mu_
   // Serializes Load/Unload/Poll so that two loads of one model never race.
   std::mutex load_mu_;
