@@ -1179,6 +1179,16 @@ void ModelRepository::StopAll() {
     stopped_ = true;
     models.swap(models_);
   }
+  // Every model's workers are told first, so that their threads end together; a stop one
+  // model after another took 19 s for 8,000 models.
+  for (const auto& [name, state] : models) {
+    for (const auto& v : state.versions) {
+      if (v.runtime && v.runtime->scheduler) v.runtime->scheduler->BeginStop();
+    }
+    if (state.canary && state.canary->phase.stable->scheduler) {
+      state.canary->phase.stable->scheduler->BeginStop();
+    }
+  }
   for (const auto& [name, state] : models) StopVersions(state);
 }
 

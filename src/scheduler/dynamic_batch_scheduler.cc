@@ -577,16 +577,18 @@ void DynamicBatchScheduler::Deliver(std::vector<Answer> answers) {
   }
 }
 
+void DynamicBatchScheduler::BeginStop() {
+  std::lock_guard lock(mu_);
+  if (joined_) return;
+  stopping_ = true;
+  timer_cv_.notify_all();
+  health_->Stop();
+  for (auto& w : workers_) w->cv.notify_all();
+}
+
 void DynamicBatchScheduler::Stop() {
   std::lock_guard stop_lock(stop_mu_);
-  {
-    std::lock_guard lock(mu_);
-    if (joined_) return;
-    stopping_ = true;
-    timer_cv_.notify_all();
-    health_->Stop();
-    for (auto& w : workers_) w->cv.notify_all();
-  }
+  BeginStop();
   if (timer_.joinable()) timer_.join();
   for (auto& w : workers_) {
     if (w->thread.joinable()) w->thread.join();

@@ -100,14 +100,21 @@ void InstancePoolScheduler::Enqueue(Job job) {
   }
 }
 
-void InstancePoolScheduler::Stop() {
+void InstancePoolScheduler::BeginStop() {
   {
     std::lock_guard lock(mu_);
-    if (stopping_ && workers_.empty()) return;
     stopping_ = true;
   }
   health_->Stop();
   cv_.notify_all();
+}
+
+void InstancePoolScheduler::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_ && workers_.empty()) return;
+  }
+  BeginStop();
   for (auto& w : workers_) {
     if (w.joinable()) w.join();
   }

@@ -926,6 +926,24 @@ TEST_F(DynamicBatchSchedulerTest, StopSendsWhatIsQueuedWithoutWaitingForTheWindo
   EXPECT_EQ(answers_.Get(3).status().code(), StatusCode::kUnavailable);
 }
 
+// BeginStop is Stop without the wait (a server stopping thousands of models begins every
+// stop first, so that their threads end together): it returns while a run is held, refuses
+// what comes after, and what it accepted before runs.
+TEST_F(DynamicBatchSchedulerTest, BeginStopRefusesNewJobsWithoutWaitingForTheAcceptedOnes) {
+  Start(Options(1, std::chrono::seconds(100)));
+  Enqueue(MakeJob(1));
+  Advance(std::chrono::seconds(100));
+  model_.WaitRuns(1);  // held: the model is closed
+  Enqueue(MakeJob(2));
+  sched_->BeginStop();
+  Enqueue(MakeJob(3));
+  EXPECT_EQ(answers_.Get(3).status().code(), StatusCode::kUnavailable);
+  model_.Open();
+  sched_->Stop();
+  ExpectOk(1);
+  ExpectOk(2);
+}
+
 TEST_F(DynamicBatchSchedulerTest, ABatchGoesToTheFirstFreeInstance) {
   Start(Options(2), /*instances=*/3);
   for (int id = 1; id <= 3; ++id) Enqueue(MakeJob(id));

@@ -220,6 +220,24 @@ TEST(InstancePoolSchedulerTest, StopAnswersEveryAcceptedJobAndRejectsNewOnes) {
   EXPECT_EQ(results[3].get_future().get().status().code(), StatusCode::kUnavailable);
 }
 
+// BeginStop is Stop without the wait (a server stopping thousands of models begins every
+// stop first, so that their threads end together): it returns while a run is held, refuses
+// what comes after, and what it accepted before runs.
+TEST(InstancePoolSchedulerTest, BeginStopRefusesNewJobsWithoutWaitingForTheAcceptedOnes) {
+  GatedInstance::Gate gate;
+  StatsRecorder stats;
+  auto sched = MakePool(MakeInstances(1, &gate), &stats, {});
+  std::vector<std::promise<StatusOr<InferResponse>>> results(3);
+  for (int i = 0; i < 2; ++i) sched->Enqueue(MakeJob(std::to_string(i), &results[i]));
+  gate.WaitRunning(1);
+  sched->BeginStop();
+  sched->Enqueue(MakeJob("after", &results[2]));
+  EXPECT_EQ(results[2].get_future().get().status().code(), StatusCode::kUnavailable);
+  gate.Open();
+  sched->Stop();
+  for (int i = 0; i < 2; ++i) EXPECT_TRUE(results[i].get_future().get().ok());
+}
+
 TEST(InstancePoolSchedulerTest, ModelErrorsReachTheCaller) {
   GatedInstance::Gate gate;
   gate.Open();

@@ -102,6 +102,7 @@ class DynamicBatchScheduler final : public Scheduler {
   // Stops accepting; what is queued is sent without waiting for its window. Returns
   // once every run, on the instances' threads or on callers', has been answered.
   void Stop() override;
+  void BeginStop() override;
   size_t Pending() const override;
   size_t FailQueued(const Status& why) override;  // not under mu_
   Status Health() const override;

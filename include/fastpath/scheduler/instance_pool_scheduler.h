@@ -47,6 +47,7 @@ class InstancePoolScheduler final : public Scheduler {
 
   void Enqueue(Job job) override;
   void Stop() override;
+  void BeginStop() override;
   size_t Pending() const override;
   size_t FailQueued(const Status& why) override;
   Status Health() const override;

@@ -66,6 +66,10 @@ class Scheduler {
   // Stops accepting, runs every job already accepted, and joins the workers.
   // Idempotent; the destructor calls it.
   virtual void Stop() = 0;
+  // Stop without the wait: stops accepting, and the workers end once what was accepted has
+  // run; Stop() then waits for them. A server stopping many models begins every stop first,
+  // so that their threads end together, not one model after another.
+  virtual void BeginStop() {}
   // Jobs accepted and not yet answered.
   virtual size_t Pending() const = 0;
   // Answers every job accepted and not yet started with Unavailable ("model 'M': " + why's
