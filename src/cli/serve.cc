@@ -63,11 +63,13 @@ class ShutdownSignals {
   // What is left is to destroy what served, which should take a moment; should it hang,
   // the process exits 0 all the same once `patience` has passed: everything it accepted
   // has been answered. (At the thread limit gRPC 1.51 waits for ever, in grpc_shutdown, for
-  // a timer thread it could not start.)
-  void Done(std::chrono::seconds patience) {
+  // a timer thread it could not start.) A start that fails after the front ends started
+  // ends the same way, with its own `exit_code`.
+  void Done(std::chrono::seconds patience, int exit_code = 0) {
     std::lock_guard lock(mu_);
     done_ = true;
     patience_ = patience;
+    exit_code_ = exit_code;
     alarm(static_cast<unsigned>(patience.count()));
   }
   // Waits for the signal that begins the drain; returns it.
@@ -85,9 +87,10 @@ class ShutdownSignals {
       std::lock_guard lock(mu_);
       if (number == SIGALRM) {
         if (!done_) continue;  // not Done's
-        log::Warn("the process had not ended " + std::to_string(patience_.count()) +
-                  " s after its drain (destroying what served hung): exiting now");
-        std::_Exit(0);
+        log::Warn("the process had not ended " + std::to_string(patience_.count()) + " s after " +
+                  (exit_code_ == 0 ? "its drain" : "its failed start") +
+                  " (destroying what served hung): exiting now");
+        std::_Exit(exit_code_);
       }
       const std::string name = number == SIGTERM ? "SIGTERM" : "SIGINT";
       if (done_) continue;
@@ -112,6 +115,7 @@ class ShutdownSignals {
   bool serving_ = false;  // guarded by mu_
   bool done_ = false;     // guarded by mu_
   std::chrono::seconds patience_{0};  // guarded by mu_
+  int exit_code_ = 0;                 // guarded by mu_
   int first_ = 0;         // guarded by mu_; the signal that began the drain
 };
 
@@ -647,15 +651,21 @@ int Serve(const std::vector<std::string>& args) {
   // One bound for both front ends: the memory is the process's.
   flags.http.request_bytes = flags.grpc.request_bytes =
       std::make_shared<frontend::RequestBytes>(flags.request_bytes_in_flight);
+  // From here a failed start has front ends to destroy, which gRPC 1.51 may hang at the
+  // thread limit: the exit watchdog ends it with the same code.
+  const auto failed_start = [&](int code) {
+    shutdown_signals->Done(std::chrono::seconds(10), code);
+    return code;
+  };
   auto http = frontend::HttpServer::Start(**server, flags.http);
   if (!http.ok()) {
     log::Error("HTTP front end: " + http.status().ToString());
-    return kExitRuntime;
+    return failed_start(kExitRuntime);
   }
   auto grpc = frontend::GrpcServer::Start(**server, flags.grpc);
   if (!grpc.ok()) {
     log::Error("gRPC front end: " + grpc.status().ToString());
-    return kExitRuntime;
+    return failed_start(kExitRuntime);
   }
   // Declared after the facade so that it stops before the facade it reads goes away.
   std::unique_ptr<metrics::MetricsServer> metrics_server;
@@ -663,7 +673,7 @@ int Serve(const std::vector<std::string>& args) {
     auto started = metrics::MetricsServer::Start(**server, flags.metrics);
     if (!started.ok()) {
       log::Error("metrics: " + started.status().ToString());
-      return kExitRuntime;
+      return failed_start(kExitRuntime);
     }
     metrics_server = std::move(started).value();
   }
@@ -675,9 +685,9 @@ int Serve(const std::vector<std::string>& args) {
             "; loading the models");
   if (Status s = (*server)->LoadStartupModels(); !s.ok()) {
     log::Error(s.ToString());
-    return kExitRuntime;
+    return failed_start(kExitRuntime);
   }
-  if (int code = JudgeStartup((*server)->Admission()); code != kExitOk) return code;
+  if (int code = JudgeStartup((*server)->Admission()); code != kExitOk) return failed_start(code);
   // A signal from here on drains: requests are accepted from now.
   shutdown_signals->Serving();
   (*server)->EndStartup();
@@ -693,7 +703,7 @@ int Serve(const std::vector<std::string>& args) {
     // Whoever waits for the file would wait for ever: a failure ends the server.
     if (Status s = WriteFileAtomically(flags.port_file, ports + "\n"); !s.ok()) {
       log::Error("--port-file: " + s.message());
-      return kExitRuntime;
+      return failed_start(kExitRuntime);
     }
   }
 

@@ -456,22 +456,15 @@ StatusOr<ModelRepository::Override> ModelRepository::ReadOverride(const std::str
 
 ModelRepository::Unchanged ModelRepository::UnchangedCandidates(const ModelState& serving) {
   Unchanged out;
-  // The state's fingerprint must be the files its loads were read from. It is not when a
-  // failed reload left an older load serving (reload_failure, a version's reason, a canary
-  // phase's rollback sets one of them); nor for a load's own files or config.
-  if (serving.folder || serving.overridden || serving.canary || !serving.reload_failure.empty() ||
-      !serving.reason.empty() || !serving.config || config::IsEnsemble(*serving.config) ||
-      serving.fingerprint.empty()) {
-    return out;
-  }
+  if (serving.canary) return out;  // its phase ends with the next load
   for (const VersionStatus& v : serving.versions) {
-    // One out of service (its instances failing) is loaded again, as a reload is asked to.
-    if (!v.runtime || !v.reason.empty() || !v.runtime->scheduler ||
-        !v.runtime->scheduler->Health().ok()) {
+    // One with an instance out of service (a run out of memory) is loaded again, as a
+    // reload is asked to.
+    if (!v.runtime || v.runtime->files.empty() || !v.runtime->scheduler ||
+        v.runtime->scheduler->InstancesOutOfService() > 0) {
       continue;
     }
-    out.emplace(v.version, std::make_pair(v.runtime, VersionFingerprint(serving.fingerprint,
-                                                                        serving.dir, v.version)));
+    out.emplace(v.version, v.runtime);
   }
   return out;
 }
@@ -622,11 +615,14 @@ void ModelRepository::LoadVersions(const std::string& name, const std::vector<in
     // As Triton: a version whose files (and the model's config and shared files) are as
     // when it was loaded keeps serving as it is, its statistics and baselines with it. A
     // version added or removed beside it no longer reloads it, twice its memory for a while.
+    const std::string files =
+        state.fingerprint.empty() || state.overridden || state.folder || config::IsEnsemble(config)
+            ? std::string()
+            : VersionFingerprint(state.fingerprint, dir, v);
     if (auto it = unchanged.find(v);
-        it != unchanged.end() && !state.fingerprint.empty() &&
-        it->second.second == VersionFingerprint(state.fingerprint, dir, v)) {
+        it != unchanged.end() && !files.empty() && it->second->files == files) {
       vs.state = server::ModelState::kReady;
-      vs.runtime = it->second.first;
+      vs.runtime = it->second;
       vs.kept = true;
       log::Info("model '" + name + "' version " + std::to_string(v) +
                 " is unchanged: it serves on as loaded");
@@ -638,7 +634,10 @@ void ModelRepository::LoadVersions(const std::string& name, const std::vector<in
             ? LoadEnsembleVersion(name, v, config)
             : LoadVersion(name, dir, v, config,
                           {.max_batch_size_set = state.parse_details.max_batch_size_set});
-    if (runtime.ok()) (*runtime)->load_folder = state.folder;
+    if (runtime.ok()) {
+      (*runtime)->load_folder = state.folder;
+      (*runtime)->files = files;
+    }
     if (runtime.ok() && options_.admit) {
       // Admission before publication: a refused version is never READY, not even briefly.
       if (Status s = options_.admit(dir, **runtime); !s.ok()) runtime = s;

@@ -605,6 +605,8 @@ size_t DynamicBatchScheduler::Pending() const {
 
 Status DynamicBatchScheduler::Health() const { return health_->Check(); }
 
+size_t DynamicBatchScheduler::InstancesOutOfService() const { return health_->OutOfService(); }
+
 size_t DynamicBatchScheduler::FailQueued(const Status& why) {
   std::vector<Answer> answers;
   {

@@ -53,6 +53,11 @@ bool InstanceHealth::Recover(size_t index, backend::ModelInstance* instance,
   }
 }
 
+size_t InstanceHealth::OutOfService() const {
+  std::lock_guard lock(mu_);
+  return out_count_;
+}
+
 Status InstanceHealth::Check() const {
   if (!none_can_serve_.load(std::memory_order_acquire)) return Status::Ok();
   std::lock_guard lock(mu_);

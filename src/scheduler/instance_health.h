@@ -39,6 +39,8 @@ class InstanceHealth {
   // atomic load while all is well (it is on the request path). A scheduler asks it under
   // its own lock, which it may hold while this takes InstanceHealth's (never the reverse).
   Status Check() const;
+  // How many instances are out of service now.
+  size_t OutOfService() const;
   // Ends the pauses: a stopping scheduler recovers nothing more.
   void Stop();
 

@@ -130,6 +130,8 @@ size_t InstancePoolScheduler::Pending() const {
 
 Status InstancePoolScheduler::Health() const { return health_->Check(); }
 
+size_t InstancePoolScheduler::InstancesOutOfService() const { return health_->OutOfService(); }
+
 void InstancePoolScheduler::WorkerLoop(size_t index) {
   for (;;) {
     Job job;

@@ -357,15 +357,19 @@ StatusOr<std::vector<ModelStatistics>> Server::GetModelStatistics(const std::str
     (void)found;
   }
   std::vector<ModelStatistics> out;
+  std::set<const repository::ModelVersion*> counted;
   for (const auto& v : repository_->ReadyVersions(name)) {
+    counted.insert(v.get());
     const std::string v_str = std::to_string(v->version);
     if (!version.empty() && v_str != version) continue;
     ModelStatistics stats = v->stats.Snapshot(v->model_name, v_str);
     if (v->scheduler) stats.pending_request_count = v->scheduler->Pending();
     out.push_back(std::move(stats));
   }
-  // A canary phase's old load still serves most requests: they count under its version.
+  // A canary phase's old load still serves most requests: they count under its version,
+  // once (a version kept unchanged beside the new one is published as well).
   for (const repository::CanaryPhase& phase : repository_->Canaries()) {
+    if (counted.count(phase.stable.get()) > 0) continue;
     const std::string v_str = std::to_string(phase.stable->version);
     if ((!name.empty() && phase.model != name) || (!version.empty() && v_str != version)) continue;
     ModelStatistics stats = phase.stable->stats.Snapshot(phase.model, v_str);

@@ -103,9 +103,11 @@ void Server::WatchRollouts() {
         !ended.ok()) {
       continue;  // a load or an unload ended it meanwhile; forgotten next pass
     }
-    // What serves from now on stops keeping latencies. Rolled back, the old load's admission
-    // record (self-test, memory budget, canary probe) is shown again.
-    (promote ? phase.candidate : phase.stable)->stats.KeepLatencies(0);
+    // What serves from now on stops keeping latencies: the old load too when it serves its
+    // own number still (kept unchanged beside the new one). Rolled back, the old load's
+    // admission record (self-test, memory budget, canary probe) is shown again.
+    phase.candidate->stats.KeepLatencies(0);
+    phase.stable->stats.KeepLatencies(0);
     {
       std::lock_guard records(admission_mu_);
       const std::pair<std::string, int64_t> key = {phase.model, phase.stable->version};

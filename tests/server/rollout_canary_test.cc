@@ -288,6 +288,9 @@ TEST_F(KeptVersionRolloutTest, APhasesEndLeavesTheKeptVersionServing) {
   server_->WatchRollouts();
   ASSERT_EQ(Outcomes().back(), "canary");
   EXPECT_EQ(Send(100), 0);
+  // 80 of them on version 1's load, counted once: it is published and the phase's old load.
+  EXPECT_EQ(server_->GetModelStatistics("simple", "1").value().at(0).inference_stats.success.count,
+            80u);
   clock_.Advance(std::chrono::seconds(61));
   server_->WatchRollouts();
   ASSERT_EQ(Outcomes().back(), "promoted");

@@ -95,6 +95,10 @@ struct ModelVersion {
   CanaryPlan canary_plan;
   // The load request's files it was loaded from; null when from the repository's folder.
   std::shared_ptr<const LoadFolder> load_folder;
+  // What of the model folder this load read (ModelRepository::VersionFingerprint), taken
+  // before the read: a reload keeps it while the folder still shows that. Empty for what a
+  // reload never keeps: an ensemble, a load request's own files or config.
+  std::string files;
   // Its version folder (<model folder>/<version>); empty for an ensemble. Gone from disk,
   // the version is being removed: no rollout gate compares a candidate with it.
   std::filesystem::path folder;
@@ -331,12 +335,11 @@ class ModelRepository {
     std::shared_ptr<const LoadFolder> folder;  // null: the repository's folder
   };
   StatusOr<Override> ReadOverride(const std::string& name, const LoadOverride& load) const;
-  // The serving loads a reload may keep, by version: each with the files it was loaded
-  // from (VersionFingerprint).
-  using Unchanged = std::map<int64_t, std::pair<std::shared_ptr<ModelVersion>, std::string>>;
+  // The serving loads a reload may keep, by version.
+  using Unchanged = std::map<int64_t, std::shared_ptr<ModelVersion>>;
   // What of `name`'s serving state a reload from its folder may keep (with mu_ held): the
-  // healthy READY versions of a load from the folder's own config, when no canary phase is
-  // in progress and no version serves an older load than its files. Not an ensemble's.
+  // READY versions loaded from the folder with its own config (ModelVersion::files), none
+  // of whose instances is out of service, when no canary phase is in progress.
   static Unchanged UnchangedCandidates(const ModelState& serving);
   // The part of a model's Fingerprint that one version's load reads: everything but the
   // other numeric version folders (config.pbtxt, labels, files beside the versions too).

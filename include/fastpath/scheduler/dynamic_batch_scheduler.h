@@ -106,6 +106,7 @@ class DynamicBatchScheduler final : public Scheduler {
   size_t Pending() const override;
   size_t FailQueued(const Status& why) override;  // not under mu_
   Status Health() const override;
+  size_t InstancesOutOfService() const override;
   // Requests waiting in the queues (not yet handed to an instance).
   size_t Queued() const;
 

@@ -51,6 +51,7 @@ class InstancePoolScheduler final : public Scheduler {
   size_t Pending() const override;
   size_t FailQueued(const Status& why) override;
   Status Health() const override;
+  size_t InstancesOutOfService() const override;
 
  private:
   InstancePoolScheduler(std::vector<std::unique_ptr<backend::ModelInstance>> instances,

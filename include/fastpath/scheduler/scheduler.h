@@ -84,6 +84,8 @@ class Scheduler {
   // running out of memory, and not yet rebuilt); Ok otherwise. Cheap: the repository asks
   // it for every request, and readiness follows it.
   virtual Status Health() const { return Status::Ok(); }
+  // How many of its instances are out of service now (Health() fails only when all are).
+  virtual size_t InstancesOutOfService() const { return 0; }
 };
 
 }  // namespace fastpath::scheduler
