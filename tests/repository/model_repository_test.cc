@@ -38,6 +38,14 @@ class ModelRepositoryTest : public ::testing::Test {
     options.load_files_root = load_files_.root();
     return std::make_unique<ModelRepository>(options, backend_.get());
   }
+  // Explicit mode on `clock`: the retire grace passes when the test moves it.
+  std::unique_ptr<ModelRepository> MakeExplicit(Clock* clock) {
+    RepositoryOptions options;
+    options.roots = {repo_.root()};
+    options.mode = ControlMode::kExplicit;
+    options.clock = clock;
+    return std::make_unique<ModelRepository>(options, backend_.get());
+  }
   const server::RepositoryEntry* Entry(const std::vector<server::RepositoryEntry>& index,
                                        const std::string& name, const std::string& version) {
     for (const auto& e : index) {
@@ -827,14 +835,23 @@ Status RunOn(ModelVersion& version) {
   return answered.get_future().get();
 }
 
+// Sends requests to `version` until one fails (it is stopped once its grace is over), for
+// up to 20 s; returns that answer (Ok when none failed).
+Status StoppedAnswer(ModelVersion& version) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  Status answer = Status::Ok();
+  while (answer.ok() && std::chrono::steady_clock::now() < deadline) {
+    answer = RunOn(version);
+    if (answer.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return answer;
+}
+
 TEST_F(ModelRepositoryTest, AReplacedVersionServesWhatFoundItUntilItsGraceEnds) {
   repo_.AddVersion("simple", 1, "simple");
   fastpath::testing::ManualClock clock;
-  RepositoryOptions options;
-  options.roots = {repo_.root()};
-  options.mode = ControlMode::kExplicit;
-  options.clock = &clock;
-  ModelRepository repo(options, backend_.get());
+  auto made = MakeExplicit(&clock);
+  ModelRepository& repo = *made;
   ASSERT_TRUE(repo.Load("simple").ok());
   const std::shared_ptr<ModelVersion> old = *repo.FindReady("simple", "");
   repo_.Touch("simple/1/model.onnx");
@@ -844,24 +861,9 @@ TEST_F(ModelRepositoryTest, AReplacedVersionServesWhatFoundItUntilItsGraceEnds) 
   EXPECT_TRUE(RunOn(*old).ok());
   // After the grace it is stopped (drained), and refuses.
   clock.Advance(ModelRepository::kRetireGrace);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  Status late = Status::Ok();
-  while (late.ok() && std::chrono::steady_clock::now() < deadline) {
-    late = RunOn(*old);
-    if (late.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  const Status late = StoppedAnswer(*old);
   EXPECT_EQ(late.code(), StatusCode::kUnavailable);
   EXPECT_NE(late.message().find("shutting down"), std::string::npos) << late.message();
-}
-
-// Waits until `version` has been stopped (its grace over): a request then fails.
-bool BecomesStopped(ModelVersion& version) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (!RunOn(version).ok()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return false;
 }
 
 // As Triton (24.08 on): a version added or removed reloads no version whose files are as
@@ -874,11 +876,8 @@ TEST_F(ModelRepositoryTest, AVersionAddedOrRemovedLoadsNoUnchangedVersionAgain) 
   for (int v : {1, 2}) repo_.AddVersion("simple", v, "simple");
   repo_.WriteConfig("simple", "version_policy { latest { num_versions: 2 } }");
   fastpath::testing::ManualClock clock;
-  RepositoryOptions options;
-  options.roots = {repo_.root()};
-  options.mode = ControlMode::kExplicit;
-  options.clock = &clock;
-  ModelRepository repo(options, backend_.get());
+  auto made = MakeExplicit(&clock);
+  ModelRepository& repo = *made;
   ASSERT_TRUE(repo.Load("simple").ok());
   const std::shared_ptr<ModelVersion> one = *repo.FindReady("simple", "1");
   const std::shared_ptr<ModelVersion> two = *repo.FindReady("simple", "2");
@@ -906,7 +905,7 @@ TEST_F(ModelRepositoryTest, AVersionAddedOrRemovedLoadsNoUnchangedVersionAgain) 
   EXPECT_THAT(logged.str(), ::testing::HasSubstr("model 'simple' version 1 unloaded"));
   // Version 1 goes after its grace; version 2, kept, does not.
   clock.Advance(ModelRepository::kRetireGrace);
-  EXPECT_TRUE(BecomesStopped(*one));
+  EXPECT_FALSE(StoppedAnswer(*one).ok());
   EXPECT_TRUE(RunOn(*two).ok());
 
   // Version 3 removed: version 1 loads again, version 2 stays.
